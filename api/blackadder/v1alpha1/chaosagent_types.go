@@ -1,0 +1,63 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ChaosAgentSpec is the article's first ChaosAgent: tantrum mode and a pod tolerance.
+// Objects written as v1alpha1 are stored as v1beta1 (the same fields, plus the v1beta1
+// defaults); reading them as v1alpha1 shows only these two fields.
+type ChaosAgentSpec struct {
+	// tantrumMode, when true, lets the agent kill pods at random, but only while at least
+	// podTolerance candidate pods exist.
+	// +optional
+	TantrumMode bool `json:"tantrumMode,omitempty"`
+
+	// podTolerance is the number of candidate pods that must exist before a tantrum kills any.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
+	// +optional
+	PodTolerance int32 `json:"podTolerance,omitempty"`
+}
+
+// ChaosAgentStatus is the part of the agent's status that v1alpha1 shows.
+type ChaosAgentStatus struct {
+	// observedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// conditions: Ready (the agent is running rounds), Paused, Degraded.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ChaosAgent is a chaos engineering agent (v1alpha1: tantrum mode only). Prefer v1beta1.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=ca
+// +kubebuilder:printcolumn:name="Tantrum",type=boolean,JSONPath=`.spec.tantrumMode`,description="Kills Pods randomly"
+// +kubebuilder:printcolumn:name="Tolerance",type=integer,JSONPath=`.spec.podTolerance`,description="Total number of Pods to tolerate before randomly killing Pods"
+type ChaosAgent struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec says what the agent may break.
+	// +optional
+	Spec ChaosAgentSpec `json:"spec,omitempty"`
+	// status says what the agent did.
+	// +optional
+	Status ChaosAgentStatus `json:"status,omitempty"`
+}
+
+// ChaosAgentList is a list of ChaosAgents.
+// +kubebuilder:object:root=true
+type ChaosAgentList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ChaosAgent `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ChaosAgent{}, &ChaosAgentList{})
+}

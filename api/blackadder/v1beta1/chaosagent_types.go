@@ -1,0 +1,227 @@
+package v1beta1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// KillMethod says how a tantrum removes a pod.
+// +kubebuilder:validation:Enum=Evict;Delete
+type KillMethod string
+
+const (
+	// KillMethodEvict uses the Eviction API, so PodDisruptionBudgets are respected.
+	KillMethodEvict KillMethod = "Evict"
+	// KillMethodDelete deletes the pod directly, ignoring PodDisruptionBudgets.
+	KillMethodDelete KillMethod = "Delete"
+)
+
+// ChaosAgentSpec is what the agent is allowed to break, how eagerly and how often.
+type ChaosAgentSpec struct {
+	// tantrumMode, when true, lets the agent kill pods at random, but only while at least
+	// podTolerance candidate pods exist.
+	// +optional
+	TantrumMode bool `json:"tantrumMode,omitempty"`
+
+	// podTolerance is the number of candidate pods that must exist before a tantrum kills any.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
+	// +optional
+	PodTolerance int32 `json:"podTolerance,omitempty"`
+
+	// cancerMode, when true, lets the agent double the replicas of randomly chosen Deployments,
+	// never above 128. Deployments scaled by a HorizontalPodAutoscaler are skipped.
+	// +optional
+	CancerMode bool `json:"cancerMode,omitempty"`
+
+	// ipsumMode, when true, lets the agent overwrite every value of randomly chosen ConfigMaps
+	// with lorem ipsum. Immutable ConfigMaps are skipped.
+	// +optional
+	IpsumMode bool `json:"ipsumMode,omitempty"`
+
+	// eagerness is the chance, in percent, that any one candidate object is hit in a round.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=20
+	// +optional
+	Eagerness int32 `json:"eagerness,omitempty"`
+
+	// pauseDuration is the number of seconds between two rounds.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	// +kubebuilder:default=30
+	// +optional
+	PauseDuration int32 `json:"pauseDuration,omitempty"`
+
+	// excludedNamespaces are never touched by this agent, in addition to the namespaces the
+	// operator protects (its own and kube-system by default).
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +listType=set
+	// +optional
+	ExcludedNamespaces []string `json:"excludedNamespaces,omitempty"`
+
+	// namespaceSelector, when set, narrows the targets to namespaces whose labels match.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+
+	// podSelector, when set, narrows tantrum targets to pods whose labels match.
+	// +optional
+	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
+
+	// dryRun, when true, records every action the agent would take (in status and Events)
+	// and changes nothing. It wins over every other setting.
+	// +optional
+	DryRun bool `json:"dryRun,omitempty"`
+
+	// paused, when true, stops new rounds. With restoreOnDelete the agent also puts back
+	// what it changed.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+
+	// killMethod is how a tantrum removes a pod: Evict (default, respects
+	// PodDisruptionBudgets) or Delete.
+	// +kubebuilder:default=Evict
+	// +optional
+	KillMethod KillMethod `json:"killMethod,omitempty"`
+
+	// maxActionsPerRound caps the number of actions of one round, whatever eagerness says.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	// +kubebuilder:default=10
+	// +optional
+	MaxActionsPerRound int32 `json:"maxActionsPerRound,omitempty"`
+
+	// restoreOnDelete, when true (the default), puts back the replicas and ConfigMap data the
+	// agent changed when the agent is deleted or paused.
+	// +kubebuilder:default=true
+	// +optional
+	RestoreOnDelete *bool `json:"restoreOnDelete,omitempty"`
+
+	// seed, when set, makes the random choices of every round reproducible.
+	// +optional
+	Seed *int64 `json:"seed,omitempty"`
+}
+
+// ActionKind names what the agent did to an object.
+type ActionKind string
+
+const (
+	// ActionKillPod removed a pod (eviction or deletion).
+	ActionKillPod ActionKind = "KillPod"
+	// ActionScaleDeployment doubled a Deployment's replicas.
+	ActionScaleDeployment ActionKind = "ScaleDeployment"
+	// ActionIpsumConfigMap overwrote a ConfigMap's values with lorem ipsum.
+	ActionIpsumConfigMap ActionKind = "IpsumConfigMap"
+	// ActionRestoreDeployment put a Deployment's replicas back.
+	ActionRestoreDeployment ActionKind = "RestoreDeployment"
+	// ActionRestoreConfigMap put a ConfigMap's data back.
+	ActionRestoreConfigMap ActionKind = "RestoreConfigMap"
+)
+
+// ChaosAction is one thing the agent did, or would have done in dry-run.
+type ChaosAction struct {
+	// time is when the action was taken.
+	Time metav1.Time `json:"time"`
+	// kind is what was done.
+	Kind ActionKind `json:"kind"`
+	// target is the object, as namespace/name.
+	Target string `json:"target"`
+	// detail says what changed, for humans.
+	// +optional
+	Detail string `json:"detail,omitempty"`
+	// dryRun is true when the action was only recorded.
+	// +optional
+	DryRun bool `json:"dryRun,omitempty"`
+	// result is Succeeded, Skipped or Failed, with the reason after a colon.
+	// +optional
+	Result string `json:"result,omitempty"`
+}
+
+// ChaosCounts counts actions since the agent was created.
+type ChaosCounts struct {
+	// podsKilled counts pods evicted or deleted.
+	// +optional
+	PodsKilled int64 `json:"podsKilled,omitempty"`
+	// deploymentsScaled counts Deployment replica doublings.
+	// +optional
+	DeploymentsScaled int64 `json:"deploymentsScaled,omitempty"`
+	// configMapsIpsumed counts ConfigMaps overwritten with lorem ipsum.
+	// +optional
+	ConfigMapsIpsumed int64 `json:"configMapsIpsumed,omitempty"`
+	// restored counts objects put back.
+	// +optional
+	Restored int64 `json:"restored,omitempty"`
+}
+
+// ChaosAgentStatus is what the agent has done.
+type ChaosAgentStatus struct {
+	// observedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// conditions: Ready (the agent is running rounds), Paused, Degraded.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// lastRoundTime is when the last round ran.
+	// +optional
+	LastRoundTime *metav1.Time `json:"lastRoundTime,omitempty"`
+	// nextRoundTime is when the next round is due.
+	// +optional
+	NextRoundTime *metav1.Time `json:"nextRoundTime,omitempty"`
+	// rounds counts the rounds run.
+	// +optional
+	Rounds int64 `json:"rounds,omitempty"`
+	// counts of actions since the agent was created.
+	// +optional
+	Counts ChaosCounts `json:"counts,omitempty"`
+	// lastActions are the most recent actions, newest first (at most 20).
+	// +kubebuilder:validation:MaxItems=20
+	// +optional
+	LastActions []ChaosAction `json:"lastActions,omitempty"`
+	// changedObjects is the number of Deployments and ConfigMaps this agent changed and has
+	// not put back yet. Their originals are kept in annotations on the objects themselves.
+	// +optional
+	ChangedObjects int32 `json:"changedObjects,omitempty"`
+}
+
+// ChaosAgent is a chaos engineering agent: every pauseDuration seconds it picks, with
+// eagerness percent chance each, pods to kill, Deployments to double and ConfigMaps to fill
+// with lorem ipsum, outside protected and excluded namespaces.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:storageversion
+// +kubebuilder:resource:scope=Cluster,shortName=ca
+// +kubebuilder:printcolumn:name="Tantrum",type=boolean,JSONPath=`.spec.tantrumMode`,description="Kills Pods randomly"
+// +kubebuilder:printcolumn:name="Tolerance",type=integer,JSONPath=`.spec.podTolerance`,description="Total number of Pods to tolerate before randomly killing Pods"
+// +kubebuilder:printcolumn:name="Cancer",type=boolean,JSONPath=`.spec.cancerMode`,description="Doubles Deployment replicas randomly"
+// +kubebuilder:printcolumn:name="Ipsum",type=boolean,JSONPath=`.spec.ipsumMode`,description="Writes lorem ipsum into ConfigMaps randomly"
+// +kubebuilder:printcolumn:name="Eagerness",type=integer,JSONPath=`.spec.eagerness`,description="Chance in percent that an object is hit"
+// +kubebuilder:printcolumn:name="Pause",type=integer,JSONPath=`.spec.pauseDuration`,description="Seconds between rounds"
+// +kubebuilder:printcolumn:name="Excluded",type=string,JSONPath=`.spec.excludedNamespaces`,description="Namespaces never touched"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ChaosAgent struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec says what the agent may break.
+	// +optional
+	Spec ChaosAgentSpec `json:"spec,omitempty"`
+	// status says what the agent did.
+	// +optional
+	Status ChaosAgentStatus `json:"status,omitempty"`
+}
+
+// ChaosAgentList is a list of ChaosAgents.
+// +kubebuilder:object:root=true
+type ChaosAgentList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ChaosAgent `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ChaosAgent{}, &ChaosAgentList{})
+}

@@ -1,0 +1,146 @@
+package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// RuleType names the kind of object a rule copies.
+// The article writes it in lower case; the Kind spelling is accepted too.
+// +kubebuilder:validation:Enum=configmap;secret;ConfigMap;Secret
+type RuleType string
+
+const (
+	RuleTypeConfigMap     RuleType = "configmap"
+	RuleTypeSecret        RuleType = "secret"
+	RuleTypeConfigMapKind RuleType = "ConfigMap"
+	RuleTypeSecretKind    RuleType = "Secret"
+)
+
+// IsSecret reports whether the rule copies Secrets (either spelling).
+func (t RuleType) IsSecret() bool { return t == RuleTypeSecret || t == RuleTypeSecretKind }
+
+// DeletionPolicy says what happens to copies when their rule is deleted.
+// +kubebuilder:validation:Enum=Delete;Retain
+type DeletionPolicy string
+
+const (
+	// DeletionPolicyDelete removes every copy with the rule.
+	DeletionPolicyDelete DeletionPolicy = "Delete"
+	// DeletionPolicyRetain leaves the copies in place, no longer managed.
+	DeletionPolicyRetain DeletionPolicy = "Retain"
+)
+
+// CopyratorRuleSpec selects source objects in the rule's own namespace and the namespaces
+// they are copied into.
+// +kubebuilder:validation:XValidation:rule="!(has(self.namespaces) && size(self.namespaces) > 0 && has(self.namespaceSelector))",message="spec.namespaces and spec.namespaceSelector are mutually exclusive"
+type CopyratorRuleSpec struct {
+	// ruleType is the kind of object copied: configmap or secret (ConfigMap and Secret are
+	// accepted too).
+	// +required
+	RuleType RuleType `json:"ruleType"`
+
+	// selector is a label map: every object of ruleType in the rule's own namespace whose
+	// labels include all of these is a source. A rule never reads other namespaces.
+	// +kubebuilder:validation:MinProperties=1
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 316 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="spec.selector keys must be valid label keys"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k].matches('^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$'))",message="spec.selector values must be valid label values (at most 63 characters)"
+	// +required
+	Selector map[string]string `json:"selector"`
+
+	// namespaces, when set, limits the copies to these namespaces. Without it (and without
+	// namespaceSelector) every active namespace receives copies.
+	// +kubebuilder:validation:MaxItems=1024
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +listType=set
+	// +optional
+	Namespaces []string `json:"namespaces,omitempty"`
+
+	// namespaceSelector, when set, limits the copies to namespaces whose labels match.
+	// Mutually exclusive with namespaces.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+
+	// deletionPolicy decides what happens to the copies when the rule is deleted:
+	// Delete (default) removes them, Retain leaves them.
+	// +kubebuilder:default=Delete
+	// +optional
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+}
+
+// CopyConflict is a target namespace where an object of the same name exists that
+// Copyrator did not create; it is left alone.
+type CopyConflict struct {
+	// namespace of the foreign object.
+	Namespace string `json:"namespace"`
+	// name of the foreign object.
+	Name string `json:"name"`
+	// reason says why it is a conflict.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+}
+
+// CopyratorRuleStatus says what the rule copied.
+type CopyratorRuleStatus struct {
+	// observedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// conditions: Ready (every copy in sync), Degraded (conflicts or failed writes).
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// sourcesMatched is the number of source objects the selector matches.
+	// +optional
+	SourcesMatched int32 `json:"sourcesMatched"`
+	// targetNamespaces is the number of namespaces that receive copies.
+	// +optional
+	TargetNamespaces int32 `json:"targetNamespaces"`
+	// copiesInSync is the number of copies equal to their source.
+	// +optional
+	CopiesInSync int32 `json:"copiesInSync"`
+	// conflictCount is the number of target objects left alone because someone else owns them.
+	// +optional
+	ConflictCount int32 `json:"conflictCount,omitempty"`
+	// conflicts lists some of them (at most 20).
+	// +kubebuilder:validation:MaxItems=20
+	// +optional
+	Conflicts []CopyConflict `json:"conflicts,omitempty"`
+}
+
+// CopyratorRule copies the ConfigMaps or Secrets of its namespace that match a label
+// selector into other namespaces, and keeps the copies in sync.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:path=copyrators,singular=copyrator,shortName=copyr
+// +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.ruleType`
+// +kubebuilder:printcolumn:name="Sources",type=integer,JSONPath=`.status.sourcesMatched`
+// +kubebuilder:printcolumn:name="Targets",type=integer,JSONPath=`.status.targetNamespaces`
+// +kubebuilder:printcolumn:name="In-Sync",type=integer,JSONPath=`.status.copiesInSync`
+// +kubebuilder:printcolumn:name="Conflicts",type=integer,JSONPath=`.status.conflictCount`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type CopyratorRule struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec selects what is copied where.
+	// +required
+	Spec CopyratorRuleSpec `json:"spec"`
+	// status says what was copied.
+	// +optional
+	Status CopyratorRuleStatus `json:"status,omitempty"`
+}
+
+// CopyratorRuleList is a list of CopyratorRules.
+// +kubebuilder:object:root=true
+type CopyratorRuleList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []CopyratorRule `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&CopyratorRule{}, &CopyratorRuleList{})
+}

@@ -1,0 +1,124 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SecretReference names a Secret in the mirror's namespace.
+type SecretReference struct {
+	// name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+}
+
+// RegistryMirrorSpec is the upstream to mirror and how much cache to give it.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.storageClassName) || (has(self.storageClassName) && self.storageClassName == oldSelf.storageClassName)",message="spec.storageClassName is immutable"
+type RegistryMirrorSpec struct {
+	// upstream is the registry to mirror, as an http(s) URL without a path, for example
+	// https://registry-1.docker.io.
+	// +kubebuilder:validation:MinLength=8
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://[^/\s]+/?$`
+	// +kubebuilder:validation:XValidation:rule="isURL(self)",message="spec.upstream must be a valid URL"
+	// +required
+	Upstream string `json:"upstream"`
+
+	// storage is the size of the cache volume. It may grow but never shrink. Default 10Gi.
+	// +kubebuilder:default="10Gi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="spec.storage must be greater than zero"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity(string(oldSelf))) >= 0",message="spec.storage may grow but not shrink"
+	// +optional
+	Storage resource.Quantity `json:"storage,omitempty"`
+
+	// storageClassName is the StorageClass of the cache volume; default: the cluster's
+	// default class. Immutable once set.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	StorageClassName *string `json:"storageClassName,omitempty"`
+
+	// credentialsSecretRef names a Secret in this namespace with keys `username` and
+	// `password` for an upstream that needs them.
+	// +optional
+	CredentialsSecretRef *SecretReference `json:"credentialsSecretRef,omitempty"`
+
+	// cacheTTL is how long cached content is kept (a Go duration such as 168h). Default: the
+	// registry's own (7 days).
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	CacheTTL *metav1.Duration `json:"cacheTTL,omitempty"`
+
+	// resources of the registry container.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// configureNodes, when true, makes the node agent write containerd's hosts.toml for the
+	// upstream's host on every node, so the container runtime pulls through the mirror.
+	// +optional
+	ConfigureNodes bool `json:"configureNodes,omitempty"`
+}
+
+// RegistryMirrorStatus says whether the mirror serves and where.
+type RegistryMirrorStatus struct {
+	// observedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// conditions: Ready (registry and node agents ready), Degraded (an object could not be
+	// applied, or one of the same name belongs to someone else).
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// endpoint is the in-cluster address of the mirror (http://<service>.<namespace>.svc:5000).
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+	// readyReplicas of the registry StatefulSet.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// nodesReady is the number of nodes whose node agent is ready.
+	// +optional
+	NodesReady int32 `json:"nodesReady,omitempty"`
+	// nodesDesired is the number of nodes that should run the node agent.
+	// +optional
+	NodesDesired int32 `json:"nodesDesired,omitempty"`
+}
+
+// RegistryMirror runs a pull-through cache of one upstream registry: two Services, a
+// StatefulSet with the CNCF distribution registry in proxy mode, its PVC, and a DaemonSet
+// that makes the mirror reachable from every node.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=rm
+// +kubebuilder:printcolumn:name="Upstream",type=string,JSONPath=`.spec.upstream`
+// +kubebuilder:printcolumn:name="Storage",type=string,JSONPath=`.spec.storage`
+// +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type RegistryMirror struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the upstream and the cache size.
+	// +required
+	Spec RegistryMirrorSpec `json:"spec"`
+	// status says whether the mirror serves.
+	// +optional
+	Status RegistryMirrorStatus `json:"status,omitempty"`
+}
+
+// RegistryMirrorList is a list of RegistryMirrors.
+// +kubebuilder:object:root=true
+type RegistryMirrorList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []RegistryMirror `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&RegistryMirror{}, &RegistryMirrorList{})
+}

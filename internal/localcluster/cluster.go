@@ -1,0 +1,505 @@
+// Package localcluster starts a real Kubernetes control plane on loopback from binaries
+// built out of the Go module proxy: etcd, kube-apiserver and, for a full cluster,
+// kube-controller-manager, kube-scheduler and kwok with fake nodes, so pods "run" without
+// a kubelet. `make cluster-up`, `make demo` and the integration tests all use it.
+package localcluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Versions of the binaries the Makefile builds (hack/build-controlplane.sh).
+const (
+	KubernetesVersion = "v1.37.1"
+	KwokVersion       = "v0.8.0"
+)
+
+// Options say where the binaries are and what to start.
+type Options struct {
+	// Dir holds data, certificates, logs, the kubeconfig and state.json. Required.
+	Dir string
+	// BinDir holds etcd, kube-apiserver, kube-controller-manager and kube-scheduler.
+	BinDir string
+	// KwokDir holds kwok and stages.yaml.
+	KwokDir string
+	// Full also starts kube-controller-manager, kube-scheduler and kwok with Nodes fake nodes.
+	// Without it only etcd and kube-apiserver run (like envtest).
+	Full bool
+	// Nodes is the number of fake nodes (default 1).
+	Nodes int
+	// Detach starts the processes in their own session so they outlive this process
+	// (make cluster-up); otherwise they die with it.
+	Detach bool
+	// Log, when set, receives one line per step.
+	Log func(format string, args ...any)
+}
+
+// Process is one running component.
+type Process struct {
+	Name string   `json:"name"`
+	PID  int      `json:"pid"`
+	Args []string `json:"args"`
+	Log  string   `json:"log"`
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Cluster is a running local control plane.
+type Cluster struct {
+	Dir           string     `json:"dir"`
+	Kubeconfig    string     `json:"kubeconfig"`
+	APIServerURL  string     `json:"apiServerURL"`
+	EtcdURL       string     `json:"etcdURL"`
+	Full          bool       `json:"full"`
+	Processes     []*Process `json:"processes"`
+	opts          Options
+	restConfig    *rest.Config
+}
+
+// RepoRoot finds the repository root (the directory holding go.mod) from the working
+// directory upwards, so tests in any package find bin/.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "PROJECT")); err == nil {
+			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+				return dir, nil
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("repository root (PROJECT and go.mod) not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// DefaultBinDirs returns the binary folders the Makefile fills, honouring
+// KUBEBUILDER_ASSETS and QUARTET_KWOK_DIR when set.
+func DefaultBinDirs() (binDir, kwokDir string, err error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", "", err
+	}
+	binDir = os.Getenv("KUBEBUILDER_ASSETS")
+	if binDir == "" {
+		binDir = filepath.Join(root, "bin", "k8s", KubernetesVersion)
+	}
+	kwokDir = os.Getenv("QUARTET_KWOK_DIR")
+	if kwokDir == "" {
+		kwokDir = filepath.Join(root, "bin", "kwok", KwokVersion)
+	}
+	return binDir, kwokDir, nil
+}
+
+// FreePort asks the kernel for a free loopback port.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Start brings up the control plane and waits until it is ready (and, for a full
+// cluster, until the fake nodes are Ready and the default ServiceAccount exists).
+func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
+	if opts.Dir == "" {
+		return nil, errors.New("localcluster: Options.Dir is required")
+	}
+	if opts.Nodes == 0 {
+		opts.Nodes = 1
+	}
+	if opts.Log == nil {
+		opts.Log = func(string, ...any) {}
+	}
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		if _, err := os.Stat(filepath.Join(opts.BinDir, b)); err != nil {
+			return nil, fmt.Errorf("localcluster: %s missing in %s (run `make controlplane`): %w", b, opts.BinDir, err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(opts.Dir, "logs"), 0o755); err != nil {
+		return nil, err
+	}
+	c := &Cluster{Dir: opts.Dir, Full: opts.Full, opts: opts, Kubeconfig: filepath.Join(opts.Dir, "kubeconfig")}
+	defer func() {
+		if err != nil {
+			_ = c.Stop()
+		}
+	}()
+
+	p, err := writePKI(filepath.Join(opts.Dir, "pki"))
+	if err != nil {
+		return nil, fmt.Errorf("localcluster: certificates: %w", err)
+	}
+	etcdPort, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	peerPort, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	apiPort, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	c.EtcdURL = fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
+	c.APIServerURL = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
+	dataDir := filepath.Join(opts.Dir, "etcd")
+	_ = os.RemoveAll(dataDir)
+
+	start := time.Now()
+	if err := c.startProcess("etcd", filepath.Join(opts.BinDir, "etcd"),
+		"--name=default", "--data-dir="+dataDir,
+		"--listen-client-urls="+c.EtcdURL, "--advertise-client-urls="+c.EtcdURL,
+		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=default="+peerURL, "--unsafe-no-fsync=true", "--log-level=warn",
+		"--quota-backend-bytes=8589934592"); err != nil {
+		return nil, err
+	}
+	if err := c.writeKubeconfig(p); err != nil {
+		return nil, err
+	}
+	if err := c.startAPIServer(p, apiPort); err != nil {
+		return nil, err
+	}
+	if err := c.waitReady(ctx, 60*time.Second); err != nil {
+		return nil, err
+	}
+	opts.Log("localcluster: etcd and kube-apiserver ready at %s in %s", c.APIServerURL, time.Since(start).Round(time.Millisecond))
+	if opts.Full {
+		if err := c.startRest(ctx, p); err != nil {
+			return nil, err
+		}
+		opts.Log("localcluster: controller-manager, scheduler, kwok and %d node(s) ready in %s", opts.Nodes, time.Since(start).Round(time.Millisecond))
+	}
+	return c, c.SaveState()
+}
+
+func (c *Cluster) apiServerArgs(p *pki, port int) []string {
+	return []string{
+		"--etcd-servers=" + c.EtcdURL,
+		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(port),
+		"--tls-cert-file=" + p.ServingCert, "--tls-private-key-file=" + p.ServingKey,
+		"--client-ca-file=" + p.CACert,
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + p.SAPub, "--service-account-signing-key-file=" + p.SAKey,
+		"--service-cluster-ip-range=10.0.0.0/24",
+		"--authorization-mode=RBAC",
+		"--allow-privileged=true",
+		"--enable-priority-and-fairness=false",
+		"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000",
+		"--profiling=false",
+	}
+}
+
+func (c *Cluster) startAPIServer(p *pki, port int) error {
+	return c.startProcess("kube-apiserver", filepath.Join(c.opts.BinDir, "kube-apiserver"), c.apiServerArgs(p, port)...)
+}
+
+func (c *Cluster) startRest(ctx context.Context, p *pki) error {
+	if err := c.startProcess("kube-controller-manager", filepath.Join(c.opts.BinDir, "kube-controller-manager"),
+		"--kubeconfig="+c.Kubeconfig, "--leader-elect=false", "--secure-port=0",
+		"--service-account-private-key-file="+p.SAKey, "--root-ca-file="+p.CACert,
+		"--cluster-signing-cert-file="+p.CACert, "--cluster-signing-key-file="+p.CAKey,
+		"--controllers=*", "--kube-api-qps=200", "--kube-api-burst=400",
+		"--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10",
+		"--concurrent-gc-syncs=40", "--concurrent-namespace-syncs=20"); err != nil {
+		return err
+	}
+	if err := c.startProcess("kube-scheduler", filepath.Join(c.opts.BinDir, "kube-scheduler"),
+		"--kubeconfig="+c.Kubeconfig, "--leader-elect=false", "--secure-port=0",
+		"--kube-api-qps=200", "--kube-api-burst=400"); err != nil {
+		return err
+	}
+	kwok := filepath.Join(c.opts.KwokDir, "kwok")
+	if _, err := os.Stat(kwok); err != nil {
+		return fmt.Errorf("localcluster: kwok missing in %s (run `make controlplane`): %w", c.opts.KwokDir, err)
+	}
+	if err := c.startProcess("kwok", kwok,
+		"--kubeconfig="+c.Kubeconfig, "--config="+filepath.Join(c.opts.KwokDir, "stages.yaml"),
+		"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+		"--cidr=10.244.0.0/16", "--node-ip=127.0.0.1"); err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(c.RestConfig())
+	if err != nil {
+		return err
+	}
+	for i := 0; i < c.opts.Nodes; i++ {
+		if err := createFakeNode(ctx, cs, fmt.Sprintf("kwok-node-%d", i)); err != nil {
+			return err
+		}
+	}
+	return waitFor(ctx, 90*time.Second, "nodes Ready and default ServiceAccount", func() (bool, error) {
+		if _, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{}); err != nil {
+			return false, nil
+		}
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		ready := 0
+		for _, n := range nodes.Items {
+			for _, cond := range n.Status.Conditions {
+				if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		return ready >= c.opts.Nodes, nil
+	})
+}
+
+func createFakeNode(ctx context.Context, cs kubernetes.Interface, name string) error {
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+			Labels: map[string]string{"type": "kwok", "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+				"kubernetes.io/arch": "amd64", "kubernetes.io/role": "agent", "node-role.kubernetes.io/agent": ""},
+		},
+		Status: corev1.NodeStatus{
+			Capacity:    fakeResources(),
+			Allocatable: fakeResources(),
+			NodeInfo:    corev1.NodeSystemInfo{Architecture: "amd64", OperatingSystem: "linux", KubeletVersion: "fake"},
+		},
+	}
+	_, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+func fakeResources() corev1.ResourceList {
+	return corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("64"),
+		corev1.ResourceMemory: resource.MustParse("512Gi"),
+		corev1.ResourcePods:   resource.MustParse("20000"),
+	}
+}
+
+func (c *Cluster) writeKubeconfig(p *pki) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["quartet-local"] = &clientcmdapi.Cluster{Server: c.APIServerURL, CertificateAuthority: p.CACert}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificate: p.AdminCert, ClientKey: p.AdminKey}
+	cfg.Contexts["quartet-local"] = &clientcmdapi.Context{Cluster: "quartet-local", AuthInfo: "admin", Namespace: "default"}
+	cfg.CurrentContext = "quartet-local"
+	return clientcmd.WriteToFile(*cfg, c.Kubeconfig)
+}
+
+// RestConfig is an admin client configuration for the cluster.
+func (c *Cluster) RestConfig() *rest.Config {
+	if c.restConfig == nil {
+		cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+		if err != nil {
+			panic(fmt.Sprintf("localcluster: reading own kubeconfig: %v", err))
+		}
+		cfg.QPS, cfg.Burst = 500, 1000
+		c.restConfig = cfg
+	}
+	return rest.CopyConfig(c.restConfig)
+}
+
+func (c *Cluster) waitReady(ctx context.Context, timeout time.Duration) error {
+	cs, err := kubernetes.NewForConfig(c.RestConfig())
+	if err != nil {
+		return err
+	}
+	return waitFor(ctx, timeout, "kube-apiserver /readyz", func() (bool, error) {
+		if p := c.process("kube-apiserver"); p != nil && p.exited() {
+			return false, fmt.Errorf("kube-apiserver exited; see %s", p.Log)
+		}
+		body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err == nil && strings.TrimSpace(string(body)) == "ok", nil
+	})
+}
+
+func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := cond()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("localcluster: timed out after %s waiting for %s", timeout, what)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Cluster) startProcess(name, bin string, args ...string) error {
+	logPath := filepath.Join(c.Dir, "logs", name+".log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if c.opts.Detach {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	} else {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("localcluster: starting %s: %w", name, err)
+	}
+	p := &Process{Name: name, PID: cmd.Process.Pid, Args: append([]string{bin}, args...), Log: logPath, cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	// Replace an earlier process of the same name (a restart).
+	for i, old := range c.Processes {
+		if old.Name == name {
+			c.Processes[i] = p
+			return nil
+		}
+	}
+	c.Processes = append(c.Processes, p)
+	return nil
+}
+
+func (c *Cluster) process(name string) *Process {
+	for _, p := range c.Processes {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+func (p *Process) exited() bool {
+	if p.done == nil {
+		return syscall.Kill(p.PID, 0) != nil
+	}
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop sends SIGTERM, waits up to 20 s, then SIGKILL.
+func (p *Process) stop() {
+	if p.exited() {
+		return
+	}
+	_ = syscall.Kill(p.PID, syscall.SIGTERM)
+	deadline := time.Now().Add(20 * time.Second)
+	for !p.exited() {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(p.PID, syscall.SIGKILL)
+			deadline = time.Now().Add(5 * time.Second)
+		}
+		if p.done != nil {
+			select {
+			case <-p.done:
+			case <-time.After(50 * time.Millisecond):
+			}
+		} else {
+			// Not our child (stopped from state.json): poll until the PID is gone.
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// Stop stops every component in reverse start order (kwok, scheduler, controller-manager,
+// apiserver, etcd), waiting for each, so the apiserver is never left without etcd.
+func (c *Cluster) Stop() error {
+	for i := len(c.Processes) - 1; i >= 0; i-- {
+		c.Processes[i].stop()
+	}
+	c.Processes = nil
+	_ = os.Remove(filepath.Join(c.Dir, "state.json"))
+	return nil
+}
+
+// RestartAPIServer stops kube-apiserver and starts it again with the same flags, then
+// waits for /readyz. Fault-injection tests use it.
+func (c *Cluster) RestartAPIServer(ctx context.Context, downtime time.Duration) error {
+	p := c.process("kube-apiserver")
+	if p == nil {
+		return errors.New("localcluster: no kube-apiserver")
+	}
+	p.stop()
+	time.Sleep(downtime)
+	if err := c.startProcess("kube-apiserver", p.Args[0], p.Args[1:]...); err != nil {
+		return err
+	}
+	if err := c.waitReady(ctx, 60*time.Second); err != nil {
+		return err
+	}
+	return c.SaveState()
+}
+
+// SaveState writes state.json so `make cluster-down` can stop a detached cluster.
+func (c *Cluster) SaveState() error {
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(c.Dir, "state.json"), b, 0o644)
+}
+
+// LoadState reads state.json of a cluster started earlier (possibly by another process).
+func LoadState(dir string) (*Cluster, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{}
+	if err := json.Unmarshal(b, c); err != nil {
+		return nil, fmt.Errorf("localcluster: %s/state.json: %w", dir, err)
+	}
+	return c, nil
+}
+
+// Alive reports whether every recorded process still runs and the API server answers.
+func (c *Cluster) Alive(ctx context.Context) bool {
+	for _, p := range c.Processes {
+		if p.exited() {
+			return false
+		}
+	}
+	cs, err := kubernetes.NewForConfig(c.RestConfig())
+	if err != nil {
+		return false
+	}
+	body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	return err == nil && strings.TrimSpace(string(body)) == "ok"
+}

@@ -1,0 +1,164 @@
+// Command manager runs Quartet: four day-2 controllers (ChaosAgent, CopyratorRule,
+// ExchangeRate, RegistryMirror) in one controller-runtime manager. `manager node-agent`
+// runs the RegistryMirror node side instead (same image, no extra binary).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	_ "k8s.io/client-go/plugin/pkg/client/auth"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	blackadderv1alpha1 "github.com/quartet-operator/quartet/api/blackadder/v1alpha1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
+	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
+	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
+	"github.com/quartet-operator/quartet/controllers/chaosagent"
+	"github.com/quartet-operator/quartet/controllers/copyratorrule"
+	"github.com/quartet-operator/quartet/controllers/exchangerate"
+	"github.com/quartet-operator/quartet/controllers/registrymirror"
+	"github.com/quartet-operator/quartet/internal/operator"
+)
+
+// Every controller records Events; each controller package declares the rest of its own
+// permissions next to its code.
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+var scheme = runtime.NewScheme()
+
+func init() {
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(blackadderv1alpha1.AddToScheme(scheme))
+	utilruntime.Must(blackadderv1beta1.AddToScheme(scheme))
+	utilruntime.Must(flantv1.AddToScheme(scheme))
+	utilruntime.Must(operatorsv1.AddToScheme(scheme))
+	utilruntime.Must(mirrorsv1alpha1.AddToScheme(scheme))
+}
+
+// allControllers are the controllers --controllers may name, in start order.
+var allControllers = []string{"chaosagent", "copyratorrule", "exchangerate", "registrymirror"}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "node-agent" {
+		os.Exit(registrymirror.NodeAgentMain(ctrl.SetupSignalHandler(), os.Args[2:]))
+	}
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		metricsAddr, probeAddr string
+		leaderElect            bool
+		leaderElectionNS       string
+		qps                    float64
+		burst                  int
+		controllers            string
+	)
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; 0 disables it.")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
+	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so only one of several replicas acts.")
+	flag.StringVar(&leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the manager's own).")
+	flag.Float64Var(&qps, "kube-api-qps", 50, "Client-side rate limit of requests to the API server, per second.")
+	flag.IntVar(&burst, "kube-api-burst", 100, "Client-side burst of requests to the API server.")
+	flag.StringVar(&controllers, "controllers", strings.Join(allControllers, ","), "Comma-separated controllers to run.")
+
+	var (
+		chaosOpts  chaosagent.Options
+		copyOpts   copyratorrule.Options
+		rateOpts   exchangerate.Options
+		mirrorOpts registrymirror.Options
+	)
+	chaosOpts.BindFlags(flag.CommandLine)
+	copyOpts.BindFlags(flag.CommandLine)
+	rateOpts.BindFlags(flag.CommandLine)
+	mirrorOpts.BindFlags(flag.CommandLine)
+
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := ctrl.Log.WithName("setup")
+
+	enabled := operator.ParseNamespaces(controllers)
+	for _, c := range enabled {
+		if !slices.Contains(allControllers, c) {
+			return fmt.Errorf("--controllers: unknown controller %q (known: %s)", c, strings.Join(allControllers, ", "))
+		}
+	}
+	shared := operator.Shared{
+		WatchNamespaces:   operator.ParseNamespaces(os.Getenv("WATCH_NAMESPACE")),
+		OperatorNamespace: operator.OwnNamespace(),
+	}
+
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = float32(qps), burst
+	cfg.UserAgent = "quartet"
+
+	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+	if len(shared.WatchNamespaces) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range shared.WatchNamespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Cache:                   cacheOpts,
+		Client:                  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress:  probeAddr,
+		LeaderElection:          leaderElect,
+		LeaderElectionID:        "quartet.quartet.dev",
+		LeaderElectionNamespace: leaderElectionNS,
+		// The manager exits right after losing its lease, so a new leader can start sooner.
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+
+	setups := map[string]func() error{
+		"chaosagent":     func() error { return chaosOpts.Setup(mgr, shared) },
+		"copyratorrule":  func() error { return copyOpts.Setup(mgr, shared) },
+		"exchangerate":   func() error { return rateOpts.Setup(mgr, shared) },
+		"registrymirror": func() error { return mirrorOpts.Setup(mgr, shared) },
+	}
+	for _, name := range allControllers {
+		if !slices.Contains(enabled, name) {
+			continue
+		}
+		if err := setups[name](); err != nil {
+			return fmt.Errorf("setting up controller %s: %w", name, err)
+		}
+		log.Info("Registered controller", "controller", name)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	log.Info("Starting manager", "watchNamespaces", shared.WatchNamespaces, "operatorNamespace", shared.OperatorNamespace)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
