@@ -19,6 +19,21 @@ const (
 // IsSecret reports whether the rule copies Secrets (either spelling).
 func (t RuleType) IsSecret() bool { return t == RuleTypeSecret || t == RuleTypeSecretKind }
 
+// LabelValue is a Kubernetes label value: at most 63 characters, alphanumeric at both
+// ends, with '-', '_' and '.' inside.
+// +kubebuilder:validation:MaxLength=63
+// +kubebuilder:validation:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
+type LabelValue string
+
+// SelectorLabels returns the selector as a plain label map.
+func (s CopyratorRuleSpec) SelectorLabels() map[string]string {
+	out := make(map[string]string, len(s.Selector))
+	for k, v := range s.Selector {
+		out[k] = string(v)
+	}
+	return out
+}
+
 // DeletionPolicy says what happens to copies when their rule is deleted.
 // +kubebuilder:validation:Enum=Delete;Retain
 type DeletionPolicy string
@@ -44,9 +59,8 @@ type CopyratorRuleSpec struct {
 	// +kubebuilder:validation:MinProperties=1
 	// +kubebuilder:validation:MaxProperties=32
 	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 316 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="spec.selector keys must be valid label keys"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k].matches('^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$'))",message="spec.selector values must be valid label values (at most 63 characters)"
 	// +required
-	Selector map[string]string `json:"selector"`
+	Selector map[string]LabelValue `json:"selector"`
 
 	// namespaces, when set, limits the copies to these namespaces. Without it (and without
 	// namespaceSelector) every active namespace receives copies.

@@ -1,0 +1,335 @@
+// Package crdvalidation proves the four CRDs are a contract the API server enforces: every
+// sample applies, and bad input is refused with a message that names the field.
+package crdvalidation
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/quartet-operator/quartet/internal/localcluster"
+	"github.com/quartet-operator/quartet/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { os.Exit(testenv.RunSuite(m, testenv.Envtest, &env)) }
+
+func decode(t *testing.T, doc string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	require.NoError(t, yaml.Unmarshal([]byte(doc), &u.Object))
+	return u
+}
+
+// TestSamplesApply creates every object in config/samples, unchanged, and reads it back.
+func TestSamplesApply(t *testing.T) {
+	env.Require(t)
+	root, err := localcluster.RepoRoot()
+	require.NoError(t, err)
+	files, err := filepath.Glob(filepath.Join(root, "config", "samples", "*_*.yaml"))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(files), 5, "samples for every kind and both ChaosAgent versions")
+	ctx := context.Background()
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			raw, err := os.ReadFile(f)
+			require.NoError(t, err)
+			u := &unstructured.Unstructured{}
+			require.NoError(t, utilyaml.Unmarshal(raw, &u.Object))
+			if u.GetNamespace() == "" && u.GetKind() != "ChaosAgent" {
+				u.SetNamespace("default")
+			}
+			// Both edmund samples share a name, as in the article: start each from scratch.
+			_ = env.Client.Delete(ctx, u.DeepCopy())
+			require.NoError(t, eventuallyCreate(ctx, u), "sample %s must be accepted", f)
+			got := &unstructured.Unstructured{}
+			got.SetGroupVersionKind(u.GroupVersionKind())
+			require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(u), got))
+			gotSpec := got.Object["spec"].(map[string]any)
+			for k, v := range u.Object["spec"].(map[string]any) {
+				assert.EqualValues(t, v, gotSpec[k], "spec.%s kept as written", k)
+			}
+			require.NoError(t, env.Client.Delete(ctx, got))
+		})
+	}
+}
+
+// eventuallyCreate retries while a previous object of the same name is still going away.
+func eventuallyCreate(ctx context.Context, u *unstructured.Unstructured) error {
+	var err error
+	for i := 0; i < 50; i++ {
+		err = env.Client.Create(ctx, u.DeepCopy())
+		if !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		_ = env.Client.Delete(ctx, u.DeepCopy())
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		default:
+		}
+	}
+	return err
+}
+
+// TestV1alpha1StoredAsV1beta1 checks the article's v1alpha1 agent survives as v1beta1 with
+// the v1beta1 defaults, and is still readable as v1alpha1.
+func TestV1alpha1StoredAsV1beta1(t *testing.T) {
+	env.Require(t)
+	ctx := context.Background()
+	u := decode(t, `
+apiVersion: blackadder.io/v1alpha1
+kind: ChaosAgent
+metadata: {name: alpha-agent}
+spec: {tantrumMode: true, podTolerance: 7}`)
+	require.NoError(t, env.Client.Create(ctx, u))
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, u) })
+
+	beta := &unstructured.Unstructured{}
+	beta.SetAPIVersion("blackadder.io/v1beta1")
+	beta.SetKind("ChaosAgent")
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: "alpha-agent"}, beta))
+	spec := beta.Object["spec"].(map[string]any)
+	assert.Equal(t, true, spec["tantrumMode"])
+	assert.EqualValues(t, 7, spec["podTolerance"])
+	assert.EqualValues(t, 20, spec["eagerness"], "v1beta1 default applied")
+	assert.EqualValues(t, 30, spec["pauseDuration"], "v1beta1 default applied")
+
+	alpha := &unstructured.Unstructured{}
+	alpha.SetAPIVersion("blackadder.io/v1alpha1")
+	alpha.SetKind("ChaosAgent")
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: "alpha-agent"}, alpha))
+	assert.EqualValues(t, 7, alpha.Object["spec"].(map[string]any)["podTolerance"])
+}
+
+// invalid is one object the API server must refuse, and the words its message must hold.
+type invalid struct {
+	name     string
+	doc      string
+	wantMsgs []string
+	// update, when set, is created first; doc is then applied as an update of it.
+	update string
+}
+
+var invalidObjects = []invalid{
+	// ChaosAgent
+	{name: "eagerness above 100 (the article's example)", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {tantrumMode: true, podTolerance: 10, eagerness: 200}`, wantMsgs: []string{"spec.eagerness", "less than or equal to 100"}},
+	{name: "eagerness zero", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {eagerness: 0}`, wantMsgs: []string{"spec.eagerness", "greater than or equal to 1"}},
+	{name: "negative pod tolerance", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {podTolerance: -1}`, wantMsgs: []string{"spec.podTolerance", "greater than or equal to 0"}},
+	{name: "negative pod tolerance in v1alpha1", doc: `
+apiVersion: blackadder.io/v1alpha1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {tantrumMode: true, podTolerance: -5}`, wantMsgs: []string{"spec.podTolerance"}},
+	{name: "pause of zero seconds", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {pauseDuration: 0}`, wantMsgs: []string{"spec.pauseDuration", "greater than or equal to 1"}},
+	{name: "tantrumMode not a boolean", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {tantrumMode: "sometimes"}`, wantMsgs: []string{"spec.tantrumMode", "boolean"}},
+	{name: "excluded namespace not a DNS label", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {excludedNamespaces: ["Kube_System"]}`, wantMsgs: []string{"spec.excludedNamespaces[0]", "should match"}},
+	{name: "unknown kill method", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {killMethod: Nuke}`, wantMsgs: []string{"spec.killMethod", "Evict", "Delete"}},
+	{name: "max actions per round zero", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {maxActionsPerRound: 0}`, wantMsgs: []string{"spec.maxActionsPerRound"}},
+	{name: "duplicate excluded namespaces", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {excludedNamespaces: [a, a]}`, wantMsgs: []string{"spec.excludedNamespaces[1]", "Duplicate"}},
+	// CopyratorRule
+	{name: "unknown rule type", doc: `
+apiVersion: flant.com/v1
+kind: CopyratorRule
+metadata: {name: bad, namespace: default}
+spec: {ruleType: pod, selector: {copyrator: "true"}}`, wantMsgs: []string{"spec.ruleType", "configmap", "secret"}},
+	{name: "rule type missing", doc: `
+apiVersion: flant.com/v1
+kind: CopyratorRule
+metadata: {name: bad, namespace: default}
+spec: {selector: {copyrator: "true"}}`, wantMsgs: []string{"spec.ruleType", "Required"}},
+	{name: "empty selector would copy everything", doc: `
+apiVersion: flant.com/v1
+kind: CopyratorRule
+metadata: {name: bad, namespace: default}
+spec: {ruleType: secret, selector: {}}`, wantMsgs: []string{"spec.selector", "at least 1"}},
+	{name: "selector as a string (the article's CRD)", doc: `
+apiVersion: flant.com/v1
+kind: CopyratorRule
+metadata: {name: bad, namespace: default}
+spec: {ruleType: configmap, selector: "copyrator=true"}`, wantMsgs: []string{"spec.selector", "object"}},
+	{name: "selector value not a label value", doc: `
+apiVersion: flant.com/v1
+kind: CopyratorRule
+metadata: {name: bad, namespace: default}
+spec: {ruleType: configmap, selector: {copyrator: "not a label value"}}`, wantMsgs: []string{"spec.selector.copyrator", "should match"}},
+	{name: "selector key not a label key", doc: `
+apiVersion: flant.com/v1
+kind: CopyratorRule
+metadata: {name: bad, namespace: default}
+spec: {ruleType: configmap, selector: {"bad key!": "x"}}`, wantMsgs: []string{"spec.selector", "valid label keys"}},
+	{name: "namespaces and namespaceSelector together", doc: `
+apiVersion: flant.com/v1
+kind: CopyratorRule
+metadata: {name: bad, namespace: default}
+spec: {ruleType: configmap, selector: {a: b}, namespaces: [x], namespaceSelector: {matchLabels: {team: a}}}`, wantMsgs: []string{"spec", "mutually exclusive"}},
+	{name: "unknown deletion policy", doc: `
+apiVersion: flant.com/v1
+kind: CopyratorRule
+metadata: {name: bad, namespace: default}
+spec: {ruleType: configmap, selector: {a: b}, deletionPolicy: Orphan}`, wantMsgs: []string{"spec.deletionPolicy", "Delete", "Retain"}},
+	{name: "target namespace not a DNS label", doc: `
+apiVersion: flant.com/v1
+kind: CopyratorRule
+metadata: {name: bad, namespace: default}
+spec: {ruleType: configmap, selector: {a: b}, namespaces: ["Team_A"]}`, wantMsgs: []string{"spec.namespaces[0]"}},
+	// ExchangeRate
+	{name: "lower-case currency", doc: `
+apiVersion: operators.brennerm.github.io/v1
+kind: ExchangeRate
+metadata: {name: bad, namespace: default}
+spec: {currency: usd}`, wantMsgs: []string{"spec.currency", "should match"}},
+	{name: "currency too long", doc: `
+apiVersion: operators.brennerm.github.io/v1
+kind: ExchangeRate
+metadata: {name: bad, namespace: default}
+spec: {currency: USDT}`, wantMsgs: []string{"spec.currency"}},
+	{name: "currency missing", doc: `
+apiVersion: operators.brennerm.github.io/v1
+kind: ExchangeRate
+metadata: {name: bad, namespace: default}
+spec: {base: USD}`, wantMsgs: []string{"spec.currency", "Required"}},
+	{name: "currency equal to base", doc: `
+apiVersion: operators.brennerm.github.io/v1
+kind: ExchangeRate
+metadata: {name: bad, namespace: default}
+spec: {currency: EUR}`, wantMsgs: []string{"spec", "spec.currency must differ from spec.base"}},
+	{name: "refresh interval too short", doc: `
+apiVersion: operators.brennerm.github.io/v1
+kind: ExchangeRate
+metadata: {name: bad, namespace: default}
+spec: {currency: USD, refreshInterval: 10s}`, wantMsgs: []string{"spec.refreshInterval", "at least 1m"}},
+	{name: "refresh interval not a duration", doc: `
+apiVersion: operators.brennerm.github.io/v1
+kind: ExchangeRate
+metadata: {name: bad, namespace: default}
+spec: {currency: USD, refreshInterval: hourly}`, wantMsgs: []string{"spec.refreshInterval", "should match"}},
+	// RegistryMirror
+	{name: "upstream missing", doc: `
+apiVersion: mirrors.quartet.dev/v1alpha1
+kind: RegistryMirror
+metadata: {name: bad, namespace: default}
+spec: {storage: 10Gi}`, wantMsgs: []string{"spec.upstream", "Required"}},
+	{name: "upstream without scheme", doc: `
+apiVersion: mirrors.quartet.dev/v1alpha1
+kind: RegistryMirror
+metadata: {name: bad, namespace: default}
+spec: {upstream: registry-1.docker.io}`, wantMsgs: []string{"spec.upstream"}},
+	{name: "upstream with a path", doc: `
+apiVersion: mirrors.quartet.dev/v1alpha1
+kind: RegistryMirror
+metadata: {name: bad, namespace: default}
+spec: {upstream: "https://quay.io/some/path"}`, wantMsgs: []string{"spec.upstream", "should match"}},
+	{name: "storage not a quantity", doc: `
+apiVersion: mirrors.quartet.dev/v1alpha1
+kind: RegistryMirror
+metadata: {name: bad, namespace: default}
+spec: {upstream: "https://quay.io", storage: lots}`, wantMsgs: []string{"spec.storage"}},
+	{name: "storage zero", doc: `
+apiVersion: mirrors.quartet.dev/v1alpha1
+kind: RegistryMirror
+metadata: {name: bad, namespace: default}
+spec: {upstream: "https://quay.io", storage: "0"}`, wantMsgs: []string{"spec.storage", "greater than zero"}},
+	{name: "cache TTL not a duration", doc: `
+apiVersion: mirrors.quartet.dev/v1alpha1
+kind: RegistryMirror
+metadata: {name: bad, namespace: default}
+spec: {upstream: "https://quay.io", cacheTTL: "a week"}`, wantMsgs: []string{"spec.cacheTTL"}},
+	{name: "storage shrunk", update: `
+apiVersion: mirrors.quartet.dev/v1alpha1
+kind: RegistryMirror
+metadata: {name: shrink, namespace: default}
+spec: {upstream: "https://quay.io", storage: 20Gi}`, doc: `
+apiVersion: mirrors.quartet.dev/v1alpha1
+kind: RegistryMirror
+metadata: {name: shrink, namespace: default}
+spec: {upstream: "https://quay.io", storage: 5Gi}`, wantMsgs: []string{"spec.storage", "may grow but not shrink"}},
+	{name: "storage class changed", update: `
+apiVersion: mirrors.quartet.dev/v1alpha1
+kind: RegistryMirror
+metadata: {name: sc, namespace: default}
+spec: {upstream: "https://quay.io", storageClassName: fast}`, doc: `
+apiVersion: mirrors.quartet.dev/v1alpha1
+kind: RegistryMirror
+metadata: {name: sc, namespace: default}
+spec: {upstream: "https://quay.io", storageClassName: slow}`, wantMsgs: []string{"spec", "spec.storageClassName is immutable"}},
+}
+
+// TestInvalidObjectsRefused applies each invalid object and checks the API server refuses
+// it with an Invalid error whose message names the field.
+func TestInvalidObjectsRefused(t *testing.T) {
+	env.Require(t)
+	require.GreaterOrEqual(t, len(invalidObjects), 25)
+	ctx := context.Background()
+	for _, tc := range invalidObjects {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := decode(t, tc.doc)
+			var err error
+			if tc.update != "" {
+				orig := decode(t, tc.update)
+				require.NoError(t, env.Client.Create(ctx, orig), "the starting object must be valid")
+				t.Cleanup(func() { _ = env.Client.Delete(ctx, orig) })
+				obj.SetResourceVersion(orig.GetResourceVersion())
+				err = env.Client.Update(ctx, obj)
+			} else {
+				err = env.Client.Create(ctx, obj)
+				if err == nil {
+					_ = env.Client.Delete(ctx, obj)
+				}
+			}
+			require.Error(t, err, "the API server accepted an invalid object")
+			assert.True(t, apierrors.IsInvalid(err) || apierrors.IsBadRequest(err), "want Invalid, got %v", err)
+			for _, want := range tc.wantMsgs {
+				assert.Contains(t, err.Error(), want)
+			}
+			t.Logf("refused: %s", strings.TrimSpace(err.Error()))
+		})
+	}
+}
