@@ -288,7 +288,7 @@ func createFakeNode(ctx context.Context, cs kubernetes.Interface, name string) e
 		Status: corev1.NodeStatus{
 			Capacity:    fakeResources(),
 			Allocatable: fakeResources(),
-			NodeInfo:    corev1.NodeSystemInfo{Architecture: "amd64", OperatingSystem: "linux", KubeletVersion: "fake"},
+			NodeInfo:    corev1.NodeSystemInfo{Architecture: "amd64", OperatingSystem: "linux", KubeletVersion: KubernetesVersion + "-kwok"},
 		},
 	}
 	_, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})

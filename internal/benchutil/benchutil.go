@@ -1,0 +1,174 @@
+// Package benchutil holds what the benchmarks share: the raw-create baseline (a tuned
+// client-go loop writing objects as fast as the API server takes them, the physical limit
+// a controller that writes objects can approach) and a transport that counts API calls.
+package benchutil
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// Workers is the parallelism of the raw baseline.
+const Workers = 32
+
+// TunedConfig returns a copy of cfg with client-side rate limiting out of the way.
+func TunedConfig(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.QPS, c.Burst = 5000, 10000
+	return c
+}
+
+// CreateNamespaces creates n namespaces named prefix-0 … prefix-(n-1) and returns their names.
+func CreateNamespaces(ctx context.Context, cs kubernetes.Interface, prefix string, n int) ([]string, error) {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%d", prefix, i)
+	}
+	err := Parallel(ctx, n, func(i int) error {
+		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: names[i]}}, metav1.CreateOptions{})
+		return err
+	})
+	return names, err
+}
+
+// Parallel runs fn(0..n-1) on Workers goroutines and returns the first error.
+func Parallel(ctx context.Context, n int, fn func(i int) error) error {
+	var (
+		next     atomic.Int64
+		firstErr error
+		once     sync.Once
+		wg       sync.WaitGroup
+	)
+	for w := 0; w < Workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := fn(i); err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr == nil {
+		firstErr = ctx.Err()
+	}
+	return firstErr
+}
+
+// Payload returns a data map of roughly size bytes.
+func Payload(size int) map[string]string {
+	return map[string]string{"payload": strings.Repeat("x", size)}
+}
+
+// RawCreateConfigMaps creates one ConfigMap named name with a payload of size bytes in
+// every namespace and returns how long it took.
+func RawCreateConfigMaps(ctx context.Context, cs kubernetes.Interface, namespaces []string, name string, size int) (time.Duration, error) {
+	start := time.Now()
+	err := Parallel(ctx, len(namespaces), func(i int) error {
+		_, err := cs.CoreV1().ConfigMaps(namespaces[i]).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Data: Payload(size)}, metav1.CreateOptions{})
+		return err
+	})
+	return time.Since(start), err
+}
+
+// RawCreateSecrets creates one Secret named name with a payload of size bytes in every
+// namespace and returns how long it took.
+func RawCreateSecrets(ctx context.Context, cs kubernetes.Interface, namespaces []string, name string, size int) (time.Duration, error) {
+	start := time.Now()
+	err := Parallel(ctx, len(namespaces), func(i int) error {
+		_, err := cs.CoreV1().Secrets(namespaces[i]).Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: Payload(size)}, metav1.CreateOptions{})
+		return err
+	})
+	return time.Since(start), err
+}
+
+// CallCounter counts the requests that pass through a rest.Config, by verb and resource
+// path, so benchmarks can report API calls per unit of work.
+type CallCounter struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+// Wrap makes cfg count its requests in c.
+func (c *CallCounter) Wrap(cfg *rest.Config) {
+	c.mu.Lock()
+	if c.counts == nil {
+		c.counts = map[string]int{}
+	}
+	c.mu.Unlock()
+	prev := cfg.WrapTransport
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		if prev != nil {
+			rt = prev(rt)
+		}
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			verb := req.Method
+			if req.URL.Query().Get("watch") == "true" {
+				verb = "WATCH"
+			}
+			c.mu.Lock()
+			c.counts[verb+" "+req.URL.Path]++
+			c.mu.Unlock()
+			return rt.RoundTrip(req)
+		})
+	}
+}
+
+// Reset forgets every count.
+func (c *CallCounter) Reset() {
+	c.mu.Lock()
+	c.counts = map[string]int{}
+	c.mu.Unlock()
+}
+
+// Snapshot returns a copy of the counts, keyed by "VERB /path".
+func (c *CallCounter) Snapshot() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.counts))
+	for k, v := range c.counts {
+		out[k] = v
+	}
+	return out
+}
+
+// Total returns the number of requests whose verb is one of verbs (all when none given).
+func (c *CallCounter) Total(verbs ...string) int {
+	n := 0
+	for k, v := range c.Snapshot() {
+		verb := strings.SplitN(k, " ", 2)[0]
+		if len(verbs) == 0 {
+			n += v
+			continue
+		}
+		for _, want := range verbs {
+			if verb == want {
+				n += v
+			}
+		}
+	}
+	return n
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
