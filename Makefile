@@ -82,7 +82,7 @@ test-unit: ## Unit tests only (no API server).
 
 .PHONY: bench
 bench: controlplane ## Benchmarks against the local cluster; figures go to docs/PERFORMANCE.md.
-	go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./bench/... | tee bin/bench.txt
+	go test -run '^$$' -bench . -benchtime 1x -timeout 90m ./internal/benchutil/ ./controllers/... | tee bin/bench.txt
 	go run ./hack/benchreport bin/bench.txt docs/PERFORMANCE.md
 
 ##@ Local cluster

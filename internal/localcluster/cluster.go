@@ -66,14 +66,14 @@ type Process struct {
 
 // Cluster is a running local control plane.
 type Cluster struct {
-	Dir           string     `json:"dir"`
-	Kubeconfig    string     `json:"kubeconfig"`
-	APIServerURL  string     `json:"apiServerURL"`
-	EtcdURL       string     `json:"etcdURL"`
-	Full          bool       `json:"full"`
-	Processes     []*Process `json:"processes"`
-	opts          Options
-	restConfig    *rest.Config
+	Dir          string     `json:"dir"`
+	Kubeconfig   string     `json:"kubeconfig"`
+	APIServerURL string     `json:"apiServerURL"`
+	EtcdURL      string     `json:"etcdURL"`
+	Full         bool       `json:"full"`
+	Processes    []*Process `json:"processes"`
+	opts         Options
+	restConfig   *rest.Config
 }
 
 // RepoRoot finds the repository root (the directory holding go.mod) from the working

@@ -18,10 +18,10 @@ import (
 
 // pki holds the file paths of the certificates and keys a local cluster needs.
 type pki struct {
-	CACert, CAKey         string
+	CACert, CAKey           string
 	ServingCert, ServingKey string
-	AdminCert, AdminKey   string
-	SAKey, SAPub          string
+	AdminCert, AdminKey     string
+	SAKey, SAPub            string
 }
 
 // writePKI creates a CA, a serving certificate for the API server, an admin client

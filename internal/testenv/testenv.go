@@ -57,11 +57,11 @@ const (
 
 // Env is a running API server with the Quartet CRDs installed.
 type Env struct {
-	Mode    Mode
-	Config  *rest.Config
-	Scheme  *runtime.Scheme
+	Mode   Mode
+	Config *rest.Config
+	Scheme *runtime.Scheme
 	// Client talks to the API server directly (no cache), for arranging and asserting.
-	Client  client.Client
+	Client client.Client
 	// Cluster is the full local cluster (nil in Envtest mode).
 	Cluster *localcluster.Cluster
 	// Err is why the environment could not start; tests call Require.
@@ -95,9 +95,9 @@ func Start(mode Mode) *Env {
 	switch mode {
 	case Envtest:
 		te := &envtest.Environment{
-			BinaryAssetsDirectory: binDir,
-			CRDDirectoryPaths:     []string{crds},
-			ErrorIfCRDPathMissing: true,
+			BinaryAssetsDirectory:    binDir,
+			CRDDirectoryPaths:        []string{crds},
+			ErrorIfCRDPathMissing:    true,
 			ControlPlaneStartTimeout: 90 * time.Second,
 		}
 		cfg, err := te.Start()
