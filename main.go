@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -71,11 +72,17 @@ func run() error {
 		qps                    float64
 		burst                  int
 		controllers            string
+		leaseDuration          time.Duration
+		renewDeadline          time.Duration
+		retryPeriod            time.Duration
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so only one of several replicas acts.")
 	flag.StringVar(&leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the manager's own).")
+	flag.DurationVar(&leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a non-leader waits after the last renewal before taking over.")
+	flag.DurationVar(&renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader keeps retrying to renew before giving up leadership.")
+	flag.DurationVar(&retryPeriod, "leader-elect-retry-period", 2*time.Second, "How often leader election is attempted.")
 	flag.Float64Var(&qps, "kube-api-qps", 50, "Client-side rate limit of requests to the API server, per second.")
 	flag.IntVar(&burst, "kube-api-burst", 100, "Client-side burst of requests to the API server.")
 	flag.StringVar(&controllers, "controllers", strings.Join(allControllers, ","), "Comma-separated controllers to run.")
@@ -133,6 +140,9 @@ func run() error {
 		LeaderElectionNamespace: leaderElectionNS,
 		// The manager exits right after losing its lease, so a new leader can start sooner.
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &leaseDuration,
+		RenewDeadline:                 &renewDeadline,
+		RetryPeriod:                   &retryPeriod,
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
