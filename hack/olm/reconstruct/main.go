@@ -1,0 +1,181 @@
+// Command reconstruct derives the bundle of Quartet's first release, v0.1.0, from the
+// current bundle, so the catalog has a real upgrade to offer: the same operator, whose
+// ChaosAgent CRD serves (and stores) v1alpha1 only. Installing it and then upgrading to
+// the current bundle moves ChaosAgent storage from v1alpha1 to v1beta1, as the real
+// upgrade does.
+//
+// It is not a copy of an old build (none was published); docs/OLM.md says so. Run by
+// `make catalog`:
+//
+//	go run ./hack/olm/reconstruct -from bundle -to hack/olm/bundles/quartet.v0.1.0 \
+//	    -version 0.1.0 -image quay.io/quartet-operator/quartet:v0.1.0
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	csvFile        = "quartet.clusterserviceversion.yaml"
+	chaosCRDFile   = "blackadder.io_chaosagents.yaml"
+	chaosCRDName   = "chaosagents.blackadder.io"
+	chaosGroup     = "blackadder.io"
+	oldVersion     = "v1alpha1"
+	packageName    = "quartet"
+	containerImage = "containerImage"
+)
+
+func main() {
+	from := flag.String("from", "bundle", "current bundle directory")
+	to := flag.String("to", "hack/olm/bundles/quartet.v0.1.0", "directory to write the reconstructed bundle to (replaced)")
+	version := flag.String("version", "0.1.0", "version of the reconstructed release")
+	image := flag.String("image", "quay.io/quartet-operator/quartet:v0.1.0", "operator image of the reconstructed release")
+	flag.Parse()
+	if err := reconstruct(*from, *to, *version, *image); err != nil {
+		fmt.Fprintln(os.Stderr, "reconstruct:", err)
+		os.Exit(1)
+	}
+}
+
+func reconstruct(from, to, version, image string) error {
+	if err := os.RemoveAll(to); err != nil {
+		return err
+	}
+	return filepath.WalkDir(from, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(from, path)
+		if err != nil {
+			return err
+		}
+		out := filepath.Join(to, rel)
+		if d.IsDir() {
+			return os.MkdirAll(out, 0o755)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		switch filepath.Base(path) {
+		case csvFile:
+			data, err = oldCSV(data, version, image)
+		case chaosCRDFile:
+			data, err = oldChaosCRD(data)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		return os.WriteFile(out, data, 0o644)
+	})
+}
+
+// oldChaosCRD keeps only v1alpha1 of the ChaosAgent CRD, as the storage version.
+func oldChaosCRD(data []byte) ([]byte, error) {
+	crd := map[string]any{}
+	if err := yaml.Unmarshal(data, &crd); err != nil {
+		return nil, err
+	}
+	spec, _ := crd["spec"].(map[string]any)
+	versions, _ := spec["versions"].([]any)
+	var kept []any
+	for _, v := range versions {
+		m, _ := v.(map[string]any)
+		if m["name"] == oldVersion {
+			m["served"], m["storage"] = true, true
+			kept = append(kept, m)
+		}
+	}
+	if len(kept) != 1 {
+		return nil, fmt.Errorf("ChaosAgent CRD has no %s version", oldVersion)
+	}
+	spec["versions"] = kept
+	return yaml.Marshal(crd)
+}
+
+// oldCSV renames the CSV to the old version, points it at the old operator image, and
+// drops what v1beta1 ChaosAgents add: the owned CRD version and its examples.
+func oldCSV(data []byte, version, image string) ([]byte, error) {
+	probe := map[string]any{}
+	if err := yaml.Unmarshal(data, &probe); err != nil {
+		return nil, err
+	}
+	currentImage, _ := nested(probe, "metadata", "annotations")[containerImage].(string)
+	if currentImage == "" {
+		return nil, errors.New("no containerImage annotation to find the operator image by")
+	}
+	// The operator image appears in the annotation, the Deployment, the node agent's
+	// related image and relatedImages: replace it everywhere at once.
+	data = bytes.ReplaceAll(data, []byte(currentImage), []byte(image))
+
+	csv := map[string]any{}
+	if err := yaml.Unmarshal(data, &csv); err != nil {
+		return nil, err
+	}
+	nested(csv, "metadata")["name"] = packageName + ".v" + version
+	spec := nested(csv, "spec")
+	spec["version"] = version
+	if d, ok := spec["description"].(string); ok {
+		spec["description"] = "This is v" + version + ", reconstructed from a later bundle to test upgrades " +
+			"(see docs/OLM.md): its ChaosAgent CRD serves and stores " + oldVersion + " only.\n\n" + d
+	}
+	delete(spec, "replaces")
+	delete(spec, "skips")
+	annotations := nested(csv, "metadata", "annotations")
+	delete(annotations, "olm.skipRange")
+
+	crds := nested(csv, "spec", "customresourcedefinitions")
+	owned, _ := crds["owned"].([]any)
+	var keep []any
+	for _, o := range owned {
+		m, _ := o.(map[string]any)
+		if m["name"] == chaosCRDName && m["version"] != oldVersion {
+			continue
+		}
+		keep = append(keep, o)
+	}
+	crds["owned"] = keep
+
+	if raw, ok := annotations["alm-examples"].(string); ok {
+		var examples []map[string]any
+		if err := json.Unmarshal([]byte(raw), &examples); err != nil {
+			return nil, fmt.Errorf("alm-examples: %w", err)
+		}
+		var kept []map[string]any
+		for _, e := range examples {
+			if av, _ := e["apiVersion"].(string); strings.HasPrefix(av, chaosGroup+"/") && av != chaosGroup+"/"+oldVersion {
+				continue
+			}
+			kept = append(kept, e)
+		}
+		b, err := json.MarshalIndent(kept, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		annotations["alm-examples"] = string(b)
+	}
+	return yaml.Marshal(csv)
+}
+
+// nested returns the map at path, creating empty maps on the way.
+func nested(m map[string]any, path ...string) map[string]any {
+	for _, k := range path {
+		next, ok := m[k].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[k] = next
+		}
+		m = next
+	}
+	return m
+}
