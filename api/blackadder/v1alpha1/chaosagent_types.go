@@ -36,6 +36,7 @@ type ChaosAgentStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=ca
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="metadata.name must be at most 63 characters: the agent labels the objects it changes with its name"
 // +kubebuilder:printcolumn:name="Tantrum",type=boolean,JSONPath=`.spec.tantrumMode`,description="Kills Pods randomly"
 // +kubebuilder:printcolumn:name="Tolerance",type=integer,JSONPath=`.spec.podTolerance`,description="Total number of Pods to tolerate before randomly killing Pods"
 type ChaosAgent struct {

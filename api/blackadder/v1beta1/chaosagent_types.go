@@ -133,7 +133,8 @@ type ChaosAction struct {
 	// dryRun is true when the action was only recorded.
 	// +optional
 	DryRun bool `json:"dryRun,omitempty"`
-	// result is Succeeded, Skipped or Failed, with the reason after a colon.
+	// result is Succeeded, DryRun (recorded only), or Skipped or Failed with the reason
+	// after a colon, e.g. "Skipped: DisruptionBudget".
 	// +optional
 	Result string `json:"result,omitempty"`
 }
@@ -193,6 +194,7 @@ type ChaosAgentStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:storageversion
 // +kubebuilder:resource:scope=Cluster,shortName=ca
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="metadata.name must be at most 63 characters: the agent labels the objects it changes with its name"
 // +kubebuilder:printcolumn:name="Tantrum",type=boolean,JSONPath=`.spec.tantrumMode`,description="Kills Pods randomly"
 // +kubebuilder:printcolumn:name="Tolerance",type=integer,JSONPath=`.spec.podTolerance`,description="Total number of Pods to tolerate before randomly killing Pods"
 // +kubebuilder:printcolumn:name="Cancer",type=boolean,JSONPath=`.spec.cancerMode`,description="Doubles Deployment replicas randomly"
@@ -200,6 +202,8 @@ type ChaosAgentStatus struct {
 // +kubebuilder:printcolumn:name="Eagerness",type=integer,JSONPath=`.spec.eagerness`,description="Chance in percent that an object is hit"
 // +kubebuilder:printcolumn:name="Pause",type=integer,JSONPath=`.spec.pauseDuration`,description="Seconds between rounds"
 // +kubebuilder:printcolumn:name="Excluded",type=string,JSONPath=`.spec.excludedNamespaces`,description="Namespaces never touched"
+// +kubebuilder:printcolumn:name="DryRun",type=boolean,JSONPath=`.spec.dryRun`,priority=1,description="Only records what it would do"
+// +kubebuilder:printcolumn:name="Rounds",type=integer,JSONPath=`.status.rounds`,priority=1,description="Rounds run"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ChaosAgent struct {

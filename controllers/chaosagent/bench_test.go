@@ -1,0 +1,205 @@
+package chaosagent
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	"github.com/quartet-operator/quartet/internal/benchutil"
+	"github.com/quartet-operator/quartet/internal/operator"
+)
+
+const (
+	benchPods       = 10000
+	benchNamespaces = 10
+	benchRounds     = 5
+)
+
+// processCPU returns the CPU time (user and system) this process has used.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkRoundOver10000Pods runs a dry-run agent with every mode on over 10,000 running pods
+// (plus the ConfigMaps of their namespaces) and measures, after warm-up, the API calls per
+// round counted at the manager's client and the process CPU per round. The decision alone
+// (reading the cache and deciding) is timed in-process too. The baseline is the article's
+// loop: one LIST each of pods, Deployments and ConfigMaps per round, timed on the same API
+// server with a tuned client-go client.
+func BenchmarkRoundOver10000Pods(b *testing.B) {
+	requireCluster(b)
+	ctx := context.Background()
+	cs, err := kubernetes.NewForConfig(benchutil.TunedConfig(env.Config))
+	require.NoError(b, err)
+
+	sel := "bench-" + rand.String(5)
+	namespaces, err := benchutil.CreateNamespaces(ctx, cs, sel, benchNamespaces)
+	require.NoError(b, err)
+	for _, ns := range namespaces {
+		n, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		require.NoError(b, err)
+		n.Labels = map[string]string{"chaos-test": sel}
+		_, err = cs.CoreV1().Namespaces().Update(ctx, n, metav1.UpdateOptions{})
+		require.NoError(b, err)
+	}
+	// The ServiceAccount admission plugin refuses pods until each namespace has its default account.
+	require.Eventually(b, func() bool {
+		for _, ns := range namespaces {
+			if _, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{}); err != nil {
+				return false
+			}
+		}
+		return true
+	}, time.Minute, 200*time.Millisecond)
+
+	// Pods bound straight to the kwok node (no scheduling), which runs them.
+	start := time.Now()
+	require.NoError(b, benchutil.Parallel(ctx, benchPods, func(i int) error {
+		ns := namespaces[i%benchNamespaces]
+		_, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%05d", i), Labels: map[string]string{"app": fmt.Sprintf("app-%d", i%50)}},
+			Spec: corev1.PodSpec{NodeName: "kwok-node-0", AutomountServiceAccountToken: ptr.To(false),
+				Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/fake:1"}}},
+		}, metav1.CreateOptions{})
+		return err
+	}))
+	b.Logf("created %d pods in %s", benchPods, time.Since(start).Round(time.Millisecond))
+	require.Eventually(b, func() bool {
+		running := 0
+		for _, ns := range namespaces {
+			pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+			if err != nil {
+				return false
+			}
+			for _, p := range pods.Items {
+				if p.Status.Phase == corev1.PodRunning {
+					running++
+				}
+			}
+		}
+		return running == benchPods
+	}, 5*time.Minute, 3*time.Second, "kwok runs every pod")
+	b.Logf("%d pods running after %s", benchPods, time.Since(start).Round(time.Millisecond))
+	b.Cleanup(func() {
+		for _, ns := range namespaces {
+			_ = cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+		}
+	})
+
+	// Baseline: the article's round, three LISTs.
+	naiveCPU0, naiveStart := processCPU(b), time.Now()
+	for i := 0; i < benchRounds; i++ {
+		_, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		require.NoError(b, err)
+		_, err = cs.AppsV1().Deployments("").List(ctx, metav1.ListOptions{})
+		require.NoError(b, err)
+		_, err = cs.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{})
+		require.NoError(b, err)
+	}
+	naiveCPU := (processCPU(b) - naiveCPU0) / benchRounds
+	naiveWall := time.Since(naiveStart) / benchRounds
+
+	// The controller, its client counted.
+	var counter benchutil.CallCounter
+	cfg := rest.CopyConfig(env.Config)
+	counter.Wrap(cfg)
+	opts := &Options{}
+	startManager(b, cfg, opts, operator.Shared{OperatorNamespace: operatorNamespace})
+	agent := &v1beta1.ChaosAgent{
+		ObjectMeta: metav1.ObjectMeta{Name: sel},
+		Spec: v1beta1.ChaosAgentSpec{
+			DryRun: true, TantrumMode: true, CancerMode: true, IpsumMode: true,
+			Eagerness: 100, PauseDuration: 1, MaxActionsPerRound: 10, Seed: ptr.To[int64](1),
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"chaos-test": sel}},
+		},
+	}
+	require.NoError(b, env.Client.Create(ctx, agent))
+	b.Cleanup(func() { _ = env.Client.Delete(ctx, agent) })
+	rounds := func() int64 {
+		got := &v1beta1.ChaosAgent{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(agent), got); err != nil {
+			return -1
+		}
+		return got.Status.Rounds
+	}
+	require.Eventually(b, func() bool { return rounds() >= 2 }, 3*time.Minute, 100*time.Millisecond, "warm-up rounds")
+
+	b.ResetTimer()
+	r0 := rounds()
+	counter.Reset()
+	cpu0 := processCPU(b)
+	require.Eventually(b, func() bool { return rounds() >= r0+benchRounds }, 2*time.Minute, 50*time.Millisecond)
+	cpu := processCPU(b) - cpu0
+	ran := rounds() - r0
+	b.StopTimer()
+	calls := counter.Snapshot()
+	b.Logf("API calls over %d rounds: %v", ran, calls)
+	lists, statusWrites, events := 0, 0, 0
+	for k, v := range calls {
+		switch {
+		case strings.HasPrefix(k, "GET ") && !isNamedGet(k):
+			lists += v
+		case strings.HasSuffix(k, "/status"):
+			statusWrites += v
+		case strings.Contains(k, "/events"):
+			events += v
+		}
+	}
+
+	// The decision alone, in-process: read 10,000 pods (and the rest) from the cache, select, decide.
+	r := opts.reconciler
+	spec := withDefaults(agent.Spec)
+	scope, err := r.scopeOf(spec)
+	require.NoError(b, err)
+	decideCPU0 := processCPU(b)
+	decideStart := time.Now()
+	var candidates int
+	for i := 0; i < benchRounds; i++ {
+		inv, _, err := r.inventory(ctx, agent, spec, true)
+		require.NoError(b, err)
+		c := selectCandidates(inv, scope)
+		candidates = len(c.Pods)
+		require.Len(b, decide(spec, c, seededRand(agent, int64(i))), 10)
+	}
+	decideCPU := (processCPU(b) - decideCPU0) / benchRounds
+	decideWall := time.Since(decideStart) / benchRounds
+	require.Equal(b, benchPods, candidates)
+
+	b.ReportMetric(float64(counter.Total())/float64(ran), "api-calls/round")
+	b.ReportMetric(float64(lists)/float64(ran), "list-calls/round")
+	b.ReportMetric(float64(statusWrites)/float64(ran), "status-writes/round")
+	b.ReportMetric(float64(events)/float64(ran), "event-writes/round")
+	b.ReportMetric(3, "naive-list-calls/round")
+	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(ran), "process-cpu-ms/round")
+	b.ReportMetric(float64(decideCPU.Microseconds())/1000, "decide-cpu-ms/round")
+	b.ReportMetric(float64(decideWall.Microseconds())/1000, "decide-wall-ms/round")
+	b.ReportMetric(float64(naiveCPU.Microseconds())/1000, "naive-list-cpu-ms/round")
+	b.ReportMetric(float64(naiveWall.Microseconds())/1000, "naive-list-wall-ms/round")
+	b.ReportMetric(benchPods, "pods")
+}
+
+// isNamedGet reports whether "GET /path" reads one object rather than a collection: a
+// collection path ends with a resource name that the counted resources use.
+func isNamedGet(key string) bool {
+	for _, coll := range []string{"/pods", "/deployments", "/configmaps", "/horizontalpodautoscalers", "/namespaces", "/chaosagents", "/events"} {
+		if len(key) >= len(coll) && key[len(key)-len(coll):] == coll {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,322 @@
+package chaosagent
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	"github.com/quartet-operator/quartet/internal/operator"
+)
+
+// TestChaosAgentOnCluster runs every integration test against one manager, as in production:
+// agents of parallel tests coexist, each confined to its own namespaces by a label selector.
+func TestChaosAgentOnCluster(t *testing.T) {
+	requireCluster(t)
+	startManager(t, env.Config, &Options{}, operator.Shared{OperatorNamespace: operatorNamespace})
+	t.Run("parallel", func(t *testing.T) {
+		t.Run("EvictedPodIsReplacedByItsReplicaSet", func(t *testing.T) { t.Parallel(); testKill(t, v1beta1.KillMethodEvict) })
+		t.Run("DeletedPodIsReplacedByItsReplicaSet", func(t *testing.T) { t.Parallel(); testKill(t, v1beta1.KillMethodDelete) })
+		t.Run("DisruptionBudgetBlocksEviction", func(t *testing.T) { t.Parallel(); testDisruptionBudget(t) })
+		t.Run("CancerAndIpsumUndoneOnDelete", func(t *testing.T) { t.Parallel(); testCancerIpsumRestoreOnDelete(t) })
+		t.Run("PauseRestores", func(t *testing.T) { t.Parallel(); testPauseRestores(t) })
+		t.Run("DryRunChangesNothing", func(t *testing.T) { t.Parallel(); testDryRun(t) })
+		t.Run("ArticleV1alpha1AgentRuns", func(t *testing.T) { t.Parallel(); testV1alpha1(t) })
+		t.Run("NameLongerThanALabelValueRefused", func(t *testing.T) { t.Parallel(); testLongName(t) })
+	})
+}
+
+func testKill(t *testing.T, method v1beta1.KillMethod) {
+	ctx := context.Background()
+	sel := selectorFor(t)
+	ns := testNamespace(t, "tantrum", sel)
+	require.NoError(t, env.Client.Create(ctx, newDeployment(ns, "web", 2)))
+	before := readyPods(t, ns, "web", 2)
+
+	agent := agentFor("tantrum", sel, func(s *v1beta1.ChaosAgentSpec) {
+		s.TantrumMode, s.MaxActionsPerRound, s.KillMethod = true, 1, method
+	})
+	createAgent(t, agent)
+	got := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool { return a.Status.Counts.PodsKilled >= 1 }, "a pod killed")
+	// Stop the tantrum, then watch the ReplicaSet heal.
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Spec.Paused = true
+	require.NoError(t, env.Client.Patch(ctx, got, patch))
+	waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
+		return meta.IsStatusConditionTrue(a.Status.Conditions, ConditionPaused)
+	}, "paused")
+
+	after := readyPods(t, ns, "web", 2)
+	replaced := 0
+	for uid := range before {
+		if !after[uid] {
+			replaced++
+		}
+	}
+	assert.GreaterOrEqual(t, replaced, 1, "at least one pod replaced by a new one")
+	got = waitAgent(t, agent.Name, func(*v1beta1.ChaosAgent) bool { return true }, "")
+	require.NotEmpty(t, got.Status.LastActions)
+	killed := got.Status.LastActions[len(got.Status.LastActions)-1]
+	assert.Equal(t, v1beta1.ActionKillPod, killed.Kind)
+	assert.Equal(t, ResultSucceeded, killed.Result)
+	assert.Contains(t, killed.Detail, map[v1beta1.KillMethod]string{v1beta1.KillMethodEvict: "evicted", v1beta1.KillMethodDelete: "deleted"}[method])
+	podName := killed.Target[len(ns)+1:]
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Contains(c, eventReasons(t, ns, "Pod", podName), "KilledPod", "event on the victim")
+		assert.Contains(c, eventReasons(t, "default", "ChaosAgent", agent.Name), "KilledPod", "event on the agent")
+	}, 30*time.Second, 200*time.Millisecond)
+	var m dto.Metric
+	require.NoError(t, actionsTotal.WithLabelValues(agent.Name, string(v1beta1.ActionKillPod), "succeeded").Write(&m))
+	assert.GreaterOrEqual(t, m.GetCounter().GetValue(), 1.0, "quartet_chaosagent_actions_total counted the kill")
+}
+
+func testDisruptionBudget(t *testing.T) {
+	ctx := context.Background()
+	sel := selectorFor(t)
+	ns := testNamespace(t, "pdb", sel)
+	require.NoError(t, env.Client.Create(ctx, newDeployment(ns, "db", 2)))
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}},
+	}
+	require.NoError(t, env.Client.Create(ctx, pdb))
+	before := readyPods(t, ns, "db", 2)
+	require.Eventually(t, func() bool {
+		got := &policyv1.PodDisruptionBudget{}
+		return env.Client.Get(ctx, client.ObjectKeyFromObject(pdb), got) == nil &&
+			got.Status.ObservedGeneration == got.Generation && got.Status.CurrentHealthy == 2
+	}, 60*time.Second, 200*time.Millisecond, "disruption controller observed the budget")
+
+	agent := agentFor("pdb", sel, func(s *v1beta1.ChaosAgentSpec) { s.TantrumMode = true })
+	createAgent(t, agent)
+	got := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
+		return a.Status.Rounds >= 2 && hasAction(a, v1beta1.ActionKillPod, skipped(SkipDisruptionBudget))
+	}, "evictions refused by the budget")
+	assert.Zero(t, got.Status.Counts.PodsKilled)
+	assert.False(t, hasAction(got, v1beta1.ActionKillPod, ResultSucceeded))
+	assert.Equal(t, before, readyPods(t, ns, "db", 2), "the same pods still run")
+}
+
+func testCancerIpsumRestoreOnDelete(t *testing.T) {
+	ctx := context.Background()
+	sel := selectorFor(t)
+	ns := testNamespace(t, "cancer", sel)
+	excluded := testNamespace(t, "excluded", sel) // selected, but listed in excludedNamespaces
+	for _, d := range []*appsv1.Deployment{newDeployment(ns, "web", 2), newDeployment(ns, "autoscaled", 2), newDeployment(excluded, "web", 2)} {
+		require.NoError(t, env.Client.Create(ctx, d))
+	}
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "autoscaled"},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "autoscaled"},
+			MinReplicas:    ptr.To[int32](1), MaxReplicas: 4,
+		},
+	}
+	require.NoError(t, env.Client.Create(ctx, hpa))
+	original := map[string]string{"greeting": "hello", "answer": "42"}
+	for _, cm := range []*corev1.ConfigMap{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}, Data: original},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "frozen"}, Data: original, Immutable: ptr.To(true)},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: excluded, Name: "settings"}, Data: original},
+	} {
+		require.NoError(t, env.Client.Create(ctx, cm))
+	}
+
+	// One round only (a long pause), so the doubling is exact.
+	agent := agentFor("cancer", sel, func(s *v1beta1.ChaosAgentSpec) {
+		s.CancerMode, s.IpsumMode, s.PauseDuration, s.ExcludedNamespaces = true, true, 3600, []string{excluded}
+	})
+	createAgent(t, agent)
+	got := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool { return a.Status.Rounds >= 1 }, "first round")
+	assert.EqualValues(t, 1, got.Status.Counts.DeploymentsScaled, "web only: autoscaled and excluded left alone")
+	// settings, and kube-root-ca.crt when the root CA publisher has created it already (the
+	// original hits it too; the publisher puts it back).
+	assert.GreaterOrEqual(t, got.Status.Counts.ConfigMapsIpsumed, int64(1))
+	assert.EqualValues(t, 1+got.Status.Counts.ConfigMapsIpsumed, got.Status.ChangedObjects)
+	assert.True(t, hasAction(got, v1beta1.ActionIpsumConfigMap, skipped(SkipImmutable)), "frozen is immutable")
+
+	web := &appsv1.Deployment{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, web))
+	assert.EqualValues(t, 4, *web.Spec.Replicas, "cancer doubled 2 to 4")
+	assert.Equal(t, "2", web.Annotations[AnnotationOriginalReplicas])
+	assert.Equal(t, agent.Name, web.Labels[LabelAgent])
+	settings := &corev1.ConfigMap{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "settings"}, settings))
+	assert.NotEqual(t, original, settings.Data, "ipsum rewrote the data")
+	assert.Len(t, settings.Data, 2)
+	assert.Contains(t, settings.Annotations, AnnotationOriginalData)
+	for _, key := range []client.ObjectKey{{Namespace: ns, Name: "autoscaled"}, {Namespace: excluded, Name: "web"}} {
+		d := &appsv1.Deployment{}
+		require.NoError(t, env.Client.Get(ctx, key, d))
+		assert.EqualValues(t, 2, *d.Spec.Replicas, "%s untouched", key)
+		assert.NotContains(t, d.Labels, LabelAgent)
+	}
+	for _, key := range []client.ObjectKey{{Namespace: ns, Name: "frozen"}, {Namespace: excluded, Name: "settings"}} {
+		cm := &corev1.ConfigMap{}
+		require.NoError(t, env.Client.Get(ctx, key, cm))
+		assert.Equal(t, original, cm.Data, "%s untouched", key)
+	}
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Contains(c, eventReasons(t, ns, "Deployment", "web"), "ScaledDeployment")
+		assert.Contains(c, eventReasons(t, ns, "ConfigMap", "settings"), "OverwroteConfigMap")
+	}, 30*time.Second, 200*time.Millisecond)
+
+	// Deleting the agent puts everything back before the agent goes away.
+	require.NoError(t, env.Client.Delete(ctx, got))
+	require.Eventually(t, func() bool {
+		return client.IgnoreNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(got), &v1beta1.ChaosAgent{})) == nil &&
+			env.Client.Get(ctx, client.ObjectKeyFromObject(got), &v1beta1.ChaosAgent{}) != nil
+	}, 60*time.Second, 100*time.Millisecond, "agent released after restoring")
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(web), web))
+	assert.EqualValues(t, 2, *web.Spec.Replicas, "replicas restored")
+	assert.NotContains(t, web.Labels, LabelAgent)
+	assert.NotContains(t, web.Annotations, AnnotationOriginalReplicas)
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(settings), settings))
+	assert.Equal(t, original, settings.Data, "data restored")
+	assert.NotContains(t, settings.Labels, LabelAgent)
+	assert.NotContains(t, settings.Annotations, AnnotationOriginalData)
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Contains(c, eventReasons(t, ns, "Deployment", "web"), "RestoredDeployment")
+		assert.Contains(c, eventReasons(t, ns, "ConfigMap", "settings"), "RestoredConfigMap")
+	}, 30*time.Second, 200*time.Millisecond)
+}
+
+func testPauseRestores(t *testing.T) {
+	ctx := context.Background()
+	sel := selectorFor(t)
+	ns := testNamespace(t, "pause", sel)
+	require.NoError(t, env.Client.Create(ctx, newDeployment(ns, "web", 3)))
+	agent := agentFor("pause", sel, func(s *v1beta1.ChaosAgentSpec) { s.CancerMode, s.PauseDuration = true, 3600 })
+	createAgent(t, agent)
+	got := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool { return a.Status.Counts.DeploymentsScaled == 1 }, "scaled once")
+	web := &appsv1.Deployment{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, web))
+	require.EqualValues(t, 6, *web.Spec.Replicas)
+
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Spec.Paused = true
+	require.NoError(t, env.Client.Patch(ctx, got, patch))
+	got = waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
+		return a.Status.Counts.Restored == 1 && a.Status.ChangedObjects == 0
+	}, "restored on pause")
+	assert.True(t, meta.IsStatusConditionTrue(got.Status.Conditions, ConditionPaused))
+	assert.Nil(t, got.Status.NextRoundTime)
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(web), web))
+	assert.EqualValues(t, 3, *web.Spec.Replicas)
+	assert.NotContains(t, web.Labels, LabelAgent)
+}
+
+func testDryRun(t *testing.T) {
+	ctx := context.Background()
+	sel := selectorFor(t)
+	ns := testNamespace(t, "dryrun", sel)
+	require.NoError(t, env.Client.Create(ctx, newDeployment(ns, "web", 2)))
+	original := map[string]string{"k": "v"}
+	require.NoError(t, env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}, Data: original}))
+	before := readyPods(t, ns, "web", 2)
+
+	agent := agentFor("dryrun", sel, func(s *v1beta1.ChaosAgentSpec) {
+		s.DryRun, s.TantrumMode, s.CancerMode, s.IpsumMode, s.KillMethod = true, true, true, true, v1beta1.KillMethodDelete
+	})
+	createAgent(t, agent)
+	got := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
+		return a.Status.Rounds >= 3 && hasAction(a, v1beta1.ActionKillPod, ResultDryRun) &&
+			hasAction(a, v1beta1.ActionScaleDeployment, ResultDryRun) && hasAction(a, v1beta1.ActionIpsumConfigMap, ResultDryRun)
+	}, "three rounds recording every kind of action")
+	for _, a := range got.Status.LastActions {
+		assert.True(t, a.DryRun, "%+v", a)
+		assert.Equal(t, ResultDryRun, a.Result)
+	}
+	assert.Equal(t, v1beta1.ChaosCounts{}, got.Status.Counts)
+	assert.Contains(t, meta.FindStatusCondition(got.Status.Conditions, ConditionReady).Message, "dry run")
+
+	assert.Equal(t, before, readyPods(t, ns, "web", 2), "no pod killed")
+	web := &appsv1.Deployment{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, web))
+	assert.EqualValues(t, 2, *web.Spec.Replicas)
+	assert.NotContains(t, web.Labels, LabelAgent)
+	cm := &corev1.ConfigMap{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "settings"}, cm))
+	assert.Equal(t, original, cm.Data)
+	assert.NotContains(t, cm.Annotations, AnnotationOriginalData)
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Contains(c, eventReasons(t, ns, "Deployment", "web"), "WouldScaleDeployment")
+		assert.Contains(c, eventReasons(t, ns, "ConfigMap", "settings"), "WouldOverwriteConfigMap")
+	}, 30*time.Second, 200*time.Millisecond)
+}
+
+// testV1alpha1 applies the article's first manifest (v1alpha1) with a tolerance no test
+// reaches, so it runs rounds everywhere but never acts.
+func testV1alpha1(t *testing.T) {
+	ctx := context.Background()
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "blackadder.io/v1alpha1", "kind": "ChaosAgent",
+		"metadata": map[string]any{"name": "princeedmund-" + selectorFor(t)[:4]},
+		"spec":     map[string]any{"tantrumMode": true, "podTolerance": int64(1000000)},
+	}}
+	require.NoError(t, env.Client.Create(ctx, u))
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, u) })
+	got := waitAgent(t, u.GetName(), func(a *v1beta1.ChaosAgent) bool {
+		return a.Status.Rounds >= 1 && meta.IsStatusConditionTrue(a.Status.Conditions, ConditionReady)
+	}, "a round under v1beta1 defaults")
+	assert.Empty(t, got.Status.LastActions, "tolerance not reached")
+	assert.Contains(t, got.Finalizers, Finalizer)
+	assert.NotNil(t, got.Status.NextRoundTime)
+	assert.InDelta(t, 30, got.Status.NextRoundTime.Sub(got.Status.LastRoundTime.Time).Seconds(), 1, "default pause of 30 s")
+}
+
+// TestWatchNamespacesAndOperatorNamespace runs a manager scoped like WATCH_NAMESPACE=<two
+// namespaces>, one of them the operator's own: an agent whose selector matches three
+// namespaces only changes the Deployment in the watched one that is not protected. It runs
+// after TestChaosAgentOnCluster has stopped its manager, so no other controller sees the agent.
+func TestWatchNamespacesAndOperatorNamespace(t *testing.T) {
+	requireCluster(t)
+	ctx := context.Background()
+	sel := selectorFor(t)
+	watched := testNamespace(t, "watched", sel)
+	own := testNamespace(t, "operator", sel)
+	unwatched := testNamespace(t, "unwatched", sel)
+	for _, ns := range []string{watched, own, unwatched} {
+		require.NoError(t, env.Client.Create(ctx, newDeployment(ns, "web", 1)))
+	}
+	startManager(t, env.Config, &Options{}, operator.Shared{WatchNamespaces: []string{watched, own}, OperatorNamespace: own})
+
+	agent := agentFor("scoped", sel, func(s *v1beta1.ChaosAgentSpec) { s.CancerMode, s.PauseDuration = true, 3600 })
+	createAgent(t, agent)
+	got := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool { return a.Status.Rounds >= 1 }, "first round")
+	assert.EqualValues(t, 1, got.Status.Counts.DeploymentsScaled)
+	for ns, want := range map[string]int32{watched: 2, own: 1, unwatched: 1} {
+		d := &appsv1.Deployment{}
+		require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, d))
+		assert.Equal(t, want, *d.Spec.Replicas, "namespace %s", ns)
+	}
+}
+
+// testLongName checks the API server refuses an agent whose name could not be a label value.
+func testLongName(t *testing.T) {
+	for _, version := range []string{"v1alpha1", "v1beta1"} {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "blackadder.io/" + version, "kind": "ChaosAgent",
+			"metadata": map[string]any{"name": strings.Repeat("a", 64)},
+		}}
+		err := env.Client.Create(context.Background(), u)
+		require.Error(t, err, version)
+		assert.Contains(t, err.Error(), "metadata.name must be at most 63 characters", version)
+	}
+}

@@ -1,0 +1,279 @@
+package chaosagent
+
+import (
+	"cmp"
+	"math/rand/v2"
+	"slices"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+)
+
+// MaxReplicas is the ceiling of cancer mode, as in the original: replicas are doubled up to
+// 128 and never above.
+const MaxReplicas = 128
+
+// mirrorPodAnnotation marks static pods mirrored by a kubelet; the API server cannot remove them.
+const mirrorPodAnnotation = "kubernetes.io/config.mirror"
+
+// Candidate is one object a round may hit.
+type Candidate struct {
+	Namespace string
+	Name      string
+	UID       types.UID
+	// Replicas is the Deployment's spec.replicas (Deployments only).
+	Replicas int32
+}
+
+// Key returns namespace/name.
+func (c Candidate) Key() string { return c.Namespace + "/" + c.Name }
+
+// Candidates are the objects a round chooses from, each list sorted by namespace and name so
+// that a seeded round is reproducible.
+type Candidates struct {
+	Pods        []Candidate
+	Deployments []Candidate
+	ConfigMaps  []Candidate
+}
+
+// Action is one thing a round decided to do.
+type Action struct {
+	Kind   v1beta1.ActionKind
+	Target Candidate
+	// Replicas is the new replica count of a ScaleDeployment.
+	Replicas int32
+}
+
+// Inventory is what the informer cache holds for one round. Only the lists the agent's modes
+// need are filled.
+type Inventory struct {
+	// Namespaces (metadata) are read only when the agent has a namespaceSelector.
+	Namespaces  []metav1.PartialObjectMetadata
+	Pods        []metav1.PartialObjectMetadata
+	Deployments []appsv1.Deployment
+	HPAs        []autoscalingv2.HorizontalPodAutoscaler
+	ConfigMaps  []metav1.PartialObjectMetadata
+}
+
+// Scope says which namespaces and objects an agent may touch.
+type Scope struct {
+	// Protected holds the operator's protected namespaces and the agent's excludedNamespaces.
+	Protected sets.Set[string]
+	// Watched are the namespaces the manager watches; empty means all.
+	Watched sets.Set[string]
+	// NamespaceSelector, when not nil, must match a namespace's labels.
+	NamespaceSelector labels.Selector
+	// PodSelector, when not nil, must match a pod's labels.
+	PodSelector labels.Selector
+	// ImmutableConfigMaps are ConfigMaps found immutable earlier (the metadata cache cannot tell).
+	ImmutableConfigMaps sets.Set[types.UID]
+}
+
+// namespaceFilter returns a memoised test of whether objects in a namespace may be touched.
+func (s Scope) namespaceFilter(inv Inventory) func(ns string) bool {
+	var nsLabels map[string]labels.Set
+	if s.NamespaceSelector != nil {
+		nsLabels = make(map[string]labels.Set, len(inv.Namespaces))
+		for i := range inv.Namespaces {
+			nsLabels[inv.Namespaces[i].Name] = inv.Namespaces[i].Labels
+		}
+	}
+	memo := map[string]bool{}
+	return func(ns string) bool {
+		ok, seen := memo[ns]
+		if seen {
+			return ok
+		}
+		ok = s.allows(ns, nsLabels)
+		memo[ns] = ok
+		return ok
+	}
+}
+
+func (s Scope) allows(ns string, nsLabels map[string]labels.Set) bool {
+	if ns == "" || s.Protected.Has(ns) {
+		return false
+	}
+	if s.Watched.Len() > 0 && !s.Watched.Has(ns) {
+		return false
+	}
+	if s.NamespaceSelector != nil {
+		l, found := nsLabels[ns]
+		if !found || !s.NamespaceSelector.Matches(l) {
+			return false
+		}
+	}
+	return true
+}
+
+// Allows reports whether the scope lets an agent touch objects in namespace ns, without the
+// namespace selector (which needs the namespace's labels). Actions check it again just before
+// they write, as a second guard.
+func (s Scope) Allows(ns string) bool {
+	return ns != "" && !s.Protected.Has(ns) && (s.Watched.Len() == 0 || s.Watched.Has(ns))
+}
+
+// selectCandidates filters the inventory down to what an agent may hit: outside protected,
+// excluded and unwatched namespaces, inside the namespace selector; pods matching the pod
+// selector and not already terminating (mirror pods never); Deployments not scaled by a
+// HorizontalPodAutoscaler; ConfigMaps not known to be immutable.
+func selectCandidates(inv Inventory, scope Scope) Candidates {
+	nsOK := scope.namespaceFilter(inv)
+	var c Candidates
+	for i := range inv.Pods {
+		p := &inv.Pods[i]
+		if !nsOK(p.Namespace) || p.DeletionTimestamp != nil {
+			continue
+		}
+		if _, mirror := p.Annotations[mirrorPodAnnotation]; mirror {
+			continue
+		}
+		if scope.PodSelector != nil && !scope.PodSelector.Matches(labels.Set(p.Labels)) {
+			continue
+		}
+		c.Pods = append(c.Pods, Candidate{Namespace: p.Namespace, Name: p.Name, UID: p.UID})
+	}
+	autoscaled := hpaTargets(inv.HPAs)
+	for i := range inv.Deployments {
+		d := &inv.Deployments[i]
+		if !nsOK(d.Namespace) || d.DeletionTimestamp != nil || autoscaled.Has(d.Namespace+"/"+d.Name) {
+			continue
+		}
+		c.Deployments = append(c.Deployments, Candidate{Namespace: d.Namespace, Name: d.Name, UID: d.UID, Replicas: replicasOf(d)})
+	}
+	for i := range inv.ConfigMaps {
+		cm := &inv.ConfigMaps[i]
+		if !nsOK(cm.Namespace) || cm.DeletionTimestamp != nil || scope.ImmutableConfigMaps.Has(cm.UID) {
+			continue
+		}
+		c.ConfigMaps = append(c.ConfigMaps, Candidate{Namespace: cm.Namespace, Name: cm.Name, UID: cm.UID})
+	}
+	for _, list := range [][]Candidate{c.Pods, c.Deployments, c.ConfigMaps} {
+		slices.SortFunc(list, func(a, b Candidate) int {
+			return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+		})
+	}
+	return c
+}
+
+// hpaTargets returns namespace/name of every Deployment a HorizontalPodAutoscaler scales.
+func hpaTargets(hpas []autoscalingv2.HorizontalPodAutoscaler) sets.Set[string] {
+	out := sets.New[string]()
+	for i := range hpas {
+		ref := hpas[i].Spec.ScaleTargetRef
+		if ref.Kind != "Deployment" {
+			continue
+		}
+		if gv := ref.APIVersion; gv != "" && gv != "apps/v1" && gv != "apps/v1beta1" && gv != "apps/v1beta2" && gv != "extensions/v1beta1" {
+			continue
+		}
+		out.Insert(hpas[i].Namespace + "/" + ref.Name)
+	}
+	return out
+}
+
+// replicasOf returns a Deployment's desired replicas (1 when unset, as the API defaults it).
+func replicasOf(d *appsv1.Deployment) int32 {
+	if d.Spec.Replicas == nil {
+		return 1
+	}
+	return *d.Spec.Replicas
+}
+
+// decide is one round of the original loop, as a pure function: every candidate is hit with
+// probability eagerness/100; a tantrum only happens while at least podTolerance candidate pods
+// exist; cancer doubles replicas up to MaxReplicas (Deployments at 0 or at the ceiling cannot
+// grow and are not candidates); ipsum hits ConfigMaps. When more than maxActionsPerRound
+// objects are hit, a uniformly random subset of that size is kept, in candidate order.
+// spec must have its defaults filled (withDefaults).
+func decide(spec v1beta1.ChaosAgentSpec, c Candidates, rng *rand.Rand) []Action {
+	hit := func() bool { return rng.IntN(100) < int(spec.Eagerness) }
+	var actions []Action
+	if spec.TantrumMode && len(c.Pods) > 0 && len(c.Pods) >= int(spec.PodTolerance) {
+		for _, p := range c.Pods {
+			if hit() {
+				actions = append(actions, Action{Kind: v1beta1.ActionKillPod, Target: p})
+			}
+		}
+	}
+	if spec.CancerMode {
+		for _, d := range c.Deployments {
+			if d.Replicas < 1 || d.Replicas >= MaxReplicas {
+				continue
+			}
+			if hit() {
+				actions = append(actions, Action{Kind: v1beta1.ActionScaleDeployment, Target: d, Replicas: doubled(d.Replicas)})
+			}
+		}
+	}
+	if spec.IpsumMode {
+		for _, cm := range c.ConfigMaps {
+			if hit() {
+				actions = append(actions, Action{Kind: v1beta1.ActionIpsumConfigMap, Target: cm})
+			}
+		}
+	}
+	return capActions(actions, int(spec.MaxActionsPerRound), rng)
+}
+
+// doubled returns twice r, at most MaxReplicas.
+func doubled(r int32) int32 {
+	return min(2*r, MaxReplicas)
+}
+
+// capActions keeps a uniformly random subset of at most limit actions, in their original order.
+func capActions(actions []Action, limit int, rng *rand.Rand) []Action {
+	if limit < 0 {
+		limit = 0
+	}
+	if len(actions) <= limit {
+		return actions
+	}
+	idx := make([]int, len(actions))
+	for i := range idx {
+		idx[i] = i
+	}
+	// Partial Fisher-Yates: the first limit entries become a uniform sample.
+	for i := 0; i < limit; i++ {
+		j := i + rng.IntN(len(idx)-i)
+		idx[i], idx[j] = idx[j], idx[i]
+	}
+	chosen := idx[:limit]
+	slices.Sort(chosen)
+	out := make([]Action, 0, limit)
+	for _, i := range chosen {
+		out = append(out, actions[i])
+	}
+	return out
+}
+
+// withDefaults fills what the API server defaults, for agents stored before a default existed
+// and for tests that build specs by hand.
+func withDefaults(spec v1beta1.ChaosAgentSpec) v1beta1.ChaosAgentSpec {
+	if spec.Eagerness <= 0 {
+		spec.Eagerness = 20
+	}
+	if spec.Eagerness > 100 {
+		spec.Eagerness = 100
+	}
+	if spec.PauseDuration <= 0 {
+		spec.PauseDuration = 30
+	}
+	if spec.KillMethod == "" {
+		spec.KillMethod = v1beta1.KillMethodEvict
+	}
+	if spec.MaxActionsPerRound <= 0 {
+		spec.MaxActionsPerRound = 10
+	}
+	if spec.RestoreOnDelete == nil {
+		t := true
+		spec.RestoreOnDelete = &t
+	}
+	return spec
+}

@@ -1,0 +1,199 @@
+package chaosagent
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The marks an agent leaves on what it changed. They are written in the same request as the
+// change itself, so a crash between two steps can never lose an original.
+const (
+	// LabelAgent names the agent that owns the original of a changed object; restore finds
+	// its objects by this label.
+	LabelAgent = "blackadder.io/agent"
+	// AnnotationOriginalReplicas holds a Deployment's replicas before the first doubling.
+	AnnotationOriginalReplicas = "blackadder.io/original-replicas"
+	// AnnotationOriginalData holds a ConfigMap's data, as JSON, before the first ipsum.
+	AnnotationOriginalData = "blackadder.io/original-data"
+	// Finalizer keeps a deleted agent until it has put back what it changed.
+	Finalizer = "blackadder.io/restore"
+)
+
+// Reasons an action was skipped (the part after "Skipped: ").
+const (
+	SkipDisruptionBudget = "DisruptionBudget"
+	SkipGone             = "Gone"
+	SkipImmutable        = "Immutable"
+	SkipNoData           = "NoData"
+	SkipOriginalTooLarge = "OriginalTooLarge"
+	SkipAtLimit          = "AtLimit"
+	SkipZeroReplicas     = "ZeroReplicas"
+	SkipAutoscaled       = "Autoscaled"
+)
+
+// markChanged records original under annotation and labels obj with the agent, unless obj
+// already carries an original: the first original is the one to restore, whichever agent
+// changed the object since. A lone original without its label (edited by hand) is re-labelled
+// with this agent so that someone restores it.
+func markChanged(obj metav1.Object, agent, annotation, original string) {
+	ann := obj.GetAnnotations()
+	lbl := obj.GetLabels()
+	if _, kept := ann[annotation]; kept {
+		if lbl[LabelAgent] == "" {
+			obj.SetLabels(with(lbl, LabelAgent, agent))
+		}
+		return
+	}
+	obj.SetAnnotations(with(ann, annotation, original))
+	obj.SetLabels(with(lbl, LabelAgent, agent))
+}
+
+func with(m map[string]string, k, v string) map[string]string {
+	if m == nil {
+		m = map[string]string{}
+	}
+	m[k] = v
+	return m
+}
+
+// unmark removes the agent's label and the given original annotation.
+func unmark(obj metav1.Object, annotation string) {
+	ann, lbl := obj.GetAnnotations(), obj.GetLabels()
+	delete(ann, annotation)
+	delete(lbl, LabelAgent)
+	obj.SetAnnotations(ann)
+	obj.SetLabels(lbl)
+}
+
+// cancerDeployment returns dep with its replicas doubled (at most MaxReplicas) and the original
+// recorded, or a skip reason when it cannot grow.
+func cancerDeployment(dep *appsv1.Deployment, agent string) (out *appsv1.Deployment, from, to int32, skip string) {
+	from = replicasOf(dep)
+	switch {
+	case from <= 0:
+		return nil, from, from, SkipZeroReplicas
+	case from >= MaxReplicas:
+		return nil, from, from, SkipAtLimit
+	}
+	to = doubled(from)
+	out = dep.DeepCopy()
+	markChanged(out, agent, AnnotationOriginalReplicas, strconv.Itoa(int(from)))
+	out.Spec.Replicas = &to
+	return out, from, to, ""
+}
+
+// restoreDeployment returns dep with its original replicas back and the marks removed. When the
+// original cannot be read (edited by hand) the marks are removed and replicas kept, with an error.
+func restoreDeployment(dep *appsv1.Deployment) (*appsv1.Deployment, error) {
+	out := dep.DeepCopy()
+	raw := out.Annotations[AnnotationOriginalReplicas]
+	unmark(out, AnnotationOriginalReplicas)
+	n, err := strconv.ParseInt(raw, 10, 32)
+	if err != nil || n < 0 {
+		return out, fmt.Errorf("annotation %s=%q is not a replica count", AnnotationOriginalReplicas, raw)
+	}
+	r := int32(n)
+	out.Spec.Replicas = &r
+	return out, nil
+}
+
+// ipsumConfigMap returns cm with every value of data replaced by a lorem ipsum paragraph and the
+// original data recorded, or a skip reason: immutable, no data, or an original too large for an
+// annotation (the API server limits all annotations of an object to 256 KiB together).
+func ipsumConfigMap(cm *corev1.ConfigMap, agent string, rng *rand.Rand) (*corev1.ConfigMap, string) {
+	if cm.Immutable != nil && *cm.Immutable {
+		return nil, SkipImmutable
+	}
+	if len(cm.Data) == 0 {
+		return nil, SkipNoData
+	}
+	out := cm.DeepCopy()
+	var original []byte
+	if _, kept := out.Annotations[AnnotationOriginalData]; !kept {
+		var err error
+		if original, err = json.Marshal(cm.Data); err != nil {
+			return nil, SkipNoData
+		}
+	}
+	markChanged(out, agent, AnnotationOriginalData, string(original)) // keeps an existing original
+	if apivalidation.ValidateAnnotationsSize(out.Annotations) != nil {
+		return nil, SkipOriginalTooLarge
+	}
+	keys := make([]string, 0, len(out.Data))
+	for k := range out.Data {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // map order is random; the seeded text must not be
+	for _, k := range keys {
+		out.Data[k] = loremParagraph(rng)
+	}
+	return out, ""
+}
+
+// restoreConfigMapPatch returns a JSON merge patch that puts a ConfigMap's original data back
+// and removes the marks, guarded by the resourceVersion read (a concurrent change makes the API
+// server refuse it with a conflict). It needs only metadata, so the metadata cache suffices.
+// When the original cannot be read the patch only removes the marks, and an error says why.
+func restoreConfigMapPatch(meta metav1.Object) ([]byte, error) {
+	raw, has := meta.GetAnnotations()[AnnotationOriginalData]
+	var original map[string]string
+	var readErr error
+	if !has {
+		readErr = fmt.Errorf("annotation %s missing", AnnotationOriginalData)
+	} else if err := json.Unmarshal([]byte(raw), &original); err != nil {
+		readErr = fmt.Errorf("annotation %s is not a JSON object of strings: %w", AnnotationOriginalData, err)
+	}
+	patch := map[string]any{
+		"metadata": map[string]any{
+			"resourceVersion": meta.GetResourceVersion(),
+			"labels":          map[string]any{LabelAgent: nil},
+			"annotations":     map[string]any{AnnotationOriginalData: nil},
+		},
+	}
+	if readErr == nil && len(original) > 0 {
+		patch["data"] = original
+	}
+	b, err := json.Marshal(patch)
+	if err != nil {
+		return nil, err
+	}
+	return b, readErr
+}
+
+var loremWords = strings.Fields(`lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod
+tempor incididunt ut labore et dolore magna aliqua enim ad minim veniam quis nostrud exercitation
+ullamco laboris nisi aliquip ex ea commodo consequat duis aute irure in reprehenderit voluptate
+velit esse cillum eu fugiat nulla pariatur excepteur sint occaecat cupidatat non proident sunt
+culpa qui officia deserunt mollit anim id est laborum`)
+
+// loremParagraph returns three to six sentences of lorem ipsum chosen with rng.
+func loremParagraph(rng *rand.Rand) string {
+	var b strings.Builder
+	sentences := 3 + rng.IntN(4)
+	for s := 0; s < sentences; s++ {
+		if s > 0 {
+			b.WriteByte(' ')
+		}
+		words := 5 + rng.IntN(8)
+		for w := 0; w < words; w++ {
+			word := loremWords[rng.IntN(len(loremWords))]
+			if w == 0 {
+				word = strings.ToUpper(word[:1]) + word[1:]
+			} else {
+				b.WriteByte(' ')
+			}
+			b.WriteString(word)
+		}
+		b.WriteByte('.')
+	}
+	return b.String()
+}

@@ -1,0 +1,70 @@
+package chaosagent
+
+import (
+	"errors"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+)
+
+var (
+	actionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quartet_chaosagent_actions_total",
+		Help: "Actions of ChaosAgents by agent, action (KillPod, ScaleDeployment, IpsumConfigMap, RestoreDeployment, RestoreConfigMap) and result (succeeded, skipped, failed, dry_run).",
+	}, []string{"agent", "action", "result"})
+	roundsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quartet_chaosagent_rounds_total",
+		Help: "Rounds run by ChaosAgents.",
+	}, []string{"agent"})
+	changedObjects = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "quartet_chaosagent_changed_objects",
+		Help: "Deployments and ConfigMaps a ChaosAgent changed and has not put back yet.",
+	}, []string{"agent"})
+
+	registerOnce sync.Once
+	registerErr  error
+)
+
+// registerMetrics adds the collectors to controller-runtime's registry once per process.
+func registerMetrics() error {
+	registerOnce.Do(func() {
+		for _, c := range []prometheus.Collector{actionsTotal, roundsTotal, changedObjects} {
+			if err := ctrlmetrics.Registry.Register(c); err != nil {
+				var already prometheus.AlreadyRegisteredError
+				if !errors.As(err, &already) {
+					registerErr = err
+				}
+			}
+		}
+	})
+	return registerErr
+}
+
+// metricResult maps an action's result to the metric label.
+func metricResult(a v1beta1.ChaosAction) string {
+	switch {
+	case a.DryRun || a.Result == ResultDryRun:
+		return "dry_run"
+	case isSkipped(a.Result):
+		return "skipped"
+	case strings.HasPrefix(a.Result, failedPrefix):
+		return "failed"
+	default:
+		return "succeeded"
+	}
+}
+
+func recordActionMetric(agent string, a v1beta1.ChaosAction) {
+	actionsTotal.WithLabelValues(agent, string(a.Kind), metricResult(a)).Inc()
+}
+
+// forgetAgentMetrics drops the series of a deleted agent.
+func forgetAgentMetrics(agent string) {
+	actionsTotal.DeletePartialMatch(prometheus.Labels{"agent": agent})
+	roundsTotal.DeletePartialMatch(prometheus.Labels{"agent": agent})
+	changedObjects.DeletePartialMatch(prometheus.Labels{"agent": agent})
+}

@@ -1,0 +1,216 @@
+package chaosagent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/internal/testenv"
+)
+
+// env is the full local cluster: the tests need pods that kwok runs, ReplicaSets that replace
+// evicted pods, the disruption controller behind PodDisruptionBudgets and garbage collection.
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	if os.Getenv("QUARTET_SKIP_INTEGRATION") != "" {
+		os.Exit(m.Run())
+	}
+	os.Exit(testenv.RunSuite(m, testenv.Full, &env))
+}
+
+// requireCluster skips only when integration tests were switched off on purpose
+// (make test-unit) and fails when the cluster did not start.
+func requireCluster(t testing.TB) {
+	t.Helper()
+	if os.Getenv("QUARTET_SKIP_INTEGRATION") != "" {
+		t.Skip("QUARTET_SKIP_INTEGRATION set")
+	}
+	env.Require(t)
+}
+
+// operatorNamespace is the namespace the test manager pretends to run in (always protected).
+const operatorNamespace = "quartet-system"
+
+// startManager starts a manager running only this controller, configured like main.go
+// (WATCH_NAMESPACE from shared.WatchNamespaces), and stops it when the test ends. cfg may wrap
+// the transport (to count calls).
+func startManager(t testing.TB, cfg *rest.Config, opts *Options, shared operator.Shared) {
+	t.Helper()
+	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+	if len(shared.WatchNamespaces) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range shared.WatchNamespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 testenv.Scheme(),
+		Cache:                  cacheOpts,
+		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	require.NoError(t, err)
+	require.NoError(t, opts.Setup(mgr, shared))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+}
+
+// testNamespace creates a namespace labelled chaos-test=<selector> and deletes it at the end.
+func testNamespace(t *testing.T, prefix, selector string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name:   fmt.Sprintf("%s-%s", prefix, rand.String(5)),
+		Labels: map[string]string{"chaos-test": selector}}}
+	require.NoError(t, env.Client.Create(context.Background(), ns))
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ns) })
+	return ns.Name
+}
+
+// selectorFor returns a unique value for the chaos-test label of one test's namespaces.
+func selectorFor(t *testing.T) string {
+	return strings.ToLower(fmt.Sprintf("%s-%s", strings.ReplaceAll(t.Name()[strings.LastIndex(t.Name(), "/")+1:], "_", "-"), rand.String(4)))
+}
+
+// agentFor returns an agent that only sees namespaces labelled chaos-test=selector, with the
+// quick, deterministic settings of the integration tests.
+func agentFor(name, selector string, mutate func(*v1beta1.ChaosAgentSpec)) *v1beta1.ChaosAgent {
+	a := &v1beta1.ChaosAgent{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-" + rand.String(4)},
+		Spec: v1beta1.ChaosAgentSpec{
+			Eagerness: 100, PauseDuration: 1, MaxActionsPerRound: 10, Seed: ptr.To[int64](1),
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"chaos-test": selector}},
+		},
+	}
+	mutate(&a.Spec)
+	return a
+}
+
+// createAgent creates the agent and, at the end of the test, deletes it and waits until it is gone.
+func createAgent(t *testing.T, a *v1beta1.ChaosAgent) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, env.Client.Create(ctx, a))
+	t.Cleanup(func() {
+		_ = env.Client.Delete(ctx, a)
+		assert.Eventually(t, func() bool {
+			return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(a), &v1beta1.ChaosAgent{}))
+		}, time.Minute, 100*time.Millisecond, "agent %s not released", a.Name)
+	})
+}
+
+// waitAgent polls the agent until ok holds and returns it; on timeout it reports the last
+// status seen.
+func waitAgent(t *testing.T, name string, ok func(a *v1beta1.ChaosAgent) bool, msg string) *v1beta1.ChaosAgent {
+	t.Helper()
+	var got *v1beta1.ChaosAgent
+	var lastErr error
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		a := &v1beta1.ChaosAgent{}
+		if lastErr = env.Client.Get(context.Background(), client.ObjectKey{Name: name}, a); lastErr != nil {
+			continue
+		}
+		got = a
+		if ok(a) {
+			return a
+		}
+	}
+	if got == nil {
+		t.Fatalf("agent %s: %s; never read: %v", name, msg, lastErr)
+	}
+	t.Fatalf("agent %s: %s; last status %+v", name, msg, got.Status)
+	return nil
+}
+
+// newDeployment returns a Deployment of fake pods (kwok runs them) labelled app=name.
+func newDeployment(ns, name string, replicas int32) *appsv1.Deployment {
+	lbl := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: lbl},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: lbl},
+				Spec: corev1.PodSpec{
+					Containers:                    []corev1.Container{{Name: "app", Image: "registry.invalid/fake:1"}},
+					TerminationGracePeriodSeconds: ptr.To[int64](0),
+				},
+			},
+		},
+	}
+}
+
+// readyPods waits until ns holds exactly n Running, not terminating pods labelled app=app and
+// returns their UIDs.
+func readyPods(t *testing.T, ns, app string, n int) map[string]bool {
+	t.Helper()
+	var uids map[string]bool
+	require.Eventually(t, func() bool {
+		pods := &corev1.PodList{}
+		if err := env.Client.List(context.Background(), pods, client.InNamespace(ns), client.MatchingLabels{"app": app}); err != nil {
+			return false
+		}
+		uids = map[string]bool{}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+				uids[string(p.UID)] = true
+			}
+		}
+		return len(uids) == n && len(pods.Items) == n
+	}, 90*time.Second, 200*time.Millisecond, "%d running pods of %s/%s", n, ns, app)
+	return uids
+}
+
+// eventReasons returns the reasons of the events.k8s.io Events about an object.
+func eventReasons(t *testing.T, ns, kind, name string) []string {
+	t.Helper()
+	events := &eventsv1.EventList{}
+	require.NoError(t, env.Client.List(context.Background(), events, client.InNamespace(ns)))
+	var out []string
+	for _, e := range events.Items {
+		if e.Regarding.Kind == kind && e.Regarding.Name == name {
+			out = append(out, e.Reason)
+		}
+	}
+	return out
+}
+
+// hasAction reports whether the agent's lastActions hold an action of kind whose result starts
+// with result.
+func hasAction(a *v1beta1.ChaosAgent, kind v1beta1.ActionKind, result string) bool {
+	for _, act := range a.Status.LastActions {
+		if act.Kind == kind && strings.HasPrefix(act.Result, result) {
+			return true
+		}
+	}
+	return false
+}
