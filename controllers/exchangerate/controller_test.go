@@ -1,0 +1,317 @@
+package exchangerate
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
+	"github.com/quartet-operator/quartet/controllers/exchangerate/fakeupstream"
+)
+
+// TestExchangeRateOnCluster runs the integration tests in parallel, each with its own
+// namespace, imitation upstream and manager (so request counts and outages stay apart).
+func TestExchangeRateOnCluster(t *testing.T) {
+	requireCluster(t)
+	t.Run("parallel", func(t *testing.T) {
+		t.Run("ArticleSampleCreatesConfigMap", func(t *testing.T) { t.Parallel(); testSample(t) })
+		t.Run("CurrencyChangeUpdatesConfigMap", func(t *testing.T) { t.Parallel(); testCurrencyChange(t) })
+		t.Run("OutageKeepsLastValueAndRecovers", func(t *testing.T) { t.Parallel(); testOutage(t) })
+		t.Run("UnknownCurrencyWaitsForSpecChange", func(t *testing.T) { t.Parallel(); testUnknownCurrency(t) })
+		t.Run("OneUpstreamRequestPerRefresh", func(t *testing.T) { t.Parallel(); testOneRequestPerRefresh(t) })
+		t.Run("FrankfurterCrossRate", func(t *testing.T) { t.Parallel(); testFrankfurter(t) })
+		t.Run("ForeignConfigMapNotAdopted", func(t *testing.T) { t.Parallel(); testForeignConfigMap(t) })
+		t.Run("DeleteGarbageCollectsConfigMap", func(t *testing.T) { t.Parallel(); testDelete(t) })
+		t.Run("UnwatchedNamespaceIgnored", func(t *testing.T) { t.Parallel(); testUnwatchedNamespace(t) })
+	})
+}
+
+func startFakeToday(t testing.TB) *fakeupstream.Server {
+	t.Helper()
+	srv, err := fakeupstream.Start("127.0.0.1:0", today(), fakeupstream.DefaultRates())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	return srv
+}
+
+// testSample applies the article's exchangerate.yml unchanged and checks the ConfigMap,
+// the status, the event, and that a hand edit of the ConfigMap is put back.
+func testSample(t *testing.T) {
+	ctx := context.Background()
+	ns := testNamespace(t, "xr-sample")
+	srv := startFakeToday(t)
+	startManager(t, env.Config, quickOptions(srv, time.Hour), ns)
+
+	b, err := os.ReadFile("../../config/samples/operators_v1_exchangerate.yaml")
+	require.NoError(t, err)
+	xr := &operatorsv1.ExchangeRate{}
+	require.NoError(t, yaml.UnmarshalStrict(b, xr))
+	xr.Namespace = ns
+	require.NoError(t, env.Client.Create(ctx, xr))
+
+	cm := waitConfigMap(t, ns, "exchange-rate-usd", map[string]string{
+		"rate": "1.1625", "base": "EUR", "currency": "USD", "date": today(), "source": "ecb"})
+	assert.Len(t, cm.Data, 5)
+	assert.Equal(t, "quartet-exchangerate", cm.Labels["app.kubernetes.io/managed-by"])
+	ref := metav1.GetControllerOf(cm)
+	require.NotNil(t, ref, "controller reference")
+	assert.Equal(t, xr.UID, ref.UID)
+	assert.Equal(t, "ExchangeRate", ref.Kind)
+
+	got := waitCondition(t, ns, xr.Name, ConditionReady, metav1.ConditionTrue, ReasonRateWritten)
+	assert.Equal(t, got.Generation, got.Status.ObservedGeneration)
+	assert.Equal(t, "1.1625", got.Status.Rate)
+	assert.Equal(t, today(), got.Status.PublicationDate)
+	assert.Equal(t, "ecb", got.Status.Source)
+	assert.Equal(t, "exchange-rate-usd", got.Status.ConfigMapName)
+	require.NotNil(t, got.Status.LastSuccessfulFetch)
+	assert.WithinDuration(t, time.Now(), got.Status.LastSuccessfulFetch.Time, time.Minute)
+	assert.True(t, meta.IsStatusConditionFalse(got.Status.Conditions, ConditionDegraded))
+	assert.True(t, meta.IsStatusConditionFalse(got.Status.Conditions, ConditionStale))
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Contains(c, eventReasons(t, ns, xr.Name), EventConfigMapCreated)
+	}, 30*time.Second, 200*time.Millisecond)
+
+	t.Log("a hand edit of the ConfigMap is put back, without asking the upstream again")
+	patch := client.MergeFrom(cm.DeepCopy())
+	cm.Data["rate"] = "42"
+	require.NoError(t, env.Client.Patch(ctx, cm, patch))
+	waitConfigMap(t, ns, "exchange-rate-usd", map[string]string{"rate": "1.1625"})
+	assert.Equal(t, 1, srv.Requests(fakeupstream.ECBPath))
+}
+
+func testCurrencyChange(t *testing.T) {
+	ctx := context.Background()
+	ns := testNamespace(t, "xr-change")
+	srv := startFakeToday(t)
+	startManager(t, env.Config, quickOptions(srv, time.Hour), ns)
+
+	xr := newXR(ns, "price", "USD", "")
+	require.NoError(t, env.Client.Create(ctx, xr))
+	waitConfigMap(t, ns, "price", map[string]string{"rate": "1.1625", "currency": "USD", "base": "EUR"})
+
+	patch := client.MergeFrom(xr.DeepCopy())
+	xr.Spec.Currency, xr.Spec.Base = "JPY", "USD"
+	require.NoError(t, env.Client.Patch(ctx, xr, patch))
+	// 171.58 / 1.1625 = 147.5956…, rounded to six significant digits.
+	waitConfigMap(t, ns, "price", map[string]string{"rate": "147.596", "currency": "JPY", "base": "USD"})
+	got := waitCondition(t, ns, "price", ConditionReady, metav1.ConditionTrue, ReasonRateWritten)
+	assert.Equal(t, int64(2), got.Status.ObservedGeneration)
+	assert.Equal(t, "147.596", got.Status.Rate)
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Contains(c, eventReasons(t, ns, "price"), EventConfigMapUpdated)
+	}, 30*time.Second, 200*time.Millisecond)
+	assert.Equal(t, 1, srv.Requests(fakeupstream.ECBPath), "the spec change reused the shared table")
+}
+
+func testOutage(t *testing.T) {
+	ctx := context.Background()
+	ns := testNamespace(t, "xr-outage")
+	srv := startFakeToday(t)
+	startManager(t, env.Config, quickOptions(srv, 2*time.Second), ns)
+
+	require.NoError(t, env.Client.Create(ctx, newXR(ns, "usd", "USD", "")))
+	waitConfigMap(t, ns, "usd", map[string]string{"rate": "1.1625"})
+	waitCondition(t, ns, "usd", ConditionDegraded, metav1.ConditionFalse, ReasonFetchSucceeded)
+
+	for _, f := range []struct {
+		failure fakeupstream.Failure
+		reason  string
+	}{
+		{fakeupstream.ServerError, ReasonUpstreamServerError},
+		{fakeupstream.Garbage, ReasonUpstreamMalformed},
+		{fakeupstream.Truncated, ReasonUpstreamUnreachable},
+	} {
+		srv.Fail(f.failure, 0)
+		got := waitCondition(t, ns, "usd", ConditionDegraded, metav1.ConditionTrue, f.reason)
+		assert.True(t, meta.IsStatusConditionTrue(got.Status.Conditions, ConditionReady), "the last good rate is still served")
+		assert.Equal(t, "1.1625", got.Status.Rate)
+		cm := waitConfigMap(t, ns, "usd", nil)
+		assert.Equal(t, "1.1625", cm.Data["rate"], "a failure never replaces the good value")
+	}
+
+	t.Log("backoff: during 3 s of outage the upstream sees a handful of requests, not a stream")
+	before := srv.Requests("")
+	time.Sleep(3 * time.Second)
+	during := srv.Requests("") - before
+	// Backoff 200ms doubling to a 1s cap: at most ~5 attempts in 3 s (+1 for jitter).
+	assert.LessOrEqual(t, during, 6)
+	assert.GreaterOrEqual(t, during, 1, "it keeps retrying")
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Contains(c, eventReasons(t, ns, "usd"), EventFetchFailed)
+	}, 30*time.Second, 200*time.Millisecond)
+
+	t.Log("recovery with a new publication clears Degraded and writes the new rate")
+	srv.Heal()
+	rates := fakeupstream.DefaultRates()
+	rates["USD"] = "1.1702"
+	srv.SetRates(today(), rates)
+	waitConfigMap(t, ns, "usd", map[string]string{"rate": "1.1702"})
+	waitCondition(t, ns, "usd", ConditionDegraded, metav1.ConditionFalse, ReasonFetchSucceeded)
+	got := waitCondition(t, ns, "usd", ConditionReady, metav1.ConditionTrue, ReasonRateWritten)
+	assert.Equal(t, "1.1702", got.Status.Rate)
+}
+
+func testUnknownCurrency(t *testing.T) {
+	ctx := context.Background()
+	ns := testNamespace(t, "xr-unknown")
+	srv := startFakeToday(t)
+	// A 1 s refresh: if the controller requeued the mistake, the upstream would hear about it.
+	startManager(t, env.Config, quickOptions(srv, time.Second), ns)
+
+	xr := newXR(ns, "bitcoin", "XBT", "")
+	require.NoError(t, env.Client.Create(ctx, xr))
+	got := waitCondition(t, ns, "bitcoin", ConditionReady, metav1.ConditionFalse, ReasonUnknownCurrency)
+	assert.Contains(t, meta.FindStatusCondition(got.Status.Conditions, ConditionReady).Message, "ecb does not publish a rate for XBT")
+	assert.Equal(t, got.Generation, got.Status.ObservedGeneration)
+	assert.Empty(t, got.Status.Rate)
+	assert.True(t, apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "bitcoin"}, &corev1.ConfigMap{})))
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Contains(c, eventReasons(t, ns, "bitcoin"), EventUnknownCurrency)
+	}, 30*time.Second, 200*time.Millisecond)
+
+	t.Log("no hot loop: for 3 s neither the status nor the upstream hears from the controller")
+	requests, rv := srv.Requests(""), got.ResourceVersion
+	time.Sleep(3 * time.Second)
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(xr), got))
+	assert.Equal(t, rv, got.ResourceVersion)
+	assert.Equal(t, requests, srv.Requests(""))
+
+	t.Log("the next edit fixes it")
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Spec.Currency = "GBP"
+	require.NoError(t, env.Client.Patch(ctx, got, patch))
+	waitConfigMap(t, ns, "bitcoin", map[string]string{"rate": "0.86485", "currency": "GBP"})
+	waitCondition(t, ns, "bitcoin", ConditionReady, metav1.ConditionTrue, ReasonRateWritten)
+}
+
+// testOneRequestPerRefresh prices 30 currencies (one of them EUR itself, in USD) and
+// checks that filling them, and refreshing them all, costs one upstream request each.
+func testOneRequestPerRefresh(t *testing.T) {
+	ctx := context.Background()
+	ns := testNamespace(t, "xr-shared")
+	srv := startFakeToday(t)
+	startManager(t, env.Config, quickOptions(srv, 3*time.Second), ns)
+
+	rates := fakeupstream.DefaultRates()
+	want := map[string]string{}
+	for c, r := range rates {
+		want[c] = r
+		require.NoError(t, env.Client.Create(ctx, newXR(ns, "eur-"+lower(c), c, "")))
+	}
+	require.NoError(t, env.Client.Create(ctx, newXR(ns, "usd-eur", "EUR", "USD")))
+	require.Len(t, want, 29)
+	for c, r := range want {
+		waitConfigMap(t, ns, "eur-"+lower(c), map[string]string{"rate": exactDecimalString(t, r)})
+	}
+	waitConfigMap(t, ns, "usd-eur", map[string]string{"rate": "0.860215"})
+	assert.Equal(t, 1, srv.Requests(""), "30 ExchangeRates, one upstream request")
+
+	t.Log("a new publication reaches all 30 at the next refresh with one more request")
+	srv.ResetCounts()
+	rates["USD"], rates["GBP"] = "1.2000", "0.90000"
+	srv.SetRates(today(), rates)
+	waitConfigMap(t, ns, "eur-usd", map[string]string{"rate": "1.2"})
+	waitConfigMap(t, ns, "eur-gbp", map[string]string{"rate": "0.9"})
+	waitConfigMap(t, ns, "usd-eur", map[string]string{"rate": "0.833333"})
+	assert.Equal(t, 1, srv.Requests(""), "one upstream request for the refresh of all 30")
+}
+
+func lower(s string) string {
+	b := []byte(s)
+	for i := range b {
+		b[i] |= 0x20
+	}
+	return string(b)
+}
+
+func exactDecimalString(t testing.TB, s string) string {
+	r, err := parseRate(s)
+	require.NoError(t, err)
+	return exactDecimal(r)
+}
+
+func testFrankfurter(t *testing.T) {
+	ctx := context.Background()
+	ns := testNamespace(t, "xr-frankfurter")
+	srv := startFakeToday(t)
+	opts := quickOptions(srv, time.Hour)
+	opts.Source = SourceFrankfurter
+	startManager(t, env.Config, opts, ns)
+
+	require.NoError(t, env.Client.Create(ctx, newXR(ns, "yen-per-dollar", "JPY", "USD")))
+	waitConfigMap(t, ns, "yen-per-dollar", map[string]string{"rate": "147.596", "base": "USD", "currency": "JPY", "source": "frankfurter"})
+	assert.Equal(t, 1, srv.Requests(fakeupstream.FrankfurterPath))
+	assert.Equal(t, 0, srv.Requests(fakeupstream.ECBPath))
+}
+
+func testForeignConfigMap(t *testing.T) {
+	ctx := context.Background()
+	ns := testNamespace(t, "xr-foreign")
+	srv := startFakeToday(t)
+	startManager(t, env.Config, quickOptions(srv, 2*time.Second), ns)
+
+	mine := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "usd"}, Data: map[string]string{"rate": "mine"}}
+	require.NoError(t, env.Client.Create(ctx, mine))
+	require.NoError(t, env.Client.Create(ctx, newXR(ns, "usd", "USD", "")))
+	waitCondition(t, ns, "usd", ConditionReady, metav1.ConditionFalse, ReasonConfigMapConflict)
+	got := &corev1.ConfigMap{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(mine), got))
+	assert.Equal(t, map[string]string{"rate": "mine"}, got.Data, "someone else's ConfigMap is left alone")
+	assert.Empty(t, got.OwnerReferences)
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Contains(c, eventReasons(t, ns, "usd"), EventConfigMapConflict)
+	}, 30*time.Second, 200*time.Millisecond)
+
+	t.Log("once the owner removes it, the ExchangeRate writes its own at the next refresh")
+	require.NoError(t, env.Client.Delete(ctx, mine))
+	waitConfigMap(t, ns, "usd", map[string]string{"rate": "1.1625"})
+	waitCondition(t, ns, "usd", ConditionReady, metav1.ConditionTrue, ReasonRateWritten)
+}
+
+// testDelete needs the full cluster: the controller-manager's garbage collector deletes
+// the ConfigMap through its controller reference.
+func testDelete(t *testing.T) {
+	ctx := context.Background()
+	ns := testNamespace(t, "xr-delete")
+	srv := startFakeToday(t)
+	startManager(t, env.Config, quickOptions(srv, time.Hour), ns)
+
+	xr := newXR(ns, "gone", "CHF", "")
+	require.NoError(t, env.Client.Create(ctx, xr))
+	waitConfigMap(t, ns, "gone", map[string]string{"rate": "0.9343"})
+	require.NoError(t, env.Client.Delete(ctx, xr))
+	require.Eventually(t, func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "gone"}, &corev1.ConfigMap{}))
+	}, 60*time.Second, 200*time.Millisecond, "ConfigMap garbage-collected")
+}
+
+func testUnwatchedNamespace(t *testing.T) {
+	ctx := context.Background()
+	watched := testNamespace(t, "xr-watched")
+	other := testNamespace(t, "xr-other")
+	srv := startFakeToday(t)
+	// The manager's cache sees both namespaces; the controller is told to act in one.
+	cacheNS := []string{watched, other}
+	opts := quickOptions(srv, time.Hour)
+	startManagerShared(t, opts, cacheNS, []string{watched})
+
+	require.NoError(t, env.Client.Create(ctx, newXR(other, "usd", "USD", "")))
+	require.NoError(t, env.Client.Create(ctx, newXR(watched, "usd", "USD", "")))
+	waitConfigMap(t, watched, "usd", map[string]string{"rate": "1.1625"})
+	time.Sleep(time.Second)
+	assert.True(t, apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKey{Namespace: other, Name: "usd"}, &corev1.ConfigMap{})))
+	xr := &operatorsv1.ExchangeRate{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: other, Name: "usd"}, xr))
+	assert.Empty(t, xr.Status.Conditions, "no status written outside the watched namespaces")
+}

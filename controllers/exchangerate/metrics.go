@@ -1,0 +1,39 @@
+package exchangerate
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+var (
+	upstreamRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quartet_exchangerate_upstream_requests_total",
+		Help: "Requests to the exchange rate upstream, by source and result (ok, not_modified, server_error, rejected, timeout, unreachable, malformed).",
+	}, []string{"source", "result"})
+	fetchDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "quartet_exchangerate_upstream_fetch_duration_seconds",
+		Help:    "Time an upstream fetch took, from request to parsed table or failure, by source.",
+		Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+	}, []string{"source"})
+	lastSuccess = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "quartet_exchangerate_last_successful_fetch_timestamp_seconds",
+		Help: "Unix time the source last answered with a usable table (200 or 304), by source.",
+	}, []string{"source"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(upstreamRequests, fetchDuration, lastSuccess)
+}
+
+// recordFetch counts one upstream request and its latency.
+func recordFetch(source, result string, elapsed time.Duration) {
+	upstreamRequests.WithLabelValues(source, result).Inc()
+	fetchDuration.WithLabelValues(source).Observe(elapsed.Seconds())
+}
+
+// recordSuccess notes when the source last gave a usable answer.
+func recordSuccess(source string, at time.Time) {
+	lastSuccess.WithLabelValues(source).Set(float64(at.Unix()))
+}

@@ -1,0 +1,198 @@
+package exchangerate
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quartet-operator/quartet/controllers/exchangerate/fakeupstream"
+)
+
+func readTestdata(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + name)
+	require.NoError(t, err)
+	return b
+}
+
+// ecbDoc wraps day cubes in the ECB envelope.
+func ecbDoc(days string) string {
+	return `<?xml version="1.0" encoding="UTF-8"?>
+<gesmes:Envelope xmlns:gesmes="http://www.gesmes.org/xml/2002-08-01" xmlns="http://www.ecb.int/vocabulary/2002-08-01/eurofxref">
+<gesmes:subject>Reference rates</gesmes:subject><Cube>` + days + `</Cube></gesmes:Envelope>`
+}
+
+func TestParseECB(t *testing.T) {
+	daily := string(readTestdata(t, "eurofxref-daily.xml"))
+	tests := []struct {
+		name      string
+		doc       string
+		wantDate  string
+		wantRates map[string]string // a few to check
+		wantCount int
+		wantErr   string
+	}{
+		{name: "daily file", doc: daily, wantDate: "2026-05-15", wantCount: 29,
+			wantRates: map[string]string{"USD": "1.1625", "ISK": "142.6", "IDR": "19254.12"}},
+		{name: "fake upstream renders the same format", doc: string(fakeupstream.RenderECB("2026-05-15", map[string]string{"USD": "1.1625"})),
+			wantDate: "2026-05-15", wantCount: 1, wantRates: map[string]string{"USD": "1.1625"}},
+		{name: "double-quoted attributes too", doc: ecbDoc(`<Cube time="2026-05-15"><Cube currency="USD" rate="1.1"/></Cube>`),
+			wantDate: "2026-05-15", wantCount: 1, wantRates: map[string]string{"USD": "1.1"}},
+		{name: "history file: latest day wins", doc: ecbDoc(`<Cube time='2026-05-14'><Cube currency='USD' rate='1.10'/></Cube>
+			<Cube time='2026-05-15'><Cube currency='USD' rate='1.20'/></Cube><Cube time='2026-05-13'><Cube currency='USD' rate='1.30'/></Cube>`),
+			wantDate: "2026-05-15", wantCount: 1, wantRates: map[string]string{"USD": "1.2"}},
+		{name: "EUR listed at 1 is ignored", doc: ecbDoc(`<Cube time='2026-05-15'><Cube currency='EUR' rate='1'/><Cube currency='USD' rate='1.1'/></Cube>`),
+			wantDate: "2026-05-15", wantCount: 1},
+		{name: "truncated", doc: daily[:len(daily)/2], wantErr: "decoding ECB XML"},
+		{name: "garbage", doc: "\x00<<<}}}", wantErr: "decoding ECB XML"},
+		{name: "empty", doc: "", wantErr: "decoding ECB XML"},
+		{name: "HTML error page", doc: "<html><body>503</body></html>", wantErr: "decoding ECB XML"},
+		{name: "no day cube", doc: ecbDoc(``), wantErr: "no Cube with a time"},
+		{name: "day without rates", doc: ecbDoc(`<Cube time='2026-05-15'></Cube>`), wantErr: "no rates"},
+		{name: "missing time", doc: ecbDoc(`<Cube><Cube currency='USD' rate='1.1'/></Cube>`), wantErr: "not YYYY-MM-DD"},
+		{name: "bad time", doc: ecbDoc(`<Cube time='yesterday'><Cube currency='USD' rate='1.1'/></Cube>`), wantErr: "not YYYY-MM-DD"},
+		{name: "bad rate", doc: ecbDoc(`<Cube time='2026-05-15'><Cube currency='USD' rate='1,1'/></Cube>`), wantErr: "USD: rate \"1,1\""},
+		{name: "zero rate", doc: ecbDoc(`<Cube time='2026-05-15'><Cube currency='USD' rate='0'/></Cube>`), wantErr: "not positive"},
+		{name: "missing rate", doc: ecbDoc(`<Cube time='2026-05-15'><Cube currency='USD'/></Cube>`), wantErr: "not a decimal"},
+		{name: "bad code", doc: ecbDoc(`<Cube time='2026-05-15'><Cube currency='usd' rate='1.1'/></Cube>`), wantErr: "three upper-case letters"},
+		{name: "duplicate currency", doc: ecbDoc(`<Cube time='2026-05-15'><Cube currency='USD' rate='1.1'/><Cube currency='USD' rate='1.2'/></Cube>`),
+			wantErr: "listed twice"},
+		{name: "wrong root element", doc: `<Other><Cube><Cube time='2026-05-15'><Cube currency='USD' rate='1.1'/></Cube></Cube></Other>`,
+			wantErr: "decoding ECB XML"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tab, err := ParseECB([]byte(tt.doc))
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				assert.Nil(t, tab)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantDate, tab.Date)
+			assert.Len(t, tab.Rates, tt.wantCount)
+			for c, want := range tt.wantRates {
+				got, err := tab.Rate("EUR", c)
+				require.NoError(t, err)
+				assert.Equal(t, want, got, c)
+			}
+		})
+	}
+}
+
+func TestParseFrankfurter(t *testing.T) {
+	latest := string(readTestdata(t, "frankfurter-latest.json"))
+	tests := []struct {
+		name      string
+		doc       string
+		wantDate  string
+		wantRates map[string]string
+		wantCount int
+		wantErr   string
+	}{
+		{name: "latest", doc: latest, wantDate: "2026-05-15", wantCount: 29, wantRates: map[string]string{"USD": "1.1625", "IDR": "19254"}},
+		{name: "amount 2 is divided out", doc: `{"amount":2,"base":"EUR","date":"2026-05-15","rates":{"USD":2.325}}`,
+			wantDate: "2026-05-15", wantCount: 1, wantRates: map[string]string{"USD": "1.1625"}},
+		{name: "amount missing means 1", doc: `{"base":"EUR","date":"2026-05-15","rates":{"USD":1.1625}}`,
+			wantDate: "2026-05-15", wantCount: 1, wantRates: map[string]string{"USD": "1.1625"}},
+		{name: "exponent notation", doc: `{"amount":1.0,"base":"EUR","date":"2026-05-15","rates":{"XAU":2.5e-04}}`,
+			wantDate: "2026-05-15", wantCount: 1, wantRates: map[string]string{"XAU": "0.00025"}},
+		{name: "trailing whitespace is fine", doc: latest + "\n\n", wantDate: "2026-05-15", wantCount: 29},
+		{name: "other base", doc: `{"amount":1.0,"base":"USD","date":"2026-05-15","rates":{"EUR":0.86}}`, wantErr: `base is "USD"`},
+		{name: "error body", doc: `{"message":"not found"}`, wantErr: `base is ""`},
+		{name: "truncated", doc: latest[:len(latest)/2], wantErr: "decoding Frankfurter JSON"},
+		{name: "garbage", doc: "\x00<<<}}}", wantErr: "decoding Frankfurter JSON"},
+		{name: "empty", doc: "", wantErr: "decoding Frankfurter JSON"},
+		{name: "two objects", doc: latest + latest, wantErr: "data after the object"},
+		{name: "no rates", doc: `{"amount":1.0,"base":"EUR","date":"2026-05-15","rates":{}}`, wantErr: "no rates"},
+		{name: "bad date", doc: `{"amount":1.0,"base":"EUR","date":"May 15","rates":{"USD":1.1}}`, wantErr: "not YYYY-MM-DD"},
+		{name: "negative rate", doc: `{"amount":1.0,"base":"EUR","date":"2026-05-15","rates":{"USD":-1.1}}`, wantErr: "not a decimal"},
+		{name: "zero amount", doc: `{"amount":0,"base":"EUR","date":"2026-05-15","rates":{"USD":1.1}}`, wantErr: "amount"},
+		{name: "string rate", doc: `{"amount":1.0,"base":"EUR","date":"2026-05-15","rates":{"USD":"abc"}}`, wantErr: "decoding Frankfurter JSON"},
+		{name: "rates not an object", doc: `{"amount":1.0,"base":"EUR","date":"2026-05-15","rates":[1.1]}`, wantErr: "decoding Frankfurter JSON"},
+		{name: "bad code", doc: `{"amount":1.0,"base":"EUR","date":"2026-05-15","rates":{"usd":1.1}}`, wantErr: "three upper-case letters"},
+		{name: "huge exponent", doc: `{"amount":1.0,"base":"EUR","date":"2026-05-15","rates":{"USD":1e999999999}}`, wantErr: "not a decimal"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tab, err := ParseFrankfurter([]byte(tt.doc))
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				assert.Nil(t, tab)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantDate, tab.Date)
+			assert.Len(t, tab.Rates, tt.wantCount)
+			for c, want := range tt.wantRates {
+				got, err := tab.Rate("EUR", c)
+				require.NoError(t, err)
+				assert.Equal(t, want, got, c)
+			}
+		})
+	}
+}
+
+func TestFrankfurterMessage(t *testing.T) {
+	assert.Equal(t, "not found", frankfurterMessage([]byte(`{"message":"not found"}`)))
+	assert.Equal(t, "", frankfurterMessage([]byte(`<html>`)))
+	assert.Equal(t, "", frankfurterMessage([]byte(`{"amount":1}`)))
+}
+
+// checkParsed holds what every successful parse promises, whatever the input.
+func checkParsed(t *testing.T, tab *Table) {
+	require.NotNil(t, tab)
+	require.NotEmpty(t, tab.Rates)
+	require.Regexp(t, `^\d{4}-\d{2}-\d{2}$`, tab.Date)
+	for c, r := range tab.Rates {
+		require.Regexp(t, `^[A-Z]{3}$`, c)
+		require.NotEqual(t, euro, c)
+		require.Positive(t, r.Sign(), c)
+		s, err := tab.Rate(euro, c)
+		require.NoError(t, err)
+		require.NotEmpty(t, s)
+		require.False(t, strings.HasPrefix(s, "-"))
+		inv, err := tab.Rate(c, euro)
+		require.NoError(t, err)
+		require.NotEmpty(t, inv)
+	}
+}
+
+func FuzzParseECB(f *testing.F) {
+	daily := readTestdata(f, "eurofxref-daily.xml")
+	f.Add(daily)
+	f.Add(daily[:len(daily)/2])
+	f.Add([]byte(ecbDoc(`<Cube time='2026-05-14'><Cube currency='USD' rate='1.10'/></Cube><Cube time='2026-05-15'><Cube currency='JPY' rate='1E2'/></Cube>`)))
+	f.Add([]byte(ecbDoc(`<Cube time='2026-05-15'><Cube currency='EUR' rate='1'/><Cube currency='USD' rate='0.000001'/></Cube>`)))
+	f.Add([]byte("<html><body>503 Service Unavailable</body></html>"))
+	f.Add([]byte(""))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tab, err := ParseECB(data)
+		if err != nil {
+			require.Nil(t, tab)
+			return
+		}
+		checkParsed(t, tab)
+	})
+}
+
+func FuzzParseFrankfurter(f *testing.F) {
+	latest := readTestdata(f, "frankfurter-latest.json")
+	f.Add(latest)
+	f.Add(latest[:len(latest)/2])
+	f.Add([]byte(`{"amount":2,"base":"EUR","date":"2026-05-15","rates":{"USD":2.325,"XAU":2.5e-04}}`))
+	f.Add([]byte(`{"message":"not found"}`))
+	f.Add([]byte(`{"amount":1.0,"base":"EUR","date":"2026-05-15","rates":{"EUR":1,"USD":"1.1"}}`))
+	f.Add([]byte(""))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tab, err := ParseFrankfurter(data)
+		if err != nil {
+			require.Nil(t, tab)
+			return
+		}
+		checkParsed(t, tab)
+	})
+}

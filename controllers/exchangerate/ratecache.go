@@ -1,0 +1,148 @@
+package exchangerate
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+	"k8s.io/utils/clock"
+)
+
+// Backoff is the wait before retrying a failed fetch: Base after the first failure,
+// doubling with each further failure, never more than Max.
+type Backoff struct {
+	Base, Max time.Duration
+}
+
+// Delay returns the wait after the given number of consecutive failures (>= 1).
+func (b Backoff) Delay(failures int) time.Duration {
+	d := b.Base
+	for i := 1; i < failures && d < b.Max; i++ {
+		d *= 2
+	}
+	return min(d, b.Max)
+}
+
+// Snapshot is what the cache knows about its source.
+type Snapshot struct {
+	// Table is the last good table, nil until a fetch succeeded. Failures never replace it.
+	Table *Table
+	// CheckedAt is when the source last confirmed Table (200 or 304).
+	CheckedAt time.Time
+	// Err is why the last attempt failed (a *FetchError); nil when it succeeded.
+	Err error
+	// RetryAt is when the next attempt is allowed after a failure.
+	RetryAt time.Time
+}
+
+// RateCache is the one table per source that every ExchangeRate reads. However many
+// reconcilers ask at once, a refresh is one upstream request: concurrent callers share
+// the flight, and callers arriving after it find the fresh table. After a failure nobody
+// reaches the upstream before RetryAt, which backs off exponentially up to a cap.
+type RateCache struct {
+	source  Source
+	clock   clock.PassiveClock
+	backoff Backoff
+	timeout time.Duration
+	flight  singleflight.Group
+
+	mu        sync.Mutex
+	table     *Table
+	checkedAt time.Time
+	attempts  uint64
+	failures  int
+	lastErr   error
+	retryAt   time.Time
+}
+
+// NewRateCache returns an empty cache of source. timeout bounds each fetch.
+func NewRateCache(source Source, clk clock.PassiveClock, backoff Backoff, timeout time.Duration) *RateCache {
+	return &RateCache{source: source, clock: clk, backoff: backoff, timeout: timeout}
+}
+
+// Get returns a table no older than maxAge when the source can give one: it fetches when
+// the table is older than that (or missing) or when a retry after a failure is due.
+// Otherwise, and while backing off, it answers from memory.
+func (c *RateCache) Get(ctx context.Context, maxAge time.Duration) Snapshot {
+	c.mu.Lock()
+	now := c.clock.Now()
+	switch {
+	case c.lastErr != nil && now.Before(c.retryAt):
+		// Backing off: the upstream is not asked again before retryAt.
+		defer c.mu.Unlock()
+		return c.snapshotLocked()
+	case c.lastErr == nil && c.table != nil && now.Sub(c.checkedAt) < maxAge:
+		defer c.mu.Unlock()
+		return c.snapshotLocked()
+	}
+	seen := c.attempts
+	c.mu.Unlock()
+
+	// The flight runs the first caller's function; its context must not cancel the
+	// others' answer, so the fetch gets its own deadline instead.
+	_, _, _ = c.flight.Do("fetch", func() (any, error) {
+		c.fetch(context.WithoutCancel(ctx), seen)
+		return nil, nil
+	})
+	return c.Snapshot()
+}
+
+// Snapshot returns the cache's state without fetching.
+func (c *RateCache) Snapshot() Snapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.snapshotLocked()
+}
+
+func (c *RateCache) snapshotLocked() Snapshot {
+	return Snapshot{Table: c.table, CheckedAt: c.checkedAt, Err: c.lastErr, RetryAt: c.retryAt}
+}
+
+// fetch asks the source once, unless an attempt finished since the caller looked (then
+// the caller's question is already answered).
+func (c *RateCache) fetch(ctx context.Context, seen uint64) {
+	c.mu.Lock()
+	if c.attempts != seen {
+		c.mu.Unlock()
+		return
+	}
+	prev := c.table
+	c.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	start := time.Now() // latency is an observation for metrics, not a decision: real time
+	t, err := c.source.Fetch(ctx, prev)
+	elapsed := time.Since(start)
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.attempts++
+	now := c.clock.Now()
+	if err != nil {
+		var fe *FetchError
+		if !errors.As(err, &fe) {
+			fe = &FetchError{Reason: ReasonUpstreamUnreachable, Err: err}
+		}
+		c.failures++
+		c.lastErr = fe
+		c.retryAt = now.Add(c.backoff.Delay(c.failures))
+		recordFetch(c.source.Name(), fe.result(), elapsed)
+		return
+	}
+	result := resultOK
+	if t == prev {
+		result = resultNotModified
+	}
+	// A mirror behind a load balancer may answer with an older publication than one we
+	// already have; never step back to it.
+	if prev != nil && t.Date < prev.Date {
+		t = prev
+	}
+	c.failures, c.lastErr, c.retryAt = 0, nil, time.Time{}
+	c.table, c.checkedAt = t, now
+	recordFetch(c.source.Name(), result, elapsed)
+	recordSuccess(c.source.Name(), now)
+}

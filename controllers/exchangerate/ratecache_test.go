@@ -1,0 +1,237 @@
+package exchangerate
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// scriptedSource answers fetches from a script and counts them; release, when set,
+// holds every fetch until it is closed.
+type scriptedSource struct {
+	name    string
+	calls   atomic.Int32
+	mu      sync.Mutex
+	answers []func(prev *Table) (*Table, error)
+	release chan struct{}
+}
+
+func (s *scriptedSource) Name() string { return s.name }
+
+func (s *scriptedSource) Fetch(ctx context.Context, prev *Table) (*Table, error) {
+	s.calls.Add(1)
+	if s.release != nil {
+		<-s.release
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.answers) == 0 {
+		return nil, errors.New("script exhausted")
+	}
+	a := s.answers[0]
+	if len(s.answers) > 1 {
+		s.answers = s.answers[1:]
+	}
+	return a(prev)
+}
+
+func tableAnswer(t *Table) func(*Table) (*Table, error) {
+	return func(*Table) (*Table, error) { return t, nil }
+}
+
+func notModified(prev *Table) (*Table, error) { return prev, nil }
+
+func failAnswer(reason string) func(*Table) (*Table, error) {
+	return func(*Table) (*Table, error) {
+		return nil, &FetchError{Reason: reason, Err: errors.New("boom: " + reason)}
+	}
+}
+
+var t0 = time.Date(2026, 5, 15, 16, 0, 0, 0, time.UTC)
+
+func TestRateCacheCoalescesConcurrentCallers(t *testing.T) {
+	tab := mustTable(t, "test-coalesce", "2026-05-15", map[string]string{"USD": "1.1"})
+	src := &scriptedSource{name: "test-coalesce", answers: []func(*Table) (*Table, error){tableAnswer(tab)}, release: make(chan struct{})}
+	clk := clocktesting.NewFakePassiveClock(t0)
+	c := NewRateCache(src, clk, Backoff{Base: time.Minute, Max: time.Hour}, time.Second)
+
+	const callers = 100
+	var wg sync.WaitGroup
+	results := make([]Snapshot, callers)
+	for i := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = c.Get(context.Background(), time.Hour)
+		}()
+	}
+	// Let the first caller reach the upstream, then answer it.
+	require.Eventually(t, func() bool { return src.calls.Load() == 1 }, 5*time.Second, time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // give the others time to pile up behind it
+	close(src.release)
+	wg.Wait()
+
+	assert.EqualValues(t, 1, src.calls.Load(), "one upstream request for all callers")
+	for _, r := range results {
+		assert.Same(t, tab, r.Table)
+		assert.Equal(t, t0, r.CheckedAt)
+		assert.NoError(t, r.Err)
+	}
+	assert.Equal(t, 1.0, counterValue(t, upstreamRequests.WithLabelValues("test-coalesce", "ok")))
+
+	t.Log("callers after the flight find the table fresh")
+	clk.SetTime(t0.Add(59 * time.Minute))
+	c.Get(context.Background(), time.Hour)
+	assert.EqualValues(t, 1, src.calls.Load())
+}
+
+func TestRateCacheRefreshFailureAndBackoff(t *testing.T) {
+	good := mustTable(t, "test-backoff", "2026-05-15", map[string]string{"USD": "1.1"})
+	newer := mustTable(t, "test-backoff", "2026-05-18", map[string]string{"USD": "1.2"})
+	src := &scriptedSource{name: "test-backoff", answers: []func(*Table) (*Table, error){
+		tableAnswer(good),
+		notModified,
+		failAnswer(ReasonUpstreamServerError),
+		failAnswer(ReasonUpstreamTimeout),
+		failAnswer(ReasonUpstreamMalformed),
+		failAnswer(ReasonUpstreamServerError),
+		tableAnswer(newer),
+	}}
+	clk := clocktesting.NewFakePassiveClock(t0)
+	c := NewRateCache(src, clk, Backoff{Base: time.Minute, Max: 3 * time.Minute}, time.Second)
+	ctx := context.Background()
+
+	s := c.Get(ctx, time.Hour)
+	require.Same(t, good, s.Table)
+
+	t.Log("an hour later a 304 confirms the table: same table, new check time")
+	clk.SetTime(t0.Add(time.Hour))
+	s = c.Get(ctx, time.Hour)
+	assert.Same(t, good, s.Table)
+	assert.Equal(t, t0.Add(time.Hour), s.CheckedAt)
+	assert.EqualValues(t, 2, src.calls.Load())
+	assert.Equal(t, 1.0, counterValue(t, upstreamRequests.WithLabelValues("test-backoff", "not_modified")))
+
+	t.Log("failures keep the good table and back off 1m, 2m, 3m (cap)")
+	now := t0.Add(2 * time.Hour)
+	for i, wantWait := range []time.Duration{time.Minute, 2 * time.Minute, 3 * time.Minute, 3 * time.Minute} {
+		clk.SetTime(now)
+		s = c.Get(ctx, time.Hour)
+		assert.Same(t, good, s.Table, "failure %d", i)
+		assert.Equal(t, t0.Add(time.Hour), s.CheckedAt, "failure %d", i)
+		require.Error(t, s.Err)
+		assert.Equal(t, now.Add(wantWait), s.RetryAt, "failure %d", i)
+		calls := src.calls.Load()
+
+		t.Log("nobody reaches the upstream before RetryAt, whatever their maxAge")
+		clk.SetTime(s.RetryAt.Add(-time.Second))
+		s2 := c.Get(ctx, time.Nanosecond)
+		assert.Equal(t, calls, src.calls.Load())
+		assert.Equal(t, s.Err, s2.Err)
+		now = s.RetryAt
+	}
+	var fe *FetchError
+	require.ErrorAs(t, s.Err, &fe)
+	assert.Equal(t, ReasonUpstreamServerError, fe.Reason)
+	assert.Equal(t, 2.0, counterValue(t, upstreamRequests.WithLabelValues("test-backoff", "server_error")))
+	assert.Equal(t, 1.0, counterValue(t, upstreamRequests.WithLabelValues("test-backoff", "timeout")))
+
+	t.Log("a due retry happens even when the caller's table is still fresh enough, and recovery clears the error")
+	clk.SetTime(now)
+	s = c.Get(ctx, 24*time.Hour)
+	assert.Same(t, newer, s.Table)
+	assert.NoError(t, s.Err)
+	assert.True(t, s.RetryAt.IsZero())
+	assert.Equal(t, now, s.CheckedAt)
+
+	t.Log("after recovery the backoff starts again from Base")
+	src.mu.Lock()
+	src.answers = []func(*Table) (*Table, error){failAnswer(ReasonUpstreamUnreachable)}
+	src.mu.Unlock()
+	clk.SetTime(now.Add(2 * time.Hour))
+	s = c.Get(ctx, time.Hour)
+	assert.Equal(t, now.Add(2*time.Hour+time.Minute), s.RetryAt)
+	assert.Same(t, newer, s.Table)
+}
+
+func TestRateCacheFirstFetchFails(t *testing.T) {
+	src := &scriptedSource{name: "test-first", answers: []func(*Table) (*Table, error){func(*Table) (*Table, error) {
+		return nil, errors.New("not a FetchError")
+	}}}
+	c := NewRateCache(src, clocktesting.NewFakePassiveClock(t0), Backoff{Base: time.Minute, Max: time.Hour}, time.Second)
+	s := c.Get(context.Background(), time.Hour)
+	assert.Nil(t, s.Table)
+	assert.True(t, s.CheckedAt.IsZero())
+	var fe *FetchError
+	require.ErrorAs(t, s.Err, &fe)
+	assert.Equal(t, ReasonUpstreamUnreachable, fe.Reason)
+	assert.Equal(t, t0.Add(time.Minute), s.RetryAt)
+}
+
+func TestRateCacheFetchHasItsOwnDeadline(t *testing.T) {
+	var sawDeadline atomic.Bool
+	src := &scriptedSource{name: "test-deadline", answers: []func(*Table) (*Table, error){tableAnswer(mustTable(t, "x", "2026-05-15", map[string]string{"USD": "1"}))}}
+	wrapped := sourceFunc{name: "test-deadline", fetch: func(ctx context.Context, prev *Table) (*Table, error) {
+		_, ok := ctx.Deadline()
+		sawDeadline.Store(ok && ctx.Err() == nil)
+		return src.Fetch(ctx, prev)
+	}}
+	c := NewRateCache(wrapped, clocktesting.NewFakePassiveClock(t0), Backoff{Base: time.Minute, Max: time.Hour}, time.Second)
+	// A caller whose context is already canceled still gets an answer for everyone.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	s := c.Get(ctx, time.Hour)
+	assert.NotNil(t, s.Table)
+	assert.True(t, sawDeadline.Load())
+}
+
+type sourceFunc struct {
+	name  string
+	fetch func(context.Context, *Table) (*Table, error)
+}
+
+func (s sourceFunc) Name() string { return s.name }
+func (s sourceFunc) Fetch(ctx context.Context, prev *Table) (*Table, error) {
+	return s.fetch(ctx, prev)
+}
+
+func TestBackoffDelay(t *testing.T) {
+	b := Backoff{Base: 30 * time.Second, Max: 30 * time.Minute}
+	for failures, want := range map[int]time.Duration{
+		1: 30 * time.Second, 2: time.Minute, 3: 2 * time.Minute, 4: 4 * time.Minute, 6: 16 * time.Minute,
+		7: 30 * time.Minute, 8: 30 * time.Minute, 1000: 30 * time.Minute,
+	} {
+		assert.Equal(t, want, b.Delay(failures), "failures=%d", failures)
+	}
+	assert.Equal(t, time.Second, Backoff{Base: time.Second, Max: time.Second}.Delay(5))
+}
+
+// counterValue reads a counter without prometheus/testutil (which would add a module).
+func counterValue(t *testing.T, c interface{ Write(*dto.Metric) error }) float64 {
+	t.Helper()
+	m := &dto.Metric{}
+	require.NoError(t, c.Write(m))
+	return m.GetCounter().GetValue()
+}
+
+func TestRateCacheNeverStepsBackToAnOlderPublication(t *testing.T) {
+	newer := mustTable(t, "test-older", "2026-05-15", map[string]string{"USD": "1.2"})
+	older := mustTable(t, "test-older", "2026-05-14", map[string]string{"USD": "1.1"})
+	src := &scriptedSource{name: "test-older", answers: []func(*Table) (*Table, error){tableAnswer(newer), tableAnswer(older)}}
+	clk := clocktesting.NewFakePassiveClock(t0)
+	c := NewRateCache(src, clk, Backoff{Base: time.Minute, Max: time.Hour}, time.Second)
+	require.Same(t, newer, c.Get(context.Background(), time.Hour).Table)
+	clk.SetTime(t0.Add(time.Hour))
+	s := c.Get(context.Background(), time.Hour)
+	assert.Same(t, newer, s.Table)
+	assert.Equal(t, t0.Add(time.Hour), s.CheckedAt, "the source answered: that counts as a check")
+	assert.NoError(t, s.Err)
+}

@@ -1,0 +1,195 @@
+package exchangerate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// Source names, as accepted by --exchangerate-source.
+const (
+	SourceECB         = "ecb"
+	SourceFrankfurter = "frankfurter"
+)
+
+// Default base URLs and the paths appended to them. A mirror given with
+// --exchangerate-url serves the same paths.
+const (
+	DefaultECBURL         = "https://www.ecb.europa.eu"
+	DefaultFrankfurterURL = "https://api.frankfurter.dev"
+	ECBPath               = "/stats/eurofxref/eurofxref-daily.xml"
+	FrankfurterPath       = "/v1/latest"
+)
+
+// maxBody bounds what we read from an upstream: the daily ECB file is about 1.5 KiB.
+const maxBody = 1 << 20
+
+// Source is one upstream of euro reference rates.
+type Source interface {
+	// Name is the source's name (ecb, frankfurter), used in status, ConfigMaps and metrics.
+	Name() string
+	// Fetch returns the current table. prev is the last good table or nil; its validators
+	// make the request conditional, and an unchanged publication (304) returns prev itself.
+	// Errors are *FetchError.
+	Fetch(ctx context.Context, prev *Table) (*Table, error)
+}
+
+// Fetch outcomes: condition reasons and, lower-cased, metric results.
+const (
+	ReasonUpstreamServerError = "UpstreamServerError"
+	ReasonUpstreamRejected    = "UpstreamRejected"
+	ReasonUpstreamTimeout     = "UpstreamTimeout"
+	ReasonUpstreamUnreachable = "UpstreamUnreachable"
+	ReasonUpstreamMalformed   = "UpstreamMalformed"
+)
+
+// Metric results that are not failures.
+const (
+	resultOK          = "ok"
+	resultNotModified = "not_modified"
+)
+
+// FetchError says why a fetch gave no table. Reason is the condition reason.
+type FetchError struct {
+	Reason string
+	Err    error
+}
+
+func (e *FetchError) Error() string { return e.Err.Error() }
+func (e *FetchError) Unwrap() error { return e.Err }
+
+// result is the metric label of the failure.
+func (e *FetchError) result() string {
+	switch e.Reason {
+	case ReasonUpstreamServerError:
+		return "server_error"
+	case ReasonUpstreamRejected:
+		return "rejected"
+	case ReasonUpstreamTimeout:
+		return "timeout"
+	case ReasonUpstreamUnreachable:
+		return "unreachable"
+	default:
+		return "malformed"
+	}
+}
+
+func fetchErr(reason, format string, args ...any) *FetchError {
+	return &FetchError{Reason: reason, Err: fmt.Errorf(format, args...)}
+}
+
+// NewSource returns the named source reading from baseURL (empty: the public default)
+// through client.
+func NewSource(name, baseURL string, client *http.Client) (Source, error) {
+	var s *httpSource
+	switch name {
+	case SourceECB:
+		s = &httpSource{name: name, path: ECBPath, accept: "application/xml, text/xml", parse: ParseECB, base: DefaultECBURL}
+	case SourceFrankfurter:
+		s = &httpSource{name: name, path: FrankfurterPath + "?base=EUR", accept: "application/json", parse: ParseFrankfurter,
+			base: DefaultFrankfurterURL, errorMessage: frankfurterMessage}
+	default:
+		return nil, fmt.Errorf("unknown exchange rate source %q (want %s or %s)", name, SourceECB, SourceFrankfurter)
+	}
+	if baseURL != "" {
+		u, err := url.Parse(baseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
+			return nil, fmt.Errorf("exchange rate URL %q is not an http(s) base URL", baseURL)
+		}
+		s.base = baseURL
+	}
+	s.url = strings.TrimSuffix(s.base, "/") + s.path
+	s.client = client
+	return s, nil
+}
+
+// httpSource fetches and parses one document with conditional GETs.
+type httpSource struct {
+	name, base, path, url, accept string
+	client                        *http.Client
+	parse                         func([]byte) (*Table, error)
+	// errorMessage extracts the upstream's explanation from a 4xx body, if it has one.
+	errorMessage func([]byte) string
+}
+
+func (s *httpSource) Name() string { return s.name }
+
+// URL is the document the source fetches.
+func (s *httpSource) URL() string { return s.url }
+
+func (s *httpSource) Fetch(ctx context.Context, prev *Table) (*Table, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
+	if err != nil {
+		return nil, fetchErr(ReasonUpstreamUnreachable, "building request for %s: %v", s.url, err)
+	}
+	req.Header.Set("Accept", s.accept)
+	req.Header.Set("User-Agent", "quartet-exchangerate")
+	if prev != nil {
+		if prev.ETag != "" {
+			req.Header.Set("If-None-Match", prev.ETag)
+		}
+		if prev.LastModified != "" {
+			req.Header.Set("If-Modified-Since", prev.LastModified)
+		}
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, transportError(s.url, err)
+	}
+	defer func() {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
+		_ = resp.Body.Close()
+	}()
+
+	switch {
+	case resp.StatusCode == http.StatusNotModified:
+		if prev == nil {
+			return nil, fetchErr(ReasonUpstreamMalformed, "%s answered 304 Not Modified to an unconditional request", s.url)
+		}
+		return prev, nil
+	case resp.StatusCode >= 500:
+		return nil, fetchErr(ReasonUpstreamServerError, "%s answered %s", s.url, resp.Status)
+	case resp.StatusCode >= 400:
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		msg := ""
+		if s.errorMessage != nil {
+			msg = s.errorMessage(body)
+		}
+		if msg != "" {
+			return nil, fetchErr(ReasonUpstreamRejected, "%s answered %s: %s", s.url, resp.Status, msg)
+		}
+		return nil, fetchErr(ReasonUpstreamRejected, "%s answered %s", s.url, resp.Status)
+	case resp.StatusCode != http.StatusOK:
+		return nil, fetchErr(ReasonUpstreamMalformed, "%s answered %s, want 200", s.url, resp.Status)
+	}
+
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	if err != nil {
+		return nil, transportError(s.url, err)
+	}
+	if len(body) > maxBody {
+		return nil, fetchErr(ReasonUpstreamMalformed, "%s sent more than %d bytes", s.url, maxBody)
+	}
+	t, err := s.parse(body)
+	if err != nil {
+		return nil, &FetchError{Reason: ReasonUpstreamMalformed, Err: fmt.Errorf("%s: %w", s.url, err)}
+	}
+	t.Source = s.name
+	t.ETag = resp.Header.Get("ETag")
+	t.LastModified = resp.Header.Get("Last-Modified")
+	return t, nil
+}
+
+// transportError classifies a failed request or body read.
+func transportError(u string, err error) *FetchError {
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		return fetchErr(ReasonUpstreamTimeout, "%s did not answer in time: %v", u, err)
+	}
+	return fetchErr(ReasonUpstreamUnreachable, "reading %s: %v", u, err)
+}

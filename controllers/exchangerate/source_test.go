@@ -1,0 +1,185 @@
+package exchangerate
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quartet-operator/quartet/controllers/exchangerate/fakeupstream"
+)
+
+func startFake(t testing.TB) *fakeupstream.Server {
+	t.Helper()
+	srv, err := fakeupstream.Start("127.0.0.1:0", "2026-05-15", fakeupstream.DefaultRates())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	return srv
+}
+
+func TestNewSource(t *testing.T) {
+	tests := []struct {
+		name, source, url, wantURL, wantErr string
+	}{
+		{name: "ecb default", source: "ecb", wantURL: "https://www.ecb.europa.eu/stats/eurofxref/eurofxref-daily.xml"},
+		{name: "frankfurter default", source: "frankfurter", wantURL: "https://api.frankfurter.dev/v1/latest?base=EUR"},
+		{name: "mirror", source: "ecb", url: "http://mirror.internal:8080/", wantURL: "http://mirror.internal:8080/stats/eurofxref/eurofxref-daily.xml"},
+		{name: "mirror with path prefix", source: "frankfurter", url: "https://mirror.internal/rates",
+			wantURL: "https://mirror.internal/rates/v1/latest?base=EUR"},
+		{name: "unknown source", source: "oanda", wantErr: `unknown exchange rate source "oanda"`},
+		{name: "no scheme", source: "ecb", url: "mirror.internal", wantErr: "not an http(s) base URL"},
+		{name: "ftp", source: "ecb", url: "ftp://mirror.internal", wantErr: "not an http(s) base URL"},
+		{name: "query", source: "ecb", url: "http://mirror.internal/?a=b", wantErr: "not an http(s) base URL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := NewSource(tt.source, tt.url, http.DefaultClient)
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.source, s.Name())
+			assert.Equal(t, tt.wantURL, sourceURL(s))
+		})
+	}
+}
+
+// TestSourceFetch runs both sources against the imitation upstream.
+func TestSourceFetch(t *testing.T) {
+	for _, name := range []string{SourceECB, SourceFrankfurter} {
+		t.Run(name, func(t *testing.T) {
+			srv := startFake(t)
+			path := map[string]string{SourceECB: fakeupstream.ECBPath, SourceFrankfurter: fakeupstream.FrankfurterPath}[name]
+			src, err := NewSource(name, srv.URL(), &http.Client{Timeout: 500 * time.Millisecond})
+			require.NoError(t, err)
+			ctx := context.Background()
+
+			t.Log("a plain fetch parses the table and keeps the validators")
+			tab, err := src.Fetch(ctx, nil)
+			require.NoError(t, err)
+			assert.Equal(t, name, tab.Source)
+			assert.Equal(t, "2026-05-15", tab.Date)
+			assert.Len(t, tab.Rates, 29)
+			rate, err := tab.Rate("EUR", "USD")
+			require.NoError(t, err)
+			assert.Equal(t, "1.1625", rate)
+			assert.NotEmpty(t, tab.ETag)
+			assert.NotEmpty(t, tab.LastModified)
+
+			t.Log("an unchanged publication is a 304 that returns the previous table itself")
+			again, err := src.Fetch(ctx, tab)
+			require.NoError(t, err)
+			assert.Same(t, tab, again)
+			assert.Equal(t, 1, srv.NotModified())
+			assert.Equal(t, 2, srv.Requests(path))
+
+			t.Log("Last-Modified alone also makes the request conditional")
+			again, err = src.Fetch(ctx, &Table{LastModified: tab.LastModified, Rates: tab.Rates, Date: tab.Date})
+			require.NoError(t, err)
+			assert.Equal(t, tab.Date, again.Date)
+			assert.Equal(t, 2, srv.NotModified())
+
+			t.Log("a new publication is fetched in full")
+			srv.SetRates("2026-05-18", map[string]string{"USD": "1.17"})
+			fresh, err := src.Fetch(ctx, tab)
+			require.NoError(t, err)
+			assert.NotSame(t, tab, fresh)
+			assert.Equal(t, "2026-05-18", fresh.Date)
+			assert.NotEqual(t, tab.ETag, fresh.ETag)
+
+			failures := []struct {
+				name    string
+				arrange func()
+				reason  string
+				msg     string
+			}{
+				{"server error", func() { srv.Fail(fakeupstream.ServerError, 503) }, ReasonUpstreamServerError, "503 Service Unavailable"},
+				{"bad gateway", func() { srv.Fail(fakeupstream.ServerError, 502) }, ReasonUpstreamServerError, "502 Bad Gateway"},
+				{"garbage", func() { srv.Fail(fakeupstream.Garbage, 0) }, ReasonUpstreamMalformed, "decoding"},
+				{"incomplete document", func() { srv.Fail(fakeupstream.Incomplete, 0) }, ReasonUpstreamMalformed, "decoding"},
+				{"truncated transfer", func() { srv.Fail(fakeupstream.Truncated, 0) }, ReasonUpstreamUnreachable, "unexpected EOF"},
+				{"slow", func() { srv.SetDelay(2 * time.Second) }, ReasonUpstreamTimeout, "did not answer in time"},
+			}
+			for _, f := range failures {
+				srv.Heal()
+				f.arrange()
+				got, err := src.Fetch(ctx, fresh)
+				var fe *FetchError
+				require.ErrorAs(t, err, &fe, f.name)
+				assert.Nil(t, got, f.name)
+				assert.Equal(t, f.reason, fe.Reason, f.name)
+				assert.Contains(t, err.Error(), f.msg, f.name)
+			}
+			srv.Heal()
+		})
+	}
+}
+
+func TestSourceFetchClientErrors(t *testing.T) {
+	t.Run("frankfurter 404 message", func(t *testing.T) {
+		srv := startFake(t)
+		// Any other path under /v1/ is Frankfurter's JSON 404.
+		src, err := NewSource(SourceFrankfurter, srv.URL()+"/v1/nothing", http.DefaultClient)
+		require.NoError(t, err)
+		_, err = src.Fetch(context.Background(), nil)
+		var fe *FetchError
+		require.ErrorAs(t, err, &fe)
+		assert.Equal(t, ReasonUpstreamRejected, fe.Reason)
+		assert.Contains(t, err.Error(), "404 Not Found: not found")
+	})
+	t.Run("frankfurter 422 message", func(t *testing.T) {
+		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			_, _ = w.Write([]byte(`{"message":"invalid date"}`))
+		}))
+		defer ts.Close()
+		src, err := NewSource(SourceFrankfurter, ts.URL, http.DefaultClient)
+		require.NoError(t, err)
+		_, err = src.Fetch(context.Background(), nil)
+		require.ErrorContains(t, err, "422 Unprocessable Entity: invalid date")
+	})
+	t.Run("ecb 404", func(t *testing.T) {
+		srv := startFake(t)
+		src, err := NewSource(SourceECB, srv.URL()+"/elsewhere", http.DefaultClient)
+		require.NoError(t, err)
+		_, err = src.Fetch(context.Background(), nil)
+		var fe *FetchError
+		require.ErrorAs(t, err, &fe)
+		assert.Equal(t, ReasonUpstreamRejected, fe.Reason)
+		assert.Equal(t, "rejected", fe.result())
+	})
+	t.Run("304 without having asked", func(t *testing.T) {
+		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNotModified) }))
+		defer ts.Close()
+		src, err := NewSource(SourceECB, ts.URL, http.DefaultClient)
+		require.NoError(t, err)
+		_, err = src.Fetch(context.Background(), nil)
+		require.ErrorContains(t, err, "304 Not Modified to an unconditional request")
+	})
+	t.Run("oversized body", func(t *testing.T) {
+		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = w.Write(make([]byte, maxBody+10))
+		}))
+		defer ts.Close()
+		src, err := NewSource(SourceECB, ts.URL, http.DefaultClient)
+		require.NoError(t, err)
+		_, err = src.Fetch(context.Background(), nil)
+		require.ErrorContains(t, err, "more than")
+	})
+	t.Run("nobody listening", func(t *testing.T) {
+		ts := httptest.NewServer(http.NotFoundHandler())
+		url := ts.URL
+		ts.Close()
+		src, err := NewSource(SourceECB, url, http.DefaultClient)
+		require.NoError(t, err)
+		_, err = src.Fetch(context.Background(), nil)
+		var fe *FetchError
+		require.ErrorAs(t, err, &fe)
+		assert.Equal(t, ReasonUpstreamUnreachable, fe.Reason)
+	})
+}
