@@ -50,6 +50,10 @@ type Options struct {
 	// Detach starts the processes in their own session so they outlive this process
 	// (make cluster-up); otherwise they die with it.
 	Detach bool
+	// BeforeControllers, when set, runs once the API server is ready and before the
+	// controller-manager starts (tests install CRDs here, so the garbage collector knows
+	// their kinds from its first discovery instead of after its next resync).
+	BeforeControllers func(cfg *rest.Config) error
 	// Log, when set, receives one line per step.
 	Log func(format string, args ...any)
 }
@@ -193,6 +197,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	opts.Log("localcluster: etcd and kube-apiserver ready at %s in %s", c.APIServerURL, time.Since(start).Round(time.Millisecond))
+	if opts.BeforeControllers != nil {
+		if err := opts.BeforeControllers(c.RestConfig()); err != nil {
+			return nil, err
+		}
+	}
 	if opts.Full {
 		if err := c.startRest(ctx, p); err != nil {
 			return nil, err

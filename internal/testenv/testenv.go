@@ -115,8 +115,16 @@ func Start(mode Mode) *Env {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
+		installCRDs := func(cfg *rest.Config) error {
+			_, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{crds}, ErrorIfPathMissing: true})
+			if err != nil {
+				return fmt.Errorf("installing CRDs: %w", err)
+			}
+			return nil
+		}
 		c, err := localcluster.Start(ctx, localcluster.Options{Dir: dir, BinDir: binDir, KwokDir: kwokDir, Full: true,
-			Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
+			BeforeControllers: installCRDs,
+			Log:               func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
 		if err != nil {
 			e.Err = err
 			_ = os.RemoveAll(dir)
@@ -125,10 +133,6 @@ func Start(mode Mode) *Env {
 		e.Cluster = c
 		e.Config = c.RestConfig()
 		e.stop = func() { _ = c.Stop(); _ = os.RemoveAll(dir) }
-		if _, err := envtest.InstallCRDs(e.Config, envtest.CRDInstallOptions{Paths: []string{crds}, ErrorIfPathMissing: true}); err != nil {
-			e.Err = fmt.Errorf("installing CRDs: %w", err)
-			return e
-		}
 	}
 	e.Config.QPS, e.Config.Burst = 500, 1000
 	e.Client, e.Err = client.New(e.Config, client.Options{Scheme: e.Scheme})
