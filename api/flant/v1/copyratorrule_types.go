@@ -100,7 +100,8 @@ type CopyratorRuleStatus struct {
 	// observedGeneration is the spec generation the status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// conditions: Ready (every copy in sync), Degraded (conflicts or failed writes).
+	// conditions: Ready (every copy this rule may write is in sync), Degraded (conflicts,
+	// failed writes or reads, or an invalid spec).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -127,6 +128,7 @@ type CopyratorRuleStatus struct {
 // selector into other namespaces, and keeps the copies in sync.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="metadata.name must be at most 63 characters: every copy carries it in a label"
 // +kubebuilder:resource:path=copyrators,singular=copyrator,shortName=copyr
 // +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.ruleType`
 // +kubebuilder:printcolumn:name="Sources",type=integer,JSONPath=`.status.sourcesMatched`

@@ -1,0 +1,599 @@
+package copyratorrule
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
+	"github.com/quartet-operator/quartet/internal/operator"
+)
+
+// fixture is a source namespace, n labelled target namespaces, one unlabelled namespace
+// and a running manager.
+type fixture struct {
+	id        string
+	src       string
+	targets   []string
+	unrelated string
+}
+
+func newFixture(t *testing.T, n int) fixture {
+	t.Helper()
+	requireAPIServer(t)
+	f := fixture{id: suffix()}
+	f.src = newNamespace(t, "src", nil)
+	for range n {
+		f.targets = append(f.targets, newNamespace(t, "dst", map[string]string{"copytest": f.id}))
+	}
+	f.unrelated = newNamespace(t, "other", nil)
+	startManager(t, env.Config, operator.Shared{}, Options{})
+	return f
+}
+
+func (f fixture) secret(name string, data map[string]string) *corev1.Secret {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.src, Name: name, Labels: map[string]string{"copytest": f.id}},
+		Type: corev1.SecretTypeOpaque, Data: map[string][]byte{}}
+	for k, v := range data {
+		s.Data[k] = []byte(v)
+	}
+	return s
+}
+
+// requireCopies waits until every namespace in nss holds a copy of src equal to it.
+func requireCopies(t *testing.T, src *corev1.Secret, nss ...string) {
+	t.Helper()
+	ctx := context.Background()
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		live := &corev1.Secret{}
+		if !assert.NoError(c, env.Client.Get(ctx, client.ObjectKeyFromObject(src), live)) {
+			return
+		}
+		for _, ns := range nss {
+			got := &corev1.Secret{}
+			if !assert.NoError(c, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: src.Name}, got), ns) {
+				continue
+			}
+			assert.Equal(c, live.Data, got.Data, ns)
+			assert.Equal(c, live.Type, got.Type, ns)
+			assert.Equal(c, ptrTrue(live.Immutable), ptrTrue(got.Immutable), ns)
+		}
+	}, waitFor, tick)
+}
+
+// requireNoCopy waits until namespace ns holds no Secret named name.
+func requireNoCopy(t *testing.T, ns, name string) {
+	t.Helper()
+	assert.Eventually(t, func() bool { return getSecret(t, ns, name) == nil }, waitFor, tick, "%s/%s still exists", ns, name)
+}
+
+func TestCopiesIntoTargetsAndNewNamespaces(t *testing.T) {
+	f := newFixture(t, 2)
+	ctx := context.Background()
+	src := f.secret("app-config", map[string]string{"url": "https://example.test", "token": "s3cret"})
+	require.NoError(t, env.Client.Create(ctx, src))
+	rule := ruleFor(f.src, f.id, flantv1.RuleTypeSecret)
+	createRule(t, rule)
+
+	requireCopies(t, src, f.targets...)
+	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
+		assert.EqualValues(c, 1, st.SourcesMatched)
+		assert.EqualValues(c, 2, st.TargetNamespaces)
+		assert.EqualValues(c, 2, st.CopiesInSync)
+		assert.Equal(c, metav1.ConditionTrue, condition(st, ConditionReady).Status)
+		assert.Equal(c, ReasonCopiesInSync, condition(st, ConditionReady).Reason)
+		assert.Equal(c, metav1.ConditionFalse, condition(st, ConditionDegraded).Status)
+	})
+	copy1 := getSecret(t, f.targets[0], src.Name)
+	assert.Equal(t, map[string]string{LabelManagedBy: "copyrator", LabelRule: rule.Name, LabelRuleNamespace: f.src}, copy1.Labels,
+		"a copy carries Copyrator's labels, not the source's (so it never matches a selector)")
+	assert.Equal(t, f.src+"/app-config", copy1.Annotations[AnnotationSource])
+	assert.Equal(t, contentHash(src), copy1.Annotations[AnnotationContentHash])
+	assert.Nil(t, getSecret(t, f.unrelated, src.Name), "a namespace the selector does not pick gets nothing")
+	assert.True(t, controllerutil.ContainsFinalizer(getRule(t, rule), Finalizer))
+
+	// A new namespace gets its copy without any change to the rule or the source.
+	fresh := newNamespace(t, "dst", map[string]string{"copytest": f.id})
+	requireCopies(t, src, fresh)
+	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
+		assert.EqualValues(c, 3, st.TargetNamespaces)
+		assert.EqualValues(c, 3, st.CopiesInSync)
+	})
+	// So does an existing namespace that gets the label.
+	require.NoError(t, env.Client.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.unrelated}},
+		client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"labels":{"copytest":"`+f.id+`"}}}`))))
+	requireCopies(t, src, f.unrelated)
+
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.True(c, hasEvent(eventsFor(t, rule), corev1.EventTypeNormal, "CopiesCreated"))
+	}, waitFor, tick)
+}
+
+func TestSourceUpdateReachesEveryCopy(t *testing.T) {
+	f := newFixture(t, 3)
+	ctx := context.Background()
+	src := f.secret("db", map[string]string{"user": "app", "password": "one", "legacy": "x"})
+	require.NoError(t, env.Client.Create(ctx, src))
+	rule := ruleFor(f.src, f.id, flantv1.RuleTypeSecret)
+	createRule(t, rule)
+	requireCopies(t, src, f.targets...)
+
+	// Change a value, add a key, remove a key: the copies follow exactly.
+	src.Data = map[string][]byte{"user": []byte("app"), "password": []byte("two"), "host": []byte("db.internal")}
+	require.NoError(t, env.Client.Update(ctx, src))
+	requireCopies(t, src, f.targets...)
+	for _, ns := range f.targets {
+		assert.NotContains(t, getSecret(t, ns, src.Name).Data, "legacy", ns)
+	}
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.True(c, hasEvent(eventsFor(t, rule), corev1.EventTypeNormal, "CopiesUpdated"))
+	}, waitFor, tick)
+}
+
+func TestForeignObjectIsAConflictAndLeftAlone(t *testing.T) {
+	f := newFixture(t, 2)
+	ctx := context.Background()
+	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.targets[0], Name: "shared",
+		Labels: map[string]string{"owner": "someone"}}, StringData: map[string]string{"mine": "keep"}}
+	require.NoError(t, env.Client.Create(ctx, foreign))
+	before := getSecret(t, f.targets[0], "shared")
+
+	src := f.secret("shared", map[string]string{"k": "v"})
+	require.NoError(t, env.Client.Create(ctx, src))
+	rule := ruleFor(f.src, f.id, flantv1.RuleTypeSecret)
+	createRule(t, rule)
+
+	requireCopies(t, src, f.targets[1])
+	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
+		assert.EqualValues(c, 1, st.ConflictCount)
+		if assert.Len(c, st.Conflicts, 1) {
+			assert.Equal(c, f.targets[0], st.Conflicts[0].Namespace)
+			assert.Equal(c, "shared", st.Conflicts[0].Name)
+			assert.Contains(c, st.Conflicts[0].Reason, ReasonForeignObject)
+		}
+		assert.EqualValues(c, 1, st.CopiesInSync)
+		assert.Equal(c, ReasonConflicts, condition(st, ConditionDegraded).Reason)
+		assert.Equal(c, metav1.ConditionTrue, condition(st, ConditionDegraded).Status)
+	})
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.True(c, hasEvent(eventsFor(t, rule), corev1.EventTypeWarning, "CopyConflict"))
+	}, waitFor, tick)
+
+	after := getSecret(t, f.targets[0], "shared")
+	assert.Equal(t, before.ResourceVersion, after.ResourceVersion, "the foreign object was not written")
+	assert.Equal(t, map[string][]byte{"mine": []byte("keep")}, after.Data)
+	assert.Equal(t, map[string]string{"owner": "someone"}, after.Labels)
+
+	// A second rule (another namespace, same object name, same targets) conflicts with the
+	// first rule's copies and leaves them alone.
+	src2NS := newNamespace(t, "src2", nil)
+	src2 := src.DeepCopy()
+	src2.ObjectMeta = metav1.ObjectMeta{Namespace: src2NS, Name: "shared", Labels: src.Labels}
+	src2.Data = map[string][]byte{"k": []byte("from the second rule")}
+	require.NoError(t, env.Client.Create(ctx, src2))
+	rule2 := ruleFor(src2NS, f.id, flantv1.RuleTypeSecret)
+	createRule(t, rule2)
+	eventuallyStatus(t, rule2, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
+		assert.EqualValues(c, 2, st.ConflictCount)
+		reasons := ""
+		for _, x := range st.Conflicts {
+			reasons += x.Reason + ";"
+		}
+		assert.Contains(c, reasons, ReasonOtherRule)
+		assert.Contains(c, reasons, ReasonForeignObject)
+	})
+	requireCopies(t, src, f.targets[1])
+	assert.Equal(t, rule.Name, getSecret(t, f.targets[1], "shared").Labels[LabelRule])
+	assert.Equal(t, f.src, getSecret(t, f.targets[1], "shared").Labels[LabelRuleNamespace])
+}
+
+func TestCleanupSurvivesAManagerRestart(t *testing.T) {
+	requireAPIServer(t)
+	ctx := context.Background()
+	id := suffix()
+	src := newNamespace(t, "src", nil)
+	dst := newNamespace(t, "dst", map[string]string{"copytest": id})
+	stop := startManager(t, env.Config, operator.Shared{}, Options{})
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "survivor", Labels: map[string]string{"copytest": id}},
+		Data: map[string][]byte{"k": []byte("v")}}
+	require.NoError(t, env.Client.Create(ctx, s))
+	rule := ruleFor(src, id, flantv1.RuleTypeSecret)
+	require.NoError(t, env.Client.Create(ctx, rule))
+	requireCopies(t, s, dst)
+	assert.Eventually(t, func() bool { return controllerutil.ContainsFinalizer(getRule(t, rule), Finalizer) }, waitFor, tick)
+
+	// The rule is deleted while no manager runs: the finalizer keeps it until one does.
+	stop()
+	require.NoError(t, env.Client.Delete(ctx, rule))
+	assert.NotNil(t, getSecret(t, dst, "survivor"))
+	assert.False(t, getRule(t, rule).DeletionTimestamp.IsZero())
+
+	startManager(t, env.Config, operator.Shared{}, Options{})
+	requireNoCopy(t, dst, "survivor")
+	assert.Eventually(t, func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(rule), &flantv1.CopyratorRule{}))
+	}, waitFor, tick)
+}
+
+func TestForeignObjectIsRecheckedAndReplacedWhenGone(t *testing.T) {
+	requireAPIServer(t)
+	ctx := context.Background()
+	id := suffix()
+	src := newNamespace(t, "src", nil)
+	dst := newNamespace(t, "dst", map[string]string{"copytest": id})
+	startManager(t, env.Config, operator.Shared{}, Options{ConflictRecheck: time.Second})
+	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: dst, Name: "taken"}, Data: map[string][]byte{"x": []byte("y")}}
+	require.NoError(t, env.Client.Create(ctx, foreign))
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "taken", Labels: map[string]string{"copytest": id}},
+		Data: map[string][]byte{"k": []byte("v")}}
+	require.NoError(t, env.Client.Create(ctx, s))
+	rule := ruleFor(src, id, flantv1.RuleTypeSecret)
+	createRule(t, rule)
+	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
+		assert.EqualValues(c, 1, st.ConflictCount)
+	})
+
+	// Copyrator does not watch objects it did not create: the recheck finds the name free.
+	require.NoError(t, env.Client.Delete(ctx, foreign))
+	requireCopies(t, s, dst)
+	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
+		assert.EqualValues(c, 0, st.ConflictCount)
+		assert.Equal(c, metav1.ConditionFalse, condition(st, ConditionDegraded).Status)
+	})
+	key := client.ObjectKeyFromObject(rule)
+	assert.GreaterOrEqual(t, testutil.ToFloat64(copiesTotal.WithLabelValues(key.Namespace, key.Name, actionCreated)), 1.0)
+	assert.Equal(t, 0.0, testutil.ToFloat64(conflictsGauge.WithLabelValues(key.Namespace, key.Name)))
+}
+
+func TestEditedOrDeletedCopiesArePutBack(t *testing.T) {
+	f := newFixture(t, 2)
+	ctx := context.Background()
+	src := f.secret("creds", map[string]string{"k": "v"})
+	require.NoError(t, env.Client.Create(ctx, src))
+	rule := ruleFor(f.src, f.id, flantv1.RuleTypeSecret)
+	createRule(t, rule)
+	requireCopies(t, src, f.targets...)
+
+	// A person edits a value and adds a key: both are reverted; their extra label stays.
+	edited := getSecret(t, f.targets[0], src.Name)
+	edited.Data["k"] = []byte("tampered")
+	edited.Data["extra"] = []byte("added")
+	edited.Labels["note"] = "mine"
+	require.NoError(t, env.Client.Update(ctx, edited))
+	requireCopies(t, src, f.targets[0])
+	assert.Equal(t, "mine", getSecret(t, f.targets[0], src.Name).Labels["note"])
+
+	// A person deletes a copy: it comes back.
+	require.NoError(t, env.Client.Delete(ctx, getSecret(t, f.targets[1], src.Name)))
+	requireCopies(t, src, f.targets[1])
+
+	// A person removes the management annotations: they come back.
+	stripped := getSecret(t, f.targets[1], src.Name)
+	stripped.Annotations = nil
+	require.NoError(t, env.Client.Update(ctx, stripped))
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := getSecret(t, f.targets[1], src.Name)
+		if assert.NotNil(c, got) {
+			assert.Equal(c, f.src+"/"+src.Name, got.Annotations[AnnotationSource])
+		}
+	}, waitFor, tick)
+}
+
+func TestSourcesThatStopMatchingLoseTheirCopies(t *testing.T) {
+	f := newFixture(t, 2)
+	ctx := context.Background()
+	a := f.secret("a", map[string]string{"k": "a"})
+	b := f.secret("b", map[string]string{"k": "b"})
+	require.NoError(t, env.Client.Create(ctx, a))
+	require.NoError(t, env.Client.Create(ctx, b))
+	rule := ruleFor(f.src, f.id, flantv1.RuleTypeSecret)
+	createRule(t, rule)
+	requireCopies(t, a, f.targets...)
+	requireCopies(t, b, f.targets...)
+	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
+		assert.EqualValues(c, 2, st.SourcesMatched)
+		assert.EqualValues(c, 4, st.CopiesInSync)
+	})
+
+	// a loses the label; b is deleted.
+	a.Labels = map[string]string{"copytest": "no"}
+	require.NoError(t, env.Client.Update(ctx, a))
+	require.NoError(t, env.Client.Delete(ctx, b))
+	for _, ns := range f.targets {
+		requireNoCopy(t, ns, "a")
+		requireNoCopy(t, ns, "b")
+	}
+	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
+		assert.EqualValues(c, 0, st.SourcesMatched)
+		assert.EqualValues(c, 0, st.CopiesInSync)
+		assert.Equal(c, ReasonNoSources, condition(st, ConditionReady).Reason)
+	})
+	assert.NotNil(t, getSecret(t, f.src, "a"), "the source itself is never touched")
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.True(c, hasEvent(eventsFor(t, rule), corev1.EventTypeNormal, "CopiesDeleted"))
+	}, waitFor, tick)
+}
+
+func TestRuleDeletion(t *testing.T) {
+	for _, policy := range []flantv1.DeletionPolicy{flantv1.DeletionPolicyDelete, flantv1.DeletionPolicyRetain} {
+		t.Run(string(policy), func(t *testing.T) {
+			f := newFixture(t, 2)
+			ctx := context.Background()
+			src := f.secret("cert", map[string]string{"tls.crt": "x"})
+			require.NoError(t, env.Client.Create(ctx, src))
+			rule := ruleFor(f.src, f.id, flantv1.RuleTypeSecret)
+			rule.Spec.DeletionPolicy = policy
+			require.NoError(t, env.Client.Create(ctx, rule))
+			requireCopies(t, src, f.targets...)
+
+			require.NoError(t, env.Client.Delete(ctx, rule))
+			assert.Eventually(t, func() bool {
+				return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(rule), &flantv1.CopyratorRule{}))
+			}, waitFor, tick, "rule not deleted")
+			for _, ns := range f.targets {
+				got := getSecret(t, ns, src.Name)
+				if policy == flantv1.DeletionPolicyDelete {
+					assert.Nil(t, got, ns)
+					continue
+				}
+				if assert.NotNil(t, got, ns) {
+					assert.Equal(t, src.Data, got.Data)
+					assert.NotContains(t, got.Labels, LabelManagedBy)
+					assert.NotContains(t, got.Labels, LabelRule)
+					assert.NotContains(t, got.Annotations, AnnotationSource)
+				}
+			}
+			assert.NotNil(t, getSecret(t, f.src, src.Name), "the source stays")
+		})
+	}
+}
+
+func TestSecretTypesAndImmutabilityArePreserved(t *testing.T) {
+	f := newFixture(t, 2)
+	ctx := context.Background()
+	docker := f.secret("registry", map[string]string{".dockerconfigjson": `{"auths":{"r.example":{"auth":"eDp5"}}}`})
+	docker.Type = corev1.SecretTypeDockerConfigJson
+	frozen := f.secret("frozen", map[string]string{"v": "1"})
+	frozen.Immutable = ptr.To(true)
+	tlsSecret := f.secret("tls", map[string]string{"tls.crt": "c", "tls.key": "k"})
+	tlsSecret.Type = corev1.SecretTypeTLS
+	for _, s := range []*corev1.Secret{docker, frozen, tlsSecret} {
+		require.NoError(t, env.Client.Create(ctx, s))
+	}
+	rule := ruleFor(f.src, f.id, flantv1.RuleTypeSecret)
+	createRule(t, rule)
+	for _, s := range []*corev1.Secret{docker, frozen, tlsSecret} {
+		requireCopies(t, s, f.targets...)
+	}
+	assert.Equal(t, corev1.SecretTypeDockerConfigJson, getSecret(t, f.targets[0], "registry").Type)
+	assert.Equal(t, ptr.To(true), getSecret(t, f.targets[0], "frozen").Immutable)
+	oldUID := getSecret(t, f.targets[0], "frozen").UID
+
+	// An immutable source is replaced (delete, create with new data; a Secret's type and an
+	// immutable Secret's data never change in place): its copies follow.
+	require.NoError(t, env.Client.Delete(ctx, frozen))
+	frozen = f.secret("frozen", map[string]string{"v": "2"})
+	frozen.Immutable = ptr.To(true)
+	require.NoError(t, env.Client.Create(ctx, frozen))
+	require.NoError(t, env.Client.Delete(ctx, tlsSecret))
+	tlsSecret = f.secret("tls", map[string]string{"tls.crt": "c", "tls.key": "k"})
+	require.NoError(t, env.Client.Create(ctx, tlsSecret))
+	requireCopies(t, frozen, f.targets...)
+	requireCopies(t, tlsSecret, f.targets...)
+	assert.NotEqual(t, oldUID, getSecret(t, f.targets[0], "frozen").UID)
+	assert.Equal(t, corev1.SecretTypeOpaque, getSecret(t, f.targets[0], "tls").Type)
+
+	// A person makes a copy of a mutable source immutable: it can no longer be patched, so
+	// it is deleted and created again as the source is.
+	edited := getSecret(t, f.targets[1], "tls")
+	edited.Immutable = ptr.To(true)
+	require.NoError(t, env.Client.Update(ctx, edited))
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := getSecret(t, f.targets[1], "tls")
+		if assert.NotNil(c, got) {
+			assert.NotEqual(c, edited.UID, got.UID)
+			assert.Nil(c, got.Immutable)
+		}
+		assert.True(c, hasEvent(eventsFor(t, rule), corev1.EventTypeNormal, "CopiesRecreated"))
+	}, waitFor, tick)
+	requireCopies(t, tlsSecret, f.targets...)
+}
+
+func TestConfigMapsAndOptOut(t *testing.T) {
+	f := newFixture(t, 2)
+	ctx := context.Background()
+	optedOut := newNamespace(t, "dst", map[string]string{"copytest": f.id, LabelIgnore: "true"})
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.src, Name: "settings", Labels: map[string]string{"copytest": f.id}},
+		Data: map[string]string{"mode": "fast"}, BinaryData: map[string][]byte{"blob": {0, 1, 2, 255}}}
+	require.NoError(t, env.Client.Create(ctx, cm))
+	rule := ruleFor(f.src, f.id, flantv1.RuleTypeConfigMapKind)
+	createRule(t, rule)
+
+	getCM := func(ns string) *corev1.ConfigMap {
+		got := &corev1.ConfigMap{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "settings"}, got); err != nil {
+			return nil
+		}
+		return got
+	}
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, ns := range f.targets {
+			got := getCM(ns)
+			if assert.NotNil(c, got, ns) {
+				assert.Equal(c, cm.Data, got.Data)
+				assert.Equal(c, cm.BinaryData, got.BinaryData)
+			}
+		}
+	}, waitFor, tick)
+	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
+		assert.EqualValues(c, 2, st.TargetNamespaces)
+		assert.EqualValues(c, 2, st.CopiesInSync)
+	})
+	assert.Nil(t, getCM(optedOut), "an opted-out namespace gets nothing")
+
+	// A namespace that opts out later loses its copy.
+	require.NoError(t, env.Client.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.targets[1]}},
+		client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"labels":{"`+LabelIgnore+`":"true"}}}`))))
+	assert.Eventually(t, func() bool { return getCM(f.targets[1]) == nil }, waitFor, tick)
+	assert.NotNil(t, getCM(f.targets[0]))
+}
+
+func TestNamespacesListAndInvalidSelector(t *testing.T) {
+	f := newFixture(t, 0)
+	ctx := context.Background()
+	a := newNamespace(t, "listed", nil)
+	b := newNamespace(t, "listed", nil)
+	src := f.secret("token", map[string]string{"t": "1"})
+	require.NoError(t, env.Client.Create(ctx, src))
+	rule := ruleFor(f.src, f.id, flantv1.RuleTypeSecret)
+	rule.Spec.NamespaceSelector = nil
+	rule.Spec.Namespaces = []string{a, "does-not-exist-" + f.id}
+	createRule(t, rule)
+	requireCopies(t, src, a)
+	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
+		assert.EqualValues(c, 1, st.TargetNamespaces)
+	})
+	assert.Nil(t, getSecret(t, b, "token"))
+
+	// A listed namespace that is created later gets its copy.
+	late := "does-not-exist-" + f.id
+	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: late}}))
+	requireCopies(t, src, late)
+
+	// Moving the rule to b deletes a's copy and writes b's.
+	updateRule(t, rule, func(spec *flantv1.CopyratorRuleSpec) { spec.Namespaces = []string{b} })
+	requireCopies(t, src, b)
+	requireNoCopy(t, a, "token")
+
+	// A selector the API server accepts but no Go selector parses is a spec error.
+	updateRule(t, rule, func(spec *flantv1.CopyratorRuleSpec) {
+		spec.Namespaces = nil
+		spec.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: "Near"}}}
+	})
+	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
+		ready := condition(st, ConditionReady)
+		assert.Equal(c, metav1.ConditionFalse, ready.Status)
+		assert.Equal(c, ReasonInvalidSpec, ready.Reason)
+		assert.Contains(c, ready.Message, "spec.namespaceSelector")
+	})
+	assert.NotNil(t, getSecret(t, b, "token"), "an invalid spec deletes nothing")
+}
+
+func TestRuleNameFitsALabel(t *testing.T) {
+	requireAPIServer(t)
+	rule := ruleFor("default", suffix(), flantv1.RuleTypeSecret)
+	rule.Name = strings.Repeat("a", 64)
+	err := env.Client.Create(context.Background(), rule)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "metadata.name must be at most 63 characters")
+	rule.Name = strings.Repeat("a", 63)
+	require.NoError(t, env.Client.Create(context.Background(), rule))
+	require.NoError(t, env.Client.Delete(context.Background(), rule))
+}
+
+func TestWatchNamespaceScoping(t *testing.T) {
+	requireAPIServer(t)
+	ctx := context.Background()
+	id := suffix()
+	src := newNamespace(t, "src", nil)
+	watched := newNamespace(t, "watched", map[string]string{"copytest": id})
+	outside := newNamespace(t, "outside", map[string]string{"copytest": id})
+	outsideSrc := newNamespace(t, "src-outside", nil)
+	startManager(t, env.Config, operator.Shared{WatchNamespaces: []string{src, watched}}, Options{})
+
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "scoped", Labels: map[string]string{"copytest": id}},
+		Data: map[string][]byte{"k": []byte("v")}}
+	require.NoError(t, env.Client.Create(ctx, s))
+	rule := ruleFor(src, id, flantv1.RuleTypeSecret)
+	createRule(t, rule)
+	ignored := ruleFor(outsideSrc, id, flantv1.RuleTypeSecret)
+	s2 := s.DeepCopy()
+	s2.ObjectMeta = metav1.ObjectMeta{Namespace: outsideSrc, Name: "unwatched-rule", Labels: s.Labels}
+	require.NoError(t, env.Client.Create(ctx, s2))
+	require.NoError(t, env.Client.Create(ctx, ignored))
+
+	requireCopies(t, s, watched)
+	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
+		assert.EqualValues(c, 1, st.TargetNamespaces)
+	})
+	assert.Nil(t, getSecret(t, outside, "scoped"), "a namespace outside WATCH_NAMESPACE gets nothing")
+	got := getRule(t, ignored)
+	assert.Empty(t, got.Finalizers, "a rule outside WATCH_NAMESPACE is not handled")
+	assert.Empty(t, got.Status.Conditions)
+	assert.Nil(t, getSecret(t, watched, "unwatched-rule"))
+	require.NoError(t, env.Client.Delete(ctx, ignored))
+}
+
+// queryRecorder records the query of every ConfigMap and Secret request a manager makes.
+type queryRecorder struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (q *queryRecorder) wrap(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(r *http.Request) (*http.Response, error) {
+			if r.Method == http.MethodGet && (strings.HasSuffix(r.URL.Path, "/secrets") || strings.HasSuffix(r.URL.Path, "/configmaps")) {
+				q.mu.Lock()
+				q.seen = append(q.seen, r.URL.Path+"?"+r.URL.RawQuery+" accept="+r.Header.Get("Accept"))
+				q.mu.Unlock()
+			}
+			return rt.RoundTrip(r)
+		})
+	}
+	return c
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestNeverListsAllSecrets proves the lean watches: every list or watch of ConfigMaps or
+// Secrets the manager sends carries a label selector, and every full-body one is either
+// the copies' (managed-by=copyrator) or one rule's sources in the rule's namespace.
+func TestNeverListsAllSecrets(t *testing.T) {
+	requireAPIServer(t)
+	ctx := context.Background()
+	rec := &queryRecorder{}
+	id := suffix()
+	src := newNamespace(t, "src", nil)
+	dst := newNamespace(t, "dst", map[string]string{"copytest": id})
+	startManager(t, rec.wrap(env.Config), operator.Shared{}, Options{})
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "lean", Labels: map[string]string{"copytest": id}},
+		Data: map[string][]byte{"k": []byte("v")}}
+	require.NoError(t, env.Client.Create(ctx, s))
+	rule := ruleFor(src, id, flantv1.RuleTypeSecret)
+	createRule(t, rule)
+	requireCopies(t, s, dst)
+	// The rule's deletion lists its copies live (metadata only).
+	require.NoError(t, env.Client.Delete(ctx, rule))
+	requireNoCopy(t, dst, "lean")
+
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	require.NotEmpty(t, rec.seen)
+	for _, q := range rec.seen {
+		assert.Contains(t, q, "labelSelector=", "unselected list or watch: %s", q)
+		switch {
+		case strings.Contains(q, "app.kubernetes.io%2Fmanaged-by%3Dcopyrator"), strings.Contains(q, "app.kubernetes.io%2Fmanaged-by%3D%3Dcopyrator"):
+		case strings.Contains(q, "/namespaces/"+src+"/secrets") && strings.Contains(q, "copytest%3D"+id):
+		default:
+			t.Errorf("unexpected ConfigMap or Secret request: %s", q)
+		}
+	}
+}

@@ -1,0 +1,183 @@
+package copyratorrule
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// ruleIndex is the copy cache index from a copy to its rule ("namespace/name").
+const ruleIndex = "copyrator.rule"
+
+// newCopyCache builds the cache of Copyrator's copies: only ConfigMaps and Secrets labelled
+// managed-by=copyrator, in the watched namespaces, without their bodies (the transform
+// keeps the metadata, the Secret type, immutability and a hash of the content). Memory thus
+// follows the number of copies, never the cluster's ConfigMaps and Secrets.
+func newCopyCache(mgr ctrl.Manager, watchNamespaces []string) (cache.Cache, error) {
+	managed := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue})
+	opts := cache.Options{
+		HTTPClient: mgr.GetHTTPClient(),
+		Scheme:     mgr.GetScheme(),
+		Mapper:     mgr.GetRESTMapper(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}:    {Label: managed, Transform: stripCopy},
+			&corev1.ConfigMap{}: {Label: managed, Transform: stripCopy},
+		},
+		// Reading any other kind through this cache is a bug, not a reason to start a watch.
+		ReaderFailOnMissingInformer: true,
+	}
+	if len(watchNamespaces) > 0 {
+		opts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range watchNamespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	c, err := cache.New(mgr.GetConfig(), opts)
+	if err != nil {
+		return nil, fmt.Errorf("creating the copy cache: %w", err)
+	}
+	for _, obj := range []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}} {
+		if err := c.IndexField(context.Background(), obj, ruleIndex, indexByRule); err != nil {
+			return nil, fmt.Errorf("indexing copies by rule: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// stripCopy is the copy cache transform: it records the hash of the copy's content in an
+// annotation that exists only in the cache and drops the body and managed fields.
+func stripCopy(in any) (any, error) {
+	obj, ok := in.(client.Object)
+	if !ok {
+		return in, nil // a tombstone
+	}
+	hash := contentHash(obj)
+	obj.SetManagedFields(nil)
+	ann := make(map[string]string, len(obj.GetAnnotations())+1)
+	for k, v := range obj.GetAnnotations() {
+		ann[k] = v
+	}
+	ann[cachedHashAnnotation] = hash
+	obj.SetAnnotations(ann)
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		o.Data, o.StringData = nil, nil
+	case *corev1.ConfigMap:
+		o.Data, o.BinaryData = nil, nil
+	}
+	return obj, nil
+}
+
+// indexByRule indexes a copy by the rule its labels name.
+func indexByRule(obj client.Object) []string {
+	if rule, ok := ruleOfCopy(obj); ok {
+		return []string{rule.String()}
+	}
+	return nil
+}
+
+// ruleOfCopy returns the rule a copy's labels name.
+func ruleOfCopy(obj client.Object) (types.NamespacedName, bool) {
+	l := obj.GetLabels()
+	if l[LabelManagedBy] != ManagedByValue || l[LabelRule] == "" || l[LabelRuleNamespace] == "" {
+		return types.NamespacedName{}, false
+	}
+	return types.NamespacedName{Namespace: l[LabelRuleNamespace], Name: l[LabelRule]}, true
+}
+
+// stateOf turns a cached (stripped) copy into a copyState.
+func stateOf(obj client.Object) copyState {
+	s := copyState{
+		Key:            copyKey{Namespace: obj.GetNamespace(), Name: obj.GetName()},
+		UID:            obj.GetUID(),
+		Source:         obj.GetAnnotations()[AnnotationSource],
+		WrittenAs:      obj.GetAnnotations()[AnnotationContentHash],
+		Hash:           obj.GetAnnotations()[cachedHashAnnotation],
+		HasAnnotations: hasAnnotationsBesides(obj.GetAnnotations(), cachedHashAnnotation),
+	}
+	s.Rule, _ = ruleOfCopy(obj)
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		s.Key.Kind, s.Type, s.Immutable = kindSecret, o.Type, ptrTrue(o.Immutable)
+	case *corev1.ConfigMap:
+		s.Key.Kind, s.Immutable = kindConfigMap, ptrTrue(o.Immutable)
+	}
+	return s
+}
+
+func hasAnnotationsBesides(ann map[string]string, key string) bool {
+	_, has := ann[key]
+	if has {
+		return len(ann) > 1
+	}
+	return len(ann) > 0
+}
+
+// copyReader reads copies from the copy cache.
+type copyReader struct {
+	cache cache.Cache
+}
+
+// owned returns every copy labelled with the rule, of both kinds.
+func (r copyReader) owned(ctx context.Context, rule types.NamespacedName) ([]copyState, error) {
+	var out []copyState
+	var secrets corev1.SecretList
+	if err := r.cache.List(ctx, &secrets, client.MatchingFields{ruleIndex: rule.String()}); err != nil {
+		return nil, fmt.Errorf("listing Secret copies: %w", err)
+	}
+	for i := range secrets.Items {
+		out = append(out, stateOf(&secrets.Items[i]))
+	}
+	var cms corev1.ConfigMapList
+	if err := r.cache.List(ctx, &cms, client.MatchingFields{ruleIndex: rule.String()}); err != nil {
+		return nil, fmt.Errorf("listing ConfigMap copies: %w", err)
+	}
+	for i := range cms.Items {
+		out = append(out, stateOf(&cms.Items[i]))
+	}
+	return out, nil
+}
+
+// occupied returns the copies of other rules at the keys the rule wants and does not own.
+func (r copyReader) occupied(ctx context.Context, rule types.NamespacedName, kind string, targets []string, sources []source, owned []copyState) (map[copyKey]copyState, error) {
+	have := make(map[copyKey]bool, len(owned))
+	for _, c := range owned {
+		have[c.Key] = true
+	}
+	out := map[copyKey]copyState{}
+	for _, ns := range targets {
+		for _, src := range sources {
+			key := copyKey{Kind: kind, Namespace: ns, Name: src.Name}
+			if have[key] {
+				continue
+			}
+			obj := newObject(kind)
+			err := r.cache.Get(ctx, types.NamespacedName{Namespace: ns, Name: src.Name}, obj)
+			switch {
+			case apierrors.IsNotFound(err):
+				continue
+			case err != nil:
+				return nil, fmt.Errorf("reading %s from the copy cache: %w", key, err)
+			}
+			if st := stateOf(obj); st.Rule != rule {
+				out[key] = st
+			}
+		}
+	}
+	return out, nil
+}
+
+// newObject returns an empty object of a copied kind.
+func newObject(kind string) client.Object {
+	if kind == kindSecret {
+		return &corev1.Secret{}
+	}
+	return &corev1.ConfigMap{}
+}

@@ -1,0 +1,81 @@
+package copyratorrule
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+)
+
+func TestStripCopy(t *testing.T) {
+	src := secret("reg", corev1.SecretTypeDockerConfigJson, map[string]string{".dockerconfigjson": "{}"})
+	src.Immutable = ptr.To(true)
+	c := desiredCopy(testRule, newSource(src), "team-a").(*corev1.Secret)
+	c.UID = "u1"
+	c.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "copyrator"}}
+	want := contentHash(c)
+
+	out, err := stripCopy(c)
+	require.NoError(t, err)
+	s := out.(*corev1.Secret)
+	assert.Nil(t, s.Data)
+	assert.Nil(t, s.ManagedFields)
+	assert.Equal(t, want, s.Annotations[cachedHashAnnotation])
+
+	st := stateOf(s)
+	assert.Equal(t, copyState{Key: copyKey{kindSecret, "team-a", "reg"}, UID: "u1", Rule: testRule, Source: "src/reg",
+		WrittenAs: want, Hash: want, Type: corev1.SecretTypeDockerConfigJson, Immutable: true, HasAnnotations: true}, st)
+
+	t.Run("configmap without annotations", func(t *testing.T) {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "n", Name: "c", Labels: copyLabels(testRule)},
+			Data: map[string]string{"a": "b"}, BinaryData: map[string][]byte{"x": {1}}}
+		want := contentHash(cm)
+		out, err := stripCopy(cm)
+		require.NoError(t, err)
+		st := stateOf(out.(*corev1.ConfigMap))
+		assert.Equal(t, want, st.Hash)
+		assert.False(t, st.HasAnnotations)
+		assert.Nil(t, out.(*corev1.ConfigMap).Data)
+		assert.Nil(t, out.(*corev1.ConfigMap).BinaryData)
+	})
+	t.Run("tombstones pass through", func(t *testing.T) {
+		tomb := toolscache.DeletedFinalStateUnknown{Key: "a/b"}
+		out, err := stripCopy(tomb)
+		require.NoError(t, err)
+		assert.Equal(t, tomb, out)
+	})
+}
+
+func TestRuleOfCopy(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		want   types.NamespacedName
+		ok     bool
+	}{
+		{"copy", copyLabels(testRule), testRule, true},
+		{"no managed-by", map[string]string{LabelRule: "r", LabelRuleNamespace: "n"}, types.NamespacedName{}, false},
+		{"managed by someone else", map[string]string{LabelManagedBy: "helm", LabelRule: "r", LabelRuleNamespace: "n"}, types.NamespacedName{}, false},
+		{"rule namespace missing", map[string]string{LabelManagedBy: ManagedByValue, LabelRule: "r"}, types.NamespacedName{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := ruleOfCopy(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Labels: tc.labels}})
+			assert.Equal(t, tc.ok, ok)
+			assert.Equal(t, tc.want, got)
+			if ok {
+				assert.Equal(t, []string{tc.want.String()}, indexByRule(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Labels: tc.labels}}))
+			}
+		})
+	}
+}
+
+func TestCopyable(t *testing.T) {
+	assert.True(t, copyable(secret("a", corev1.SecretTypeOpaque, nil)))
+	assert.True(t, copyable(configMap("a", nil)))
+	assert.False(t, copyable(secret("a", corev1.SecretTypeServiceAccountToken, nil)))
+}

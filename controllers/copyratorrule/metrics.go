@@ -1,0 +1,50 @@
+package copyratorrule
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Metric actions of quartet_copyrator_copies_total.
+const (
+	actionCreated   = "created"
+	actionUpdated   = "updated"
+	actionRecreated = "recreated"
+	actionDeleted   = "deleted"
+	actionReleased  = "released"
+	actionFailed    = "failed"
+)
+
+var (
+	copiesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quartet_copyrator_copies_total",
+		Help: "Copies written by Copyrator, by rule and action (created, updated, recreated, deleted, released, failed).",
+	}, []string{"rule_namespace", "rule", "action"})
+	conflictsGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "quartet_copyrator_conflicts",
+		Help: "Target objects a rule leaves alone because it does not own them.",
+	}, []string{"rule_namespace", "rule"})
+	copiesInSyncGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "quartet_copyrator_copies_in_sync",
+		Help: "Copies of a rule that equal their source.",
+	}, []string{"rule_namespace", "rule"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(copiesTotal, conflictsGauge, copiesInSyncGauge)
+}
+
+func countCopies(rule types.NamespacedName, action string, n int) {
+	if n > 0 {
+		copiesTotal.WithLabelValues(rule.Namespace, rule.Name, action).Add(float64(n))
+	}
+}
+
+// forgetMetrics drops a deleted rule's series.
+func forgetMetrics(rule types.NamespacedName) {
+	l := prometheus.Labels{"rule_namespace": rule.Namespace, "rule": rule.Name}
+	copiesTotal.DeletePartialMatch(l)
+	conflictsGauge.Delete(l)
+	copiesInSyncGauge.Delete(l)
+}

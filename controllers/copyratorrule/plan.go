@@ -1,0 +1,220 @@
+package copyratorrule
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+
+	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
+)
+
+// namespaceFilter decides which namespaces a rule copies into.
+type namespaceFilter struct {
+	rule     *flantv1.CopyratorRule
+	selector labels.Selector // nil when the rule has no namespaceSelector
+	watches  func(string) bool
+}
+
+// newNamespaceFilter compiles the rule's namespace choice. An invalid namespaceSelector is
+// the user's mistake and returned as an error.
+func newNamespaceFilter(rule *flantv1.CopyratorRule, watches func(string) bool) (namespaceFilter, error) {
+	f := namespaceFilter{rule: rule, watches: watches}
+	if rule.Spec.NamespaceSelector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(rule.Spec.NamespaceSelector)
+		if err != nil {
+			return f, fmt.Errorf("spec.namespaceSelector: %w", err)
+		}
+		f.selector = sel
+	}
+	return f, nil
+}
+
+// targets reports whether namespace ns (its metadata) receives copies: it is not the
+// rule's own namespace, it is watched, active (not terminating), not opted out, and chosen
+// by spec.namespaces or spec.namespaceSelector when either is set.
+func (f namespaceFilter) targets(ns metav1.Object) bool {
+	name := ns.GetName()
+	switch {
+	case name == f.rule.Namespace, !f.watches(name), ns.GetDeletionTimestamp() != nil,
+		ns.GetLabels()[LabelIgnore] == "true":
+		return false
+	case len(f.rule.Spec.Namespaces) > 0:
+		return slices.Contains(f.rule.Spec.Namespaces, name)
+	case f.selector != nil:
+		return f.selector.Matches(labels.Set(ns.GetLabels()))
+	}
+	return true
+}
+
+// selectTargets returns the sorted target namespaces and the terminating ones (whose
+// copies the namespace deletion removes; Copyrator leaves them alone).
+func selectTargets(f namespaceFilter, namespaces []metav1.PartialObjectMetadata) (targets []string, terminating map[string]bool) {
+	terminating = map[string]bool{}
+	for i := range namespaces {
+		ns := &namespaces[i]
+		if ns.DeletionTimestamp != nil {
+			terminating[ns.Name] = true
+		}
+		if f.targets(ns) {
+			targets = append(targets, ns.Name)
+		}
+	}
+	sort.Strings(targets)
+	return targets, terminating
+}
+
+// copyState is what the copy cache knows about an existing copy.
+type copyState struct {
+	Key       copyKey
+	UID       types.UID
+	Rule      types.NamespacedName // from the copy's labels
+	Source    string               // AnnotationSource
+	WrittenAs string               // AnnotationContentHash
+	Hash      string               // hash of the content the copy really has
+	Type      corev1.SecretType
+	Immutable bool
+	// HasAnnotations says whether the copy has an annotations map (JSON patches differ).
+	HasAnnotations bool
+	// Annotations are set only on copies listed live for a deleted rule.
+	Annotations map[string]string
+}
+
+// op is what the planner decides for one copy.
+type op string
+
+const (
+	opCreate   op = "create"
+	opUpdate   op = "update"
+	opRecreate op = "recreate" // delete and create: Secret type or an immutable copy changed
+	opDelete   op = "delete"
+	opRelease  op = "release" // strip Copyrator's labels (deletionPolicy Retain)
+)
+
+// action is one write.
+type action struct {
+	Op       op
+	Key      copyKey
+	Source   *source    // nil for opDelete
+	Existing *copyState // nil for opCreate
+}
+
+// conflict is a target object left alone.
+type conflict struct {
+	Key    copyKey
+	Reason string
+	// Foreign is true for objects Copyrator did not create (found by a failed create and
+	// rechecked after a while), false for another rule's copy (seen in the copy cache).
+	Foreign bool
+}
+
+// Conflict reasons (also the Reason field of status.conflicts).
+const (
+	ReasonForeignObject = "ExistsNotManaged"
+	ReasonOtherRule     = "ManagedByOtherRule"
+)
+
+// planInput is everything the planner looks at.
+type planInput struct {
+	Rule        types.NamespacedName
+	Kind        string // kind the rule copies
+	Sources     []source
+	Targets     []string
+	Terminating map[string]bool
+	// Owned are the copies labelled with this rule, of any kind and namespace.
+	Owned []copyState
+	// Occupied are copies of other rules found at keys this rule wants.
+	Occupied map[copyKey]copyState
+	// KnownForeign are keys where a recent create failed because an object Copyrator did
+	// not create has the name.
+	KnownForeign map[copyKey]bool
+}
+
+// plan is the planner's answer.
+type plan struct {
+	Actions   []action
+	Conflicts []conflict
+	// Desired is the number of copies the rule wants (sources × targets).
+	Desired int
+	// InSync is the number of copies that already match their source.
+	InSync int
+}
+
+// planCopies compares sources × targets with the existing copies and returns the writes
+// that make them equal, and the conflicts to report. It never plans a write to an object
+// this rule does not own.
+func planCopies(in planInput) plan {
+	var p plan
+	owned := make(map[copyKey]*copyState, len(in.Owned))
+	for i := range in.Owned {
+		owned[in.Owned[i].Key] = &in.Owned[i]
+	}
+	wanted := make(map[copyKey]bool, len(in.Sources)*len(in.Targets))
+	for _, ns := range in.Targets {
+		for i := range in.Sources {
+			src := &in.Sources[i]
+			key := copyKey{Kind: in.Kind, Namespace: ns, Name: src.Name}
+			wanted[key] = true
+			p.Desired++
+			if existing, ok := owned[key]; ok {
+				switch {
+				case copyInSync(in.Rule, existing, src):
+					p.InSync++
+				case needsRecreate(existing, src):
+					p.Actions = append(p.Actions, action{Op: opRecreate, Key: key, Source: src, Existing: existing})
+				default:
+					p.Actions = append(p.Actions, action{Op: opUpdate, Key: key, Source: src, Existing: existing})
+				}
+				continue
+			}
+			if other, ok := in.Occupied[key]; ok {
+				p.Conflicts = append(p.Conflicts, conflict{Key: key, Foreign: false,
+					Reason: fmt.Sprintf("%s: copy of CopyratorRule %s", ReasonOtherRule, other.Rule)})
+				continue
+			}
+			if in.KnownForeign[key] {
+				p.Conflicts = append(p.Conflicts, conflict{Key: key, Foreign: true,
+					Reason: ReasonForeignObject + ": an object Copyrator did not create has this name"})
+				continue
+			}
+			p.Actions = append(p.Actions, action{Op: opCreate, Key: key, Source: src})
+		}
+	}
+	for i := range in.Owned {
+		c := &in.Owned[i]
+		if !wanted[c.Key] && !in.Terminating[c.Key.Namespace] {
+			p.Actions = append(p.Actions, action{Op: opDelete, Key: c.Key, Existing: c})
+		}
+	}
+	sort.SliceStable(p.Actions, func(i, j int) bool { return lessKey(p.Actions[i].Key, p.Actions[j].Key) })
+	sort.Slice(p.Conflicts, func(i, j int) bool { return lessKey(p.Conflicts[i].Key, p.Conflicts[j].Key) })
+	return p
+}
+
+// copyInSync reports whether a copy has the source's content and Copyrator's annotations.
+func copyInSync(rule types.NamespacedName, c *copyState, src *source) bool {
+	return c.Hash == src.Hash && c.WrittenAs == src.Hash && c.Source == rule.Namespace+"/"+src.Name
+}
+
+// needsRecreate reports whether a copy cannot be patched into the desired one: a Secret's
+// type never changes, and an immutable copy's content never does.
+func needsRecreate(c *copyState, src *source) bool {
+	if c.Key.Kind == kindSecret && c.Type != src.Type {
+		return true
+	}
+	return c.Immutable && c.Hash != src.Hash
+}
+
+func lessKey(a, b copyKey) bool {
+	if a.Namespace != b.Namespace {
+		return a.Namespace < b.Namespace
+	}
+	if a.Name != b.Name {
+		return a.Name < b.Name
+	}
+	return a.Kind < b.Kind
+}

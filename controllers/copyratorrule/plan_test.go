@@ -1,0 +1,250 @@
+package copyratorrule
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
+)
+
+func nsMeta(name string, labels map[string]string, terminating bool) metav1.PartialObjectMetadata {
+	m := metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	if terminating {
+		m.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
+	}
+	return m
+}
+
+func TestSelectTargets(t *testing.T) {
+	namespaces := []metav1.PartialObjectMetadata{
+		nsMeta("src", nil, false),
+		nsMeta("team-a", map[string]string{"team": "a"}, false),
+		nsMeta("team-b", map[string]string{"team": "b"}, false),
+		nsMeta("opted-out", map[string]string{"team": "a", LabelIgnore: "true"}, false),
+		nsMeta("ignore-false", map[string]string{LabelIgnore: "false"}, false),
+		nsMeta("leaving", map[string]string{"team": "a"}, true),
+	}
+	all := func(string) bool { return true }
+	for _, tc := range []struct {
+		name    string
+		spec    flantv1.CopyratorRuleSpec
+		watches func(string) bool
+		want    []string
+		wantErr string
+	}{
+		{name: "every active namespace but the source's and opted-out ones", watches: all,
+			want: []string{"ignore-false", "team-a", "team-b"}},
+		{name: "namespaces list", spec: flantv1.CopyratorRuleSpec{Namespaces: []string{"team-b", "src", "opted-out", "missing", "leaving"}},
+			watches: all, want: []string{"team-b"}},
+		{name: "namespace selector", spec: flantv1.CopyratorRuleSpec{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}},
+			watches: all, want: []string{"team-a"}},
+		{name: "empty namespace selector selects all", spec: flantv1.CopyratorRuleSpec{NamespaceSelector: &metav1.LabelSelector{}},
+			watches: all, want: []string{"ignore-false", "team-a", "team-b"}},
+		{name: "expression selector", spec: flantv1.CopyratorRuleSpec{NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "team", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"a"}}}}},
+			watches: all, want: []string{"ignore-false", "team-b"}},
+		{name: "watched namespaces only", watches: func(ns string) bool { return ns == "team-b" || ns == "src" }, want: []string{"team-b"}},
+		{name: "invalid selector", spec: flantv1.CopyratorRuleSpec{NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "team", Operator: "Near"}}}}, watches: all, wantErr: "spec.namespaceSelector"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rule := &flantv1.CopyratorRule{ObjectMeta: metav1.ObjectMeta{Namespace: "src", Name: "r"}, Spec: tc.spec}
+			f, err := newNamespaceFilter(rule, tc.watches)
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			targets, terminating := selectTargets(f, namespaces)
+			assert.Equal(t, tc.want, targets)
+			assert.Equal(t, map[string]bool{"leaving": true}, terminating)
+		})
+	}
+}
+
+func TestPlanCopies(t *testing.T) {
+	cfg := newSource(configMap("cfg", map[string]string{"k": "v2"}))
+	cfgOld := newSource(configMap("cfg", map[string]string{"k": "v1"}))
+	reg := newSource(secret("reg", corev1.SecretTypeDockerConfigJson, map[string]string{".dockerconfigjson": "{}"}))
+	immutableSrc := secret("frozen", corev1.SecretTypeOpaque, map[string]string{"k": "v2"})
+	immutableSrc.Immutable = ptr.To(true)
+	frozen := newSource(immutableSrc)
+	other := types.NamespacedName{Namespace: "elsewhere", Name: "other-rule"}
+
+	// inSync is a cached copy equal to src in ns.
+	inSync := func(kind, ns string, src source) copyState {
+		return copyState{Key: copyKey{kind, ns, src.Name}, UID: types.UID("uid-" + ns), Rule: testRule,
+			Source: "src/" + src.Name, WrittenAs: src.Hash, Hash: src.Hash, Type: src.Type, Immutable: src.Immutable, HasAnnotations: true}
+	}
+	with := func(c copyState, f func(*copyState)) copyState { f(&c); return c }
+	key := func(kind, ns, name string) copyKey { return copyKey{kind, ns, name} }
+
+	type want struct {
+		actions   map[copyKey]op
+		conflicts map[copyKey]bool // value: Foreign
+		desired   int
+		inSync    int
+	}
+	for _, tc := range []struct {
+		name string
+		in   planInput
+		want want
+	}{
+		{
+			name: "new rule: every source into every target",
+			in:   planInput{Kind: kindConfigMap, Sources: []source{cfg}, Targets: []string{"a", "b"}},
+			want: want{actions: map[copyKey]op{key(kindConfigMap, "a", "cfg"): opCreate, key(kindConfigMap, "b", "cfg"): opCreate}, desired: 2},
+		},
+		{
+			name: "everything in sync: no writes",
+			in: planInput{Kind: kindConfigMap, Sources: []source{cfg}, Targets: []string{"a", "b"},
+				Owned: []copyState{inSync(kindConfigMap, "a", cfg), inSync(kindConfigMap, "b", cfg)}},
+			want: want{desired: 2, inSync: 2},
+		},
+		{
+			name: "new namespace: only it is written",
+			in: planInput{Kind: kindConfigMap, Sources: []source{cfg}, Targets: []string{"a", "b", "new"},
+				Owned: []copyState{inSync(kindConfigMap, "a", cfg), inSync(kindConfigMap, "b", cfg)}},
+			want: want{actions: map[copyKey]op{key(kindConfigMap, "new", "cfg"): opCreate}, desired: 3, inSync: 2},
+		},
+		{
+			name: "source changed: every copy updated",
+			in: planInput{Kind: kindConfigMap, Sources: []source{cfg}, Targets: []string{"a", "b"},
+				Owned: []copyState{inSync(kindConfigMap, "a", cfgOld), inSync(kindConfigMap, "b", cfgOld)}},
+			want: want{actions: map[copyKey]op{key(kindConfigMap, "a", "cfg"): opUpdate, key(kindConfigMap, "b", "cfg"): opUpdate}, desired: 2},
+		},
+		{
+			name: "copy edited by a person: reverted",
+			in: planInput{Kind: kindConfigMap, Sources: []source{cfg}, Targets: []string{"a"},
+				Owned: []copyState{with(inSync(kindConfigMap, "a", cfg), func(c *copyState) { c.Hash = "edited" })}},
+			want: want{actions: map[copyKey]op{key(kindConfigMap, "a", "cfg"): opUpdate}, desired: 1},
+		},
+		{
+			name: "annotation edited by a person: rewritten",
+			in: planInput{Kind: kindConfigMap, Sources: []source{cfg}, Targets: []string{"a"},
+				Owned: []copyState{with(inSync(kindConfigMap, "a", cfg), func(c *copyState) { c.Source = "" })}},
+			want: want{actions: map[copyKey]op{key(kindConfigMap, "a", "cfg"): opUpdate}, desired: 1},
+		},
+		{
+			name: "secret type changed: recreated",
+			in: planInput{Kind: kindSecret, Sources: []source{reg}, Targets: []string{"a"},
+				Owned: []copyState{with(inSync(kindSecret, "a", reg), func(c *copyState) { c.Type = corev1.SecretTypeOpaque; c.Hash = "x" })}},
+			want: want{actions: map[copyKey]op{key(kindSecret, "a", "reg"): opRecreate}, desired: 1},
+		},
+		{
+			name: "immutable copy of a changed source: recreated",
+			in: planInput{Kind: kindSecret, Sources: []source{frozen}, Targets: []string{"a"},
+				Owned: []copyState{with(inSync(kindSecret, "a", frozen), func(c *copyState) { c.Hash, c.WrittenAs = "old", "old" })}},
+			want: want{actions: map[copyKey]op{key(kindSecret, "a", "frozen"): opRecreate}, desired: 1},
+		},
+		{
+			name: "immutable copy with only a stale annotation: patched, not recreated",
+			in: planInput{Kind: kindSecret, Sources: []source{frozen}, Targets: []string{"a"},
+				Owned: []copyState{with(inSync(kindSecret, "a", frozen), func(c *copyState) { c.WrittenAs = "old" })}},
+			want: want{actions: map[copyKey]op{key(kindSecret, "a", "frozen"): opUpdate}, desired: 1},
+		},
+		{
+			name: "source no longer matches: its copies deleted",
+			in: planInput{Kind: kindConfigMap, Sources: nil, Targets: []string{"a", "b"},
+				Owned: []copyState{inSync(kindConfigMap, "a", cfg), inSync(kindConfigMap, "b", cfg)}},
+			want: want{actions: map[copyKey]op{key(kindConfigMap, "a", "cfg"): opDelete, key(kindConfigMap, "b", "cfg"): opDelete}},
+		},
+		{
+			name: "namespace no longer targeted (opted out, removed from the list): copy deleted",
+			in: planInput{Kind: kindConfigMap, Sources: []source{cfg}, Targets: []string{"a"},
+				Owned: []copyState{inSync(kindConfigMap, "a", cfg), inSync(kindConfigMap, "gone", cfg)}},
+			want: want{actions: map[copyKey]op{key(kindConfigMap, "gone", "cfg"): opDelete}, desired: 1, inSync: 1},
+		},
+		{
+			name: "terminating namespace: its copies are left to the namespace deletion",
+			in: planInput{Kind: kindConfigMap, Sources: []source{cfg}, Targets: []string{"a"}, Terminating: map[string]bool{"leaving": true},
+				Owned: []copyState{inSync(kindConfigMap, "a", cfg), inSync(kindConfigMap, "leaving", cfg)}},
+			want: want{desired: 1, inSync: 1},
+		},
+		{
+			name: "rule type changed: old kind deleted, new kind created",
+			in: planInput{Kind: kindSecret, Sources: []source{reg}, Targets: []string{"a"},
+				Owned: []copyState{inSync(kindConfigMap, "a", cfg)}},
+			want: want{actions: map[copyKey]op{key(kindConfigMap, "a", "cfg"): opDelete, key(kindSecret, "a", "reg"): opCreate}, desired: 1},
+		},
+		{
+			name: "another rule's copy holds the name: conflict, untouched",
+			in: planInput{Kind: kindConfigMap, Sources: []source{cfg}, Targets: []string{"a", "b"},
+				Occupied: map[copyKey]copyState{key(kindConfigMap, "b", "cfg"): {Key: key(kindConfigMap, "b", "cfg"), Rule: other}}},
+			want: want{actions: map[copyKey]op{key(kindConfigMap, "a", "cfg"): opCreate}, conflicts: map[copyKey]bool{key(kindConfigMap, "b", "cfg"): false}, desired: 2},
+		},
+		{
+			name: "known foreign object: conflict without a new create",
+			in: planInput{Kind: kindConfigMap, Sources: []source{cfg}, Targets: []string{"a", "b"},
+				KnownForeign: map[copyKey]bool{key(kindConfigMap, "a", "cfg"): true}},
+			want: want{actions: map[copyKey]op{key(kindConfigMap, "b", "cfg"): opCreate}, conflicts: map[copyKey]bool{key(kindConfigMap, "a", "cfg"): true}, desired: 2},
+		},
+		{
+			name: "a ConfigMap rule's foreign Secret of the same name is no conflict",
+			in: planInput{Kind: kindConfigMap, Sources: []source{cfg}, Targets: []string{"a"},
+				KnownForeign: map[copyKey]bool{key(kindSecret, "a", "cfg"): true}},
+			want: want{actions: map[copyKey]op{key(kindConfigMap, "a", "cfg"): opCreate}, desired: 1},
+		},
+		{
+			name: "two sources × two targets, mixed states",
+			in: planInput{Kind: kindSecret, Sources: []source{frozen, reg}, Targets: []string{"a", "b"},
+				Owned: []copyState{inSync(kindSecret, "a", reg), inSync(kindSecret, "a", frozen),
+					with(inSync(kindSecret, "b", reg), func(c *copyState) { c.Hash = "edited" })}},
+			want: want{actions: map[copyKey]op{key(kindSecret, "b", "reg"): opUpdate, key(kindSecret, "b", "frozen"): opCreate}, desired: 4, inSync: 2},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.in.Rule = testRule
+			p := planCopies(tc.in)
+			gotActions := map[copyKey]op{}
+			for _, a := range p.Actions {
+				gotActions[a.Key] = a.Op
+				if a.Op == opDelete {
+					assert.Nil(t, a.Source)
+					require.NotNil(t, a.Existing)
+				} else {
+					require.NotNil(t, a.Source)
+					assert.Equal(t, a.Key.Name, a.Source.Name)
+				}
+			}
+			if tc.want.actions == nil {
+				tc.want.actions = map[copyKey]op{}
+			}
+			assert.Equal(t, tc.want.actions, gotActions)
+			gotConflicts := map[copyKey]bool{}
+			for _, c := range p.Conflicts {
+				gotConflicts[c.Key] = c.Foreign
+				assert.NotEmpty(t, c.Reason)
+			}
+			if tc.want.conflicts == nil {
+				tc.want.conflicts = map[copyKey]bool{}
+			}
+			assert.Equal(t, tc.want.conflicts, gotConflicts)
+			assert.Equal(t, tc.want.desired, p.Desired, "desired")
+			assert.Equal(t, tc.want.inSync, p.InSync, "in sync")
+		})
+	}
+}
+
+func TestPlanCopiesIsDeterministic(t *testing.T) {
+	var sources []source
+	for _, n := range []string{"c", "a", "b"} {
+		sources = append(sources, newSource(configMap(n, map[string]string{"k": n})))
+	}
+	in := planInput{Rule: testRule, Kind: kindConfigMap, Sources: sources, Targets: []string{"z", "x", "y"}}
+	first := planCopies(in)
+	require.Len(t, first.Actions, 9)
+	for i := 1; i < len(first.Actions); i++ {
+		assert.True(t, lessKey(first.Actions[i-1].Key, first.Actions[i].Key))
+	}
+	for range 10 {
+		assert.Equal(t, first, planCopies(in))
+	}
+}

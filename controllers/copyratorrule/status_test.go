@@ -1,0 +1,97 @@
+package copyratorrule
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
+)
+
+func TestComputeStatus(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+	manyConflicts := make([]conflict, 25)
+	for i := range manyConflicts {
+		manyConflicts[i] = conflict{Key: copyKey{kindSecret, fmt.Sprintf("ns-%02d", i), "reg"}, Reason: "r", Foreign: true}
+	}
+	type cond struct {
+		status metav1.ConditionStatus
+		reason string
+	}
+	for _, tc := range []struct {
+		name          string
+		pass          passResult
+		ready         cond
+		degraded      cond
+		wantObserved  int64
+		wantInSync    int32
+		wantConflicts int
+		wantCount     int32
+	}{
+		{name: "all in sync", pass: passResult{Kind: "Secret", Sources: 1, Targets: 3, Desired: 3, InSync: 3},
+			ready: cond{"True", ReasonCopiesInSync}, degraded: cond{"False", ReasonAsExpected}, wantObserved: 4, wantInSync: 3},
+		{name: "no sources", pass: passResult{Kind: "Secret", Targets: 3},
+			ready: cond{"True", ReasonNoSources}, degraded: cond{"False", ReasonAsExpected}, wantObserved: 4},
+		{name: "no targets", pass: passResult{Kind: "Secret", Sources: 2},
+			ready: cond{"True", ReasonNoTargets}, degraded: cond{"False", ReasonAsExpected}, wantObserved: 4},
+		{name: "pending copies", pass: passResult{Kind: "Secret", Sources: 1, Targets: 3, Desired: 3, InSync: 2},
+			ready: cond{"False", ReasonCopiesPending}, degraded: cond{"False", ReasonAsExpected}, wantObserved: 4, wantInSync: 2},
+		{name: "conflicts: ready for the rest, degraded, list bounded", pass: passResult{Kind: "Secret", Sources: 1, Targets: 30, Desired: 30, InSync: 5, Conflicts: manyConflicts},
+			ready: cond{"True", ReasonCopiesInSync}, degraded: cond{"True", ReasonConflicts}, wantObserved: 4, wantInSync: 5, wantConflicts: 20, wantCount: 25},
+		{name: "failed writes", pass: passResult{Kind: "Secret", Sources: 1, Targets: 3, Desired: 3, InSync: 1, WriteErrs: []string{"a", "b"}},
+			ready: cond{"False", ReasonWriteFailed}, degraded: cond{"True", ReasonWriteFailed}, wantObserved: 4, wantInSync: 1},
+		{name: "invalid spec keeps the old counts", pass: passResult{SpecErr: errors.New("spec.namespaceSelector: bad")},
+			ready: cond{"False", ReasonInvalidSpec}, degraded: cond{"True", ReasonInvalidSpec}, wantObserved: 4, wantInSync: 7},
+		{name: "read failure keeps the old counts and generation", pass: passResult{SyncErr: errors.New("timeout")},
+			ready: cond{"False", ReasonSyncFailed}, degraded: cond{"True", ReasonSyncFailed}, wantObserved: 3, wantInSync: 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rule := &flantv1.CopyratorRule{ObjectMeta: metav1.ObjectMeta{Namespace: "src", Name: "r", Generation: 4},
+				Status: flantv1.CopyratorRuleStatus{ObservedGeneration: 3, CopiesInSync: 7}}
+			st := computeStatus(rule, tc.pass, now)
+			ready := meta.FindStatusCondition(st.Conditions, ConditionReady)
+			degraded := meta.FindStatusCondition(st.Conditions, ConditionDegraded)
+			require.NotNil(t, ready)
+			require.NotNil(t, degraded)
+			assert.Equal(t, tc.ready, cond{ready.Status, ready.Reason}, ready.Message)
+			assert.Equal(t, tc.degraded, cond{degraded.Status, degraded.Reason}, degraded.Message)
+			assert.NotEmpty(t, ready.Message)
+			assert.Equal(t, int64(4), ready.ObservedGeneration)
+			assert.Equal(t, tc.wantObserved, st.ObservedGeneration)
+			assert.Equal(t, tc.wantInSync, st.CopiesInSync)
+			assert.Len(t, st.Conflicts, tc.wantConflicts)
+			assert.Equal(t, tc.wantCount, st.ConflictCount)
+		})
+	}
+}
+
+func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
+	t0 := metav1.NewTime(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+	t1 := metav1.NewTime(t0.Add(time.Hour))
+	rule := &flantv1.CopyratorRule{ObjectMeta: metav1.ObjectMeta{Generation: 1}}
+	pass := passResult{Kind: "Secret", Sources: 1, Targets: 2, Desired: 2, InSync: 2}
+	rule.Status = computeStatus(rule, pass, t0)
+
+	pass.Targets, pass.Desired, pass.InSync = 3, 3, 3
+	st := computeStatus(rule, pass, t1)
+	ready := meta.FindStatusCondition(st.Conditions, ConditionReady)
+	assert.Equal(t, t0, ready.LastTransitionTime, "same status: the transition time stays")
+	assert.Contains(t, ready.Message, "3 copies")
+
+	pass.WriteErrs = []string{"boom"}
+	st = computeStatus(rule, pass, t1)
+	assert.Equal(t, t1, meta.FindStatusCondition(st.Conditions, ConditionReady).LastTransitionTime)
+	assert.Equal(t, rule.Status, computeStatus(rule, passResult{Kind: "Secret", Sources: 1, Targets: 2, Desired: 2, InSync: 2}, t1),
+		"an unchanged pass yields an equal status, so no write")
+}
+
+func TestSummarize(t *testing.T) {
+	assert.Equal(t, "a", summarize([]string{"a"}))
+	assert.Equal(t, "a; b; c; and 2 more", summarize([]string{"a", "b", "c", "d", "e"}))
+}
