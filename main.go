@@ -83,8 +83,8 @@ func run() error {
 	flag.DurationVar(&leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a non-leader waits after the last renewal before taking over.")
 	flag.DurationVar(&renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader keeps retrying to renew before giving up leadership.")
 	flag.DurationVar(&retryPeriod, "leader-elect-retry-period", 2*time.Second, "How often leader election is attempted.")
-	flag.Float64Var(&qps, "kube-api-qps", 50, "Client-side rate limit of requests to the API server, per second.")
-	flag.IntVar(&burst, "kube-api-burst", 100, "Client-side burst of requests to the API server.")
+	flag.Float64Var(&qps, "kube-api-qps", 200, "Client-side rate limit of requests to the API server, per second.")
+	flag.IntVar(&burst, "kube-api-burst", 400, "Client-side burst of requests to the API server.")
 	flag.StringVar(&controllers, "controllers", strings.Join(allControllers, ","), "Comma-separated controllers to run.")
 
 	var (
