@@ -61,6 +61,14 @@ type RegistryMirrorSpec struct {
 	// upstream's host on every node, so the container runtime pulls through the mirror.
 	// +optional
 	ConfigureNodes bool `json:"configureNodes,omitempty"`
+
+	// hostPort is the port on each node's loopback address (127.0.0.1) where the node agent
+	// serves the mirror to the node's container runtime. Default: the operator picks the
+	// lowest port in 35000-35999 that no other RegistryMirror's node agent uses, and keeps it.
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	HostPort *int32 `json:"hostPort,omitempty"`
 }
 
 // RegistryMirrorStatus says whether the mirror serves and where.
@@ -86,6 +94,10 @@ type RegistryMirrorStatus struct {
 	// nodesDesired is the number of nodes that should run the node agent.
 	// +optional
 	NodesDesired int32 `json:"nodesDesired,omitempty"`
+	// nodeEndpoint is the address of the mirror on every node, for the node's container
+	// runtime (http://127.0.0.1:<hostPort>).
+	// +optional
+	NodeEndpoint string `json:"nodeEndpoint,omitempty"`
 }
 
 // RegistryMirror runs a pull-through cache of one upstream registry: two Services, a
@@ -99,6 +111,7 @@ type RegistryMirrorStatus struct {
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 40 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label of at most 40 characters starting with a letter (the mirror's Services and StatefulSet are named after it)"
 type RegistryMirror struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -1,0 +1,204 @@
+package registrymirror
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
+	"github.com/quartet-operator/quartet/internal/benchutil"
+	"github.com/quartet-operator/quartet/internal/operator"
+)
+
+// benchMirrors is 100 (the figure); QUARTET_RM_BENCH_MIRRORS overrides it for a quick look.
+var benchMirrors = func() int {
+	if n, err := strconv.Atoi(os.Getenv("QUARTET_RM_BENCH_MIRRORS")); err == nil && n > 0 {
+		return n
+	}
+	return 100
+}()
+
+// createVolumes makes n PersistentVolumes of a storage class so n cache PVCs bind.
+func createVolumes(ctx context.Context, b *testing.B, c client.Client, class string, n int) {
+	b.Helper()
+	require.NoError(b, benchutil.Parallel(ctx, n, func(i int) error {
+		return c.Create(ctx, &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", class, i)},
+			Spec: corev1.PersistentVolumeSpec{
+				StorageClassName:              class,
+				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")},
+				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+				PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: fmt.Sprintf("/tmp/%s-%d", class, i)}},
+			},
+		})
+	}))
+	b.Cleanup(func() {
+		for i := 0; i < n; i++ {
+			_ = c.Delete(context.Background(), &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", class, i)}})
+		}
+	})
+}
+
+// rawObjects are the six objects of mirror i, built by the controller's own builders,
+// as plain typed objects without owner references (nothing owns them).
+func rawObjects(b *testing.B, m *mirrorsv1alpha1.RegistryMirror, hostPort int32) []client.Object {
+	b.Helper()
+	dir, err := HostsDir(m.Spec.Upstream)
+	require.NoError(b, err)
+	r := &Reconciler{Images: ImagesFromEnv()}
+	var out []client.Object
+	for _, c := range r.children(m, hostPort, dir) {
+		require.NoError(b, roundTrip(c.desired, c.live))
+		c.live.SetOwnerReferences(nil)
+		out = append(out, c.live)
+	}
+	return out
+}
+
+// allReady polls until every StatefulSet and DaemonSet in ns is rolled out and ready.
+func allReady(ctx context.Context, b *testing.B, c client.Client, ns string, n int) {
+	b.Helper()
+	for {
+		var stss appsv1.StatefulSetList
+		var dss appsv1.DaemonSetList
+		require.NoError(b, c.List(ctx, &stss, client.InNamespace(ns)))
+		require.NoError(b, c.List(ctx, &dss, client.InNamespace(ns)))
+		ready := 0
+		for i := range stss.Items {
+			s := &stss.Items[i]
+			if statefulSetRolledOut(s) && s.Status.ReadyReplicas == 1 {
+				ready++
+			}
+		}
+		for i := range dss.Items {
+			d := &dss.Items[i].Status
+			if d.DesiredNumberScheduled > 0 && d.NumberReady == d.DesiredNumberScheduled && d.UpdatedNumberScheduled == d.DesiredNumberScheduled {
+				ready++
+			}
+		}
+		if ready == 2*n {
+			return
+		}
+		require.NoError(b, ctx.Err(), "%d/%d workloads ready", ready, 2*n)
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// BenchmarkMirrorsToReady creates 100 RegistryMirrors and waits until all are Ready
+// (registry and node agent rolled out, cache PVC bound), and compares that with writing
+// the same 600 objects (built by the same builders) straight to the API server in the
+// same run — once until they exist, once until their workloads are ready too.
+func BenchmarkMirrorsToReady(b *testing.B) {
+	requireCluster(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	tuned := benchutil.TunedConfig(env.Config)
+	c, err := client.New(tuned, client.Options{Scheme: env.Scheme})
+	require.NoError(b, err)
+	stamp := fmt.Sprintf("%d", time.Now().Unix()%100000)
+	rawNS, ctrlNS := "rm-bench-raw-"+stamp, "rm-bench-ctrl-"+stamp
+	for _, ns := range []string{rawNS, ctrlNS} {
+		require.NoError(b, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+		b.Cleanup(func() { _ = c.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}) })
+	}
+	createVolumes(ctx, b, c, rawNS, benchMirrors)
+	createVolumes(ctx, b, c, ctrlNS, benchMirrors)
+
+	mirror := func(ns string, i int) *mirrorsv1alpha1.RegistryMirror {
+		m := newMirror(ns, fmt.Sprintf("m%d", i), fmt.Sprintf("https://registry-%d.example", i), ns)
+		m.Spec.ConfigureNodes = true
+		return m
+	}
+
+	// Baseline: the same objects, written directly by 32 workers.
+	var raw []client.Object
+	for i := 0; i < benchMirrors; i++ {
+		raw = append(raw, rawObjects(b, mirror(rawNS, i), 40000+int32(i))...)
+	}
+	start := time.Now()
+	require.NoError(b, benchutil.Parallel(ctx, len(raw), func(i int) error { return c.Create(ctx, raw[i]) }))
+	rawCreate := time.Since(start)
+	allReady(ctx, b, c, rawNS, benchMirrors)
+	rawToReady := time.Since(start)
+	b.Logf("raw: created in %s, workloads ready after %s", rawCreate, rawToReady)
+
+	// The controller, as deployed: default workers, a client counting its requests.
+	var calls benchutil.CallCounter
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = 50, 100 // the manager's --kube-api-qps/--kube-api-burst defaults
+	calls.Wrap(cfg)
+	var opts Options
+	opts.MaxConcurrentReconciles = 2 // --registrymirror-workers default
+	startManager(b, cfg, operator.Shared{}, opts.MaxConcurrentReconciles)
+
+	start = time.Now()
+	lastLog := start
+	require.NoError(b, benchutil.Parallel(ctx, benchMirrors, func(i int) error { return c.Create(ctx, mirror(ctrlNS, i)) }))
+	for {
+		var list mirrorsv1alpha1.RegistryMirrorList
+		require.NoError(b, c.List(ctx, &list, client.InNamespace(ctrlNS)))
+		ready := 0
+		for i := range list.Items {
+			if meta.IsStatusConditionTrue(list.Items[i].Status.Conditions, ConditionReady) {
+				ready++
+			}
+		}
+		if ready == benchMirrors {
+			break
+		}
+		if time.Since(lastLog) > 15*time.Second {
+			lastLog = time.Now()
+			reasons := map[string]int{}
+			for i := range list.Items {
+				if c := meta.FindStatusCondition(list.Items[i].Status.Conditions, ConditionReady); c != nil {
+					reasons[c.Reason]++
+				} else {
+					reasons["none"]++
+				}
+			}
+			var nodes corev1.NodeList
+			require.NoError(b, c.List(ctx, &nodes))
+			nodeReady := map[string]corev1.ConditionStatus{}
+			for _, n := range nodes.Items {
+				for _, cond := range n.Status.Conditions {
+					if cond.Type == corev1.NodeReady {
+						nodeReady[n.Name] = cond.Status
+					}
+				}
+			}
+			b.Logf("%s: %d/%d mirrors ready, Ready reasons %v, nodes Ready %v", time.Since(start).Round(time.Second), ready, benchMirrors, reasons, nodeReady)
+		}
+		require.NoError(b, ctx.Err(), "%d/%d mirrors ready", ready, benchMirrors)
+		time.Sleep(100 * time.Millisecond)
+	}
+	toReady := time.Since(start)
+	b.Logf("raw create %s, raw until workloads ready %s, mirrors to Ready %s", rawCreate, rawToReady, toReady)
+
+	writes := 0
+	for k, v := range calls.Snapshot() {
+		verb, path, _ := strings.Cut(k, " ")
+		if (verb == "PATCH" || verb == "POST" || verb == "PUT") && !strings.Contains(path, "/events") {
+			writes += v
+		}
+	}
+	b.ReportMetric(toReady.Seconds(), "s-100-mirrors-to-ready")
+	b.ReportMetric(toReady.Seconds()/rawCreate.Seconds(), "x-raw-create")
+	b.ReportMetric(toReady.Seconds()/rawToReady.Seconds(), "x-raw-create-until-workloads-ready")
+	b.ReportMetric(rawCreate.Seconds()*1000, "ms-raw-create-600-objects")
+	b.ReportMetric(rawToReady.Seconds(), "s-raw-600-objects-until-workloads-ready")
+	b.ReportMetric(float64(writes)/float64(benchMirrors), "api-writes/mirror")
+}

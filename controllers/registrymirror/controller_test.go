@@ -1,0 +1,518 @@
+package registrymirror
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
+	"github.com/quartet-operator/quartet/internal/benchutil"
+	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/internal/testenv"
+)
+
+const (
+	wait = 90 * time.Second
+	tick = 250 * time.Millisecond
+)
+
+// startManager runs the controller the way main.go does (a manager whose cache strips
+// managedFields and does not hold Secrets) until the test ends. cfg may count requests.
+func startManager(t testing.TB, cfg *rest.Config, shared operator.Shared, workers int) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 testenv.Scheme(),
+		Cache:                  cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	require.NoError(t, err)
+	opts := Options{MaxConcurrentReconciles: workers}
+	require.NoError(t, opts.Setup(mgr, shared))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+}
+
+func newNamespace(t testing.TB) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "rm-"}}
+	require.NoError(t, env.Client.Create(context.Background(), ns))
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ns) })
+	return ns.Name
+}
+
+// newVolume creates a PersistentVolume (and, with expandable, a StorageClass allowing
+// expansion) of a class of its own, so a mirror's cache PVC of that class binds.
+func newVolume(t testing.TB, class string, size string, expandable bool) {
+	t.Helper()
+	ctx := context.Background()
+	if expandable {
+		sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Provisioner: "kubernetes.io/no-provisioner",
+			AllowVolumeExpansion: ptr.To(true)}
+		require.NoError(t, env.Client.Create(ctx, sc))
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), sc) })
+	}
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: class},
+		Spec: corev1.PersistentVolumeSpec{
+			StorageClassName:              class,
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/" + class}},
+		},
+	}
+	require.NoError(t, env.Client.Create(ctx, pv))
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), pv) })
+}
+
+func newMirror(ns, name, upstream, class string) *mirrorsv1alpha1.RegistryMirror {
+	m := &mirrorsv1alpha1.RegistryMirror{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       mirrorsv1alpha1.RegistryMirrorSpec{Upstream: upstream, Storage: resource.MustParse("10Gi")},
+	}
+	if class != "" {
+		m.Spec.StorageClassName = ptr.To(class)
+	}
+	return m
+}
+
+func getMirror(t require.TestingT, key types.NamespacedName) *mirrorsv1alpha1.RegistryMirror {
+	m := &mirrorsv1alpha1.RegistryMirror{}
+	require.NoError(t, env.Client.Get(context.Background(), key, m))
+	return m
+}
+
+// editSpec changes a mirror's spec with a merge patch (the controller writes the status meanwhile).
+func editSpec(t *testing.T, key types.NamespacedName, edit func(*mirrorsv1alpha1.RegistryMirror)) {
+	t.Helper()
+	m := getMirror(t, key)
+	patch := client.MergeFrom(m.DeepCopy())
+	edit(m)
+	require.NoError(t, env.Client.Patch(context.Background(), m, patch))
+}
+
+func condition(m *mirrorsv1alpha1.RegistryMirror, typ string) metav1.Condition {
+	if c := meta.FindStatusCondition(m.Status.Conditions, typ); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
+}
+
+func waitReady(t *testing.T, key types.NamespacedName, generation int64) *mirrorsv1alpha1.RegistryMirror {
+	t.Helper()
+	var m *mirrorsv1alpha1.RegistryMirror
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		m = getMirror(c, key)
+		ready := condition(m, ConditionReady)
+		assert.Equal(c, metav1.ConditionTrue, ready.Status, "Ready: %s", ready.Message)
+		assert.Equal(c, generation, m.Status.ObservedGeneration)
+		assert.Equal(c, generation, ready.ObservedGeneration)
+	}, wait, tick)
+	return m
+}
+
+// children returns the mirror's six objects as they are now (nil for missing ones).
+func children(t require.TestingT, m *mirrorsv1alpha1.RegistryMirror) map[string]client.Object {
+	out := map[string]client.Object{}
+	for key, obj := range map[string]client.Object{
+		"ConfigMap/" + configMapName(m):       &corev1.ConfigMap{},
+		"Service/" + serviceName(m):           &corev1.Service{},
+		"Service/" + headlessName(m):          &corev1.Service{},
+		"PersistentVolumeClaim/" + pvcName(m): &corev1.PersistentVolumeClaim{},
+		"StatefulSet/" + statefulSetName(m):   &appsv1.StatefulSet{},
+		"DaemonSet/" + daemonSetName(m):       &appsv1.DaemonSet{},
+	} {
+		name := key[strings.Index(key, "/")+1:]
+		err := env.Client.Get(context.Background(), types.NamespacedName{Namespace: m.Namespace, Name: name}, obj)
+		if apierrors.IsNotFound(err) {
+			out[key] = nil
+			continue
+		}
+		require.NoError(t, err)
+		out[key] = obj
+	}
+	return out
+}
+
+func eventReasons(t require.TestingT, ns string, regarding types.UID) map[string]int {
+	var list eventsv1.EventList
+	require.NoError(t, env.Client.List(context.Background(), &list, client.InNamespace(ns)))
+	out := map[string]int{}
+	for _, e := range list.Items {
+		if e.Regarding.UID == regarding {
+			out[e.Type+"/"+e.Reason]++
+		}
+	}
+	return out
+}
+
+// reconciles is how many passes the registrymirror controller has finished in this process.
+func reconciles(t require.TestingT) float64 {
+	families, err := metrics.Registry.Gather()
+	require.NoError(t, err)
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == "registrymirror" {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
+}
+
+// childWrites counts the requests that wrote a mirror's children (apply PATCHes and
+// creates) in namespace ns.
+func childWrites(c *benchutil.CallCounter, ns string) int {
+	n := 0
+	for k, v := range c.Snapshot() {
+		verb, path, _ := strings.Cut(k, " ")
+		if (verb == "PATCH" || verb == "POST" || verb == "PUT") && strings.Contains(path, "/namespaces/"+ns+"/") &&
+			!strings.Contains(path, "/registrymirrors/") && !strings.Contains(path, "/events") {
+			n += v
+		}
+	}
+	return n
+}
+
+// TestMirrorLifecycle walks the issue's proof on the full cluster: all six objects
+// created and owned, Ready reached, no writes in the steady state, a deleted Service
+// re-created, drift corrected, a changed upstream rolled out, storage grown, and
+// deletion cleaning up through owner references.
+func TestMirrorLifecycle(t *testing.T) {
+	requireCluster(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	class := "rm-" + ns
+	newVolume(t, class, "50Gi", true)
+	var calls benchutil.CallCounter
+	cfg := rest.CopyConfig(env.Config)
+	calls.Wrap(cfg)
+	startManager(t, cfg, operator.Shared{}, 2)
+
+	m := newMirror(ns, "hub", "https://registry-1.docker.io", class)
+	m.Spec.ConfigureNodes = true
+	require.NoError(t, env.Client.Create(ctx, m))
+	key := client.ObjectKeyFromObject(m)
+
+	start := time.Now()
+	phase := func(what string) { t.Logf("%-32s at %5.1fs", what, time.Since(start).Seconds()) }
+	m = waitReady(t, key, 1)
+	phase("Ready")
+	assert.Equal(t, "http://hub-registry."+ns+".svc:5000", m.Status.Endpoint)
+	assert.Equal(t, int32(1), m.Status.ReadyReplicas)
+	assert.Equal(t, int32(1), m.Status.NodesReady, "one kwok node")
+	assert.Equal(t, int32(1), m.Status.NodesDesired)
+	assert.Regexp(t, `^http://127\.0\.0\.1:3[0-9]{4}$`, m.Status.NodeEndpoint)
+	assert.Equal(t, metav1.ConditionFalse, condition(m, ConditionDegraded).Status)
+	kids := children(t, m)
+	require.Len(t, kids, 6)
+	for name, obj := range kids {
+		require.NotNil(t, obj, "%s missing", name)
+		assert.True(t, metav1.IsControlledBy(obj, m), "%s is controlled by the mirror", name)
+	}
+	pvc := kids["PersistentVolumeClaim/hub-registry-cache"].(*corev1.PersistentVolumeClaim)
+	assert.Equal(t, corev1.ClaimBound, pvc.Status.Phase)
+	assert.Equal(t, class, pvc.Spec.VolumeName, "bound to the test's volume")
+	ds := kids["DaemonSet/hub-node"].(*appsv1.DaemonSet)
+	assert.Contains(t, ds.Spec.Template.Spec.Containers[0].Args, "--server=https://registry-1.docker.io")
+	assert.Equal(t, "/etc/containerd/certs.d/docker.io", ds.Spec.Template.Spec.Volumes[0].HostPath.Path)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		reasons := eventReasons(c, ns, m.UID)
+		assert.Equal(c, 6, reasons["Normal/Created"], "one Created event per child: %v", reasons)
+	}, wait, tick)
+
+	// Steady state: waking the controller (a foreign label on a child) writes nothing.
+	calls.Reset()
+	before := reconciles(t)
+	svc := &corev1.Service{}
+	require.NoError(t, env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "hub-registry"}, svc))
+	patch := client.MergeFrom(svc.DeepCopy())
+	svc.Labels["team"] = "platform"
+	require.NoError(t, env.Client.Patch(ctx, svc, patch))
+	require.Eventually(t, func() bool { return reconciles(t) > before }, wait, tick, "the label change woke the controller")
+	assert.Zero(t, childWrites(&calls, ns), "no apply when nothing differs: %v", calls.Snapshot())
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(svc), svc))
+	assert.Equal(t, "platform", svc.Labels["team"], "others' fields are kept")
+
+	phase("steady state checked")
+	// A deleted Service is re-created.
+	oldUID := svc.UID
+	require.NoError(t, env.Client.Delete(ctx, svc))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := &corev1.Service{}
+		assert.NoError(c, env.Client.Get(ctx, client.ObjectKeyFromObject(svc), got))
+		assert.NotEqual(c, oldUID, got.UID, "a new Service")
+		assert.True(c, metav1.IsControlledBy(got, m))
+	}, wait, tick)
+
+	phase("deleted Service re-created")
+	// Drift of an owned field is corrected.
+	sts := &appsv1.StatefulSet{}
+	require.NoError(t, env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "hub-registry"}, sts))
+	wantImage := sts.Spec.Template.Spec.Containers[0].Image
+	stsPatch := client.MergeFrom(sts.DeepCopy())
+	sts.Spec.Template.Spec.Containers[0].Image = "example.invalid/not-the-registry:1"
+	require.NoError(t, env.Client.Patch(ctx, sts, stsPatch))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := &appsv1.StatefulSet{}
+		assert.NoError(c, env.Client.Get(ctx, client.ObjectKeyFromObject(sts), got))
+		assert.Equal(c, wantImage, got.Spec.Template.Spec.Containers[0].Image)
+	}, wait, tick)
+
+	phase("drift corrected")
+	// A changed upstream rolls the registry and the node agents.
+	oldHash := sts.Spec.Template.Annotations[annotationConfigHash]
+	editSpec(t, key, func(m *mirrorsv1alpha1.RegistryMirror) { m.Spec.Upstream = "https://mirror.gcr.io" })
+	m = waitReady(t, key, 2)
+	phase("new upstream rolled out")
+	cm := &corev1.ConfigMap{}
+	require.NoError(t, env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "hub-registry-config"}, cm))
+	assert.Contains(t, cm.Data[configFileName], "remoteurl: https://mirror.gcr.io")
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(sts), sts))
+	newHash := sts.Spec.Template.Annotations[annotationConfigHash]
+	assert.NotEqual(t, oldHash, newHash)
+	assert.Equal(t, sts.Status.UpdateRevision, sts.Status.CurrentRevision, "rolled out")
+	pod := &corev1.Pod{}
+	require.NoError(t, env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "hub-registry-0"}, pod))
+	assert.Equal(t, newHash, pod.Annotations[annotationConfigHash], "the running pod has the new configuration")
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(ds), ds))
+	assert.Contains(t, ds.Spec.Template.Spec.Containers[0].Args, "--server=https://mirror.gcr.io")
+	assert.Equal(t, "/etc/containerd/certs.d/mirror.gcr.io", ds.Spec.Template.Spec.Volumes[0].HostPath.Path)
+
+	// Storage grows: the PVC is resized.
+	editSpec(t, key, func(m *mirrorsv1alpha1.RegistryMirror) { m.Spec.Storage = resource.MustParse("20Gi") })
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := &corev1.PersistentVolumeClaim{}
+		assert.NoError(c, env.Client.Get(ctx, client.ObjectKeyFromObject(pvc), got))
+		assert.Equal(c, "20Gi", ptr.To(got.Spec.Resources.Requests[corev1.ResourceStorage]).String())
+		mm := getMirror(c, key)
+		assert.Equal(c, int64(3), mm.Status.ObservedGeneration)
+		assert.Equal(c, metav1.ConditionFalse, condition(mm, ConditionDegraded).Status, condition(mm, ConditionDegraded).Message)
+	}, wait, tick)
+
+	phase("storage grown")
+	// Deleting the mirror deletes everything it owns (garbage collection).
+	require.NoError(t, env.Client.Delete(ctx, m))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for name, obj := range children(c, m) {
+			assert.Nil(c, obj, "%s still exists", name)
+		}
+	}, wait, tick)
+	phase("children garbage-collected")
+}
+
+// TestForeignObjectIsAConflict: an object of a child's name that the mirror does not
+// control is reported (Degraded, Warning Event) and never taken over; once it is gone,
+// the mirror creates its own.
+func TestForeignObjectIsAConflict(t *testing.T) {
+	requireCluster(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startManager(t, env.Config, operator.Shared{}, 2)
+
+	foreign := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "quay-registry", Labels: map[string]string{"owner": "someone"}},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "theirs"},
+			Ports: []corev1.ServicePort{{Name: "web", Port: 8080}}},
+	}
+	require.NoError(t, env.Client.Create(ctx, foreign))
+	m := newMirror(ns, "quay", "https://quay.io", "")
+	require.NoError(t, env.Client.Create(ctx, m))
+	key := client.ObjectKeyFromObject(m)
+
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		m = getMirror(c, key)
+		d := condition(m, ConditionDegraded)
+		assert.Equal(c, metav1.ConditionTrue, d.Status)
+		assert.Equal(c, ReasonConflict, d.Reason)
+		assert.Contains(c, d.Message, "Service "+ns+"/quay-registry exists and is not controlled by this RegistryMirror")
+		assert.Equal(c, 1, eventReasons(c, ns, m.UID)["Warning/"+ReasonConflict])
+		// The other children are still made.
+		assert.NotNil(c, children(c, m)["StatefulSet/quay-registry"])
+	}, wait, tick)
+	assert.NotEqual(t, metav1.ConditionTrue, condition(m, ConditionReady).Status, "no PersistentVolume, so not ready")
+	got := &corev1.Service{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(foreign), got))
+	assert.Empty(t, got.OwnerReferences, "never taken over")
+	assert.Equal(t, map[string]string{"owner": "someone"}, got.Labels)
+	assert.Equal(t, map[string]string{"app": "theirs"}, got.Spec.Selector)
+	assert.Equal(t, int32(8080), got.Spec.Ports[0].Port)
+
+	require.NoError(t, env.Client.Delete(ctx, got))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		svc := &corev1.Service{}
+		assert.NoError(c, env.Client.Get(ctx, client.ObjectKeyFromObject(foreign), svc))
+		assert.True(c, metav1.IsControlledBy(svc, m))
+		mm := getMirror(c, key)
+		assert.Equal(c, metav1.ConditionFalse, condition(mm, ConditionDegraded).Status)
+	}, wait, tick)
+}
+
+// TestStorageResizeRefused: growing a cache whose class does not allow expansion is
+// reported, without a retry loop, while the mirror keeps serving.
+func TestStorageResizeRefused(t *testing.T) {
+	requireCluster(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	class := "rm-" + ns
+	newVolume(t, class, "50Gi", false)
+	startManager(t, env.Config, operator.Shared{}, 2)
+	m := newMirror(ns, "ghcr", "https://ghcr.io", class)
+	require.NoError(t, env.Client.Create(ctx, m))
+	key := client.ObjectKeyFromObject(m)
+	m = waitReady(t, key, 1)
+
+	editSpec(t, key, func(m *mirrorsv1alpha1.RegistryMirror) { m.Spec.Storage = resource.MustParse("30Gi") })
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		mm := getMirror(c, key)
+		d := condition(mm, ConditionDegraded)
+		assert.Equal(c, metav1.ConditionTrue, d.Status)
+		assert.Equal(c, ReasonApplyFailed, d.Reason)
+		assert.Contains(c, d.Message, "applying PersistentVolumeClaim "+ns+"/ghcr-registry-cache was refused")
+		assert.Equal(c, metav1.ConditionTrue, condition(mm, ConditionReady).Status, "the registry still serves")
+		assert.Equal(c, int64(1), mm.Status.ObservedGeneration, "generation 2 is not done")
+		assert.Equal(c, 1, eventReasons(c, ns, mm.UID)["Warning/"+ReasonApplyFailed])
+	}, wait, tick)
+}
+
+// TestHostPorts: mirrors get distinct host ports; an explicit port another mirror holds
+// is a conflict and that mirror gets no node agents.
+func TestHostPorts(t *testing.T) {
+	requireCluster(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startManager(t, env.Config, operator.Shared{}, 4)
+	names := []string{"a", "b", "c", "d"}
+	for _, n := range names {
+		require.NoError(t, env.Client.Create(ctx, newMirror(ns, n, "https://"+n+".example", "")))
+	}
+	ports := map[int32]string{}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		ports = map[int32]string{}
+		for _, n := range names {
+			ds := &appsv1.DaemonSet{}
+			if !assert.NoError(c, env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: n + "-node"}, ds)) {
+				return
+			}
+			p := hostPortOf(&ds.Spec.Template.Spec)
+			assert.NotContains(c, ports, p, "port %d given twice", p)
+			ports[p] = n
+			m := getMirror(c, types.NamespacedName{Namespace: ns, Name: n})
+			assert.Equal(c, fmt.Sprintf("http://127.0.0.1:%d", p), m.Status.NodeEndpoint)
+		}
+	}, wait, tick)
+	var taken int32
+	for p, n := range ports {
+		if n == "a" {
+			taken = p
+		}
+	}
+	e := newMirror(ns, "e", "https://e.example", "")
+	e.Spec.HostPort = ptr.To(taken)
+	require.NoError(t, env.Client.Create(ctx, e))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		m := getMirror(c, client.ObjectKeyFromObject(e))
+		d := condition(m, ConditionDegraded)
+		assert.Equal(c, ReasonHostPortConflict, d.Reason)
+		assert.Contains(c, d.Message, fmt.Sprintf("host port %d is used by the node agents of RegistryMirror %s/a", taken, ns))
+		assert.Contains(c, condition(m, ConditionReady).Message, "the node agent DaemonSet does not exist")
+		assert.Nil(c, children(c, m)["DaemonSet/e-node"])
+		assert.NotNil(c, children(c, m)["StatefulSet/e-registry"], "the rest is applied")
+	}, wait, tick)
+}
+
+// TestWatchNamespace: a controller limited to some namespaces leaves mirrors elsewhere alone.
+func TestWatchNamespace(t *testing.T) {
+	requireCluster(t)
+	ctx := context.Background()
+	watched, other := newNamespace(t), newNamespace(t)
+	startManager(t, env.Config, operator.Shared{WatchNamespaces: []string{watched}}, 2)
+	outside := newMirror(other, "outside", "https://quay.io", "")
+	require.NoError(t, env.Client.Create(ctx, outside))
+	inside := newMirror(watched, "inside", "https://quay.io", "")
+	require.NoError(t, env.Client.Create(ctx, inside))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		m := getMirror(c, client.ObjectKeyFromObject(inside))
+		assert.NotEmpty(c, m.Status.Conditions)
+		assert.NotNil(c, children(c, m)["DaemonSet/inside-node"])
+	}, wait, tick)
+	m := getMirror(t, client.ObjectKeyFromObject(outside))
+	assert.Empty(t, m.Status.Conditions, "not touched")
+	for name, obj := range children(t, m) {
+		assert.Nil(t, obj, "%s created outside the watched namespaces", name)
+	}
+}
+
+// TestAPIRefusesInvalidMirrors covers the validation this package added to the type:
+// names its children can be derived from, and host port bounds.
+func TestAPIRefusesInvalidMirrors(t *testing.T) {
+	requireCluster(t)
+	ns := newNamespace(t)
+	for _, tc := range []struct {
+		name   string
+		mutate func(*mirrorsv1alpha1.RegistryMirror)
+		want   string
+	}{
+		{"name too long", func(m *mirrorsv1alpha1.RegistryMirror) { m.Name = strings.Repeat("a", 41) }, "metadata.name must be a DNS label of at most 40 characters"},
+		{"name starts with a digit", func(m *mirrorsv1alpha1.RegistryMirror) { m.Name = "1hub" }, "starting with a letter"},
+		{"host port privileged", func(m *mirrorsv1alpha1.RegistryMirror) { m.Spec.HostPort = ptr.To[int32](80) }, "spec.hostPort"},
+		{"host port too high", func(m *mirrorsv1alpha1.RegistryMirror) { m.Spec.HostPort = ptr.To[int32](70000) }, "spec.hostPort"},
+	} {
+		m := newMirror(ns, "ok", "https://quay.io", "")
+		tc.mutate(m)
+		err := env.Client.Create(context.Background(), m)
+		require.Error(t, err, tc.name)
+		assert.True(t, apierrors.IsInvalid(err), "%s: %v", tc.name, err)
+		assert.Contains(t, err.Error(), tc.want, tc.name)
+	}
+	ok := newMirror(ns, strings.Repeat("a", 40), "https://quay.io", "")
+	require.NoError(t, env.Client.Create(context.Background(), ok), "40 characters are fine")
+	// ... and every derived name and label fits: the registry pod and node agent pods exist.
+	startManager(t, env.Config, operator.Shared{}, 2)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var pods corev1.PodList
+		assert.NoError(c, env.Client.List(context.Background(), &pods, client.InNamespace(ns)))
+		names := map[string]bool{}
+		for _, p := range pods.Items {
+			names[p.Labels[labelComponent]] = true
+		}
+		assert.True(c, names[componentReg], "registry pod")
+		assert.True(c, names[componentAgent], "node agent pod")
+	}, wait, tick)
+}

@@ -1,0 +1,396 @@
+package registrymirror
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+
+	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
+)
+
+// Fixed facts of the operands. The registry listens on RegistryPort in its pod and behind
+// both Services; the node agent listens on agentPort in its pod, published on the node's
+// loopback address at the mirror's host port.
+const (
+	RegistryPort     = 5000
+	agentPort        = 5000
+	agentHealthPort  = 8081
+	registryUID      = 1000
+	agentUID         = 65532
+	configFileName   = "config.yml"
+	configMountPath  = "/etc/distribution"
+	cacheMountPath   = "/var/lib/registry"
+	certsDHostPath   = "/etc/containerd/certs.d"
+	hostsMountPath   = "/run/quartet/hosts-dir"
+	nodeLoopbackIP   = "127.0.0.1"
+	defaultStorage   = "10Gi"
+	registryBinary   = "/bin/registry"
+	operatorBinary   = "/manager"
+	defaultNodeImage = "quay.io/quartet-operator/quartet:v0.2.0"
+	defaultRegImage  = "docker.io/library/registry:3.0.0"
+)
+
+// Labels and annotations the operator puts on what it owns.
+const (
+	labelName      = "app.kubernetes.io/name"
+	labelInstance  = "app.kubernetes.io/instance"
+	labelComponent = "app.kubernetes.io/component"
+	labelManagedBy = "app.kubernetes.io/managed-by"
+	managedBy      = "quartet-registrymirror"
+	componentReg   = "registry"
+	componentAgent = "node-agent"
+
+	// annotationAppliedHash holds a hash of everything the operator applied to a child, so
+	// a field the operator stops setting is noticed and removed (see needsApply).
+	annotationAppliedHash = "mirrors.quartet.dev/applied-hash"
+	// annotationConfigHash on the registry pod template rolls the StatefulSet when the
+	// rendered registry configuration changes (a ConfigMap change alone restarts nothing).
+	annotationConfigHash = "mirrors.quartet.dev/config-hash"
+)
+
+// Images are the operand images (RELATED_IMAGE_* environment variables, as OLM expects).
+type Images struct {
+	// Registry is the CNCF distribution registry image.
+	Registry string
+	// NodeAgent is the operator's own image; its binary runs `node-agent`.
+	NodeAgent string
+}
+
+// Names of a mirror's children: deterministic, so a pass finds them by name.
+func serviceName(m *mirrorsv1alpha1.RegistryMirror) string  { return m.Name + "-registry" }
+func headlessName(m *mirrorsv1alpha1.RegistryMirror) string { return m.Name + "-registry-headless" }
+func statefulSetName(m *mirrorsv1alpha1.RegistryMirror) string {
+	return m.Name + "-registry"
+}
+func pvcName(m *mirrorsv1alpha1.RegistryMirror) string       { return m.Name + "-registry-cache" }
+func configMapName(m *mirrorsv1alpha1.RegistryMirror) string { return m.Name + "-registry-config" }
+func daemonSetName(m *mirrorsv1alpha1.RegistryMirror) string { return m.Name + "-node" }
+
+// childSuffixes map a child's name back to its mirror's name (for objects the operator
+// does not own, which Owns() cannot map). Longest first, so "-registry-headless" wins
+// over "-registry".
+var childSuffixes = []string{"-registry-headless", "-registry-config", "-registry-cache", "-registry", "-node"}
+
+// Endpoint is the in-cluster address of the mirror.
+func Endpoint(m *mirrorsv1alpha1.RegistryMirror) string {
+	return fmt.Sprintf("http://%s.%s.svc:%d", serviceName(m), m.Namespace, RegistryPort)
+}
+
+// nodeEndpoint is the mirror's address on every node, where the node agent listens.
+func nodeEndpoint(hostPort int32) string {
+	return fmt.Sprintf("http://%s:%d", nodeLoopbackIP, hostPort)
+}
+
+// upstreamURL is spec.upstream without a trailing slash.
+func upstreamURL(m *mirrorsv1alpha1.RegistryMirror) string {
+	return strings.TrimSuffix(m.Spec.Upstream, "/")
+}
+
+// HostsDir is the directory under /etc/containerd/certs.d that containerd consults for
+// images of the upstream: the registry host (with its port, if any). Docker Hub's API host
+// serves the "docker.io" namespace, which is the name image references use.
+func HostsDir(upstream string) (string, error) {
+	u, err := url.Parse(strings.TrimSuffix(upstream, "/"))
+	if err != nil {
+		return "", fmt.Errorf("parsing upstream %q: %w", upstream, err)
+	}
+	if u.Host == "" || strings.ContainsAny(u.Host, "/\\") || u.Host == "." || u.Host == ".." {
+		return "", fmt.Errorf("upstream %q has no usable host", upstream)
+	}
+	switch strings.ToLower(u.Hostname()) {
+	case "registry-1.docker.io", "index.docker.io", "docker.io":
+		if u.Port() == "" || u.Port() == "443" {
+			return "docker.io", nil
+		}
+	}
+	return strings.ToLower(u.Host), nil
+}
+
+func selectorLabels(m *mirrorsv1alpha1.RegistryMirror, component string) map[string]string {
+	return map[string]string{labelName: "registrymirror", labelInstance: m.Name, labelComponent: component}
+}
+
+func commonLabels(m *mirrorsv1alpha1.RegistryMirror, component string) map[string]string {
+	l := selectorLabels(m, component)
+	l[labelManagedBy] = managedBy
+	return l
+}
+
+func ownerReference(m *mirrorsv1alpha1.RegistryMirror) *metav1ac.OwnerReferenceApplyConfiguration {
+	return metav1ac.OwnerReference().
+		WithAPIVersion(mirrorsv1alpha1.GroupVersion.String()).
+		WithKind("RegistryMirror").
+		WithName(m.Name).
+		WithUID(m.UID).
+		WithController(true).
+		WithBlockOwnerDeletion(true)
+}
+
+// stampHash sets the applied-hash annotation to a hash of everything else in ac (which
+// must not carry the annotation yet). Called last by every builder.
+func stampHash[T interface {
+	WithAnnotations(map[string]string) T
+}](ac T) T {
+	return ac.WithAnnotations(map[string]string{annotationAppliedHash: hashJSON(ac)})
+}
+
+func hashJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("marshalling an apply configuration: %v", err)) // only plain data types here
+	}
+	return shortHash(b)
+}
+
+func shortHash(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// desiredConfigMap holds the registry's config.yml.
+func desiredConfigMap(m *mirrorsv1alpha1.RegistryMirror, config string) *corev1ac.ConfigMapApplyConfiguration {
+	return stampHash(corev1ac.ConfigMap(configMapName(m), m.Namespace).
+		WithLabels(commonLabels(m, componentReg)).
+		WithOwnerReferences(ownerReference(m)).
+		WithData(map[string]string{configFileName: config}))
+}
+
+func servicePort() *corev1ac.ServicePortApplyConfiguration {
+	return corev1ac.ServicePort().WithName("http").WithProtocol(corev1.ProtocolTCP).
+		WithPort(RegistryPort).WithTargetPort(intstr.FromString("http"))
+}
+
+// desiredService is the ClusterIP Service clients and node agents use.
+func desiredService(m *mirrorsv1alpha1.RegistryMirror) *corev1ac.ServiceApplyConfiguration {
+	return stampHash(corev1ac.Service(serviceName(m), m.Namespace).
+		WithLabels(commonLabels(m, componentReg)).
+		WithOwnerReferences(ownerReference(m)).
+		WithSpec(corev1ac.ServiceSpec().
+			WithType(corev1.ServiceTypeClusterIP).
+			WithSelector(selectorLabels(m, componentReg)).
+			WithPorts(servicePort())))
+}
+
+// desiredHeadlessService governs the StatefulSet (stable pod DNS name).
+func desiredHeadlessService(m *mirrorsv1alpha1.RegistryMirror) *corev1ac.ServiceApplyConfiguration {
+	return stampHash(corev1ac.Service(headlessName(m), m.Namespace).
+		WithLabels(commonLabels(m, componentReg)).
+		WithOwnerReferences(ownerReference(m)).
+		WithSpec(corev1ac.ServiceSpec().
+			WithClusterIP(corev1.ClusterIPNone).
+			WithSelector(selectorLabels(m, componentReg)).
+			WithPorts(servicePort())))
+}
+
+// storageRequest is spec.storage, or the 10Gi default when the object skipped defaulting.
+func storageRequest(m *mirrorsv1alpha1.RegistryMirror) resource.Quantity {
+	if m.Spec.Storage.IsZero() {
+		return resource.MustParse(defaultStorage)
+	}
+	return m.Spec.Storage
+}
+
+// desiredPVC is the cache volume. The mirror owns it directly (not through the
+// StatefulSet's volumeClaimTemplates) so that growing spec.storage resizes it — claim
+// templates are immutable — and so deleting the mirror deletes the cache.
+func desiredPVC(m *mirrorsv1alpha1.RegistryMirror) *corev1ac.PersistentVolumeClaimApplyConfiguration {
+	spec := corev1ac.PersistentVolumeClaimSpec().
+		WithAccessModes(corev1.ReadWriteOnce).
+		WithResources(corev1ac.VolumeResourceRequirements().
+			WithRequests(corev1.ResourceList{corev1.ResourceStorage: storageRequest(m)}))
+	if m.Spec.StorageClassName != nil {
+		spec = spec.WithStorageClassName(*m.Spec.StorageClassName)
+	}
+	return stampHash(corev1ac.PersistentVolumeClaim(pvcName(m), m.Namespace).
+		WithLabels(commonLabels(m, componentReg)).
+		WithOwnerReferences(ownerReference(m)).
+		WithSpec(spec))
+}
+
+// restrictedContainerSecurity is the container part of the restricted pod security standard.
+func restrictedContainerSecurity() *corev1ac.SecurityContextApplyConfiguration {
+	return corev1ac.SecurityContext().
+		WithAllowPrivilegeEscalation(false).
+		WithReadOnlyRootFilesystem(true).
+		WithCapabilities(corev1ac.Capabilities().WithDrop("ALL"))
+}
+
+// desiredStatefulSet runs one registry in proxy mode on the cache volume. configHash is
+// the hash of the rendered config.yml; a new hash rolls the pod.
+func desiredStatefulSet(m *mirrorsv1alpha1.RegistryMirror, img Images, configHash string) *appsv1ac.StatefulSetApplyConfiguration {
+	container := corev1ac.Container().
+		WithName("registry").
+		WithImage(img.Registry).
+		WithCommand(registryBinary).
+		WithArgs("serve", configMountPath+"/"+configFileName).
+		WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(RegistryPort).WithProtocol(corev1.ProtocolTCP)).
+		WithVolumeMounts(
+			corev1ac.VolumeMount().WithName("cache").WithMountPath(cacheMountPath),
+			corev1ac.VolumeMount().WithName("config").WithMountPath(configMountPath).WithReadOnly(true),
+			corev1ac.VolumeMount().WithName("tmp").WithMountPath("/tmp"),
+		).
+		// "/" answers 200 only while the registry's storage health check passes.
+		WithReadinessProbe(corev1ac.Probe().
+			WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/").WithPort(intstr.FromString("http"))).
+			WithPeriodSeconds(10).WithFailureThreshold(3)).
+		WithLivenessProbe(corev1ac.Probe().
+			WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/").WithPort(intstr.FromString("http"))).
+			WithInitialDelaySeconds(10).WithPeriodSeconds(20).WithFailureThreshold(6)).
+		WithSecurityContext(restrictedContainerSecurity())
+	if ref := m.Spec.CredentialsSecretRef; ref != nil {
+		// The registry reads REGISTRY_<SECTION>_<FIELD> over its config file; the operator
+		// never reads the Secret itself.
+		container = container.WithEnv(
+			corev1ac.EnvVar().WithName("REGISTRY_PROXY_USERNAME").WithValueFrom(corev1ac.EnvVarSource().
+				WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(ref.Name).WithKey("username"))),
+			corev1ac.EnvVar().WithName("REGISTRY_PROXY_PASSWORD").WithValueFrom(corev1ac.EnvVarSource().
+				WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(ref.Name).WithKey("password"))),
+		)
+	}
+	if r := m.Spec.Resources; r != nil {
+		res := corev1ac.ResourceRequirements()
+		if len(r.Limits) > 0 {
+			res = res.WithLimits(r.Limits)
+		}
+		if len(r.Requests) > 0 {
+			res = res.WithRequests(r.Requests)
+		}
+		container = container.WithResources(res)
+	}
+
+	pod := corev1ac.PodTemplateSpec().
+		WithLabels(commonLabels(m, componentReg)).
+		WithAnnotations(map[string]string{annotationConfigHash: configHash}).
+		WithSpec(corev1ac.PodSpec().
+			// Service links would put REGISTRY_* variables (from a Service named "registry")
+			// into the environment, which the registry reads as configuration.
+			WithEnableServiceLinks(false).
+			WithAutomountServiceAccountToken(false).
+			WithSecurityContext(corev1ac.PodSecurityContext().
+				WithRunAsNonRoot(true).
+				WithRunAsUser(registryUID).
+				WithRunAsGroup(registryUID).
+				WithFSGroup(registryUID).
+				WithFSGroupChangePolicy(corev1.FSGroupChangeOnRootMismatch).
+				WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+			WithContainers(container).
+			WithVolumes(
+				corev1ac.Volume().WithName("cache").WithPersistentVolumeClaim(
+					corev1ac.PersistentVolumeClaimVolumeSource().WithClaimName(pvcName(m))),
+				corev1ac.Volume().WithName("config").WithConfigMap(
+					corev1ac.ConfigMapVolumeSource().WithName(configMapName(m))),
+				corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+			))
+
+	return stampHash(appsv1ac.StatefulSet(statefulSetName(m), m.Namespace).
+		WithLabels(commonLabels(m, componentReg)).
+		WithOwnerReferences(ownerReference(m)).
+		WithSpec(appsv1ac.StatefulSetSpec().
+			WithReplicas(1).
+			WithServiceName(headlessName(m)).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(m, componentReg))).
+			WithTemplate(pod)))
+}
+
+// agentArgs are the node agent's command line (see NodeAgentMain).
+func agentArgs(m *mirrorsv1alpha1.RegistryMirror, hostPort int32) []string {
+	args := []string{
+		"node-agent",
+		"--listen=:" + strconv.Itoa(agentPort),
+		"--health-listen=:" + strconv.Itoa(agentHealthPort),
+		fmt.Sprintf("--target=%s.%s.svc:%d", serviceName(m), m.Namespace, RegistryPort),
+		"--owner=" + m.Namespace + "/" + m.Name,
+	}
+	if m.Spec.ConfigureNodes {
+		args = append(args,
+			"--hosts-dir="+hostsMountPath,
+			"--server="+upstreamURL(m),
+			"--mirror="+nodeEndpoint(hostPort))
+	}
+	return args
+}
+
+// desiredDaemonSet runs the node agent on every node: a TCP relay from the node's
+// 127.0.0.1:<hostPort> to the registry Service and, with spec.configureNodes, the
+// writer of containerd's hosts.toml through a hostPath mount of exactly one directory.
+func desiredDaemonSet(m *mirrorsv1alpha1.RegistryMirror, img Images, hostPort int32, hostsDir string) *appsv1ac.DaemonSetApplyConfiguration {
+	container := corev1ac.Container().
+		WithName("node-agent").
+		WithImage(img.NodeAgent).
+		WithCommand(operatorBinary).
+		WithArgs(agentArgs(m, hostPort)...).
+		WithPorts(
+			// hostIP 127.0.0.1: the mirror is published on each node's loopback only.
+			corev1ac.ContainerPort().WithName("mirror").WithContainerPort(agentPort).
+				WithHostPort(hostPort).WithHostIP(nodeLoopbackIP).WithProtocol(corev1.ProtocolTCP),
+			corev1ac.ContainerPort().WithName("health").WithContainerPort(agentHealthPort).WithProtocol(corev1.ProtocolTCP),
+		).
+		WithReadinessProbe(corev1ac.Probe().
+			WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/readyz").WithPort(intstr.FromString("health"))).
+			WithPeriodSeconds(10)).
+		WithLivenessProbe(corev1ac.Probe().
+			WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/healthz").WithPort(intstr.FromString("health"))).
+			WithPeriodSeconds(20).WithFailureThreshold(3)).
+		WithResources(corev1ac.ResourceRequirements().
+			WithRequests(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}).
+			WithLimits(corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")})).
+		WithSecurityContext(restrictedContainerSecurity())
+
+	podSecurity := corev1ac.PodSecurityContext().
+		WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
+	spec := corev1ac.PodSpec().
+		WithAutomountServiceAccountToken(false).
+		WithEnableServiceLinks(false).
+		WithTerminationGracePeriodSeconds(15).
+		// Every node pulls images, so the agent runs on every node, tainted or not.
+		WithTolerations(corev1ac.Toleration().WithOperator(corev1.TolerationOpExists))
+	if m.Spec.ConfigureNodes {
+		// Writing into the root-owned certs.d directory needs UID 0 — but no capability:
+		// the directory's owner may write to it without CAP_DAC_OVERRIDE.
+		podSecurity = podSecurity.WithRunAsNonRoot(false).WithRunAsUser(0).WithRunAsGroup(0)
+		// The node's /etc/containerd/certs.d/<host> (containerd spells host:port with a
+		// colon) appears at a fixed path in the container.
+		container = container.WithVolumeMounts(corev1ac.VolumeMount().WithName("hosts-dir").WithMountPath(hostsMountPath))
+		spec = spec.WithVolumes(corev1ac.Volume().WithName("hosts-dir").WithHostPath(
+			corev1ac.HostPathVolumeSource().WithPath(certsDHostPath + "/" + hostsDir).WithType(corev1.HostPathDirectoryOrCreate)))
+	} else {
+		podSecurity = podSecurity.WithRunAsNonRoot(true).WithRunAsUser(agentUID).WithRunAsGroup(agentUID)
+	}
+	spec = spec.WithSecurityContext(podSecurity).WithContainers(container)
+
+	return stampHash(appsv1ac.DaemonSet(daemonSetName(m), m.Namespace).
+		WithLabels(commonLabels(m, componentAgent)).
+		WithOwnerReferences(ownerReference(m)).
+		WithSpec(appsv1ac.DaemonSetSpec().
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(m, componentAgent))).
+			WithUpdateStrategy(appsv1ac.DaemonSetUpdateStrategy().
+				WithType(appsv1.RollingUpdateDaemonSetStrategyType).
+				WithRollingUpdate(appsv1ac.RollingUpdateDaemonSet().WithMaxUnavailable(intstr.FromInt32(1)))).
+			WithTemplate(corev1ac.PodTemplateSpec().
+				WithLabels(commonLabels(m, componentAgent)).
+				WithSpec(spec))))
+}
+
+// hostPortOf reads the node agent's host port from a live DaemonSet (0 if none).
+func hostPortOf(spec *corev1.PodSpec) int32 {
+	for _, c := range spec.Containers {
+		for _, p := range c.Ports {
+			if p.Name == "mirror" && p.HostPort != 0 {
+				return p.HostPort
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,340 @@
+package registrymirror
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+var testImages = Images{Registry: "registry.example/registry:3.0.0", NodeAgent: "registry.example/quartet:v0.2.0"}
+
+func minimalMirror() *mirrorsv1alpha1.RegistryMirror {
+	return &mirrorsv1alpha1.RegistryMirror{
+		ObjectMeta: metav1.ObjectMeta{Name: "docker-hub", Namespace: "mirrors", UID: types.UID("6f1c2a4e-0000-4000-8000-000000000001"), Generation: 1},
+		Spec: mirrorsv1alpha1.RegistryMirrorSpec{
+			Upstream: "https://registry-1.docker.io",
+			Storage:  resource.MustParse("10Gi"),
+		},
+	}
+}
+
+func fullMirror() *mirrorsv1alpha1.RegistryMirror {
+	m := minimalMirror()
+	m.Name = "quay"
+	m.Spec = mirrorsv1alpha1.RegistryMirrorSpec{
+		Upstream:             "https://quay.example:8443/",
+		Storage:              resource.MustParse("50Gi"),
+		StorageClassName:     ptr.To("fast"),
+		CredentialsSecretRef: &mirrorsv1alpha1.SecretReference{Name: "quay-pull"},
+		CacheTTL:             &metav1.Duration{Duration: 72 * time.Hour},
+		Resources: &corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("0.5"), corev1.ResourceMemory: resource.MustParse("256Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
+		},
+		ConfigureNodes: true,
+		HostPort:       ptr.To[int32](36000),
+	}
+	return m
+}
+
+// renderAll renders every child of m as one multi-document YAML, as applied.
+func renderAll(t *testing.T, m *mirrorsv1alpha1.RegistryMirror, hostPort int32) string {
+	t.Helper()
+	dir, err := HostsDir(m.Spec.Upstream)
+	require.NoError(t, err)
+	r := &Reconciler{Images: testImages}
+	var docs []string
+	for _, c := range r.children(m, hostPort, dir) {
+		b, err := yaml.Marshal(c.desired)
+		require.NoError(t, err)
+		docs = append(docs, "# "+c.kind+" "+c.name+"\n"+string(b))
+	}
+	return strings.Join(docs, "---\n")
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		require.NoError(t, os.MkdirAll("testdata", 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "golden file missing; run go test -run %s -update", t.Name())
+	assert.Equal(t, string(want), got, "output differs from %s; if intended, rerun with -update", path)
+}
+
+// TestChildrenGolden pins every builder's whole output for a minimal and a full mirror.
+func TestChildrenGolden(t *testing.T) {
+	for _, tc := range []struct {
+		file     string
+		mirror   *mirrorsv1alpha1.RegistryMirror
+		hostPort int32
+	}{
+		{"minimal.golden.yaml", minimalMirror(), 35000},
+		{"full.golden.yaml", fullMirror(), 36000},
+	} {
+		t.Run(tc.file, func(t *testing.T) { golden(t, tc.file, renderAll(t, tc.mirror, tc.hostPort)) })
+	}
+}
+
+func TestRegistryConfigGolden(t *testing.T) {
+	golden(t, "config-minimal.golden.yml", renderRegistryConfig(minimalMirror()))
+	golden(t, "config-full.golden.yml", renderRegistryConfig(fullMirror()))
+}
+
+func TestHostsTOMLGolden(t *testing.T) {
+	golden(t, "hosts.golden.toml", RenderHostsTOML("mirrors/docker-hub", "https://registry-1.docker.io", "http://127.0.0.1:35000"))
+}
+
+func TestRegistryConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		ttl     *metav1.Duration
+		wantTTL any
+	}{
+		{"registry default", nil, nil},
+		{"a week", &metav1.Duration{Duration: 168 * time.Hour}, "168h0m0s"},
+		{"never expire", &metav1.Duration{}, "0s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := minimalMirror()
+			m.Spec.Upstream = "http://upstream.example:5000/"
+			m.Spec.CacheTTL = tc.ttl
+			var cfg map[string]any
+			require.NoError(t, yaml.Unmarshal([]byte(renderRegistryConfig(m)), &cfg))
+			proxy := cfg["proxy"].(map[string]any)
+			assert.Equal(t, "http://upstream.example:5000", proxy["remoteurl"], "trailing slash dropped")
+			assert.Equal(t, tc.wantTTL, proxy["ttl"])
+			assert.NotContains(t, proxy, "username", "credentials come from the Secret via env, never the ConfigMap")
+			assert.Equal(t, ":5000", cfg["http"].(map[string]any)["addr"])
+			assert.Equal(t, "0.1", cfg["version"])
+		})
+	}
+}
+
+func TestHostsDir(t *testing.T) {
+	for _, tc := range []struct {
+		upstream, want string
+		wantErr        bool
+	}{
+		{upstream: "https://registry-1.docker.io", want: "docker.io"},
+		{upstream: "https://index.docker.io/", want: "docker.io"},
+		{upstream: "https://docker.io:443", want: "docker.io"},
+		{upstream: "https://quay.io", want: "quay.io"},
+		{upstream: "https://Registry.K8s.IO/", want: "registry.k8s.io"},
+		{upstream: "http://10.0.0.5:5000", want: "10.0.0.5:5000"},
+		{upstream: "https://registry-1.docker.io:5000", want: "registry-1.docker.io:5000"},
+		{upstream: "https://..", wantErr: true},
+		{upstream: "not a url", wantErr: true},
+		{upstream: "https://", wantErr: true},
+	} {
+		got, err := HostsDir(tc.upstream)
+		if tc.wantErr {
+			assert.Error(t, err, tc.upstream)
+			continue
+		}
+		require.NoError(t, err, tc.upstream)
+		assert.Equal(t, tc.want, got, tc.upstream)
+	}
+}
+
+func TestBuildersOwnAndLabel(t *testing.T) {
+	m := minimalMirror()
+	r := &Reconciler{Images: testImages}
+	kids := r.children(m, 35000, "docker.io")
+	require.Len(t, kids, 6, "ConfigMap, two Services, PVC, StatefulSet, DaemonSet")
+	names := map[string]bool{}
+	for _, c := range kids {
+		obj := c.live
+		require.NoError(t, roundTrip(c.desired, obj))
+		names[c.kind+"/"+obj.GetName()] = true
+		assert.Equal(t, m.Namespace, obj.GetNamespace())
+		ctrlRef := metav1.GetControllerOf(obj)
+		require.NotNil(t, ctrlRef, c.name)
+		assert.Equal(t, m.UID, ctrlRef.UID)
+		assert.Equal(t, "RegistryMirror", ctrlRef.Kind)
+		assert.True(t, *ctrlRef.BlockOwnerDeletion)
+		assert.Equal(t, managedBy, obj.GetLabels()[labelManagedBy])
+		assert.NotEmpty(t, obj.GetAnnotations()[annotationAppliedHash])
+	}
+	assert.Len(t, names, 6, "names are distinct")
+	for _, s := range childSuffixes {
+		found := false
+		for n := range names {
+			found = found || strings.HasSuffix(n, "/"+m.Name+s)
+		}
+		assert.True(t, found, "suffix %s is a child name", s)
+	}
+}
+
+func TestStatefulSet(t *testing.T) {
+	sts := &appsv1.StatefulSet{}
+	require.NoError(t, roundTrip(desiredStatefulSet(fullMirror(), testImages, "abc"), sts))
+	pod := sts.Spec.Template.Spec
+	assert.Equal(t, int32(1), *sts.Spec.Replicas)
+	assert.Equal(t, "quay-registry-headless", sts.Spec.ServiceName)
+	assert.Equal(t, "abc", sts.Spec.Template.Annotations[annotationConfigHash])
+	assert.False(t, *pod.EnableServiceLinks, "REGISTRY_* service env vars would reconfigure the registry")
+	// restricted pod security standard
+	assert.True(t, *pod.SecurityContext.RunAsNonRoot)
+	assert.Equal(t, int64(registryUID), *pod.SecurityContext.RunAsUser)
+	assert.Equal(t, int64(registryUID), *pod.SecurityContext.FSGroup)
+	assert.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, pod.SecurityContext.SeccompProfile.Type)
+	c := pod.Containers[0]
+	assert.Equal(t, testImages.Registry, c.Image)
+	assert.False(t, *c.SecurityContext.AllowPrivilegeEscalation)
+	assert.True(t, *c.SecurityContext.ReadOnlyRootFilesystem)
+	assert.Equal(t, []corev1.Capability{"ALL"}, c.SecurityContext.Capabilities.Drop)
+	assert.Equal(t, "500m", ptr.To(c.Resources.Requests[corev1.ResourceCPU]).String())
+	require.Len(t, c.Env, 2)
+	assert.Equal(t, "REGISTRY_PROXY_USERNAME", c.Env[0].Name)
+	assert.Equal(t, corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "quay-pull"}, Key: "username"}, *c.Env[0].ValueFrom.SecretKeyRef)
+	assert.Equal(t, "password", c.Env[1].ValueFrom.SecretKeyRef.Key)
+	assert.Equal(t, "quay-registry-cache", pod.Volumes[0].PersistentVolumeClaim.ClaimName)
+
+	noCreds := &appsv1.StatefulSet{}
+	require.NoError(t, roundTrip(desiredStatefulSet(minimalMirror(), testImages, "abc"), noCreds))
+	assert.Empty(t, noCreds.Spec.Template.Spec.Containers[0].Env)
+	assert.Nil(t, noCreds.Spec.Template.Spec.Containers[0].Resources.Requests)
+}
+
+func TestConfigHashRollsOnUpstreamChange(t *testing.T) {
+	a, b := minimalMirror(), minimalMirror()
+	b.Spec.Upstream = "https://mirror.gcr.io"
+	ha, hb := shortHash([]byte(renderRegistryConfig(a))), shortHash([]byte(renderRegistryConfig(b)))
+	assert.NotEqual(t, ha, hb)
+	stsA, stsB := &appsv1.StatefulSet{}, &appsv1.StatefulSet{}
+	require.NoError(t, roundTrip(desiredStatefulSet(a, testImages, ha), stsA))
+	require.NoError(t, roundTrip(desiredStatefulSet(b, testImages, hb), stsB))
+	assert.NotEqual(t, stsA.Spec.Template.Annotations, stsB.Spec.Template.Annotations, "a new pod template rolls the registry")
+}
+
+func TestPVC(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		mutate    func(*mirrorsv1alpha1.RegistryMirror)
+		wantSize  string
+		wantClass *string
+	}{
+		{"default class", func(*mirrorsv1alpha1.RegistryMirror) {}, "10Gi", nil},
+		{"storage not defaulted", func(m *mirrorsv1alpha1.RegistryMirror) { m.Spec.Storage = resource.Quantity{} }, "10Gi", nil},
+		{"grown with class", func(m *mirrorsv1alpha1.RegistryMirror) {
+			m.Spec.Storage = resource.MustParse("20Gi")
+			m.Spec.StorageClassName = ptr.To("fast")
+		}, "20Gi", ptr.To("fast")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := minimalMirror()
+			tc.mutate(m)
+			pvc := &corev1.PersistentVolumeClaim{}
+			require.NoError(t, roundTrip(desiredPVC(m), pvc))
+			assert.Equal(t, tc.wantSize, ptr.To(pvc.Spec.Resources.Requests[corev1.ResourceStorage]).String())
+			assert.Equal(t, tc.wantClass, pvc.Spec.StorageClassName)
+			assert.Equal(t, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, pvc.Spec.AccessModes)
+		})
+	}
+}
+
+func TestDaemonSetHostAccess(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		configure     bool
+		wantHostPath  string
+		wantRunAsUser int64
+		wantArgs      []string
+	}{
+		{"relay only", false, "", agentUID, []string{
+			"node-agent", "--listen=:5000", "--health-listen=:8081",
+			"--target=docker-hub-registry.mirrors.svc:5000", "--owner=mirrors/docker-hub"}},
+		{"configures containerd", true, "/etc/containerd/certs.d/docker.io", 0, []string{
+			"node-agent", "--listen=:5000", "--health-listen=:8081",
+			"--target=docker-hub-registry.mirrors.svc:5000", "--owner=mirrors/docker-hub",
+			"--hosts-dir=/run/quartet/hosts-dir", "--server=https://registry-1.docker.io",
+			"--mirror=http://127.0.0.1:35007"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := minimalMirror()
+			m.Spec.ConfigureNodes = tc.configure
+			ds := &appsv1.DaemonSet{}
+			require.NoError(t, roundTrip(desiredDaemonSet(m, testImages, 35007, "docker.io"), ds))
+			pod := ds.Spec.Template.Spec
+			assert.False(t, pod.HostNetwork, "no host network namespace")
+			assert.False(t, pod.HostPID)
+			assert.False(t, *pod.AutomountServiceAccountToken, "the agent needs no API access")
+			c := pod.Containers[0]
+			assert.Equal(t, tc.wantArgs, c.Args)
+			assert.Equal(t, []string{"/manager"}, c.Command)
+			assert.Equal(t, int32(35007), hostPortOf(&pod))
+			assert.Equal(t, "127.0.0.1", c.Ports[0].HostIP, "published on the node's loopback only")
+			assert.Equal(t, int32(0), c.Ports[1].HostPort, "health port stays in the pod")
+			assert.Equal(t, []corev1.Capability{"ALL"}, c.SecurityContext.Capabilities.Drop)
+			assert.False(t, *c.SecurityContext.AllowPrivilegeEscalation)
+			assert.Nil(t, c.SecurityContext.Privileged)
+			assert.Equal(t, tc.wantRunAsUser, *pod.SecurityContext.RunAsUser)
+			if tc.wantHostPath == "" {
+				assert.Empty(t, pod.Volumes)
+				assert.True(t, *pod.SecurityContext.RunAsNonRoot)
+				return
+			}
+			require.Len(t, pod.Volumes, 1)
+			assert.Equal(t, tc.wantHostPath, pod.Volumes[0].HostPath.Path)
+			assert.Equal(t, corev1.HostPathDirectoryOrCreate, *pod.Volumes[0].HostPath.Type)
+			assert.Equal(t, "/run/quartet/hosts-dir", c.VolumeMounts[0].MountPath)
+		})
+	}
+}
+
+func TestEndpoints(t *testing.T) {
+	assert.Equal(t, "http://docker-hub-registry.mirrors.svc:5000", Endpoint(minimalMirror()))
+	assert.Equal(t, "http://127.0.0.1:35001", nodeEndpoint(35001))
+}
+
+func TestImagesFromEnv(t *testing.T) {
+	t.Setenv("RELATED_IMAGE_REGISTRY", "")
+	t.Setenv("RELATED_IMAGE_NODE_AGENT", "")
+	assert.Equal(t, Images{Registry: "docker.io/library/registry:3.0.0", NodeAgent: "quay.io/quartet-operator/quartet:v0.2.0"}, ImagesFromEnv())
+	t.Setenv("RELATED_IMAGE_REGISTRY", "mirror.local/registry@sha256:abc")
+	t.Setenv("RELATED_IMAGE_NODE_AGENT", " mirror.local/quartet:v9 ")
+	assert.Equal(t, Images{Registry: "mirror.local/registry@sha256:abc", NodeAgent: "mirror.local/quartet:v9"}, ImagesFromEnv())
+}
+
+func TestMirrorsNamedAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want []string
+	}{
+		{"hub-registry", []string{"hub"}},
+		{"hub-registry-headless", []string{"hub"}},
+		{"hub-registry-config", []string{"hub"}},
+		{"hub-registry-cache", []string{"hub"}},
+		{"hub-node", []string{"hub"}},
+		{"-node", nil},
+		{"kube-root-ca.crt", nil},
+	} {
+		obj := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: tc.name}}
+		var got []string
+		for _, r := range mirrorsNamedAfter(t.Context(), obj) {
+			assert.Equal(t, "ns", r.Namespace)
+			got = append(got, r.Name)
+		}
+		assert.ElementsMatch(t, tc.want, got, tc.name)
+	}
+}

@@ -1,0 +1,87 @@
+package registrymirror
+
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
+)
+
+// registryConfig is the part of the CNCF distribution registry's config.yml
+// (github.com/distribution/distribution/v3/configuration) the operator sets.
+type registryConfig struct {
+	Version string         `json:"version"`
+	Log     registryLog    `json:"log"`
+	Storage registryStore  `json:"storage"`
+	HTTP    registryHTTP   `json:"http"`
+	Health  registryHealth `json:"health"`
+	Proxy   registryProxy  `json:"proxy"`
+}
+
+type registryLog struct {
+	Level     string            `json:"level"`
+	Formatter string            `json:"formatter"`
+	Fields    map[string]string `json:"fields,omitempty"`
+}
+
+type registryStore struct {
+	Filesystem struct {
+		RootDirectory string `json:"rootdirectory"`
+	} `json:"filesystem"`
+}
+
+type registryHTTP struct {
+	Addr    string              `json:"addr"`
+	Headers map[string][]string `json:"headers,omitempty"`
+}
+
+type registryHealth struct {
+	StorageDriver struct {
+		Enabled   bool   `json:"enabled"`
+		Interval  string `json:"interval"`
+		Threshold int    `json:"threshold"`
+	} `json:"storagedriver"`
+}
+
+// registryProxy has no username or password: those come from the credentials Secret
+// through REGISTRY_PROXY_USERNAME and REGISTRY_PROXY_PASSWORD, so no secret is ever
+// written into the ConfigMap.
+type registryProxy struct {
+	RemoteURL string `json:"remoteurl"`
+	TTL       string `json:"ttl,omitempty"`
+}
+
+// renderRegistryConfig renders the registry's config.yml for a mirror: proxy mode in
+// front of spec.upstream, the cache on the volume, plain HTTP on :5000 (TLS, if wanted,
+// belongs to the cluster's network layer), and a storage health check that gates "/".
+func renderRegistryConfig(m *mirrorsv1alpha1.RegistryMirror) string {
+	c := registryConfig{
+		Version: "0.1",
+		Log:     registryLog{Level: "info", Formatter: "text", Fields: map[string]string{"service": "registry", "mirror": m.Namespace + "/" + m.Name}},
+		HTTP: registryHTTP{
+			Addr:    fmt.Sprintf(":%d", RegistryPort),
+			Headers: map[string][]string{"X-Content-Type-Options": {"nosniff"}},
+		},
+		Proxy: registryProxy{RemoteURL: upstreamURL(m), TTL: ttlString(m.Spec.CacheTTL)},
+	}
+	c.Storage.Filesystem.RootDirectory = cacheMountPath
+	c.Health.StorageDriver.Enabled = true
+	c.Health.StorageDriver.Interval = "10s"
+	c.Health.StorageDriver.Threshold = 3
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		panic(fmt.Sprintf("marshalling the registry configuration: %v", err)) // plain data, cannot fail
+	}
+	return "# Rendered by the Quartet operator for RegistryMirror " + m.Namespace + "/" + m.Name + "; edits are overwritten.\n" + string(b)
+}
+
+// ttlString is the proxy TTL as a Go duration ("" = the registry's default of 7 days;
+// "0s" = never expire).
+func ttlString(d *metav1.Duration) string {
+	if d == nil {
+		return ""
+	}
+	return d.Duration.String()
+}

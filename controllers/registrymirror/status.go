@@ -1,0 +1,173 @@
+package registrymirror
+
+import (
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
+)
+
+// Condition types.
+const (
+	// ConditionReady is True when the registry and every node agent are rolled out and ready.
+	ConditionReady = "Ready"
+	// ConditionDegraded is True when an object could not be applied, belongs to someone
+	// else, or the host port is taken.
+	ConditionDegraded = "Degraded"
+)
+
+// Condition reasons.
+const (
+	ReasonReady                = "MirrorReady"
+	ReasonRegistryMissing      = "RegistryMissing"
+	ReasonCacheVolumePending   = "CacheVolumePending"
+	ReasonRegistryRollingOut   = "RegistryRollingOut"
+	ReasonRegistryNotReady     = "RegistryNotReady"
+	ReasonNodeAgentMissing     = "NodeAgentMissing"
+	ReasonNodeAgentsRollingOut = "NodeAgentsRollingOut"
+	ReasonNodeAgentsNotReady   = "NodeAgentsNotReady"
+
+	ReasonAsExpected       = "AsExpected"
+	ReasonConflict         = "ObjectConflict"
+	ReasonApplyFailed      = "ApplyFailed"
+	ReasonHostPortConflict = "HostPortConflict"
+	ReasonHostPortsFull    = "HostPortsExhausted"
+	ReasonInvalidUpstream  = "InvalidUpstream"
+)
+
+// problem is one thing that kept a pass from applying everything.
+type problem struct {
+	Reason  string
+	Message string
+}
+
+// observed is what one pass saw and did, the input of the status.
+type observed struct {
+	// statefulSet, daemonSet and pvc are the live children (nil when absent or not ours).
+	statefulSet *appsv1.StatefulSet
+	daemonSet   *appsv1.DaemonSet
+	pvc         *corev1.PersistentVolumeClaim
+	// hostPort is the node agent's host port (0 when none could be chosen).
+	hostPort int32
+	problems []problem
+	// complete is true when every object was applied or found up to date.
+	complete bool
+	// terminating is true when the namespace is being deleted: no status to write.
+	terminating bool
+}
+
+// computeStatus returns the mirror's new status: endpoint, counts and the Ready and
+// Degraded conditions (transition times from now). The result equals the old status
+// when nothing changed, so the caller can skip the write.
+func computeStatus(m *mirrorsv1alpha1.RegistryMirror, obs observed, now metav1.Time) mirrorsv1alpha1.RegistryMirrorStatus {
+	st := *m.Status.DeepCopy()
+	st.Endpoint = Endpoint(m)
+	st.NodeEndpoint = ""
+	if obs.hostPort != 0 {
+		st.NodeEndpoint = nodeEndpoint(obs.hostPort)
+	}
+	st.ReadyReplicas = 0
+	if obs.statefulSet != nil {
+		st.ReadyReplicas = obs.statefulSet.Status.ReadyReplicas
+	}
+	st.NodesReady, st.NodesDesired = 0, 0
+	if obs.daemonSet != nil {
+		st.NodesReady = obs.daemonSet.Status.NumberReady
+		st.NodesDesired = obs.daemonSet.Status.DesiredNumberScheduled
+	}
+
+	ready := readyCondition(obs)
+	ready.ObservedGeneration = m.Generation
+	ready.LastTransitionTime = now
+	meta.SetStatusCondition(&st.Conditions, ready)
+
+	degraded := metav1.Condition{Type: ConditionDegraded, Status: metav1.ConditionFalse, Reason: ReasonAsExpected,
+		Message: "All objects are applied and owned by this mirror", ObservedGeneration: m.Generation, LastTransitionTime: now}
+	if len(obs.problems) > 0 {
+		msgs := make([]string, len(obs.problems))
+		for i, p := range obs.problems {
+			msgs[i] = p.Message
+		}
+		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, obs.problems[0].Reason, strings.Join(msgs, "; ")
+	}
+	meta.SetStatusCondition(&st.Conditions, degraded)
+
+	if obs.complete && len(obs.problems) == 0 {
+		st.ObservedGeneration = m.Generation
+	}
+	return st
+}
+
+// readyCondition says what the mirror still waits for, registry first, then node agents.
+func readyCondition(obs observed) metav1.Condition {
+	var reasons, msgs []string
+	add := func(reason, format string, args ...any) {
+		reasons = append(reasons, reason)
+		msgs = append(msgs, fmt.Sprintf(format, args...))
+	}
+	switch sts := obs.statefulSet; {
+	case sts == nil:
+		add(ReasonRegistryMissing, "the registry StatefulSet does not exist")
+	case obs.pvc != nil && obs.pvc.Status.Phase != corev1.ClaimBound:
+		add(ReasonCacheVolumePending, "cache volume %s is %s (no matching PersistentVolume or provisioner yet)", obs.pvc.Name, phaseOr(obs.pvc.Status.Phase, "Pending"))
+	case !statefulSetRolledOut(sts):
+		add(ReasonRegistryRollingOut, "registry %s is rolling out (%d/%d updated)", sts.Name, sts.Status.UpdatedReplicas, replicasOf(sts))
+	case sts.Status.ReadyReplicas < replicasOf(sts):
+		add(ReasonRegistryNotReady, "registry %s has %d/%d ready replicas", sts.Name, sts.Status.ReadyReplicas, replicasOf(sts))
+	}
+	switch ds := obs.daemonSet; {
+	case ds == nil:
+		add(ReasonNodeAgentMissing, "the node agent DaemonSet does not exist")
+	case ds.Status.ObservedGeneration < ds.Generation || ds.Status.UpdatedNumberScheduled < ds.Status.DesiredNumberScheduled:
+		add(ReasonNodeAgentsRollingOut, "node agents are rolling out (%d/%d nodes updated)", ds.Status.UpdatedNumberScheduled, ds.Status.DesiredNumberScheduled)
+	case ds.Status.NumberReady < ds.Status.DesiredNumberScheduled:
+		add(ReasonNodeAgentsNotReady, "node agents are ready on %d/%d nodes", ds.Status.NumberReady, ds.Status.DesiredNumberScheduled)
+	}
+	if len(reasons) == 0 {
+		nodes := int32(0)
+		if obs.daemonSet != nil {
+			nodes = obs.daemonSet.Status.NumberReady
+		}
+		return metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonReady,
+			Message: fmt.Sprintf("The registry serves and node agents are ready on %d nodes", nodes)}
+	}
+	status := metav1.ConditionFalse
+	if !obs.complete && (obs.statefulSet == nil || obs.daemonSet == nil) {
+		// The pass could not look at everything: say so instead of guessing.
+		status = metav1.ConditionUnknown
+	}
+	return metav1.Condition{Type: ConditionReady, Status: status, Reason: reasons[0], Message: capitalize(strings.Join(msgs, "; "))}
+}
+
+func statefulSetRolledOut(sts *appsv1.StatefulSet) bool {
+	s := sts.Status
+	return s.ObservedGeneration >= sts.Generation &&
+		s.UpdatedReplicas >= replicasOf(sts) &&
+		(s.UpdateRevision == "" || s.CurrentRevision == s.UpdateRevision)
+}
+
+func replicasOf(sts *appsv1.StatefulSet) int32 {
+	if sts.Spec.Replicas == nil {
+		return 1
+	}
+	return *sts.Spec.Replicas
+}
+
+func phaseOr(p corev1.PersistentVolumeClaimPhase, def string) string {
+	if p == "" {
+		return def
+	}
+	return string(p)
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}

@@ -1,0 +1,151 @@
+package registrymirror
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+func readySTS() *appsv1.StatefulSet {
+	return &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "docker-hub-registry", Generation: 2},
+		Spec:       appsv1.StatefulSetSpec{Replicas: ptr.To[int32](1)},
+		Status: appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 1, ReadyReplicas: 1, UpdatedReplicas: 1,
+			CurrentRevision: "r2", UpdateRevision: "r2"},
+	}
+}
+
+func readyDS() *appsv1.DaemonSet {
+	return &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "docker-hub-node", Generation: 1},
+		Status: appsv1.DaemonSetStatus{ObservedGeneration: 1, DesiredNumberScheduled: 3, CurrentNumberScheduled: 3,
+			UpdatedNumberScheduled: 3, NumberReady: 3, NumberAvailable: 3},
+	}
+}
+
+func boundPVC() *corev1.PersistentVolumeClaim {
+	return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "docker-hub-registry-cache"},
+		Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}}
+}
+
+func TestReadyCondition(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		obs         func() observed
+		wantStatus  metav1.ConditionStatus
+		wantReason  string
+		wantMessage string
+	}{
+		{"all ready", func() observed {
+			return observed{statefulSet: readySTS(), daemonSet: readyDS(), pvc: boundPVC(), complete: true}
+		}, metav1.ConditionTrue, ReasonReady, "The registry serves and node agents are ready on 3 nodes"},
+		{"no nodes yet is still ready", func() observed {
+			return observed{statefulSet: readySTS(), daemonSet: &appsv1.DaemonSet{}, pvc: boundPVC(), complete: true}
+		}, metav1.ConditionTrue, ReasonReady, "The registry serves and node agents are ready on 0 nodes"},
+		{"nothing applied yet", func() observed { return observed{} },
+			metav1.ConditionUnknown, ReasonRegistryMissing, "The registry StatefulSet does not exist; the node agent DaemonSet does not exist"},
+		{"registry missing after a complete pass (conflict)", func() observed {
+			return observed{daemonSet: readyDS(), complete: true}
+		}, metav1.ConditionFalse, ReasonRegistryMissing, "The registry StatefulSet does not exist"},
+		{"cache volume pending", func() observed {
+			pvc := boundPVC()
+			pvc.Status.Phase = ""
+			return observed{statefulSet: readySTS(), daemonSet: readyDS(), pvc: pvc, complete: true}
+		}, metav1.ConditionFalse, ReasonCacheVolumePending, "Cache volume docker-hub-registry-cache is Pending (no matching PersistentVolume or provisioner yet)"},
+		{"new StatefulSet not observed yet", func() observed {
+			sts := readySTS()
+			sts.Generation = 3
+			return observed{statefulSet: sts, daemonSet: readyDS(), pvc: boundPVC(), complete: true}
+		}, metav1.ConditionFalse, ReasonRegistryRollingOut, "Registry docker-hub-registry is rolling out (1/1 updated)"},
+		{"registry revision rolling", func() observed {
+			sts := readySTS()
+			sts.Status.UpdateRevision = "r3"
+			sts.Status.UpdatedReplicas = 0
+			return observed{statefulSet: sts, daemonSet: readyDS(), pvc: boundPVC(), complete: true}
+		}, metav1.ConditionFalse, ReasonRegistryRollingOut, "Registry docker-hub-registry is rolling out (0/1 updated)"},
+		{"registry not ready", func() observed {
+			sts := readySTS()
+			sts.Status.ReadyReplicas = 0
+			return observed{statefulSet: sts, daemonSet: readyDS(), pvc: boundPVC(), complete: true}
+		}, metav1.ConditionFalse, ReasonRegistryNotReady, "Registry docker-hub-registry has 0/1 ready replicas"},
+		{"node agents rolling", func() observed {
+			ds := readyDS()
+			ds.Status.UpdatedNumberScheduled = 1
+			return observed{statefulSet: readySTS(), daemonSet: ds, pvc: boundPVC(), complete: true}
+		}, metav1.ConditionFalse, ReasonNodeAgentsRollingOut, "Node agents are rolling out (1/3 nodes updated)"},
+		{"node agents not ready, registry not ready either", func() observed {
+			sts := readySTS()
+			sts.Status.ReadyReplicas = 0
+			ds := readyDS()
+			ds.Status.NumberReady = 2
+			return observed{statefulSet: sts, daemonSet: ds, pvc: boundPVC(), complete: true}
+		}, metav1.ConditionFalse, ReasonRegistryNotReady, "Registry docker-hub-registry has 0/1 ready replicas; node agents are ready on 2/3 nodes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := readyCondition(tc.obs())
+			assert.Equal(t, ConditionReady, c.Type)
+			assert.Equal(t, tc.wantStatus, c.Status)
+			assert.Equal(t, tc.wantReason, c.Reason)
+			assert.Equal(t, tc.wantMessage, c.Message)
+		})
+	}
+}
+
+func TestComputeStatus(t *testing.T) {
+	t0 := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	t1 := metav1.NewTime(t0.Add(time.Minute))
+	m := minimalMirror()
+	m.Generation = 4
+
+	ok := observed{statefulSet: readySTS(), daemonSet: readyDS(), pvc: boundPVC(), hostPort: 35002, complete: true}
+	st := computeStatus(m, ok, t0)
+	assert.Equal(t, "http://docker-hub-registry.mirrors.svc:5000", st.Endpoint)
+	assert.Equal(t, "http://127.0.0.1:35002", st.NodeEndpoint)
+	assert.Equal(t, int32(1), st.ReadyReplicas)
+	assert.Equal(t, int32(3), st.NodesReady)
+	assert.Equal(t, int32(3), st.NodesDesired)
+	assert.Equal(t, int64(4), st.ObservedGeneration)
+	require.Len(t, st.Conditions, 2)
+	ready := meta.FindStatusCondition(st.Conditions, ConditionReady)
+	assert.Equal(t, metav1.ConditionTrue, ready.Status)
+	assert.Equal(t, int64(4), ready.ObservedGeneration)
+	assert.Equal(t, t0, ready.LastTransitionTime)
+	degraded := meta.FindStatusCondition(st.Conditions, ConditionDegraded)
+	assert.Equal(t, metav1.ConditionFalse, degraded.Status)
+	assert.Equal(t, ReasonAsExpected, degraded.Reason)
+
+	// The same observation later changes nothing, so the caller skips the write.
+	m.Status = st
+	assert.Equal(t, st, computeStatus(m, ok, t1))
+
+	// A conflict: Degraded with every problem listed, transition time moves, and the
+	// generation is not claimed as observed.
+	bad := ok
+	bad.problems = []problem{{ReasonConflict, "Service mirrors/docker-hub-registry exists and is not controlled by this RegistryMirror"}, {ReasonApplyFailed, "applying X was refused"}}
+	m.Generation = 5
+	st2 := computeStatus(m, bad, t1)
+	degraded = meta.FindStatusCondition(st2.Conditions, ConditionDegraded)
+	assert.Equal(t, metav1.ConditionTrue, degraded.Status)
+	assert.Equal(t, ReasonConflict, degraded.Reason)
+	assert.Equal(t, "Service mirrors/docker-hub-registry exists and is not controlled by this RegistryMirror; applying X was refused", degraded.Message)
+	assert.Equal(t, t1, degraded.LastTransitionTime)
+	assert.Equal(t, t0, meta.FindStatusCondition(st2.Conditions, ConditionReady).LastTransitionTime, "Ready did not change")
+	assert.Equal(t, int64(4), st2.ObservedGeneration)
+
+	// An incomplete pass (API error) does not claim the generation either.
+	partial := ok
+	partial.complete = false
+	assert.Equal(t, int64(4), computeStatus(m, partial, t1).ObservedGeneration)
+
+	// No host port: no node endpoint.
+	noPort := ok
+	noPort.hostPort = 0
+	assert.Empty(t, computeStatus(m, noPort, t1).NodeEndpoint)
+}

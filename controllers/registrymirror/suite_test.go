@@ -1,0 +1,29 @@
+package registrymirror
+
+import (
+	"os"
+	"testing"
+
+	"github.com/quartet-operator/quartet/internal/testenv"
+)
+
+// env is the full local cluster (kube-apiserver, controller-manager, scheduler and kwok):
+// the integration tests need pods that become Ready, PVC binding and garbage collection.
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	if os.Getenv("QUARTET_SKIP_INTEGRATION") != "" {
+		os.Exit(m.Run())
+	}
+	os.Exit(testenv.RunSuite(m, testenv.Full, &env))
+}
+
+// requireCluster skips only when integration tests were switched off on purpose
+// (make test-unit) and fails when the cluster did not start.
+func requireCluster(t testing.TB) {
+	t.Helper()
+	if os.Getenv("QUARTET_SKIP_INTEGRATION") != "" {
+		t.Skip("QUARTET_SKIP_INTEGRATION set")
+	}
+	env.Require(t)
+}
