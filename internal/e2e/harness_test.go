@@ -85,7 +85,16 @@ func startManager(t *testing.T, name string, args ...string) *manager {
 	_ = f.Close()
 	m := &manager{t: t, cmd: cmd, log: logPath, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(m.done) }()
-	t.Cleanup(func() { m.kill() })
+	t.Cleanup(func() {
+		m.kill()
+		if t.Failed() {
+			lines := strings.Split(strings.TrimSpace(m.logs()), "\n")
+			if len(lines) > 60 {
+				lines = lines[len(lines)-60:]
+			}
+			t.Logf("last lines of manager %s:\n%s", name, strings.Join(lines, "\n"))
+		}
+	})
 	return m
 }
 

@@ -1,0 +1,159 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	"github.com/quartet-operator/quartet/internal/benchutil"
+)
+
+// namespace creates a namespace with labels and deletes it when the test ends.
+func namespace(t *testing.T, name string, labels map[string]string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	require.NoError(t, env.Client.Create(context.Background(), ns))
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ns) })
+	return name
+}
+
+// namespaces creates n namespaces prefix-0..n-1 in parallel.
+func namespaces(t *testing.T, prefix string, n int, labels map[string]string) []string {
+	t.Helper()
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%d", prefix, i)
+	}
+	require.NoError(t, benchutil.Parallel(context.Background(), n, func(i int) error {
+		return env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: names[i], Labels: labels}})
+	}))
+	t.Cleanup(func() {
+		_ = benchutil.Parallel(context.Background(), n, func(i int) error {
+			_ = env.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: names[i]}})
+			return nil
+		})
+	})
+	return names
+}
+
+// eventually polls cond every 100 ms until it holds or timeout passes, and returns how
+// long it took. It fails the test with what on timeout.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		if cond() {
+			return time.Since(start)
+		}
+		if time.Since(start) > timeout {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// never checks cond stays false for d.
+func never(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			t.Fatalf("%s happened", what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func deployment(ns, name string, replicas int32) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: name, Image: "nginx"}}},
+			},
+		},
+	}
+}
+
+func replicas(t *testing.T, ns, name string) int32 {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	require.NoError(t, env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, d))
+	return ptr.Deref(d.Spec.Replicas, 1)
+}
+
+func configMapData(t *testing.T, ns, name string) map[string]string {
+	t.Helper()
+	cm := &corev1.ConfigMap{}
+	err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, cm)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	require.NoError(t, err)
+	return cm.Data
+}
+
+// chaosAgent returns an agent confined to namespaces labelled sel=true, hitting everything
+// there every second.
+func chaosAgent(name, sel string, mutate func(*v1beta1.ChaosAgentSpec)) *v1beta1.ChaosAgent {
+	a := &v1beta1.ChaosAgent{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1beta1.ChaosAgentSpec{
+			Eagerness:          100,
+			PauseDuration:      1,
+			MaxActionsPerRound: 100,
+			KillMethod:         v1beta1.KillMethodEvict,
+			RestoreOnDelete:    ptr.To(true),
+			NamespaceSelector:  &metav1.LabelSelector{MatchLabels: map[string]string{sel: "true"}},
+		},
+	}
+	if mutate != nil {
+		mutate(&a.Spec)
+	}
+	return a
+}
+
+// deleteAndWait deletes obj and waits until it is gone (its finalizers ran).
+func deleteAndWait(t *testing.T, obj client.Object, timeout time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, client.IgnoreNotFound(env.Client.Delete(ctx, obj)))
+	eventually(t, timeout, "deletion of "+obj.GetName(), func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object)))
+	})
+}
+
+// forceDelete removes finalizers so a test never leaves an object behind that a later
+// test's manager would act on.
+func forceDelete(obj client.Object) {
+	ctx := context.Background()
+	_ = env.Client.Delete(ctx, obj)
+	cur := obj.DeepCopyObject().(client.Object)
+	if env.Client.Get(ctx, client.ObjectKeyFromObject(obj), cur) == nil && len(cur.GetFinalizers()) > 0 {
+		cur.SetFinalizers(nil)
+		_ = env.Client.Update(ctx, cur)
+	}
+}
+
+func shortName(t *testing.T) string {
+	n := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	if len(n) > 40 {
+		n = n[len(n)-40:]
+	}
+	return strings.Trim(n, "-")
+}
