@@ -1,0 +1,184 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
+	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
+	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
+	"github.com/quartet-operator/quartet/controllers/exchangerate/fakeupstream"
+)
+
+// persistentVolume gives a mirror's PVC something to bind to on the kwok cluster.
+func persistentVolume(t *testing.T, name string) {
+	t.Helper()
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("50Gi")},
+			AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/" + name}},
+		},
+	}
+	require.NoError(t, env.Client.Create(context.Background(), pv))
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), pv) })
+}
+
+func mirrorReady(t *testing.T, ns, name string) bool {
+	m := &mirrorsv1alpha1.RegistryMirror{}
+	return env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, m) == nil &&
+		meta.IsStatusConditionTrue(m.Status.Conditions, "Ready")
+}
+
+func exists(t *testing.T, obj client.Object, ns, name string) bool {
+	err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj)
+	if apierrors.IsNotFound(err) {
+		return false
+	}
+	require.NoError(t, err)
+	return true
+}
+
+// TestWatchNamespaceScoping runs the manager as OLM does for a MultiNamespace install
+// (WATCH_NAMESPACE=scope-a,scope-c) and puts the same work in an unwatched namespace
+// scope-b: all four controllers act in the watched namespaces and leave scope-b untouched.
+func TestWatchNamespaceScoping(t *testing.T) {
+	env.Require(t)
+	ctx := context.Background()
+	sel := "scope-e2e"
+	a := namespace(t, "scope-a", map[string]string{sel: "true"})
+	b := namespace(t, "scope-b", map[string]string{sel: "true"})
+	c := namespace(t, "scope-c", map[string]string{sel: "true"})
+	persistentVolume(t, "scope-pv-a")
+	persistentVolume(t, "scope-pv-b")
+	rates, err := fakeupstream.Start("127.0.0.1:0", "2026-11-20", fakeupstream.DefaultRates())
+	require.NoError(t, err)
+	defer rates.Close()
+
+	for _, ns := range []string{a, b} {
+		require.NoError(t, env.Client.Create(ctx, deployment(ns, "web", 1)))
+		require.NoError(t, env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "shared", Namespace: ns,
+			Labels: map[string]string{"copy": "scope"}}, Data: map[string]string{"from": ns}}))
+	}
+	// The manager process inherits WATCH_NAMESPACE, as OLM sets it from olm.targetNamespaces.
+	t.Setenv("WATCH_NAMESPACE", a+","+c)
+	m := startManager(t, "scoped", "--exchangerate-url="+rates.URL())
+
+	agent := chaosAgent("scope", sel, func(s *v1beta1.ChaosAgentSpec) { s.CancerMode = true })
+	require.NoError(t, env.Client.Create(ctx, agent))
+	t.Cleanup(func() { forceDelete(agent) })
+	var objs []client.Object
+	for _, ns := range []string{a, b} {
+		objs = append(objs,
+			&flantv1.CopyratorRule{ObjectMeta: metav1.ObjectMeta{Name: "rule", Namespace: ns}, Spec: flantv1.CopyratorRuleSpec{
+				RuleType: flantv1.RuleTypeConfigMap, Selector: map[string]flantv1.LabelValue{"copy": "scope"},
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{sel: "true"}}}},
+			&operatorsv1.ExchangeRate{ObjectMeta: metav1.ObjectMeta{Name: "usd", Namespace: ns},
+				Spec: operatorsv1.ExchangeRateSpec{Currency: "USD", Base: "EUR"}},
+			&mirrorsv1alpha1.RegistryMirror{ObjectMeta: metav1.ObjectMeta{Name: "hub", Namespace: ns},
+				Spec: mirrorsv1alpha1.RegistryMirrorSpec{Upstream: "https://registry-1.docker.io", Storage: resource.MustParse("10Gi")}},
+		)
+	}
+	for _, o := range objs {
+		require.NoError(t, env.Client.Create(ctx, o))
+		t.Cleanup(func() { forceDelete(o) })
+	}
+
+	// Positive evidence first: every controller works in the watched namespaces.
+	eventually(t, time.Minute, "chaos in scope-a", func() bool { return replicas(t, a, "web") > 1 })
+	eventually(t, time.Minute, "copy of scope-a's source in scope-c", func() bool { return configMapData(t, c, "shared")["from"] == a })
+	eventually(t, time.Minute, "rate ConfigMap in scope-a", func() bool { return configMapData(t, a, "usd")["rate"] != "" })
+	eventually(t, 2*time.Minute, "mirror in scope-a Ready", func() bool { return mirrorReady(t, a, "hub") })
+
+	// Then scope-b, for a few more chaos rounds: nothing happened there.
+	never(t, 3*time.Second, "chaos in unwatched scope-b", func() bool { return replicas(t, b, "web") != 1 })
+	assert.Nil(t, configMapData(t, b, "usd"), "no rate ConfigMap in scope-b")
+	assert.Equal(t, map[string]string{"from": b}, configMapData(t, b, "shared"), "scope-a's rule copied nothing into scope-b")
+	assert.Equal(t, map[string]string{"from": a}, configMapData(t, a, "shared"), "scope-b's rule wrote nothing into scope-a")
+	assert.False(t, exists(t, &appsv1.StatefulSet{}, b, "hub-registry"), "no mirror StatefulSet in scope-b")
+	assert.False(t, exists(t, &corev1.Service{}, b, "hub-registry"), "no mirror Service in scope-b")
+	for _, o := range objs {
+		if o.GetNamespace() != b {
+			continue
+		}
+		cur := o.DeepCopyObject().(client.Object)
+		require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(o), cur))
+		assert.Empty(t, cur.GetFinalizers(), "%T in scope-b got no finalizer", o)
+		assert.Zero(t, statusGeneration(cur), "%T in scope-b has no status", o)
+	}
+	deleteAndWait(t, agent, time.Minute)
+	assert.EqualValues(t, 1, replicas(t, a, "web"), "restored on delete")
+	m.stop()
+}
+
+func statusGeneration(o client.Object) int64 {
+	switch v := o.(type) {
+	case *flantv1.CopyratorRule:
+		return v.Status.ObservedGeneration
+	case *operatorsv1.ExchangeRate:
+		return v.Status.ObservedGeneration
+	case *mirrorsv1alpha1.RegistryMirror:
+		return v.Status.ObservedGeneration
+	}
+	return 0
+}
+
+// TestKillDuringMirrorRollout SIGKILLs the manager right after a mirror is created and again
+// in the middle of an upstream change, restarts it, and checks the mirror converges to Ready
+// with the new upstream rolled out.
+func TestKillDuringMirrorRollout(t *testing.T) {
+	env.Require(t)
+	ctx := context.Background()
+	ns := namespace(t, "mirror-kill", nil)
+	persistentVolume(t, "mirror-kill-pv")
+	mirror := &mirrorsv1alpha1.RegistryMirror{ObjectMeta: metav1.ObjectMeta{Name: "quay", Namespace: ns},
+		Spec: mirrorsv1alpha1.RegistryMirrorSpec{Upstream: "https://quay.io", Storage: resource.MustParse("10Gi")}}
+
+	first := startManager(t, "first", "--controllers=registrymirror")
+	require.NoError(t, env.Client.Create(ctx, mirror))
+	t.Cleanup(func() { forceDelete(mirror) })
+	eventually(t, time.Minute, "the first child", func() bool { return exists(t, &corev1.ConfigMap{}, ns, "quay-registry-config") })
+	first.kill()
+	second := startManager(t, "second", "--controllers=registrymirror")
+	took := eventually(t, 2*time.Minute, "Ready after the restart", func() bool { return mirrorReady(t, ns, "quay") })
+	t.Logf("mirror Ready %.2fs after the restart", took.Seconds())
+
+	cur := &mirrorsv1alpha1.RegistryMirror{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(mirror), cur))
+	cur.Spec.Upstream = "https://ghcr.io"
+	require.NoError(t, env.Client.Update(ctx, cur))
+	second.kill()
+	third := startManager(t, "third", "--controllers=registrymirror")
+	took = eventually(t, 2*time.Minute, "new upstream rolled out and Ready", func() bool {
+		cm := configMapData(t, ns, "quay-registry-config")
+		m := &mirrorsv1alpha1.RegistryMirror{}
+		return strings.Contains(fmt.Sprint(cm), "https://ghcr.io") && env.Client.Get(ctx, client.ObjectKeyFromObject(mirror), m) == nil &&
+			m.Status.ObservedGeneration == m.Generation && meta.IsStatusConditionTrue(m.Status.Conditions, "Ready")
+	})
+	t.Logf("upstream change rolled out and Ready %.2fs after the second restart", took.Seconds())
+	for _, child := range []struct {
+		obj  client.Object
+		name string
+	}{{&corev1.Service{}, "quay-registry"}, {&corev1.Service{}, "quay-registry-headless"},
+		{&corev1.PersistentVolumeClaim{}, "quay-registry-cache"}, {&appsv1.StatefulSet{}, "quay-registry"},
+		{&appsv1.DaemonSet{}, "quay-node"}, {&corev1.ConfigMap{}, "quay-registry-config"}} {
+		assert.True(t, exists(t, child.obj, ns, child.name), "%T %s exists", child.obj, child.name)
+		assert.Len(t, child.obj.GetOwnerReferences(), 1, "%s owned by the mirror", child.name)
+	}
+	third.stop()
+}
