@@ -73,8 +73,17 @@ vet: ## go vet.
 	go vet ./...
 
 .PHONY: test
-test: controlplane vet ## go vet, unit tests and integration tests against the real API server.
+test: controlplane registry vet ## go vet, unit tests and integration tests against the real API server.
 	go test $(GO_TEST_FLAGS) ./...
+
+FUZZTIME ?= 15s
+.PHONY: fuzz
+fuzz: ## Run every fuzz target of a parser of outside data for FUZZTIME each.
+	go test -run '^$$' -fuzz '^FuzzParseECB$$' -fuzztime $(FUZZTIME) ./controllers/exchangerate/
+	go test -run '^$$' -fuzz '^FuzzParseFrankfurter$$' -fuzztime $(FUZZTIME) ./controllers/exchangerate/
+	go test -run '^$$' -fuzz '^FuzzHostsDir$$' -fuzztime $(FUZZTIME) ./controllers/registrymirror/
+	go test -run '^$$' -fuzz '^FuzzHostsTOMLOwner$$' -fuzztime $(FUZZTIME) ./controllers/registrymirror/
+	go test -run '^$$' -fuzz '^FuzzRestoreAnnotations$$' -fuzztime $(FUZZTIME) ./controllers/chaosagent/
 
 .PHONY: test-unit
 test-unit: ## Unit tests only (no API server).
@@ -90,6 +99,10 @@ bench: controlplane ## Benchmarks against the local cluster; figures go to docs/
 .PHONY: controlplane
 controlplane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok (skips what exists).
 	K8S_VERSION=$(K8S_VERSION) KWOK_VERSION=$(KWOK_VERSION) hack/build-controlplane.sh
+
+.PHONY: registry
+registry: ## Build the CNCF distribution registry (for the RegistryMirror proof test; skips when present).
+	hack/build-registry.sh
 
 .PHONY: cluster-up
 cluster-up: controlplane ## Start the local cluster in the background (idempotent); kubeconfig in bin/dev-cluster/kubeconfig.
