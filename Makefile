@@ -178,9 +178,8 @@ OLM_E2E_TIMEOUT ?= 20m
 
 .PHONY: bundle
 bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Regenerate bundle/ and bundle.Dockerfile from config/ with the operator image IMG, and validate them.
-	@# Owned-CRD descriptors live in config/manifests/bases for now; once the API types carry
-	@# +operator-sdk:csv markers, `$(OPERATOR_SDK) generate kustomize manifests -q --apis-dir api`
-	@# goes here (it rewrites the base's owned CRDs from the markers).
+	@# Owned CRDs, their descriptions and spec/status descriptors come from the API types' markers.
+	$(OPERATOR_SDK) generate kustomize manifests -q --apis-dir api
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
 	rm -rf bundle/manifests
 	$(KUSTOMIZE) build config/manifests | $(OPERATOR_SDK) generate bundle -q --overwrite --version $(VERSION) --package quartet $(BUNDLE_METADATA_OPTS)

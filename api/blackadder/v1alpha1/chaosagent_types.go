@@ -11,12 +11,14 @@ type ChaosAgentSpec struct {
 	// tantrumMode, when true, lets the agent kill pods at random, but only while at least
 	// podTolerance candidate pods exist.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Tantrum Mode",xDescriptors="urn:alm:descriptor:com.tectonic.ui:booleanSwitch"
 	TantrumMode bool `json:"tantrumMode,omitempty"`
 
 	// podTolerance is the number of candidate pods that must exist before a tantrum kills any.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000000
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Pod Tolerance",xDescriptors="urn:alm:descriptor:com.tectonic.ui:number"
 	PodTolerance int32 `json:"podTolerance,omitempty"`
 }
 
@@ -29,6 +31,7 @@ type ChaosAgentStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors="urn:alm:descriptor:io.kubernetes.conditions"
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
@@ -39,6 +42,7 @@ type ChaosAgentStatus struct {
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="metadata.name must be at most 63 characters: the agent labels the objects it changes with its name"
 // +kubebuilder:printcolumn:name="Tantrum",type=boolean,JSONPath=`.spec.tantrumMode`,description="Kills Pods randomly"
 // +kubebuilder:printcolumn:name="Tolerance",type=integer,JSONPath=`.spec.podTolerance`,description="Total number of Pods to tolerate before randomly killing Pods"
+// +operator-sdk:csv:customresourcedefinitions:displayName="Chaos Agent (v1alpha1)",resources={{Pod,v1}}
 type ChaosAgent struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

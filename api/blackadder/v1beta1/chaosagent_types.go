@@ -20,22 +20,26 @@ type ChaosAgentSpec struct {
 	// tantrumMode, when true, lets the agent kill pods at random, but only while at least
 	// podTolerance candidate pods exist.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Tantrum Mode",xDescriptors="urn:alm:descriptor:com.tectonic.ui:booleanSwitch"
 	TantrumMode bool `json:"tantrumMode,omitempty"`
 
 	// podTolerance is the number of candidate pods that must exist before a tantrum kills any.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000000
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Pod Tolerance",xDescriptors="urn:alm:descriptor:com.tectonic.ui:number"
 	PodTolerance int32 `json:"podTolerance,omitempty"`
 
 	// cancerMode, when true, lets the agent double the replicas of randomly chosen Deployments,
 	// never above 128. Deployments scaled by a HorizontalPodAutoscaler are skipped.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Cancer Mode",xDescriptors="urn:alm:descriptor:com.tectonic.ui:booleanSwitch"
 	CancerMode bool `json:"cancerMode,omitempty"`
 
 	// ipsumMode, when true, lets the agent overwrite every value of randomly chosen ConfigMaps
 	// with lorem ipsum. Immutable ConfigMaps are skipped.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Ipsum Mode",xDescriptors="urn:alm:descriptor:com.tectonic.ui:booleanSwitch"
 	IpsumMode bool `json:"ipsumMode,omitempty"`
 
 	// eagerness is the chance, in percent, that any one candidate object is hit in a round.
@@ -43,6 +47,7 @@ type ChaosAgentSpec struct {
 	// +kubebuilder:validation:Maximum=100
 	// +kubebuilder:default=20
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Eagerness",xDescriptors="urn:alm:descriptor:com.tectonic.ui:number"
 	Eagerness int32 `json:"eagerness,omitempty"`
 
 	// pauseDuration is the number of seconds between two rounds.
@@ -50,6 +55,7 @@ type ChaosAgentSpec struct {
 	// +kubebuilder:validation:Maximum=86400
 	// +kubebuilder:default=30
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Pause Duration",xDescriptors="urn:alm:descriptor:com.tectonic.ui:number"
 	PauseDuration int32 `json:"pauseDuration,omitempty"`
 
 	// excludedNamespaces are never touched by this agent, in addition to the namespaces the
@@ -59,6 +65,7 @@ type ChaosAgentSpec struct {
 	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +listType=set
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Excluded Namespaces"
 	ExcludedNamespaces []string `json:"excludedNamespaces,omitempty"`
 
 	// namespaceSelector, when set, narrows the targets to namespaces whose labels match.
@@ -72,11 +79,13 @@ type ChaosAgentSpec struct {
 	// dryRun, when true, records every action the agent would take (in status and Events)
 	// and changes nothing. It wins over every other setting.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Dry Run",xDescriptors="urn:alm:descriptor:com.tectonic.ui:booleanSwitch"
 	DryRun bool `json:"dryRun,omitempty"`
 
 	// paused, when true, stops new rounds. With restoreOnDelete the agent also puts back
 	// what it changed.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Paused",xDescriptors="urn:alm:descriptor:com.tectonic.ui:booleanSwitch"
 	Paused bool `json:"paused,omitempty"`
 
 	// killMethod is how a tantrum removes a pod: Evict (default, respects
@@ -164,15 +173,18 @@ type ChaosAgentStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors="urn:alm:descriptor:io.kubernetes.conditions"
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// lastRoundTime is when the last round ran.
 	// +optional
 	LastRoundTime *metav1.Time `json:"lastRoundTime,omitempty"`
 	// nextRoundTime is when the next round is due.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Next Round"
 	NextRoundTime *metav1.Time `json:"nextRoundTime,omitempty"`
 	// rounds counts the rounds run.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Rounds"
 	Rounds int64 `json:"rounds,omitempty"`
 	// counts of actions since the agent was created.
 	// +optional
@@ -206,6 +218,7 @@ type ChaosAgentStatus struct {
 // +kubebuilder:printcolumn:name="Rounds",type=integer,JSONPath=`.status.rounds`,priority=1,description="Rounds run"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +operator-sdk:csv:customresourcedefinitions:displayName="Chaos Agent",resources={{Pod,v1},{Deployment,v1},{ConfigMap,v1}}
 type ChaosAgent struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

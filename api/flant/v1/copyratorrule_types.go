@@ -52,6 +52,7 @@ type CopyratorRuleSpec struct {
 	// ruleType is the kind of object copied: configmap or secret (ConfigMap and Secret are
 	// accepted too).
 	// +required
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Rule Type"
 	RuleType RuleType `json:"ruleType"`
 
 	// selector is a label map: every object of ruleType in the rule's own namespace whose
@@ -60,6 +61,7 @@ type CopyratorRuleSpec struct {
 	// +kubebuilder:validation:MaxProperties=32
 	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 316 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="spec.selector keys must be valid label keys"
 	// +required
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Selector"
 	Selector map[string]LabelValue `json:"selector"`
 
 	// namespaces, when set, limits the copies to these namespaces. Without it (and without
@@ -80,6 +82,7 @@ type CopyratorRuleSpec struct {
 	// Delete (default) removes them, Retain leaves them.
 	// +kubebuilder:default=Delete
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Deletion Policy"
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
 }
 
@@ -105,15 +108,18 @@ type CopyratorRuleStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors="urn:alm:descriptor:io.kubernetes.conditions"
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// sourcesMatched is the number of source objects the selector matches.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Sources Matched"
 	SourcesMatched int32 `json:"sourcesMatched"`
 	// targetNamespaces is the number of namespaces that receive copies.
 	// +optional
 	TargetNamespaces int32 `json:"targetNamespaces"`
 	// copiesInSync is the number of copies equal to their source.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Copies In Sync"
 	CopiesInSync int32 `json:"copiesInSync"`
 	// conflictCount is the number of target objects left alone because someone else owns them.
 	// +optional
@@ -137,6 +143,7 @@ type CopyratorRuleStatus struct {
 // +kubebuilder:printcolumn:name="Conflicts",type=integer,JSONPath=`.status.conflictCount`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +operator-sdk:csv:customresourcedefinitions:displayName="Copyrator Rule",resources={{ConfigMap,v1},{Secret,v1}}
 type CopyratorRule struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

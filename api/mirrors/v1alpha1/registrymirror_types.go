@@ -25,6 +25,7 @@ type RegistryMirrorSpec struct {
 	// +kubebuilder:validation:Pattern=`^https?://[^/\s]+/?$`
 	// +kubebuilder:validation:XValidation:rule="isURL(self)",message="spec.upstream must be a valid URL"
 	// +required
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Upstream"
 	Upstream string `json:"upstream"`
 
 	// storage is the size of the cache volume. It may grow but never shrink. Default 10Gi.
@@ -32,6 +33,7 @@ type RegistryMirrorSpec struct {
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="spec.storage must be greater than zero"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity(string(oldSelf))) >= 0",message="spec.storage may grow but not shrink"
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Storage"
 	Storage resource.Quantity `json:"storage,omitempty"`
 
 	// storageClassName is the StorageClass of the cache volume; default: the cluster's
@@ -43,6 +45,7 @@ type RegistryMirrorSpec struct {
 	// credentialsSecretRef names a Secret in this namespace with keys `username` and
 	// `password` for an upstream that needs them.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Credentials Secret"
 	CredentialsSecretRef *SecretReference `json:"credentialsSecretRef,omitempty"`
 
 	// cacheTTL is how long cached content is kept (a Go duration such as 168h). Default: the
@@ -60,6 +63,7 @@ type RegistryMirrorSpec struct {
 	// configureNodes, when true, makes the node agent write containerd's hosts.toml for the
 	// upstream's host on every node, so the container runtime pulls through the mirror.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Configure Nodes",xDescriptors="urn:alm:descriptor:com.tectonic.ui:booleanSwitch"
 	ConfigureNodes bool `json:"configureNodes,omitempty"`
 
 	// hostPort is the port on each node's loopback address (127.0.0.1) where the node agent
@@ -81,9 +85,11 @@ type RegistryMirrorStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors="urn:alm:descriptor:io.kubernetes.conditions"
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// endpoint is the in-cluster address of the mirror (http://<service>.<namespace>.svc:5000).
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Endpoint",xDescriptors="urn:alm:descriptor:org.w3:link"
 	Endpoint string `json:"endpoint,omitempty"`
 	// readyReplicas of the registry StatefulSet.
 	// +optional
@@ -112,6 +118,7 @@ type RegistryMirrorStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 40 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label of at most 40 characters starting with a letter (the mirror's Services and StatefulSet are named after it)"
+// +operator-sdk:csv:customresourcedefinitions:displayName="Registry Mirror",resources={{Service,v1},{StatefulSet,v1},{DaemonSet,v1},{PersistentVolumeClaim,v1}}
 type RegistryMirror struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -12,6 +12,7 @@ type ExchangeRateSpec struct {
 	// +kubebuilder:validation:MinLength=3
 	// +kubebuilder:validation:MaxLength=3
 	// +required
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Currency"
 	Currency string `json:"currency"`
 
 	// base is the ISO 4217 code of the currency the rate is expressed in: the ConfigMap's
@@ -21,6 +22,7 @@ type ExchangeRateSpec struct {
 	// +kubebuilder:validation:MaxLength=3
 	// +kubebuilder:default=EUR
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Base"
 	Base string `json:"base,omitempty"`
 
 	// refreshInterval is how often the rate is refreshed (a Go duration such as 30m or 1h,
@@ -31,6 +33,7 @@ type ExchangeRateSpec struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
 	// +kubebuilder:validation:MaxLength=32
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Refresh Interval"
 	RefreshInterval *metav1.Duration `json:"refreshInterval,omitempty"`
 }
 
@@ -44,12 +47,15 @@ type ExchangeRateStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors="urn:alm:descriptor:io.kubernetes.conditions"
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// rate is the rate written to the ConfigMap, as a decimal string.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Rate"
 	Rate string `json:"rate,omitempty"`
 	// publicationDate is the date the source published the rate (YYYY-MM-DD).
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Publication Date"
 	PublicationDate string `json:"publicationDate,omitempty"`
 	// source names the upstream the rate came from (ecb or frankfurter).
 	// +optional
@@ -73,6 +79,7 @@ type ExchangeRateStatus struct {
 // +kubebuilder:printcolumn:name="Date",type=string,JSONPath=`.status.publicationDate`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +operator-sdk:csv:customresourcedefinitions:displayName="Exchange Rate",resources={{ConfigMap,v1}}
 type ExchangeRate struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
