@@ -34,7 +34,6 @@ import (
 
 // +kubebuilder:rbac:groups=blackadder.io,resources=chaosagents,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=blackadder.io,resources=chaosagents/status,verbs=get;patch
-// +kubebuilder:rbac:groups=blackadder.io,resources=chaosagents/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch;delete
 // +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;patch

@@ -77,7 +77,7 @@ func startManager(t *testing.T, name string, args ...string) *manager {
 		"--health-probe-bind-address=0"}, args...)
 	cmd := exec.Command(bin, all...)
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.Env = append(os.Environ(), "POD_NAMESPACE=quartet-system")
+	cmd.Env = append([]string{"POD_NAMESPACE=quartet-system"}, os.Environ()...) // a test's t.Setenv wins
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
