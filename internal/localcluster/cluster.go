@@ -254,7 +254,11 @@ func (c *Cluster) startRest(ctx context.Context, p *pki) error {
 	if err := c.startProcess("kwok", kwok,
 		"--kubeconfig="+c.Kubeconfig, "--config="+filepath.Join(c.opts.KwokDir, "stages.yaml"),
 		"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-		"--cidr=10.244.0.0/16", "--node-ip=127.0.0.1"); err != nil {
+		"--cidr=10.244.0.0/16", "--node-ip=127.0.0.1",
+		// Without an explicit lease duration kwok renews no node Lease, and its status
+		// heartbeat (about every 55 s) races the controller-manager's 50 s grace period:
+		// the fake node would flap NotReady and its pods with it.
+		"--node-lease-duration-seconds=40"); err != nil {
 		return err
 	}
 	cs, err := kubernetes.NewForConfig(c.RestConfig())
