@@ -11,14 +11,11 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -122,28 +119,16 @@ func run() error {
 	cfg.QPS, cfg.Burst = float32(qps), burst
 	cfg.UserAgent = "quartet"
 
-	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
-	if len(shared.WatchNamespaces) > 0 {
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range shared.WatchNamespaces {
-			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
-		}
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  scheme,
-		Cache:                   cacheOpts,
-		Client:                  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
-		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
-		HealthProbeBindAddress:  probeAddr,
-		LeaderElection:          leaderElect,
-		LeaderElectionID:        "quartet.quartet.dev",
-		LeaderElectionNamespace: leaderElectionNS,
-		// The manager exits right after losing its lease, so a new leader can start sooner.
-		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 &leaseDuration,
-		RenewDeadline:                 &renewDeadline,
-		RetryPeriod:                   &retryPeriod,
-	})
+	opts := operator.ManagerOptions(scheme, shared)
+	opts.Metrics = metricsserver.Options{BindAddress: metricsAddr}
+	opts.HealthProbeBindAddress = probeAddr
+	opts.LeaderElection = leaderElect
+	opts.LeaderElectionID = "quartet.quartet.dev"
+	opts.LeaderElectionNamespace = leaderElectionNS
+	// The manager exits right after losing its lease, so a new leader can start sooner.
+	opts.LeaderElectionReleaseOnCancel = true
+	opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = &leaseDuration, &renewDeadline, &retryPeriod
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}

@@ -18,11 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	"github.com/quartet-operator/quartet/internal/operator"
@@ -34,9 +30,6 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	if os.Getenv("QUARTET_SKIP_INTEGRATION") != "" {
-		os.Exit(m.Run())
-	}
 	os.Exit(testenv.RunSuite(m, testenv.Full, &env))
 }
 
@@ -44,9 +37,6 @@ func TestMain(m *testing.M) {
 // (make test-unit) and fails when the cluster did not start.
 func requireCluster(t testing.TB) {
 	t.Helper()
-	if os.Getenv("QUARTET_SKIP_INTEGRATION") != "" {
-		t.Skip("QUARTET_SKIP_INTEGRATION set")
-	}
 	env.Require(t)
 }
 
@@ -58,30 +48,7 @@ const operatorNamespace = "quartet-system"
 // the transport (to count calls).
 func startManager(t testing.TB, cfg *rest.Config, opts *Options, shared operator.Shared) {
 	t.Helper()
-	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
-	if len(shared.WatchNamespaces) > 0 {
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range shared.WatchNamespaces {
-			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
-		}
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 testenv.Scheme(),
-		Cache:                  cacheOpts,
-		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	require.NoError(t, err)
-	require.NoError(t, opts.Setup(mgr, shared))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
+	testenv.StartManager(t, cfg, shared, opts.Setup)
 }
 
 // testNamespace creates a namespace labelled chaos-test=<selector> and deletes it at the end.

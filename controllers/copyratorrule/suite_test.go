@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,12 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 	"github.com/quartet-operator/quartet/internal/operator"
@@ -36,9 +30,6 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	if os.Getenv("QUARTET_SKIP_INTEGRATION") != "" {
-		os.Exit(m.Run())
-	}
 	os.Exit(testenv.RunSuite(m, testenv.Envtest, &env))
 }
 
@@ -46,9 +37,6 @@ func TestMain(m *testing.M) {
 // (make test-unit) and fails when the API server did not start.
 func requireAPIServer(t testing.TB) {
 	t.Helper()
-	if os.Getenv("QUARTET_SKIP_INTEGRATION") != "" {
-		t.Skip("QUARTET_SKIP_INTEGRATION set")
-	}
 	env.Require(t)
 }
 
@@ -61,36 +49,7 @@ const (
 // and stops it when the test ends, or earlier through the returned function.
 func startManager(t testing.TB, cfg *rest.Config, shared operator.Shared, opts Options) (stop func()) {
 	t.Helper()
-	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
-	if len(shared.WatchNamespaces) > 0 {
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range shared.WatchNamespaces {
-			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
-		}
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 testenv.Scheme(),
-		Cache:                  cacheOpts,
-		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	require.NoError(t, err)
-	require.NoError(t, opts.Setup(mgr, shared))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			require.NoError(t, <-done)
-		})
-	}
-	t.Cleanup(stop)
-	require.True(t, mgr.GetCache().WaitForCacheSync(ctx))
-	return stop
+	return testenv.StartManager(t, cfg, shared, opts.Setup)
 }
 
 // suffix returns a short random DNS-label suffix.

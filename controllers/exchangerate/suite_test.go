@@ -17,10 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
 	"github.com/quartet-operator/quartet/controllers/exchangerate/fakeupstream"
@@ -33,9 +30,6 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	if os.Getenv("QUARTET_SKIP_INTEGRATION") != "" {
-		os.Exit(m.Run())
-	}
 	os.Exit(testenv.RunSuite(m, testenv.Full, &env))
 }
 
@@ -43,9 +37,6 @@ func TestMain(m *testing.M) {
 // (make test-unit) and fails when the cluster did not start.
 func requireCluster(t testing.TB) {
 	t.Helper()
-	if os.Getenv("QUARTET_SKIP_INTEGRATION") != "" {
-		t.Skip("QUARTET_SKIP_INTEGRATION set")
-	}
 	env.Require(t)
 }
 
@@ -79,29 +70,10 @@ func startManagerShared(t testing.TB, opts *Options, cacheNS, watchNS []string) 
 
 func runManager(t testing.TB, cfg *rest.Config, opts *Options, cacheNS, watchNS []string) {
 	t.Helper()
-	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
-	if len(cacheNS) > 0 {
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range cacheNS {
-			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
-		}
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 testenv.Scheme(),
-		Cache:                  cacheOpts,
-		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	require.NoError(t, err)
-	require.NoError(t, opts.Setup(mgr, operator.Shared{WatchNamespaces: watchNS}))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
+	testenv.StartManager(t, cfg, operator.Shared{WatchNamespaces: watchNS}, opts.Setup, func(o *ctrl.Options) {
+		*o = operator.ManagerOptions(o.Scheme, operator.Shared{WatchNamespaces: cacheNS})
+		o.Metrics.BindAddress, o.HealthProbeBindAddress = "0", "0"
+		o.Controller.SkipNameValidation = ptr.To(true)
 	})
 }
 

@@ -20,12 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	"github.com/quartet-operator/quartet/internal/benchutil"
@@ -42,24 +38,8 @@ const (
 // managedFields and does not hold Secrets) until the test ends. cfg may count requests.
 func startManager(t testing.TB, cfg *rest.Config, shared operator.Shared, workers int) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 testenv.Scheme(),
-		Cache:                  cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
-		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	require.NoError(t, err)
 	opts := Options{MaxConcurrentReconciles: workers}
-	require.NoError(t, opts.Setup(mgr, shared))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
+	testenv.StartManager(t, cfg, shared, opts.Setup)
 }
 
 func newNamespace(t testing.TB) string {

@@ -12,9 +12,6 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	if os.Getenv("QUARTET_SKIP_INTEGRATION") != "" {
-		os.Exit(m.Run())
-	}
 	os.Exit(testenv.RunSuite(m, testenv.Full, &env))
 }
 
@@ -22,8 +19,5 @@ func TestMain(m *testing.M) {
 // (make test-unit) and fails when the cluster did not start.
 func requireCluster(t testing.TB) {
 	t.Helper()
-	if os.Getenv("QUARTET_SKIP_INTEGRATION") != "" {
-		t.Skip("QUARTET_SKIP_INTEGRATION set")
-	}
 	env.Require(t)
 }
