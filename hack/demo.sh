@@ -115,9 +115,9 @@ show() {
   say "CopyratorRule: copies of default/shared-settings"
   "$kubectl" get copyrators -n default
   "$kubectl" get configmaps -A -l copyrator.flant.com/rule=main-rule 2>/dev/null || true
-  say "RegistryMirror: the five objects and the mirror's status"
+  say "RegistryMirror: the six objects and the mirror's status"
   "$kubectl" get registrymirrors -n default
-  "$kubectl" get services,statefulsets,daemonsets,pvc -n default 2>/dev/null | grep -v '^service/kubernetes' || true
+  "$kubectl" get services,statefulsets,daemonsets,pvc,configmaps -n default -l app.kubernetes.io/instance=docker-hub 2>/dev/null | grep -v '^service/kubernetes' || true
   say "ChaosAgent: what the agent did"
   "$kubectl" get chaosagents
   "$kubectl" get deployment web -n chaos-demo
