@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -46,6 +47,7 @@ func run(in, out string) error {
 		cpu     string
 		pkg     string
 		failed  []string
+		pending string // a benchmark whose figures have not been seen yet
 	)
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -60,14 +62,19 @@ func run(in, out string) error {
 			failed = append(failed, line)
 		case strings.HasPrefix(line, "Benchmark"):
 			fields := strings.Fields(line)
-			if len(fields) < 4 {
-				continue
+			pending = trimProcs(fields[0])
+			if len(fields) >= 4 && isNumber(fields[1]) && fields[3] == "ns/op" {
+				results = append(results, parseResult(pkg, pending, fields[1:]))
+				pending = ""
 			}
-			r := result{pkg: pkg, name: trimProcs(fields[0])}
-			for i := 2; i+1 < len(fields); i += 2 {
-				r.metrics = append(r.metrics, [2]string{fields[i], fields[i+1]})
+		case pending != "":
+			// The benchmark logged between its name and its figures (go test prints the
+			// name first): the figures come on a line of their own, "N <ns> ns/op ...".
+			fields := strings.Fields(line)
+			if len(fields) >= 3 && isNumber(fields[0]) && fields[2] == "ns/op" {
+				results = append(results, parseResult(pkg, pending, fields))
+				pending = ""
 			}
-			results = append(results, r)
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -83,11 +90,12 @@ func run(in, out string) error {
 	fmt.Fprintf(&b, "compare a controller with a baseline measured by the same benchmark, on the same API server,\n")
 	fmt.Fprintf(&b, "in the same run (a tuned client-go loop writing the same objects directly).\n\n")
 	fmt.Fprintf(&b, "## Machine\n\n")
-	fmt.Fprintf(&b, "- CPU: %s, %d cores visible to Go\n", orUnknown(cpu), runtime.NumCPU())
+	fmt.Fprintf(&b, "- CPU: %s, %d cores visible to Go\n", orUnknown(strings.TrimSpace(cpu)), runtime.NumCPU())
 	fmt.Fprintf(&b, "- Memory: %s\n", memTotal())
 	fmt.Fprintf(&b, "- Go: %s; control plane: kube-apiserver v1.37.1, etcd v3.7.0 (`--unsafe-no-fsync`), kwok v0.8.0, all on loopback\n", goVersion())
 	fmt.Fprintf(&b, "\nThe API server, etcd, the controller-manager and the benchmark share these cores, so the\n")
 	fmt.Fprintf(&b, "absolute rates are this machine's; the ratios are what carries over.\n")
+	writeGoals(&b, results)
 	current := ""
 	for _, r := range results {
 		if r.pkg != current {
@@ -137,6 +145,64 @@ func benchDoc(pkg, name string) string {
 }
 
 const module = "github.com/quartet-operator/quartet"
+
+// goal is a target an issue set for a benchmark figure.
+type goal struct {
+	bench, metric, text string
+	met                 func(float64) bool // nil: reported, no target
+}
+
+var goals = []goal{
+	{"BenchmarkFanOut1000", "x-raw-create", "≤ 1.3× raw create, JSON baseline (issue 5)", func(v float64) bool { return v <= 1.3 }},
+	{"BenchmarkFanOut1000", "x-raw-create-protobuf", "≤ 1.3× raw create, protobuf baseline (issue 5)", func(v float64) bool { return v <= 1.3 }},
+	{"BenchmarkNewNamespaceLatency", "p99-ms", "copies in a new namespace within a second (issue 5)", func(v float64) bool { return v <= 1000 }},
+	{"BenchmarkRSSUnrelatedSecrets", "MB-rss-growth", "≤ 20 MB RSS growth with 10,000 unrelated 10 KB Secrets (issue 5)", func(v float64) bool { return v <= 20 }},
+	{"BenchmarkUpdatePropagation1000", "x-raw-patch", "reported (issue 5 sets no target)", nil},
+	{"BenchmarkExchangeRates1000", "upstream-requests/fill-of-1000", "1 upstream request per source per refresh (issue 3)", func(v float64) bool { return v == 1 }},
+	{"BenchmarkExchangeRates1000", "upstream-requests/refresh", "1 upstream request per source per refresh (issue 3)", func(v float64) bool { return v == 1 }},
+	{"BenchmarkExchangeRates1000", "x-raw-create", "reported (issue 3 sets no target)", nil},
+	{"BenchmarkRoundOver10000Pods", "list-calls/round", "no LIST per round after start-up (issue 4)", func(v float64) bool { return v == 0 }},
+	{"BenchmarkRoundOver10000Pods", "api-calls/round", "reported (issue 4 sets no target)", nil},
+	{"BenchmarkRoundOver10000Pods", "process-cpu-ms/round", "reported (issue 4 sets no target)", nil},
+	{"BenchmarkMirrorsToReady", "x-raw-create-until-workloads-ready", "reported (issue 6 sets no target)", nil},
+}
+
+// writeGoals prints the issues' targets next to this run's figures.
+func writeGoals(b *strings.Builder, results []result) {
+	fmt.Fprintf(b, "\n## Targets\n\n| benchmark | metric | target | this run | met |\n|---|---|---|---|---|\n")
+	for _, g := range goals {
+		value, found := "not measured", false
+		for _, r := range results {
+			for _, m := range r.metrics {
+				if r.name == g.bench && m[1] == g.metric {
+					value, found = m[0], true
+				}
+			}
+		}
+		met := "—"
+		if found && g.met != nil {
+			v, err := strconv.ParseFloat(value, 64)
+			met = "no"
+			if err == nil && g.met(v) {
+				met = "yes"
+			}
+		} else if !found {
+			met = "no"
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", g.bench, g.metric, g.text, value, met)
+	}
+}
+
+// parseResult reads "N <value> <unit> <value> <unit> ..." after a benchmark's name.
+func parseResult(pkg, name string, fields []string) result {
+	r := result{pkg: pkg, name: name}
+	for i := 1; i+1 < len(fields); i += 2 {
+		r.metrics = append(r.metrics, [2]string{fields[i], fields[i+1]})
+	}
+	return r
+}
+
+func isNumber(s string) bool { return s != "" && strings.Trim(s, "0123456789.") == "" }
 
 // trimProcs drops the -GOMAXPROCS suffix of a benchmark name.
 func trimProcs(name string) string {
