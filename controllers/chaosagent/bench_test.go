@@ -42,7 +42,7 @@ func processCPU(b *testing.B) time.Duration {
 // loop: one LIST each of pods, Deployments and ConfigMaps per round, timed on the same API
 // server with a tuned client-go client.
 func BenchmarkRoundOver10000Pods(b *testing.B) {
-	requireCluster(b)
+	env.Require(b)
 	ctx := context.Background()
 	cs, err := kubernetes.NewForConfig(benchutil.TunedConfig(env.Config))
 	require.NoError(b, err)

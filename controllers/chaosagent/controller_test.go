@@ -27,7 +27,7 @@ import (
 // TestChaosAgentOnCluster runs every integration test against one manager, as in production:
 // agents of parallel tests coexist, each confined to its own namespaces by a label selector.
 func TestChaosAgentOnCluster(t *testing.T) {
-	requireCluster(t)
+	env.Require(t)
 	startManager(t, env.Config, &Options{}, operator.Shared{OperatorNamespace: operatorNamespace})
 	t.Run("parallel", func(t *testing.T) {
 		t.Run("EvictedPodIsReplacedByItsReplicaSet", func(t *testing.T) { t.Parallel(); testKill(t, v1beta1.KillMethodEvict) })
@@ -286,7 +286,7 @@ func testV1alpha1(t *testing.T) {
 // namespaces only changes the Deployment in the watched one that is not protected. It runs
 // after TestChaosAgentOnCluster has stopped its manager, so no other controller sees the agent.
 func TestWatchNamespacesAndOperatorNamespace(t *testing.T) {
-	requireCluster(t)
+	env.Require(t)
 	ctx := context.Background()
 	sel := selectorFor(t)
 	watched := testNamespace(t, "watched", sel)

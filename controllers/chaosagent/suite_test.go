@@ -33,13 +33,6 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.RunSuite(m, testenv.Full, &env))
 }
 
-// requireCluster skips only when integration tests were switched off on purpose
-// (make test-unit) and fails when the cluster did not start.
-func requireCluster(t testing.TB) {
-	t.Helper()
-	env.Require(t)
-}
-
 // operatorNamespace is the namespace the test manager pretends to run in (always protected).
 const operatorNamespace = "quartet-system"
 

@@ -48,7 +48,7 @@ type benchEnv struct {
 // way, as --kube-api-qps/--kube-api-burst allow) and creates n target namespaces.
 func newBenchEnv(b *testing.B, n int) *benchEnv {
 	b.Helper()
-	requireAPIServer(b)
+	env.Require(b)
 	be := &benchEnv{id: suffix(), calls: &benchutil.CallCounter{}}
 	var err error
 	be.cs, err = kubernetes.NewForConfig(benchutil.TunedConfig(env.Config))

@@ -34,7 +34,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, n int) fixture {
 	t.Helper()
-	requireAPIServer(t)
+	env.Require(t)
 	f := fixture{id: suffix()}
 	f.src = newNamespace(t, "src", nil)
 	for range n {
@@ -202,7 +202,7 @@ func TestForeignObjectIsAConflictAndLeftAlone(t *testing.T) {
 }
 
 func TestCleanupSurvivesAManagerRestart(t *testing.T) {
-	requireAPIServer(t)
+	env.Require(t)
 	ctx := context.Background()
 	id := suffix()
 	src := newNamespace(t, "src", nil)
@@ -230,7 +230,7 @@ func TestCleanupSurvivesAManagerRestart(t *testing.T) {
 }
 
 func TestForeignObjectIsRecheckedAndReplacedWhenGone(t *testing.T) {
-	requireAPIServer(t)
+	env.Require(t)
 	ctx := context.Background()
 	id := suffix()
 	src := newNamespace(t, "src", nil)
@@ -494,7 +494,7 @@ func TestNamespacesListAndInvalidSelector(t *testing.T) {
 }
 
 func TestRuleNameFitsALabel(t *testing.T) {
-	requireAPIServer(t)
+	env.Require(t)
 	rule := ruleFor("default", suffix(), flantv1.RuleTypeSecret)
 	rule.Name = strings.Repeat("a", 64)
 	err := env.Client.Create(context.Background(), rule)
@@ -506,7 +506,7 @@ func TestRuleNameFitsALabel(t *testing.T) {
 }
 
 func TestWatchNamespaceScoping(t *testing.T) {
-	requireAPIServer(t)
+	env.Require(t)
 	ctx := context.Background()
 	id := suffix()
 	src := newNamespace(t, "src", nil)
@@ -567,7 +567,7 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 // Secrets the manager sends carries a label selector, and every full-body one is either
 // the copies' (managed-by=copyrator) or one rule's sources in the rule's namespace.
 func TestNeverListsAllSecrets(t *testing.T) {
-	requireAPIServer(t)
+	env.Require(t)
 	ctx := context.Background()
 	rec := &queryRecorder{}
 	id := suffix()

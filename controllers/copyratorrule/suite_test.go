@@ -33,13 +33,6 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.RunSuite(m, testenv.Envtest, &env))
 }
 
-// requireAPIServer skips only when integration tests were switched off on purpose
-// (make test-unit) and fails when the API server did not start.
-func requireAPIServer(t testing.TB) {
-	t.Helper()
-	env.Require(t)
-}
-
 const (
 	waitFor = 15 * time.Second
 	tick    = 50 * time.Millisecond

@@ -48,7 +48,7 @@ func benchPairs() []benchPair {
 // ConfigMaps; it counts upstream requests for the initial fill and for one refresh that
 // changes every rate.
 func BenchmarkExchangeRates1000(b *testing.B) {
-	requireCluster(b)
+	env.Require(b)
 	ctx := context.Background()
 	cs, err := kubernetes.NewForConfig(benchutil.TunedConfig(env.Config))
 	if err != nil {

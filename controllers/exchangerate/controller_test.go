@@ -22,7 +22,7 @@ import (
 // TestExchangeRateOnCluster runs the integration tests in parallel, each with its own
 // namespace, imitation upstream and manager (so request counts and outages stay apart).
 func TestExchangeRateOnCluster(t *testing.T) {
-	requireCluster(t)
+	env.Require(t)
 	t.Run("parallel", func(t *testing.T) {
 		t.Run("ArticleSampleCreatesConfigMap", func(t *testing.T) { t.Parallel(); testSample(t) })
 		t.Run("CurrencyChangeUpdatesConfigMap", func(t *testing.T) { t.Parallel(); testCurrencyChange(t) })

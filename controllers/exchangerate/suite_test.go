@@ -33,13 +33,6 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.RunSuite(m, testenv.Full, &env))
 }
 
-// requireCluster skips only when integration tests were switched off on purpose
-// (make test-unit) and fails when the cluster did not start.
-func requireCluster(t testing.TB) {
-	t.Helper()
-	env.Require(t)
-}
-
 // today is the publication date the imitation upstream serves in integration tests, so
 // nothing is Stale.
 func today() string { return time.Now().UTC().Format(dateLayout) }

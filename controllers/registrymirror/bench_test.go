@@ -103,7 +103,7 @@ func allReady(ctx context.Context, b *testing.B, c client.Client, ns string, n i
 // the same 600 objects (built by the same builders) straight to the API server in the
 // same run — once until they exist, once until their workloads are ready too.
 func BenchmarkMirrorsToReady(b *testing.B) {
-	requireCluster(b)
+	env.Require(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	tuned := benchutil.TunedConfig(env.Config)

@@ -195,7 +195,7 @@ func childWrites(c *benchutil.CallCounter, ns string) int {
 // re-created, drift corrected, a changed upstream rolled out, storage grown, and
 // deletion cleaning up through owner references.
 func TestMirrorLifecycle(t *testing.T) {
-	requireCluster(t)
+	env.Require(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
 	class := "rm-" + ns
@@ -321,7 +321,7 @@ func TestMirrorLifecycle(t *testing.T) {
 // control is reported (Degraded, Warning Event) and never taken over; once it is gone,
 // the mirror creates its own.
 func TestForeignObjectIsAConflict(t *testing.T) {
-	requireCluster(t)
+	env.Require(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
 	startManager(t, env.Config, operator.Shared{}, 2)
@@ -367,7 +367,7 @@ func TestForeignObjectIsAConflict(t *testing.T) {
 // TestStorageResizeRefused: growing a cache whose class does not allow expansion is
 // reported, without a retry loop, while the mirror keeps serving.
 func TestStorageResizeRefused(t *testing.T) {
-	requireCluster(t)
+	env.Require(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
 	class := "rm-" + ns
@@ -394,7 +394,7 @@ func TestStorageResizeRefused(t *testing.T) {
 // TestHostPorts: mirrors get distinct host ports; an explicit port another mirror holds
 // is a conflict and that mirror gets no node agents.
 func TestHostPorts(t *testing.T) {
-	requireCluster(t)
+	env.Require(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
 	startManager(t, env.Config, operator.Shared{}, 4)
@@ -439,7 +439,7 @@ func TestHostPorts(t *testing.T) {
 
 // TestWatchNamespace: a controller limited to some namespaces leaves mirrors elsewhere alone.
 func TestWatchNamespace(t *testing.T) {
-	requireCluster(t)
+	env.Require(t)
 	ctx := context.Background()
 	watched, other := newNamespace(t), newNamespace(t)
 	startManager(t, env.Config, operator.Shared{WatchNamespaces: []string{watched}}, 2)
@@ -462,7 +462,7 @@ func TestWatchNamespace(t *testing.T) {
 // TestAPIRefusesInvalidMirrors covers the validation this package added to the type:
 // names its children can be derived from, and host port bounds.
 func TestAPIRefusesInvalidMirrors(t *testing.T) {
-	requireCluster(t)
+	env.Require(t)
 	ns := newNamespace(t)
 	for _, tc := range []struct {
 		name   string

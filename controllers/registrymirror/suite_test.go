@@ -14,10 +14,3 @@ var env *testenv.Env
 func TestMain(m *testing.M) {
 	os.Exit(testenv.RunSuite(m, testenv.Full, &env))
 }
-
-// requireCluster skips only when integration tests were switched off on purpose
-// (make test-unit) and fails when the cluster did not start.
-func requireCluster(t testing.TB) {
-	t.Helper()
-	env.Require(t)
-}
