@@ -333,3 +333,35 @@ func TestInvalidObjectsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestV1alpha1WritesKeepV1beta1Fields: a change made through v1alpha1 (what `kubectl apply`
+// of the article's v1alpha1 manifest does to an existing agent) must not drop the v1beta1
+// fields — above all dryRun, whose loss would turn a rehearsal into real chaos.
+func TestV1alpha1WritesKeepV1beta1Fields(t *testing.T) {
+	env.Require(t)
+	ctx := context.Background()
+	beta := decode(t, `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: both-versions}
+spec: {tantrumMode: true, podTolerance: 5, eagerness: 77, ipsumMode: true, dryRun: true}`)
+	require.NoError(t, env.Client.Create(ctx, beta))
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, beta) })
+
+	alpha := &unstructured.Unstructured{}
+	alpha.SetAPIVersion("blackadder.io/v1alpha1")
+	alpha.SetKind("ChaosAgent")
+	alpha.SetName("both-versions")
+	require.NoError(t, env.Client.Patch(ctx, alpha, client.RawPatch("application/merge-patch+json",
+		[]byte(`{"spec":{"tantrumMode":true,"podTolerance":6}}`))))
+
+	got := &unstructured.Unstructured{}
+	got.SetAPIVersion("blackadder.io/v1beta1")
+	got.SetKind("ChaosAgent")
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: "both-versions"}, got))
+	spec := got.Object["spec"].(map[string]any)
+	assert.EqualValues(t, 6, spec["podTolerance"], "the v1alpha1 change applied")
+	assert.EqualValues(t, 77, spec["eagerness"], "v1beta1 field kept")
+	assert.Equal(t, true, spec["ipsumMode"], "v1beta1 field kept")
+	assert.Equal(t, true, spec["dryRun"], "dryRun kept")
+}

@@ -2,40 +2,22 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 )
 
-// ChaosAgentSpec is the article's first ChaosAgent: tantrum mode and a pod tolerance.
-// Objects written as v1alpha1 are stored as v1beta1 (the same fields, plus the v1beta1
-// defaults); reading them as v1alpha1 shows only these two fields.
-type ChaosAgentSpec struct {
-	// tantrumMode, when true, lets the agent kill pods at random, but only while at least
-	// podTolerance candidate pods exist.
-	// +optional
-	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Tantrum Mode",xDescriptors="urn:alm:descriptor:com.tectonic.ui:booleanSwitch"
-	TantrumMode bool `json:"tantrumMode,omitempty"`
+// ChaosAgentSpec and ChaosAgentStatus are v1beta1's. The article's v1alpha1 manifests use
+// only tantrumMode and podTolerance, and they still apply unchanged; serving the full
+// v1beta1 schema here too makes the webhook-free conversion (strategy None) lossless: an
+// agent written through v1alpha1 keeps every v1beta1 field (dryRun included) instead of
+// having them pruned to their defaults.
+type (
+	ChaosAgentSpec   = v1beta1.ChaosAgentSpec
+	ChaosAgentStatus = v1beta1.ChaosAgentStatus
+)
 
-	// podTolerance is the number of candidate pods that must exist before a tantrum kills any.
-	// +kubebuilder:validation:Minimum=0
-	// +kubebuilder:validation:Maximum=1000000
-	// +optional
-	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Pod Tolerance",xDescriptors="urn:alm:descriptor:com.tectonic.ui:number"
-	PodTolerance int32 `json:"podTolerance,omitempty"`
-}
-
-// ChaosAgentStatus is the part of the agent's status that v1alpha1 shows.
-type ChaosAgentStatus struct {
-	// observedGeneration is the spec generation the status describes.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// conditions: Ready (the agent is running rounds), Paused, Degraded.
-	// +listType=map
-	// +listMapKey=type
-	// +optional
-	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors="urn:alm:descriptor:io.kubernetes.conditions"
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
-}
-
-// ChaosAgent is a chaos engineering agent (v1alpha1: tantrum mode only). Prefer v1beta1.
+// ChaosAgent is the article's first chaos engineering agent version, kept so its manifests
+// apply unchanged; it has the v1beta1 schema. Prefer v1beta1.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=ca

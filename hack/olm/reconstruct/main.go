@@ -93,6 +93,7 @@ func oldChaosCRD(data []byte) ([]byte, error) {
 		m, _ := v.(map[string]any)
 		if m["name"] == oldVersion {
 			m["served"], m["storage"] = true, true
+			articleSpec(m)
 			kept = append(kept, m)
 		}
 	}
@@ -101,6 +102,23 @@ func oldChaosCRD(data []byte) ([]byte, error) {
 	}
 	spec["versions"] = kept
 	return yaml.Marshal(crd)
+}
+
+// articleSpec cuts the version's spec schema down to the article's v1alpha1 fields
+// (tantrumMode, podTolerance), as v0.1.0 served it; v0.2.0 serves the v1beta1 schema under
+// both names.
+func articleSpec(version map[string]any) {
+	schema, _ := version["schema"].(map[string]any)
+	root, _ := schema["openAPIV3Schema"].(map[string]any)
+	props, _ := root["properties"].(map[string]any)
+	spec, _ := props["spec"].(map[string]any)
+	fields, _ := spec["properties"].(map[string]any)
+	for name := range fields {
+		if name != "tantrumMode" && name != "podTolerance" {
+			delete(fields, name)
+		}
+	}
+	delete(spec, "x-kubernetes-validations")
 }
 
 // oldCSV renames the CSV to the old version, points it at the old operator image, and
