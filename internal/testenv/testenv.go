@@ -110,6 +110,9 @@ func Start(mode Mode) *Env {
 		}
 		cfg, err := te.Start()
 		if err != nil {
+			// Start may fail after etcd and kube-apiserver are up (installing the CRDs,
+			// say): stop them, or they outlive the test binary.
+			_ = te.Stop()
 			e.Err = fmt.Errorf("envtest: %w", err)
 			return e
 		}
