@@ -25,16 +25,42 @@ func ecbDoc(days string) string {
 <gesmes:subject>Reference rates</gesmes:subject><Cube>` + days + `</Cube></gesmes:Envelope>`
 }
 
+// parseCase is one document for a parser and what it must yield.
+type parseCase struct {
+	name      string
+	doc       string
+	wantDate  string
+	wantRates map[string]string // a few to check
+	wantCount int
+	wantErr   string
+}
+
+// runParseCases runs the cases against one parser (ECB or Frankfurter).
+func runParseCases(t *testing.T, parse func([]byte) (*Table, error), tests []parseCase) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tab, err := parse([]byte(tt.doc))
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				assert.Nil(t, tab)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantDate, tab.Date)
+			assert.Len(t, tab.Rates, tt.wantCount)
+			for c, want := range tt.wantRates {
+				got, err := tab.Rate("EUR", c)
+				require.NoError(t, err)
+				assert.Equal(t, want, got, c)
+			}
+		})
+	}
+}
+
 func TestParseECB(t *testing.T) {
 	daily := string(readTestdata(t, "eurofxref-daily.xml"))
-	tests := []struct {
-		name      string
-		doc       string
-		wantDate  string
-		wantRates map[string]string // a few to check
-		wantCount int
-		wantErr   string
-	}{
+	tests := []parseCase{
 		{name: "daily file", doc: daily, wantDate: "2026-05-15", wantCount: 29,
 			wantRates: map[string]string{"USD": "1.1625", "ISK": "142.6", "IDR": "19254.12"}},
 		{name: "fake upstream renders the same format", doc: string(fakeupstream.RenderECB("2026-05-15", map[string]string{"USD": "1.1625"})),
@@ -63,36 +89,12 @@ func TestParseECB(t *testing.T) {
 		{name: "wrong root element", doc: `<Other><Cube><Cube time='2026-05-15'><Cube currency='USD' rate='1.1'/></Cube></Cube></Other>`,
 			wantErr: "decoding ECB XML"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tab, err := ParseECB([]byte(tt.doc))
-			if tt.wantErr != "" {
-				require.ErrorContains(t, err, tt.wantErr)
-				assert.Nil(t, tab)
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tt.wantDate, tab.Date)
-			assert.Len(t, tab.Rates, tt.wantCount)
-			for c, want := range tt.wantRates {
-				got, err := tab.Rate("EUR", c)
-				require.NoError(t, err)
-				assert.Equal(t, want, got, c)
-			}
-		})
-	}
+	runParseCases(t, ParseECB, tests)
 }
 
 func TestParseFrankfurter(t *testing.T) {
 	latest := string(readTestdata(t, "frankfurter-latest.json"))
-	tests := []struct {
-		name      string
-		doc       string
-		wantDate  string
-		wantRates map[string]string
-		wantCount int
-		wantErr   string
-	}{
+	tests := []parseCase{
 		{name: "latest", doc: latest, wantDate: "2026-05-15", wantCount: 29, wantRates: map[string]string{"USD": "1.1625", "IDR": "19254"}},
 		{name: "amount 2 is divided out", doc: `{"amount":2,"base":"EUR","date":"2026-05-15","rates":{"USD":2.325}}`,
 			wantDate: "2026-05-15", wantCount: 1, wantRates: map[string]string{"USD": "1.1625"}},
@@ -116,24 +118,7 @@ func TestParseFrankfurter(t *testing.T) {
 		{name: "bad code", doc: `{"amount":1.0,"base":"EUR","date":"2026-05-15","rates":{"usd":1.1}}`, wantErr: "three upper-case letters"},
 		{name: "huge exponent", doc: `{"amount":1.0,"base":"EUR","date":"2026-05-15","rates":{"USD":1e999999999}}`, wantErr: "not a decimal"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tab, err := ParseFrankfurter([]byte(tt.doc))
-			if tt.wantErr != "" {
-				require.ErrorContains(t, err, tt.wantErr)
-				assert.Nil(t, tab)
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tt.wantDate, tab.Date)
-			assert.Len(t, tab.Rates, tt.wantCount)
-			for c, want := range tt.wantRates {
-				got, err := tab.Rate("EUR", c)
-				require.NoError(t, err)
-				assert.Equal(t, want, got, c)
-			}
-		})
-	}
+	runParseCases(t, ParseFrankfurter, tests)
 }
 
 func TestFrankfurterMessage(t *testing.T) {
