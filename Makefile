@@ -134,6 +134,26 @@ docker-build: ## Build the operator image (needs a container engine).
 docker-push: ## Push the operator image.
 	$(CONTAINER_TOOL) push $(IMG)
 
+# make images: every image the real-node cluster pulls, built without a container engine
+# (hack/images/build.sh: GNU tar layers, crane) into the registry store bin/images/registry.
+CRANE_VERSION ?= v0.22.1
+GRPC_HEALTH_PROBE_VERSION ?= v0.4.40
+CRANE ?= $(TOOLBIN)/crane-$(CRANE_VERSION)
+GRPC_HEALTH_PROBE ?= $(TOOLBIN)/grpc_health_probe-$(GRPC_HEALTH_PROBE_VERSION)
+SCORECARD_TEST ?= $(TOOLBIN)/scorecard-test-$(OPERATOR_SDK_VERSION)
+OLM_IMAGE_BINS := $(foreach b,olm catalog package-server copy-content cpb,$(TOOLBIN)/$(b)-$(OLM_VERSION))
+IMAGES_ENV = CRANE=$(CRANE) GRPC_HEALTH_PROBE=$(GRPC_HEALTH_PROBE) OPM=$(OPM) SCORECARD_TEST=$(SCORECARD_TEST) \
+	OPM_VERSION=$(OPM_VERSION) OLM_VERSION=$(OLM_VERSION) OPERATOR_SDK_VERSION=$(OPERATOR_SDK_VERSION) IMAGE_TAG_BASE=$(IMAGE_TAG_BASE) \
+	IMG=$(IMG) BUNDLE_IMG=$(BUNDLE_IMG) CATALOG_IMG=$(CATALOG_IMG) REGISTRY_IMG=$(REGISTRY_IMG)
+
+.PHONY: images
+images: registry $(CRANE) $(GRPC_HEALTH_PROBE) $(OPM) $(OLM_IMAGE_BINS) $(SCORECARD_TEST) ## Build all images of the real-node cluster offline into bin/images/registry (list: bin/images/images.txt).
+	$(IMAGES_ENV) hack/images/build.sh
+
+.PHONY: images-check
+images-check: images ## Build the images again and fail unless every digest equals the previous build's.
+	IMAGES_CHECK=1 $(IMAGES_ENV) hack/images/build.sh
+
 ##@ Deployment
 
 .PHONY: install
@@ -168,6 +188,24 @@ $(KUSTOMIZE):
 .PHONY: controller-gen kustomize
 controller-gen: $(CONTROLLER_GEN) ## Build controller-gen.
 kustomize: $(KUSTOMIZE) ## Build kustomize.
+
+# Image tooling of make images, pinned by hack/tools/images/go.mod.
+$(CRANE):
+	mkdir -p $(TOOLBIN)
+	cd hack/tools/images && CGO_ENABLED=0 go build -trimpath -o $@.tmp github.com/google/go-containerregistry/cmd/crane
+	mv $@.tmp $@
+
+$(GRPC_HEALTH_PROBE):
+	mkdir -p $(TOOLBIN)
+	cd hack/tools/images && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o $@.tmp github.com/grpc-ecosystem/grpc-health-probe
+	mv $@.tmp $@
+
+# OLM's package-server, copy-content and cpb (the olm image) and operator-sdk's scorecard-test.
+$(filter-out $(TOOLBIN)/olm-% $(TOOLBIN)/catalog-%,$(OLM_IMAGE_BINS)):
+	OLM_VERSION=$(OLM_VERSION) hack/build-olm-tools.sh olm-image
+
+$(SCORECARD_TEST):
+	OPERATOR_SDK_VERSION=$(OPERATOR_SDK_VERSION) hack/build-olm-tools.sh scorecard-test
 
 ##@ OLM
 
