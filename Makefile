@@ -104,13 +104,26 @@ controlplane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-sched
 registry: ## Build the CNCF distribution registry (for the RegistryMirror proof test; skips when present).
 	hack/build-registry.sh
 
+# NODE=kwok: fake nodes (pods never run; scale tests). NODE=real: one real node (kubelet,
+# kube-proxy, containerd, runc, CNI bridge) in a network namespace of its own; needs root.
+NODE ?= kwok
+REAL_NODE_DEPS := $(if $(filter real,$(NODE)),node-deps node-tools images)
+
 .PHONY: cluster-up
-cluster-up: controlplane ## Start the local cluster in the background (idempotent); kubeconfig in bin/dev-cluster/kubeconfig.
-	go run ./hack/cluster -dir $(DEV_CLUSTER) up
+cluster-up: controlplane $(REAL_NODE_DEPS) ## Start the local cluster in the background (idempotent; NODE=kwok|real); kubeconfig in bin/dev-cluster/kubeconfig.
+	go run ./hack/cluster -dir $(DEV_CLUSTER) -node $(NODE) up
 
 .PHONY: cluster-down
-cluster-down: ## Stop the local cluster.
+cluster-down: ## Stop the local cluster and restore everything a real node changed on the host.
 	go run ./hack/cluster -dir $(DEV_CLUSTER) down
+
+.PHONY: node-tools
+node-tools: ## Build the real node's add-ons (CoreDNS, hostPath volume provisioner) into bin/tools (skips what exists).
+	hack/build-node-tools.sh
+
+.PHONY: node-deps
+node-deps: ## Install the Debian packages a real node needs (containerd, runc, CNI plugins, iptables, conntrack) when missing.
+	hack/node-deps.sh
 
 .PHONY: demo
 demo: controlplane manifests ## Run everything on the local cluster, apply the samples, show what happened; Ctrl-C stops all.
@@ -147,7 +160,7 @@ IMAGES_ENV = CRANE=$(CRANE) GRPC_HEALTH_PROBE=$(GRPC_HEALTH_PROBE) OPM=$(OPM) SC
 	IMG=$(IMG) BUNDLE_IMG=$(BUNDLE_IMG) CATALOG_IMG=$(CATALOG_IMG) REGISTRY_IMG=$(REGISTRY_IMG)
 
 .PHONY: images
-images: registry $(CRANE) $(GRPC_HEALTH_PROBE) $(OPM) $(OLM_IMAGE_BINS) $(SCORECARD_TEST) ## Build all images of the real-node cluster offline into bin/images/registry (list: bin/images/images.txt).
+images: registry node-tools $(CRANE) $(GRPC_HEALTH_PROBE) $(OPM) $(OLM_IMAGE_BINS) $(SCORECARD_TEST) ## Build all images of the real-node cluster offline into bin/images/registry (list: bin/images/images.txt).
 	$(IMAGES_ENV) hack/images/build.sh
 
 .PHONY: images-check

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the real control plane from the Go module proxy into bin/k8s/<version>/:
-# etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl, plus kwok
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, and the real
+# node's kubelet and kube-proxy, plus kwok
 # into bin/kwok/<version>/. Skips every binary that already exists, so only a fresh
 # machine pays the cold build (about 12-15 minutes on 2 cores).
 set -euo pipefail
@@ -32,6 +33,9 @@ build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
 build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
 build kubectl k8s.io/kubernetes/cmd/kubectl
+# The real node (NODE=real): kubelet and kube-proxy from the same module and version.
+build kubelet k8s.io/kubernetes/cmd/kubelet
+build kube-proxy k8s.io/kubernetes/cmd/kube-proxy
 
 if [ -x "$kwok_dir/kwok" ]; then
   echo "controlplane: kwok present"

@@ -1,6 +1,9 @@
 // Command cluster starts and stops the local development cluster behind `make cluster-up`
 // and `make cluster-down`: etcd, kube-apiserver, kube-controller-manager, kube-scheduler
-// and kwok with one fake node, on free loopback ports, detached from the shell.
+// and either kwok with fake nodes (-node kwok) or one real node (-node real: kubelet,
+// kube-proxy, containerd in a network namespace of its own; needs root), detached from
+// the shell. `down` stops it and restores everything a real node changed on the host,
+// also when an earlier run was killed.
 package main
 
 import (
@@ -15,10 +18,13 @@ import (
 )
 
 func main() {
+	// A detached real node's API server forwarder is this program run again.
+	localcluster.RunForwarderIfAsked()
 	dir := flag.String("dir", "", "cluster folder (default <repo>/bin/dev-cluster)")
 	nodes := flag.Int("nodes", 1, "number of fake nodes")
+	node := flag.String("node", localcluster.NodeKwok, "node kind: kwok (fake nodes) or real (kubelet + containerd; root)")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: cluster [-dir D] [-nodes N] up|down|status\n")
+		fmt.Fprintf(os.Stderr, "usage: cluster [-dir D] [-node kwok|real] [-nodes N] up|down|status\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -26,13 +32,13 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := run(flag.Arg(0), *dir, *nodes); err != nil {
+	if err := run(flag.Arg(0), *dir, *node, *nodes); err != nil {
 		fmt.Fprintln(os.Stderr, "cluster:", err)
 		os.Exit(1)
 	}
 }
 
-func run(cmd, dir string, nodes int) error {
+func run(cmd, dir, node string, nodes int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if dir == "" {
@@ -59,7 +65,7 @@ func run(cmd, dir string, nodes int) error {
 			return err
 		}
 		c, err := localcluster.Start(ctx, localcluster.Options{
-			Dir: dir, BinDir: binDir, KwokDir: kwokDir, Full: true, Nodes: nodes, Detach: true,
+			Dir: dir, BinDir: binDir, KwokDir: kwokDir, Full: true, Node: node, Nodes: nodes, Detach: true,
 			Log: func(f string, a ...any) { fmt.Printf(f+"\n", a...) },
 		})
 		if err != nil {
@@ -72,6 +78,11 @@ func run(cmd, dir string, nodes int) error {
 		return nil
 	case "down":
 		if loadErr != nil {
+			// A real node whose start was killed has no state.json; its host changes are
+			// still undone.
+			if err := localcluster.CleanupStaleRealNodes(func(f string, a ...any) { fmt.Printf(f+"\n", a...) }); err != nil {
+				return err
+			}
 			fmt.Println("cluster: nothing to stop (no state.json in " + dir + ")")
 			return nil
 		}
@@ -82,6 +93,10 @@ func run(cmd, dir string, nodes int) error {
 			return err
 		}
 		_ = os.RemoveAll(filepath.Join(dir, "etcd"))
+		if existing.Node != nil {
+			fmt.Println("cluster: down; no component left running; host kernel settings, mounts, cgroups and paths restored")
+			return nil
+		}
 		fmt.Println("cluster: down; no component left running")
 		return nil
 	case "status":

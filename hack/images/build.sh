@@ -49,6 +49,12 @@ PAUSE_IMG=${PAUSE_IMG:-registry.k8s.io/pause:3.10}
 SCORECARD_TEST_IMG=${SCORECARD_TEST_IMG:-quay.io/operator-framework/scorecard-test:$OPERATOR_SDK_VERSION}
 SCORECARD_UNTAR_IMG=${SCORECARD_UNTAR_IMG:-quay.io/operator-framework/scorecard-untar:quartet}
 E2E_IMG=${E2E_IMG:-quay.io/quartet-operator/e2e:dev}
+COREDNS_VERSION=${COREDNS_VERSION:-v1.12.4}
+COREDNS=${COREDNS:-$root/bin/tools/coredns-$COREDNS_VERSION}
+COREDNS_IMG=${COREDNS_IMG:-registry.k8s.io/coredns/coredns:$COREDNS_VERSION}
+# operator-sdk run bundle hard-codes this image (no flag) for its catalog pod's init container,
+# which runs sh, cat and gzip: a busybox stand-in under that name.
+UBI_IMG=${UBI_IMG:-registry.access.redhat.com/ubi9/ubi:9.7}
 
 out=$root/bin/images
 store=$out/registry
@@ -65,7 +71,7 @@ if ! flock -n 9; then
 fi
 
 missing=()
-for f in "$CRANE" "$GRPC_HEALTH_PROBE" "$OPM" "$SCORECARD_TEST" "$REGISTRY"; do [ -x "$f" ] || missing+=("$f"); done
+for f in "$CRANE" "$GRPC_HEALTH_PROBE" "$OPM" "$SCORECARD_TEST" "$REGISTRY" "$COREDNS"; do [ -x "$f" ] || missing+=("$f"); done
 for b in "${OLM_BINS[@]}"; do [ -x "$root/bin/tools/$b-$OLM_VERSION" ] || missing+=("$root/bin/tools/$b-$OLM_VERSION"); done
 if [ ${#missing[@]} -gt 0 ]; then
   printf 'images: missing %s (run make images, which builds them)\n' "${missing[@]}" >&2
@@ -113,10 +119,11 @@ gobuild() { # gobuild OUT PACKAGE: static, trimmed, no VCS stamp (as the Dockerf
   CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -buildvcs=false -trimpath -ldflags="-s -w" -o "$1" "$2"
 }
 mkdir -p "$work/bin"
-say "building manager, pause, fakerates"
+say "building manager, pause, fakerates, httpget"
 gobuild "$work/bin/manager" .
 gobuild "$work/bin/pause" ./hack/images/pause
 gobuild "$work/bin/fakerates" ./hack/fakerates
+gobuild "$work/bin/httpget" ./hack/httpget
 
 # --- layers: a staging tree per layer, normalised, then GNU tar ------------------------------
 tarflags=(--format=gnu --sort=name --mtime=@0 --numeric-owner --no-acls --no-selinux --no-xattrs)
@@ -266,12 +273,19 @@ printf '%s\n%s\n' "$passwd_base" 'scorecard-untar:x:1001:0:scorecard-untar user:
 normalize "$d"
 layer scorecard-untar
 
-# e2e: fakerates next to busybox.
+# e2e: fakerates and httpget (busybox's static wget crashes) next to busybox.
 d=$(stage e2e)
 mkdir -p "$d/bin"
 cp "$work/bin/fakerates" "$d/bin/fakerates"
+cp "$work/bin/httpget" "$d/bin/httpget"
 normalize "$d"
 layer e2e
+
+# coredns: the real node's cluster DNS (hack/build-node-tools.sh), as upstream's FROM scratch.
+d=$(stage coredns)
+cp "$COREDNS" "$d/coredns"
+normalize "$d"
+layer coredns
 
 say "layers: $(du -sch "$work"/layers/*.tar | tail -1 | cut -f1) uncompressed"
 
@@ -347,7 +361,9 @@ dockerfile_labels() { # dockerfile_labels FILE: --label flags from its LABEL lin
 catalog_labels=$(dockerfile_labels catalog.Dockerfile)
 bundle_labels=$(dockerfile_labels bundle.Dockerfile)
 
-scratch "$OPM_IMG" base opm -- --entrypoint=/bin/opm --user=1001 --env="$PATH_ENV"
+# Upstream's opm image has a shell (distroless:debug's busybox): `operator-sdk run bundle`
+# starts its catalog pod with `sh -c` in it.
+scratch "$OPM_IMG" base busybox opm -- --entrypoint=/bin/opm --user=1001 --env="$PATH_ENV"
 # shellcheck disable=SC2086 # one --label flag per word
 cr mutate "$(loc "$OPM_IMG")" --append="$(L catalog-configs)" --append="$(L catalog-cache)" \
   --entrypoint=/bin/opm --cmd=serve --cmd=/configs --cmd=--cache-dir=/tmp/cache \
@@ -374,12 +390,14 @@ scratch "$SCORECARD_UNTAR_IMG" base busybox scorecard-untar -- --cmd=sh \
   --user=1001 --workdir=/opt/scorecard-untar --env="$PATH_ENV" --env=HOME=/opt/scorecard-untar \
   --env=USER_NAME=scorecard-untar --env=USER_UID=1001
 scratch "$E2E_IMG" base busybox e2e -- --cmd=sh --user=65532:65532 --workdir=/ --env="$PATH_ENV"
+scratch "$COREDNS_IMG" coredns -- --entrypoint=/coredns --user=65532:65532 --exposed-ports=53/udp --exposed-ports=53/tcp
+scratch "$UBI_IMG" base busybox -- --cmd=sh --env="$PATH_ENV"
 
 # --- the list, and the digests compared with the previous run --------------------------------
 new=$work/images.txt.new
 : >"$new.unsorted"
 for ref in "$OPM_IMG" "$CATALOG_IMG" "$IMG" "$IMG_PREV" "$BUNDLE_IMG" "$BUNDLE_IMG_PREV" "$OLM_IMG" \
-  "$REGISTRY_IMG" "$PAUSE_IMG" "$SCORECARD_TEST_IMG" "$SCORECARD_UNTAR_IMG" "$E2E_IMG"; do
+  "$REGISTRY_IMG" "$PAUSE_IMG" "$SCORECARD_TEST_IMG" "$SCORECARD_UNTAR_IMG" "$E2E_IMG" "$COREDNS_IMG" "$UBI_IMG"; do
   dig=$(cr digest "$(loc "$ref")")
   echo "$ref $dig" >>"$new.unsorted"
 done

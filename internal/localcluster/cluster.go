@@ -1,7 +1,9 @@
 // Package localcluster starts a real Kubernetes control plane on loopback from binaries
 // built out of the Go module proxy: etcd, kube-apiserver and, for a full cluster,
-// kube-controller-manager, kube-scheduler and kwok with fake nodes, so pods "run" without
-// a kubelet. `make cluster-up`, `make demo` and the integration tests all use it.
+// kube-controller-manager, kube-scheduler and either kwok with fake nodes, so pods "run"
+// without a kubelet (scale tests), or one real node (kubelet, kube-proxy, containerd,
+// runc, CNI bridge) on which containers really run, inside a network namespace of its
+// own (realnode.go). `make cluster-up`, `make demo` and the integration tests all use it.
 package localcluster
 
 import (
@@ -32,6 +34,7 @@ import (
 const (
 	KubernetesVersion = "v1.37.1"
 	KwokVersion       = "v0.8.0"
+	RegistryVersion   = "v3.0.0"
 )
 
 // Options say where the binaries are and what to start.
@@ -42,11 +45,23 @@ type Options struct {
 	BinDir string
 	// KwokDir holds kwok and stages.yaml.
 	KwokDir string
-	// Full also starts kube-controller-manager, kube-scheduler and kwok with Nodes fake nodes.
+	// Full also starts kube-controller-manager, kube-scheduler and the nodes.
 	// Without it only etcd and kube-apiserver run (like envtest).
 	Full bool
+	// Node is NodeKwok (default: Nodes fake nodes) or NodeReal (one real node; needs
+	// root, `make node-deps` and `make images`; implies Full).
+	Node string
 	// Nodes is the number of fake nodes (default 1).
 	Nodes int
+	// ImageStore is the registry storage `make images` fills, served to a real node
+	// (default <repo>/bin/images/registry).
+	ImageStore string
+	// RegistryBin is the CNCF distribution registry that serves ImageStore (default
+	// <repo>/bin/registry/<version>/registry).
+	RegistryBin string
+	// ProvisionerBin serves a real node's default StorageClass (default
+	// <repo>/bin/tools/hostpath-provisioner, from `make node-tools`).
+	ProvisionerBin string
 	// Detach starts the processes in their own session so they outlive this process
 	// (make cluster-up); otherwise they die with it.
 	Detach bool
@@ -64,20 +79,26 @@ type Process struct {
 	PID  int      `json:"pid"`
 	Args []string `json:"args"`
 	Log  string   `json:"log"`
-	cmd  *exec.Cmd
-	done chan struct{}
+	// InNode says the process runs in the real node's network namespace.
+	InNode bool `json:"inNode,omitempty"`
+	cmd    *exec.Cmd
+	done   chan struct{}
 }
 
 // Cluster is a running local control plane.
 type Cluster struct {
-	Dir          string     `json:"dir"`
-	Kubeconfig   string     `json:"kubeconfig"`
-	APIServerURL string     `json:"apiServerURL"`
-	EtcdURL      string     `json:"etcdURL"`
-	Full         bool       `json:"full"`
-	Processes    []*Process `json:"processes"`
-	opts         Options
-	restConfig   *rest.Config
+	Dir          string `json:"dir"`
+	Kubeconfig   string `json:"kubeconfig"`
+	APIServerURL string `json:"apiServerURL"`
+	EtcdURL      string `json:"etcdURL"`
+	Full         bool   `json:"full"`
+	// Node is the real node (nil with kwok).
+	Node        *RealNode  `json:"node,omitempty"`
+	Processes   []*Process `json:"processes"`
+	opts        Options
+	restConfig  *rest.Config
+	stopForward context.CancelFunc
+	stopped     bool
 }
 
 // RepoRoot finds the repository root (the directory holding go.mod) from the working
@@ -119,6 +140,27 @@ func DefaultBinDirs() (binDir, kwokDir string, err error) {
 	return binDir, kwokDir, nil
 }
 
+// defaultRealNodePaths fills ImageStore and RegistryBin from the repository's bin/.
+func defaultRealNodePaths(opts *Options) error {
+	if opts.ImageStore != "" && opts.RegistryBin != "" && opts.ProvisionerBin != "" {
+		return nil
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return err
+	}
+	if opts.ImageStore == "" {
+		opts.ImageStore = filepath.Join(root, "bin", "images", "registry")
+	}
+	if opts.RegistryBin == "" {
+		opts.RegistryBin = filepath.Join(root, "bin", "registry", RegistryVersion, "registry")
+	}
+	if opts.ProvisionerBin == "" {
+		opts.ProvisionerBin = filepath.Join(root, "bin", "tools", "hostpath-provisioner")
+	}
+	return nil
+}
+
 // FreePort asks the kernel for a free loopback port.
 func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -138,10 +180,20 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if opts.Nodes == 0 {
 		opts.Nodes = 1
 	}
+	real := opts.Node == NodeReal
+	if real {
+		opts.Full = true
+		if err := defaultRealNodePaths(&opts); err != nil {
+			return nil, err
+		}
+	} else if opts.Node != "" && opts.Node != NodeKwok {
+		return nil, fmt.Errorf("localcluster: unknown node kind %q (want %q or %q)", opts.Node, NodeKwok, NodeReal)
+	}
 	if opts.Log == nil {
 		opts.Log = func(string, ...any) {}
 	}
 	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		// (a real node's own binaries are checked by preflightRealNode)
 		if _, err := os.Stat(filepath.Join(opts.BinDir, b)); err != nil {
 			return nil, fmt.Errorf("localcluster: %s missing in %s (run `make controlplane`): %w", b, opts.BinDir, err)
 		}
@@ -152,25 +204,37 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	c := &Cluster{Dir: opts.Dir, Full: opts.Full, opts: opts, Kubeconfig: filepath.Join(opts.Dir, "kubeconfig")}
 	defer func() {
 		if err != nil {
-			_ = c.Stop()
+			// A failed start undoes everything, host changes of a real node included.
+			if stopErr := c.Stop(); stopErr != nil {
+				err = errors.Join(err, fmt.Errorf("localcluster: cleaning up after the failed start: %w", stopErr))
+			}
 		}
 	}()
 
+	if real {
+		if err := c.prepareRealNode(ctx); err != nil {
+			return nil, err
+		}
+	}
 	p, err := writePKI(filepath.Join(opts.Dir, "pki"))
 	if err != nil {
 		return nil, fmt.Errorf("localcluster: certificates: %w", err)
 	}
-	etcdPort, err := FreePort()
-	if err != nil {
-		return nil, err
-	}
-	peerPort, err := FreePort()
-	if err != nil {
-		return nil, err
-	}
+	// The host reaches the API server on apiPort; a real node's control plane listens on
+	// fixed ports inside its own namespace and a forwarder connects the two.
 	apiPort, err := FreePort()
 	if err != nil {
 		return nil, err
+	}
+	etcdPort, peerPort, listenPort := nodeEtcdPort, nodePeerPort, nodeAPIPort
+	if !real {
+		if etcdPort, err = FreePort(); err != nil {
+			return nil, err
+		}
+		if peerPort, err = FreePort(); err != nil {
+			return nil, err
+		}
+		listenPort = apiPort
 	}
 	c.EtcdURL = fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
 	c.APIServerURL = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
@@ -187,11 +251,16 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		"--quota-backend-bytes=8589934592"); err != nil {
 		return nil, err
 	}
-	if err := c.writeKubeconfig(p); err != nil {
+	if err := c.writeKubeconfigs(p); err != nil {
 		return nil, err
 	}
-	if err := c.startAPIServer(p, apiPort); err != nil {
+	if err := c.startAPIServer(p, listenPort); err != nil {
 		return nil, err
+	}
+	if real {
+		if err := c.startAPIForward(ctx, fmt.Sprintf("127.0.0.1:%d", apiPort)); err != nil {
+			return nil, err
+		}
 	}
 	if err := c.waitReady(ctx, 60*time.Second); err != nil {
 		return nil, err
@@ -206,21 +275,37 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		if err := c.startRest(ctx, p); err != nil {
 			return nil, err
 		}
-		opts.Log("localcluster: controller-manager, scheduler, kwok and %d node(s) ready in %s", opts.Nodes, time.Since(start).Round(time.Millisecond))
+		if real {
+			opts.Log("localcluster: controller-manager, scheduler and the real node %s (kubelet, kube-proxy, containerd) ready in %s", RealNodeName, time.Since(start).Round(time.Millisecond))
+		} else {
+			opts.Log("localcluster: controller-manager, scheduler, kwok and %d node(s) ready in %s", opts.Nodes, time.Since(start).Round(time.Millisecond))
+		}
 	}
 	return c, c.SaveState()
 }
 
 func (c *Cluster) apiServerArgs(p *pki, port int) []string {
+	if c.Node != nil {
+		return append(c.commonAPIServerArgs(p, port),
+			// Inside the node's namespace: pods reach it on the node IP and through the
+			// kubernetes Service; the kubelet's credentials are checked by the Node authorizer.
+			"--bind-address=0.0.0.0", "--advertise-address="+RealNodeIP,
+			"--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
+			"--kubelet-client-certificate="+p.KubeletClientCert, "--kubelet-client-key="+p.KubeletClientKey,
+			"--kubelet-preferred-address-types=InternalIP,Hostname")
+	}
+	return append(c.commonAPIServerArgs(p, port), "--bind-address=127.0.0.1", "--authorization-mode=RBAC")
+}
+
+func (c *Cluster) commonAPIServerArgs(p *pki, port int) []string {
 	return []string{
 		"--etcd-servers=" + c.EtcdURL,
-		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(port),
+		"--secure-port=" + strconv.Itoa(port),
 		"--tls-cert-file=" + p.ServingCert, "--tls-private-key-file=" + p.ServingKey,
 		"--client-ca-file=" + p.CACert,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + p.SAPub, "--service-account-signing-key-file=" + p.SAKey,
-		"--service-cluster-ip-range=10.0.0.0/24",
-		"--authorization-mode=RBAC",
+		"--service-cluster-ip-range=" + ServiceCIDR,
 		"--allow-privileged=true",
 		"--enable-priority-and-fairness=false",
 		"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000",
@@ -233,8 +318,12 @@ func (c *Cluster) startAPIServer(p *pki, port int) error {
 }
 
 func (c *Cluster) startRest(ctx context.Context, p *pki) error {
+	kubeconfig := c.Kubeconfig
+	if c.Node != nil {
+		kubeconfig = c.Node.InternalKubeconfig
+	}
 	if err := c.startProcess("kube-controller-manager", filepath.Join(c.opts.BinDir, "kube-controller-manager"),
-		"--kubeconfig="+c.Kubeconfig, "--leader-elect=false", "--secure-port=0",
+		"--kubeconfig="+kubeconfig, "--leader-elect=false", "--secure-port=0",
 		"--service-account-private-key-file="+p.SAKey, "--root-ca-file="+p.CACert,
 		"--cluster-signing-cert-file="+p.CACert, "--cluster-signing-key-file="+p.CAKey,
 		"--controllers=*", "--kube-api-qps=200", "--kube-api-burst=400",
@@ -243,9 +332,25 @@ func (c *Cluster) startRest(ctx context.Context, p *pki) error {
 		return err
 	}
 	if err := c.startProcess("kube-scheduler", filepath.Join(c.opts.BinDir, "kube-scheduler"),
-		"--kubeconfig="+c.Kubeconfig, "--leader-elect=false", "--secure-port=0",
+		"--kubeconfig="+kubeconfig, "--leader-elect=false", "--secure-port=0",
 		"--kube-api-qps=200", "--kube-api-burst=400"); err != nil {
 		return err
+	}
+	if c.Node != nil {
+		cs, err := kubernetes.NewForConfig(c.RestConfig())
+		if err != nil {
+			return err
+		}
+		if err := c.startRealNode(ctx, cs); err != nil {
+			return err
+		}
+		if err := startClusterDNS(ctx, cs); err != nil {
+			return err
+		}
+		return waitFor(ctx, 90*time.Second, "default ServiceAccount", func() (bool, error) {
+			_, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+			return err == nil, nil
+		})
 	}
 	kwok := filepath.Join(c.opts.KwokDir, "kwok")
 	if _, err := os.Stat(kwok); err != nil {
@@ -319,13 +424,34 @@ func fakeResources() corev1.ResourceList {
 	}
 }
 
-func (c *Cluster) writeKubeconfig(p *pki) error {
+// writeKubeconfigs writes the admin kubeconfig for the host and, for a real node, the
+// kubeconfigs used inside its namespace: admin (controller-manager, scheduler, tools run
+// with NodeCommand), the kubelet's (system:node:<name>) and kube-proxy's.
+func (c *Cluster) writeKubeconfigs(p *pki) error {
+	if err := writeKubeconfig(c.Kubeconfig, c.APIServerURL, p.CACert, p.AdminCert, p.AdminKey); err != nil {
+		return err
+	}
+	if c.Node == nil {
+		return nil
+	}
+	inside := fmt.Sprintf("https://127.0.0.1:%d", nodeAPIPort)
+	np := pathsFor(c.Dir)
+	if err := writeKubeconfig(c.Node.InternalKubeconfig, inside, p.CACert, p.AdminCert, p.AdminKey); err != nil {
+		return err
+	}
+	if err := writeKubeconfig(np.kubeletKubeconfig, inside, p.CACert, p.NodeCert, p.NodeKey); err != nil {
+		return err
+	}
+	return writeKubeconfig(np.proxyKubeconfig, inside, p.CACert, p.ProxyCert, p.ProxyKey)
+}
+
+func writeKubeconfig(path, server, ca, cert, key string) error {
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["quartet-local"] = &clientcmdapi.Cluster{Server: c.APIServerURL, CertificateAuthority: p.CACert}
-	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificate: p.AdminCert, ClientKey: p.AdminKey}
-	cfg.Contexts["quartet-local"] = &clientcmdapi.Context{Cluster: "quartet-local", AuthInfo: "admin", Namespace: "default"}
+	cfg.Clusters["quartet-local"] = &clientcmdapi.Cluster{Server: server, CertificateAuthority: ca}
+	cfg.AuthInfos["user"] = &clientcmdapi.AuthInfo{ClientCertificate: cert, ClientKey: key}
+	cfg.Contexts["quartet-local"] = &clientcmdapi.Context{Cluster: "quartet-local", AuthInfo: "user", Namespace: "default"}
 	cfg.CurrentContext = "quartet-local"
-	return clientcmd.WriteToFile(*cfg, c.Kubeconfig)
+	return clientcmd.WriteToFile(*cfg, path)
 }
 
 // RestConfig is an admin client configuration for the cluster.
@@ -376,7 +502,17 @@ func waitFor(ctx context.Context, timeout time.Duration, what string, cond func(
 	}
 }
 
+// startProcess starts a component; a real node's components run inside its namespace.
 func (c *Cluster) startProcess(name, bin string, args ...string) error {
+	return c.start(name, c.Node != nil, bin, args...)
+}
+
+// startHostProcess starts a component in the host's network namespace.
+func (c *Cluster) startHostProcess(name, bin string, args ...string) error {
+	return c.start(name, false, bin, args...)
+}
+
+func (c *Cluster) start(name string, inNode bool, bin string, args ...string) error {
 	logPath := filepath.Join(c.Dir, "logs", name+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -384,6 +520,10 @@ func (c *Cluster) startProcess(name, bin string, args ...string) error {
 	}
 	defer logFile.Close()
 	cmd := exec.Command(bin, args...)
+	if inNode {
+		// nsenter enters the namespace and execs bin: the PID is the component's own.
+		cmd = exec.Command("nsenter", append([]string{"--net=" + c.Node.Netns, "--", bin}, args...)...)
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if c.opts.Detach {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -393,7 +533,7 @@ func (c *Cluster) startProcess(name, bin string, args ...string) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("localcluster: starting %s: %w", name, err)
 	}
-	p := &Process{Name: name, PID: cmd.Process.Pid, Args: append([]string{bin}, args...), Log: logPath, cmd: cmd, done: make(chan struct{})}
+	p := &Process{Name: name, PID: cmd.Process.Pid, Args: append([]string{bin}, args...), Log: logPath, InNode: inNode, cmd: cmd, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(p.done) }()
 	// Replace an earlier process of the same name (a restart).
 	for i, old := range c.Processes {
@@ -451,15 +591,32 @@ func (p *Process) stop() {
 	}
 }
 
-// Stop stops every component in reverse start order (kwok, scheduler, controller-manager,
-// apiserver, etcd), waiting for each, so the apiserver is never left without etcd.
+// Stop stops every component in reverse start order (kwok or the node, scheduler,
+// controller-manager, apiserver, etcd), waiting for each, so the apiserver is never left
+// without etcd. A real node's containers are killed once its kubelet has stopped (so
+// nothing restarts them), and then everything it changed on the host is undone.
 func (c *Cluster) Stop() error {
+	if c.stopped {
+		return nil
+	}
+	c.stopped = true
+	var err error
 	for i := len(c.Processes) - 1; i >= 0; i-- {
-		c.Processes[i].stop()
+		p := c.Processes[i]
+		p.stop()
+		if p.Name == "kubelet" && c.Node != nil {
+			c.Node.killWorkloads()
+		}
 	}
 	c.Processes = nil
+	if c.stopForward != nil {
+		c.stopForward()
+	}
+	if c.Node != nil {
+		err = c.Node.teardown(c.Dir)
+	}
 	_ = os.Remove(filepath.Join(c.Dir, "state.json"))
-	return nil
+	return err
 }
 
 // RestartAPIServer stops kube-apiserver and starts it again with the same flags, then
@@ -471,7 +628,7 @@ func (c *Cluster) RestartAPIServer(ctx context.Context, downtime time.Duration) 
 	}
 	p.stop()
 	time.Sleep(downtime)
-	if err := c.startProcess("kube-apiserver", p.Args[0], p.Args[1:]...); err != nil {
+	if err := c.start("kube-apiserver", p.InNode, p.Args[0], p.Args[1:]...); err != nil {
 		return err
 	}
 	if err := c.waitReady(ctx, 60*time.Second); err != nil {

@@ -22,6 +22,13 @@ type pki struct {
 	ServingCert, ServingKey string
 	AdminCert, AdminKey     string
 	SAKey, SAPub            string
+	// A real node's credentials: the API server's client certificate for kubelets, the
+	// kubelet's (system:node:<name>, Node authorizer) and kube-proxy's (system:kube-proxy).
+	KubeletClientCert, KubeletClientKey string
+	NodeCert, NodeKey                   string
+	ProxyCert, ProxyKey                 string
+	// RegistryCert serves the real node's image registry over HTTPS (127.0.0.1, node IP).
+	RegistryCert, RegistryKey string
 }
 
 // writePKI creates a CA, a serving certificate for the API server, an admin client
@@ -35,6 +42,10 @@ func writePKI(dir string) (*pki, error) {
 		ServingCert: filepath.Join(dir, "apiserver.crt"), ServingKey: filepath.Join(dir, "apiserver.key"),
 		AdminCert: filepath.Join(dir, "admin.crt"), AdminKey: filepath.Join(dir, "admin.key"),
 		SAKey: filepath.Join(dir, "sa.key"), SAPub: filepath.Join(dir, "sa.pub"),
+		KubeletClientCert: filepath.Join(dir, "apiserver-kubelet-client.crt"), KubeletClientKey: filepath.Join(dir, "apiserver-kubelet-client.key"),
+		NodeCert: filepath.Join(dir, "node.crt"), NodeKey: filepath.Join(dir, "node.key"),
+		ProxyCert: filepath.Join(dir, "kube-proxy.crt"), ProxyKey: filepath.Join(dir, "kube-proxy.key"),
+		RegistryCert: filepath.Join(dir, "registry.crt"), RegistryKey: filepath.Join(dir, "registry.key"),
 	}
 	now := time.Now().Add(-time.Hour)
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -86,7 +97,7 @@ func writePKI(dir string) (*pki, error) {
 	if err := leaf(p.ServingCert, p.ServingKey, 2, &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "kube-apiserver"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1"), net.ParseIP(RealNodeIP)},
 		DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
 			"kubernetes.default.svc.cluster.local"},
 	}); err != nil {
@@ -97,6 +108,28 @@ func writePKI(dir string) (*pki, error) {
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}); err != nil {
 		return nil, fmt.Errorf("admin certificate: %w", err)
+	}
+	if err := leaf(p.RegistryCert, p.RegistryKey, 7, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "quartet-image-registry"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(RealNodeIP)},
+		DNSNames:    []string{"localhost"},
+	}); err != nil {
+		return nil, fmt.Errorf("registry certificate: %w", err)
+	}
+	for i, cl := range []struct {
+		cert, key string
+		subject   pkix.Name
+	}{
+		{p.KubeletClientCert, p.KubeletClientKey, pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}}},
+		{p.NodeCert, p.NodeKey, pkix.Name{CommonName: "system:node:" + RealNodeName, Organization: []string{"system:nodes"}}},
+		{p.ProxyCert, p.ProxyKey, pkix.Name{CommonName: "system:kube-proxy"}},
+	} {
+		if err := leaf(cl.cert, cl.key, int64(4+i), &x509.Certificate{
+			Subject: cl.subject, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		}); err != nil {
+			return nil, fmt.Errorf("%s certificate: %w", cl.subject.CommonName, err)
+		}
 	}
 
 	saKey, err := rsa.GenerateKey(rand.Reader, 2048)

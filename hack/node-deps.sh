@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the Debian packages a real node needs (containerd, runc, the CNI plugins,
+# iptables, conntrack), only when one is missing. Run by `make node-deps`, which
+# `make cluster-up NODE=real` and the real-node tests depend on. Needs root.
+set -euo pipefail
+need=()
+command -v containerd >/dev/null || need+=(containerd)
+command -v runc >/dev/null || need+=(runc)
+[ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
+command -v iptables >/dev/null || need+=(iptables)
+command -v conntrack >/dev/null || need+=(conntrack)
+command -v nsenter >/dev/null || need+=(util-linux)
+command -v ip >/dev/null || need+=(iproute2)
+if [ ${#need[@]} -eq 0 ]; then
+  echo "node-deps: containerd $(containerd --version | awk '{print $3}'), runc, CNI plugins, iptables, conntrack present"
+  exit 0
+fi
+if [ "$(id -u)" != 0 ]; then
+  echo "node-deps: missing ${need[*]}; installing them needs root" >&2
+  exit 1
+fi
+echo "node-deps: installing ${need[*]}"
+start=$SECONDS
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+echo "node-deps: installed in $((SECONDS - start))s"
