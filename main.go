@@ -1,9 +1,12 @@
 // Command manager runs Quartet: four day-2 controllers (ChaosAgent, CopyratorRule,
-// ExchangeRate, RegistryMirror) in one controller-runtime manager. `manager node-agent`
-// runs the RegistryMirror node side instead (same image, no extra binary).
+// ExchangeRate, RegistryMirror) in one controller-runtime manager. The same binary, in
+// the same image, is the RegistryMirror's node agent (`manager node-agent`) and its
+// registry's credential helper (run as docker-credential-quartet, installed into the
+// registry pod by `manager install-credential-helper <dir>`).
 package main
 
 import (
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"os"
@@ -18,6 +21,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	blackadderv1alpha1 "github.com/quartet-operator/quartet/api/blackadder/v1alpha1"
@@ -30,12 +34,18 @@ import (
 	"github.com/quartet-operator/quartet/controllers/exchangerate"
 	"github.com/quartet-operator/quartet/controllers/registrymirror"
 	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/internal/registrycreds"
 )
 
 // Every controller records Events; each controller package declares the rest of its own
 // permissions next to its code.
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// The metrics endpoint authenticates callers with TokenReviews and authorizes them with
+// SubjectAccessReviews (filters.WithAuthenticationAndAuthorization).
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 var scheme = runtime.NewScheme()
 
@@ -52,8 +62,23 @@ func init() {
 var allControllers = []string{"chaosagent", "copyratorrule", "exchangerate", "registrymirror"}
 
 func main() {
+	// The same binary is the RegistryMirror's credential helper (run by the registry under
+	// that name) and installs itself as one (the registry pod's init container).
+	if registrycreds.IsHelper(os.Args[0]) {
+		registrycreds.Main()
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "node-agent" {
 		os.Exit(registrymirror.NodeAgentMain(ctrl.SetupSignalHandler(), os.Args[2:]))
+	}
+	if len(os.Args) == 3 && os.Args[1] == "install-credential-helper" {
+		dest, err := registrycreds.Install(os.Args[2])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "install-credential-helper:", err)
+			os.Exit(1)
+		}
+		fmt.Println("Installed the registry credential helper at", dest)
+		return
 	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
@@ -64,6 +89,9 @@ func main() {
 func run() error {
 	var (
 		metricsAddr, probeAddr string
+		metricsSecure          bool
+		metricsCertDir         string
+		enableHTTP2            bool
 		leaderElect            bool
 		leaderElectionNS       string
 		qps                    float64
@@ -73,7 +101,10 @@ func run() error {
 		renewDeadline          time.Duration
 		retryPeriod            time.Duration
 	)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; 0 disables it.")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "Address the Prometheus metrics endpoint binds to (:8443 for HTTPS, :8080 for HTTP); 0 disables it.")
+	flag.BoolVar(&metricsSecure, "metrics-secure", true, "Serve metrics over HTTPS, only to callers whose token may get /metrics (TokenReview + SubjectAccessReview); false serves plain HTTP to anyone.")
+	flag.StringVar(&metricsCertDir, "metrics-cert-dir", "", "Folder with tls.crt and tls.key for the metrics endpoint; empty: a self-signed certificate generated at start.")
+	flag.BoolVar(&enableHTTP2, "enable-http2", false, "Allow HTTP/2 on the metrics endpoint (off: HTTP/2 Rapid Reset and Stream Cancellation, CVE-2023-44487 and CVE-2023-39325).")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so only one of several replicas acts.")
 	flag.StringVar(&leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the manager's own).")
@@ -98,6 +129,11 @@ func run() error {
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	// Flags the command line leaves unset come from QUARTET_<FLAG> (a Subscription's
+	// spec.config.env under OLM).
+	if err := operator.SetFlagsFromEnv(flag.CommandLine, nil); err != nil {
+		return err
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
 
@@ -120,7 +156,13 @@ func run() error {
 	cfg.UserAgent = "quartet"
 
 	opts := operator.ManagerOptions(scheme, shared)
-	opts.Metrics = metricsserver.Options{BindAddress: metricsAddr}
+	opts.Metrics = metricsserver.Options{BindAddress: metricsAddr, SecureServing: metricsSecure, CertDir: metricsCertDir}
+	if metricsSecure {
+		opts.Metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	if !enableHTTP2 {
+		opts.Metrics.TLSOpts = append(opts.Metrics.TLSOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
 	opts.HealthProbeBindAddress = probeAddr
 	opts.LeaderElection = leaderElect
 	opts.LeaderElectionID = "quartet.quartet.dev"

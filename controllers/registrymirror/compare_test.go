@@ -59,7 +59,7 @@ func TestNeedsApply(t *testing.T) {
 	removed.Spec.Template.Spec.Volumes = removed.Spec.Template.Spec.Volumes[:2]
 	assert.True(t, needsApply(desired, removed), "a volume removed by someone")
 
-	// The spec no longer asks for credentials: the desired object has fewer env vars but
+	// The spec no longer asks for credentials: the desired object has fewer volumes but
 	// is still a subset of live, so only the applied-hash annotation tells.
 	withCreds := minimalMirror()
 	withCreds.Spec.CredentialsSecretRef = fullMirror().Spec.CredentialsSecretRef

@@ -18,6 +18,7 @@ import (
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
+	"github.com/quartet-operator/quartet/internal/registrycreds"
 )
 
 // Fixed facts of the operands. The registry listens on RegistryPort in its pod and behind
@@ -34,6 +35,7 @@ const (
 	cacheMountPath   = "/var/lib/registry"
 	certsDHostPath   = "/etc/containerd/certs.d"
 	hostsMountPath   = "/run/quartet/hosts-dir"
+	helperMountPath  = "/quartet/bin"
 	nodeLoopbackIP   = "127.0.0.1"
 	defaultStorage   = "10Gi"
 	registryBinary   = "/bin/registry"
@@ -249,16 +251,36 @@ func desiredStatefulSet(m *mirrorsv1alpha1.RegistryMirror, img Images, configHas
 			WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/").WithPort(intstr.FromString("http"))).
 			WithInitialDelaySeconds(10).WithPeriodSeconds(20).WithFailureThreshold(6)).
 		WithSecurityContext(restrictedContainerSecurity())
-	if ref := m.Spec.CredentialsSecretRef; ref != nil {
-		// The registry reads REGISTRY_<SECTION>_<FIELD> over its config file; the operator
-		// never reads the Secret itself.
-		container = container.WithEnv(
-			corev1ac.EnvVar().WithName("REGISTRY_PROXY_USERNAME").WithValueFrom(corev1ac.EnvVarSource().
-				WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(ref.Name).WithKey("username"))),
-			corev1ac.EnvVar().WithName("REGISTRY_PROXY_PASSWORD").WithValueFrom(corev1ac.EnvVarSource().
-				WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(ref.Name).WithKey("password"))),
-		)
+	volumes := []*corev1ac.VolumeApplyConfiguration{
+		corev1ac.Volume().WithName("cache").WithPersistentVolumeClaim(
+			corev1ac.PersistentVolumeClaimVolumeSource().WithClaimName(pvcName(m))),
+		corev1ac.Volume().WithName("config").WithConfigMap(
+			corev1ac.ConfigMapVolumeSource().WithName(configMapName(m))),
+		corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+		corev1ac.Volume().WithName("helper").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
 	}
+	container = container.WithVolumeMounts(corev1ac.VolumeMount().WithName("helper").WithMountPath(helperMountPath).WithReadOnly(true))
+	if ref := m.Spec.CredentialsSecretRef; ref != nil {
+		// The credential helper reads the Secret's username and password files on each
+		// call; the kubelet updates them when the Secret changes. The operator never reads
+		// the Secret itself.
+		volumes = append(volumes, corev1ac.Volume().WithName("credentials").WithSecret(corev1ac.SecretVolumeSource().
+			WithSecretName(ref.Name).WithDefaultMode(0o440).WithItems(
+			corev1ac.KeyToPath().WithKey("username").WithPath("username"),
+			corev1ac.KeyToPath().WithKey("password").WithPath("password"))))
+		container = container.WithVolumeMounts(corev1ac.VolumeMount().WithName("credentials").WithMountPath(registrycreds.DefaultDir).WithReadOnly(true))
+	}
+	// The operator's own image installs the credential helper the registry runs.
+	helper := corev1ac.Container().
+		WithName("install-credential-helper").
+		WithImage(img.NodeAgent).
+		WithCommand(operatorBinary).
+		WithArgs("install-credential-helper", helperMountPath).
+		WithVolumeMounts(corev1ac.VolumeMount().WithName("helper").WithMountPath(helperMountPath)).
+		WithResources(corev1ac.ResourceRequirements().
+			WithRequests(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")}).
+			WithLimits(corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")})).
+		WithSecurityContext(restrictedContainerSecurity())
 	if r := m.Spec.Resources; r != nil {
 		res := corev1ac.ResourceRequirements()
 		if len(r.Limits) > 0 {
@@ -285,14 +307,9 @@ func desiredStatefulSet(m *mirrorsv1alpha1.RegistryMirror, img Images, configHas
 				WithFSGroup(registryUID).
 				WithFSGroupChangePolicy(corev1.FSGroupChangeOnRootMismatch).
 				WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+			WithInitContainers(helper).
 			WithContainers(container).
-			WithVolumes(
-				corev1ac.Volume().WithName("cache").WithPersistentVolumeClaim(
-					corev1ac.PersistentVolumeClaimVolumeSource().WithClaimName(pvcName(m))),
-				corev1ac.Volume().WithName("config").WithConfigMap(
-					corev1ac.ConfigMapVolumeSource().WithName(configMapName(m))),
-				corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
-			))
+			WithVolumes(volumes...))
 
 	return stampHash(appsv1ac.StatefulSet(statefulSetName(m), m.Namespace).
 		WithLabels(commonLabels(m, componentReg)).

@@ -123,7 +123,10 @@ func TestRegistryConfig(t *testing.T) {
 			proxy := cfg["proxy"].(map[string]any)
 			assert.Equal(t, "http://upstream.example:5000", proxy["remoteurl"], "trailing slash dropped")
 			assert.Equal(t, tc.wantTTL, proxy["ttl"])
-			assert.NotContains(t, proxy, "username", "credentials come from the Secret via env, never the ConfigMap")
+			assert.NotContains(t, proxy, "username", "credentials come from the mounted Secret through the helper, never the ConfigMap")
+			assert.NotContains(t, proxy, "password")
+			// proxy.exec: the registry asks the helper and never contacts the upstream at start.
+			assert.Equal(t, map[string]any{"command": "/quartet/bin/docker-credential-quartet", "lifetime": "30s"}, proxy["exec"])
 			assert.Equal(t, ":5000", cfg["http"].(map[string]any)["addr"])
 			assert.Equal(t, "0.1", cfg["version"])
 		})
@@ -204,15 +207,28 @@ func TestStatefulSet(t *testing.T) {
 	assert.True(t, *c.SecurityContext.ReadOnlyRootFilesystem)
 	assert.Equal(t, []corev1.Capability{"ALL"}, c.SecurityContext.Capabilities.Drop)
 	assert.Equal(t, "500m", ptr.To(c.Resources.Requests[corev1.ResourceCPU]).String())
-	require.Len(t, c.Env, 2)
-	assert.Equal(t, "REGISTRY_PROXY_USERNAME", c.Env[0].Name)
-	assert.Equal(t, corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "quay-pull"}, Key: "username"}, *c.Env[0].ValueFrom.SecretKeyRef)
-	assert.Equal(t, "password", c.Env[1].ValueFrom.SecretKeyRef.Key)
+	assert.Empty(t, c.Env, "no credential in the pod spec, not even a reference")
 	assert.Equal(t, "quay-registry-cache", pod.Volumes[0].PersistentVolumeClaim.ClaimName)
+	// The credentials Secret is a read-only volume where the helper reads it.
+	creds := pod.Volumes[len(pod.Volumes)-1]
+	require.NotNil(t, creds.Secret)
+	assert.Equal(t, "quay-pull", creds.Secret.SecretName)
+	assert.Equal(t, []corev1.KeyToPath{{Key: "username", Path: "username"}, {Key: "password", Path: "password"}}, creds.Secret.Items)
+	assert.Contains(t, c.VolumeMounts, corev1.VolumeMount{Name: "credentials", MountPath: "/quartet/credentials", ReadOnly: true})
+	assert.Contains(t, c.VolumeMounts, corev1.VolumeMount{Name: "helper", MountPath: "/quartet/bin", ReadOnly: true})
+	// The operator's image installs the helper, as restricted as the registry.
+	require.Len(t, pod.InitContainers, 1)
+	init := pod.InitContainers[0]
+	assert.Equal(t, testImages.NodeAgent, init.Image)
+	assert.Equal(t, []string{"/manager"}, init.Command)
+	assert.Equal(t, []string{"install-credential-helper", "/quartet/bin"}, init.Args)
+	assert.True(t, *init.SecurityContext.ReadOnlyRootFilesystem)
 
 	noCreds := &appsv1.StatefulSet{}
 	require.NoError(t, roundTrip(desiredStatefulSet(minimalMirror(), testImages, "abc"), noCreds))
-	assert.Empty(t, noCreds.Spec.Template.Spec.Containers[0].Env)
+	for _, v := range noCreds.Spec.Template.Spec.Volumes {
+		assert.Nil(t, v.Secret, "no Secret volume without credentialsSecretRef")
+	}
 	assert.Nil(t, noCreds.Spec.Template.Spec.Containers[0].Resources.Requests)
 }
 

@@ -26,6 +26,7 @@ import (
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	"github.com/quartet-operator/quartet/internal/localcluster"
+	"github.com/quartet-operator/quartet/internal/registrycreds"
 )
 
 // registryVersion is the CNCF distribution registry hack/build-registry.sh builds.
@@ -266,20 +267,32 @@ auth: {htpasswd: {realm: upstream, path: %q}}
 	mirrorConfig, err := yaml.Marshal(cfg)
 	require.NoError(t, err)
 
-	// Credentials as the StatefulSet passes them: env vars from the Secret's keys.
-	secret := map[string]string{"username": upstreamUser, "password": upstreamPassword}
+	// Credentials as the StatefulSet passes them: the Secret's keys as files, read by the
+	// credential helper (the manager binary, under its helper name) that the config names.
 	sts := &appsv1.StatefulSet{}
 	require.NoError(t, roundTrip(desiredStatefulSet(m, testImages, "x"), sts))
 	container := sts.Spec.Template.Spec.Containers[0]
-	var env []string
-	for _, e := range container.Env {
-		require.Equal(t, "upstream-login", e.ValueFrom.SecretKeyRef.Name)
-		env = append(env, e.Name+"="+secret[e.ValueFrom.SecretKeyRef.Key])
+	credDir := t.TempDir()
+	for _, v := range sts.Spec.Template.Spec.Volumes {
+		if v.Secret != nil {
+			require.Equal(t, "upstream-login", v.Secret.SecretName)
+			secret := map[string]string{"username": upstreamUser, "password": upstreamPassword}
+			for _, item := range v.Secret.Items {
+				require.NoError(t, os.WriteFile(filepath.Join(credDir, item.Path), []byte(secret[item.Key]), 0o400))
+			}
+		}
 	}
-	require.Len(t, env, 2)
+	helperDir := t.TempDir()
+	proxy := cfg["proxy"].(map[string]any)
+	exec := proxy["exec"].(map[string]any)
+	require.Equal(t, helperMountPath+"/"+registrycreds.HelperName, exec["command"])
+	exec["command"] = buildCredentialHelper(t, helperDir)
+	mirrorConfig, err = yaml.Marshal(cfg)
+	require.NoError(t, err)
+	env := []string{registrycreds.DirEnv + "=" + credDir}
 	// The registry's own readiness path, as the StatefulSet probes it.
 	probe := container.ReadinessProbe.HTTPGet.Path
-	startRegistry(t, "mirror", string(mirrorConfig), env, mirrorBase, probe, http.StatusOK)
+	stopMirror := startRegistry(t, "mirror", string(mirrorConfig), env, mirrorBase, probe, http.StatusOK)
 
 	pull(t, mirrorBase, img)
 	resp, body := do(t, http.MethodPut, mirrorBase+"/v2/"+img.repo+"/manifests/v2", img.manifest,
@@ -296,4 +309,33 @@ auth: {htpasswd: {realm: upstream, path: %q}}
 		assert.Equal(t, content, body)
 	}
 	t.Logf("pulled %s:%s (%d blobs) through the mirror on port %s", img.repo, img.tag, len(img.blobs), strconv.Itoa(mirrorPort))
+
+	// The data centre's outside connection is down and the mirror restarts (a node reboot,
+	// an eviction): it must start and keep serving what it cached. With the registry's own
+	// proxy.username/password it would panic at start trying to reach the upstream.
+	stopMirror()
+	startRegistry(t, "mirror after restart", string(mirrorConfig), env, mirrorBase, probe, http.StatusOK)
+	resp, body = do(t, http.MethodGet, mirrorBase+"/v2/"+img.repo+"/manifests/"+img.manifestDigest, nil,
+		map[string]string{"Accept": "application/vnd.oci.image.manifest.v1+json"}, false)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "cached manifest by digest after a restart without upstream: %s", body)
+	for digest, content := range img.blobs {
+		resp, body := do(t, http.MethodGet, mirrorBase+"/v2/"+img.repo+"/blobs/"+digest, nil, nil, false)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "cached blob %s after a restart", digest)
+		assert.Equal(t, content, body)
+	}
+}
+
+// buildCredentialHelper builds the manager into dir under the credential helper's name,
+// as the registry pod's init container installs it.
+func buildCredentialHelper(t *testing.T, dir string) string {
+	t.Helper()
+	root, err := localcluster.RepoRoot()
+	require.NoError(t, err)
+	out := filepath.Join(dir, registrycreds.HelperName)
+	cmd := exec.Command("go", "build", "-o", out, ".")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, "building the manager as the credential helper: %s", b)
+	return out
 }

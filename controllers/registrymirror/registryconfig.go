@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
+	"github.com/quartet-operator/quartet/internal/registrycreds"
 )
 
 // registryConfig is the part of the CNCF distribution registry's config.yml
@@ -45,13 +46,26 @@ type registryHealth struct {
 	} `json:"storagedriver"`
 }
 
-// registryProxy has no username or password: those come from the credentials Secret
-// through REGISTRY_PROXY_USERNAME and REGISTRY_PROXY_PASSWORD, so no secret is ever
-// written into the ConfigMap.
+// registryProxy has no username or password: the registry asks the credential helper
+// (internal/registrycreds, proxy.exec) for them, which reads the mounted credentials
+// Secret, so no secret is ever written into the ConfigMap and the registry starts even
+// when the upstream cannot be reached (with proxy.username it would panic at start).
 type registryProxy struct {
-	RemoteURL string `json:"remoteurl"`
-	TTL       string `json:"ttl,omitempty"`
+	RemoteURL string            `json:"remoteurl"`
+	TTL       string            `json:"ttl,omitempty"`
+	Exec      registryProxyExec `json:"exec"`
 }
+
+// registryProxyExec runs Command for credentials and reuses them for Lifetime, so a
+// rotated Secret is used within that time.
+type registryProxyExec struct {
+	Command  string `json:"command"`
+	Lifetime string `json:"lifetime"`
+}
+
+// credentialsLifetime bounds how long a rotated credentials Secret can go unused (the
+// kubelet itself takes up to a minute to update the mounted Secret).
+const credentialsLifetime = "30s"
 
 // renderRegistryConfig renders the registry's config.yml for a mirror: proxy mode in
 // front of spec.upstream, the cache on the volume, plain HTTP on :5000 (TLS, if wanted,
@@ -64,7 +78,8 @@ func renderRegistryConfig(m *mirrorsv1alpha1.RegistryMirror) string {
 			Addr:    fmt.Sprintf(":%d", RegistryPort),
 			Headers: map[string][]string{"X-Content-Type-Options": {"nosniff"}},
 		},
-		Proxy: registryProxy{RemoteURL: upstreamURL(m), TTL: ttlString(m.Spec.CacheTTL)},
+		Proxy: registryProxy{RemoteURL: upstreamURL(m), TTL: ttlString(m.Spec.CacheTTL),
+			Exec: registryProxyExec{Command: helperMountPath + "/" + registrycreds.HelperName, Lifetime: credentialsLifetime}},
 	}
 	c.Storage.Filesystem.RootDirectory = cacheMountPath
 	c.Health.StorageDriver.Enabled = true

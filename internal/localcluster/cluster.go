@@ -306,6 +306,11 @@ func (c *Cluster) commonAPIServerArgs(p *pki, port int) []string {
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + p.SAPub, "--service-account-signing-key-file=" + p.SAKey,
 		"--service-cluster-ip-range=" + ServiceCIDR,
+		// The aggregation layer (extension API servers such as OLM's packageserver).
+		"--requestheader-client-ca-file=" + p.FrontProxyCACert, "--requestheader-allowed-names=front-proxy-client",
+		"--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + p.FrontProxyClientCert, "--proxy-client-key-file=" + p.FrontProxyClientKey,
 		"--allow-privileged=true",
 		"--enable-priority-and-fairness=false",
 		"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000",

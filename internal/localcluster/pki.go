@@ -29,6 +29,9 @@ type pki struct {
 	ProxyCert, ProxyKey                 string
 	// RegistryCert serves the real node's image registry over HTTPS (127.0.0.1, node IP).
 	RegistryCert, RegistryKey string
+	// The aggregation layer: the API server proxies to extension API servers (OLM's
+	// packageserver) with the front-proxy client certificate, signed by its own CA.
+	FrontProxyCACert, FrontProxyClientCert, FrontProxyClientKey string
 }
 
 // writePKI creates a CA, a serving certificate for the API server, an admin client
@@ -46,37 +49,20 @@ func writePKI(dir string) (*pki, error) {
 		NodeCert: filepath.Join(dir, "node.crt"), NodeKey: filepath.Join(dir, "node.key"),
 		ProxyCert: filepath.Join(dir, "kube-proxy.crt"), ProxyKey: filepath.Join(dir, "kube-proxy.key"),
 		RegistryCert: filepath.Join(dir, "registry.crt"), RegistryKey: filepath.Join(dir, "registry.key"),
+		FrontProxyCACert:     filepath.Join(dir, "front-proxy-ca.crt"),
+		FrontProxyClientCert: filepath.Join(dir, "front-proxy-client.crt"), FrontProxyClientKey: filepath.Join(dir, "front-proxy-client.key"),
 	}
 	now := time.Now().Add(-time.Hour)
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caCert, caKey, err := newCA(p.CACert, p.CAKey, "quartet-local-ca", now)
 	if err != nil {
 		return nil, err
 	}
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "quartet-local-ca"},
-		NotBefore:             now,
-		NotAfter:              now.Add(10 * 365 * 24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	fpCert, fpKey, err := newCA(p.FrontProxyCACert, filepath.Join(dir, "front-proxy-ca.key"), "quartet-front-proxy-ca", now)
 	if err != nil {
-		return nil, err
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, err
-	}
-	if err := writeCert(p.CACert, caDER); err != nil {
-		return nil, err
-	}
-	if err := writeECKey(p.CAKey, caKey); err != nil {
 		return nil, err
 	}
 
-	leaf := func(certPath, keyPath string, serial int64, tmpl *x509.Certificate) error {
+	leafOf := func(caCert *x509.Certificate, caKey *ecdsa.PrivateKey, certPath, keyPath string, serial int64, tmpl *x509.Certificate) error {
 		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		if err != nil {
 			return err
@@ -93,6 +79,14 @@ func writePKI(dir string) (*pki, error) {
 			return err
 		}
 		return writeECKey(keyPath, key)
+	}
+	leaf := func(certPath, keyPath string, serial int64, tmpl *x509.Certificate) error {
+		return leafOf(caCert, caKey, certPath, keyPath, serial, tmpl)
+	}
+	if err := leafOf(fpCert, fpKey, p.FrontProxyClientCert, p.FrontProxyClientKey, 2, &x509.Certificate{
+		Subject: pkix.Name{CommonName: "front-proxy-client"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}); err != nil {
+		return nil, fmt.Errorf("front-proxy client certificate: %w", err)
 	}
 	if err := leaf(p.ServingCert, p.ServingKey, 2, &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "kube-apiserver"},
@@ -148,6 +142,35 @@ func writePKI(dir string) (*pki, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// newCA writes a self-signed CA certificate and its key.
+func newCA(certPath, keyPath, cn string, now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: cn},
+		NotBefore:             now,
+		NotAfter:              now.Add(10 * 365 * 24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := writeCert(certPath, der); err != nil {
+		return nil, nil, err
+	}
+	return cert, key, writeECKey(keyPath, key)
 }
 
 func writeCert(path string, der []byte) error {

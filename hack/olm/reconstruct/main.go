@@ -31,6 +31,7 @@ const (
 	chaosCRDName   = "chaosagents.blackadder.io"
 	chaosGroup     = "blackadder.io"
 	oldVersion     = "v1alpha1"
+	newVersion     = "v1beta1"
 	packageName    = "quartet"
 	containerImage = "containerImage"
 )
@@ -145,7 +146,12 @@ func oldCSV(data []byte, version, image string) ([]byte, error) {
 	spec["version"] = version
 	if d, ok := spec["description"].(string); ok {
 		spec["description"] = "This is v" + version + ", reconstructed from a later bundle to test upgrades " +
-			"(see docs/OLM.md): its ChaosAgent CRD serves and stores " + oldVersion + " only.\n\n" + d
+			"(see docs/OLM.md): its ChaosAgent CRD serves and stores " + oldVersion + " only, so its manager " +
+			"runs without the chaosagent controller (which watches " + newVersion + "); ChaosAgents created " +
+			"under it act after the upgrade.\n\n" + d
+	}
+	if err := withoutChaosController(spec); err != nil {
+		return nil, err
 	}
 	delete(spec, "replaces")
 	delete(spec, "skips")
@@ -183,6 +189,27 @@ func oldCSV(data []byte, version, image string) ([]byte, error) {
 		annotations["alm-examples"] = string(b)
 	}
 	return yaml.Marshal(csv)
+}
+
+// withoutChaosController starts the manager with every controller but chaosagent: the
+// current manager watches ChaosAgents as v1beta1, which v0.1.0's CRD does not serve, and
+// a real manager would otherwise never become ready.
+func withoutChaosController(spec map[string]any) error {
+	deployments, _ := nested(spec, "install", "spec")["deployments"].([]any)
+	for _, d := range deployments {
+		dep, _ := d.(map[string]any)
+		containers, _ := nested(dep, "spec", "template", "spec")["containers"].([]any)
+		for _, c := range containers {
+			container, _ := c.(map[string]any)
+			if container["name"] != "manager" {
+				continue
+			}
+			args, _ := container["args"].([]any)
+			container["args"] = append(args, "--controllers=copyratorrule,exchangerate,registrymirror")
+			return nil
+		}
+	}
+	return errors.New("no manager container in the CSV's deployments")
 }
 
 // nested returns the map at path, creating empty maps on the way.
