@@ -244,6 +244,7 @@ bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Regenerate bundle/ and bundle.
 	$(KUSTOMIZE) build config/manifests | $(OPERATOR_SDK) generate bundle -q --overwrite --version $(VERSION) --package quartet $(BUNDLE_METADATA_OPTS)
 	@# createdAt would change the bundle on every run; the bundle is versioned by spec.version.
 	sed -i '/^    createdAt: /d' bundle/manifests/quartet.clusterserviceversion.yaml
+	go run ./hack/olm/descriptors bundle/manifests/quartet.clusterserviceversion.yaml
 	$(OPERATOR_SDK) bundle validate ./bundle
 
 .PHONY: bundle-validate

@@ -55,6 +55,10 @@ COREDNS_IMG=${COREDNS_IMG:-registry.k8s.io/coredns/coredns:$COREDNS_VERSION}
 # operator-sdk run bundle hard-codes this image (no flag) for its catalog pod's init container,
 # which runs sh, cat and gzip: a busybox stand-in under that name.
 UBI_IMG=${UBI_IMG:-registry.access.redhat.com/ubi9/ubi:9.7}
+# An empty file-based catalog (opm + an empty /configs + the FBC label): the index image
+# `operator-sdk run bundle --index-image` adds a bundle to (its default, opm:latest, must be
+# pulled from quay.io by the operator-sdk process itself).
+EMPTY_INDEX_IMG=${EMPTY_INDEX_IMG:-quay.io/quartet-operator/empty-index:$OPM_VERSION}
 
 out=$root/bin/images
 store=$out/registry
@@ -219,6 +223,10 @@ mkdir -p "$d/configs"
 cp -R catalog/. "$d/configs/"
 normalize "$d"
 layer catalog-configs
+d=$(stage empty-configs)
+mkdir -p "$d/configs"
+normalize "$d"
+layer empty-configs
 # opm's pogreb cache is not reproducible (pogreb draws a random hash seed from crypto/rand for
 # each new database), so a cache made from the same opm and the same /configs is kept and reused.
 cache_key=$(cat "$OPM" "$(L catalog-configs)" | sha256sum | cut -d' ' -f1)
@@ -369,6 +377,9 @@ cr mutate "$(loc "$OPM_IMG")" --append="$(L catalog-configs)" --append="$(L cata
   --entrypoint=/bin/opm --cmd=serve --cmd=/configs --cmd=--cache-dir=/tmp/cache \
   $catalog_labels -t "$(loc "$CATALOG_IMG")" >/dev/null
 say "pushed $CATALOG_IMG"
+cr mutate "$(loc "$OPM_IMG")" --append="$(L empty-configs)" --entrypoint=/bin/opm --cmd=serve --cmd=/configs \
+  --label=operators.operatorframework.io.index.configs.v1=/configs -t "$(loc "$EMPTY_INDEX_IMG")" >/dev/null
+say "pushed $EMPTY_INDEX_IMG"
 scratch "$IMG" base manager -- --entrypoint=/manager --user=65532:65532 --workdir=/ \
   --env="$PATH_ENV" --env=SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt
 cr tag "$(loc "$IMG")" "${IMG_PREV##*:}"
@@ -397,7 +408,7 @@ scratch "$UBI_IMG" base busybox -- --cmd=sh --env="$PATH_ENV"
 new=$work/images.txt.new
 : >"$new.unsorted"
 for ref in "$OPM_IMG" "$CATALOG_IMG" "$IMG" "$IMG_PREV" "$BUNDLE_IMG" "$BUNDLE_IMG_PREV" "$OLM_IMG" \
-  "$REGISTRY_IMG" "$PAUSE_IMG" "$SCORECARD_TEST_IMG" "$SCORECARD_UNTAR_IMG" "$E2E_IMG" "$COREDNS_IMG" "$UBI_IMG"; do
+  "$REGISTRY_IMG" "$PAUSE_IMG" "$SCORECARD_TEST_IMG" "$SCORECARD_UNTAR_IMG" "$E2E_IMG" "$COREDNS_IMG" "$UBI_IMG" "$EMPTY_INDEX_IMG"; do
   dig=$(cr digest "$(loc "$ref")")
   echo "$ref $dig" >>"$new.unsorted"
 done

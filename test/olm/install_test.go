@@ -42,6 +42,7 @@ func TestInstallUpgradeAndTheFourControllers(t *testing.T) {
 	ctx := context.Background()
 	c := env.Client
 
+	require.NoError(t, env.DeleteQuartetCRDs(ctx), "0.1.0 installs only where newer CRDs are gone")
 	since := time.Now()
 	require.NoError(t, env.Subscribe(ctx, realnode.Install{Namespace: installNS, Targets: []string{installNS, targetNS},
 		StartingCSV: realnode.OldCSV, Manual: true, Config: managerConfig()}))

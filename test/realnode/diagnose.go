@@ -58,8 +58,11 @@ func (e *Env) FindPodProblems(ctx context.Context, ns string) []PodProblem {
 					p.Hopeless = true
 				case "ErrImagePull":
 					p.Hopeless = strings.Contains(p.Message, "not found") || strings.Contains(p.Message, "manifest unknown")
-				case "CrashLoopBackOff", "CreateContainerConfigError", "CreateContainerError":
+				case "CrashLoopBackOff", "CreateContainerConfigError", "CreateContainerError", "RunContainerError":
 					p.Hopeless = st.RestartCount >= 2 || p.Reason != "CrashLoopBackOff"
+				}
+				if last := st.LastTerminationState.Terminated; last != nil {
+					p.Message = strings.TrimSpace(fmt.Sprintf("%s; last run: exit %d %s %s", p.Message, last.ExitCode, last.Reason, last.Message))
 				}
 			case st.State.Terminated != nil && st.State.Terminated.ExitCode != 0:
 				p.Reason = fmt.Sprintf("exited %d (%s)", st.State.Terminated.ExitCode, st.State.Terminated.Reason)
@@ -147,6 +150,11 @@ func (e *Env) DiagnoseInstall(ctx context.Context, ns string) string {
 			for _, r := range c.Status.RequirementStatus {
 				if r.Status != operatorsv1alpha1.RequirementStatusReasonPresent {
 					fmt.Fprintf(&b, "  requirement %s %s: %s %s\n", r.Kind, r.Name, r.Status, r.Message)
+				}
+				for _, d := range r.Dependents {
+					if d.Status != operatorsv1alpha1.DependentStatusReasonSatisfied {
+						fmt.Fprintf(&b, "  requirement %s %s needs %s %s: %s\n", r.Kind, r.Name, d.Kind, d.Message, d.Status)
+					}
 				}
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -181,8 +182,10 @@ func (e *Env) ApproveInstallPlan(ctx context.Context, ns, csv string) ([]string,
 // WaitCSVSucceeded waits until csv in ns has Succeeded, which OLM decides when the
 // manager's Deployment is available, i.e. its readiness probe passes. It fails at once,
 // with OLM's statuses and the pods' problems, when the CSV Failed, the Subscription
-// reports an unpack or InstallPlan failure, or a pod cannot start.
+// reports an unpack or InstallPlan failure, a pod cannot start, or the CSV's requirements
+// stay unmet.
 func (e *Env) WaitCSVSucceeded(ctx context.Context, ns, csv string, timeout time.Duration) error {
+	var unmetSince time.Time
 	return WaitFor(ctx, "CSV "+ns+"/"+csv+" Succeeded", timeout, func(ctx context.Context) (bool, string, error) {
 		c := &operatorsv1alpha1.ClusterServiceVersion{}
 		err := e.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: csv}, c)
@@ -199,6 +202,17 @@ func (e *Env) WaitCSVSucceeded(ctx context.Context, ns, csv string, timeout time
 		}
 		if c.Status.Phase == operatorsv1alpha1.CSVPhaseFailed {
 			return false, "", Failed{Reason: e.DiagnoseInstall(ctx, ns)}
+		}
+		// The InstallPlan creates a bundle's CRDs and RBAC before its CSV: requirements
+		// still missing 45 s later will not appear on their own.
+		if c.Status.Reason == operatorsv1alpha1.CSVReasonRequirementsNotMet {
+			if unmetSince.IsZero() {
+				unmetSince = time.Now()
+			} else if time.Since(unmetSince) > 45*time.Second {
+				return false, "", Failed{Reason: e.DiagnoseInstall(ctx, ns)}
+			}
+		} else {
+			unmetSince = time.Time{}
 		}
 		return c.Status.Phase == operatorsv1alpha1.CSVPhaseSucceeded, e.DiagnoseInstall(ctx, ns), nil
 	})
@@ -249,5 +263,45 @@ func (e *Env) Uninstall(ctx context.Context, ns string) error {
 			names = append(names, p.Name)
 		}
 		return len(pods.Items) == 0, "pods: " + strings.Join(names, ", "), nil
+	})
+}
+
+// CSVsNamed lists the namespaces holding a CSV of that name (the original and the copies
+// OLM places in every target namespace).
+func (e *Env) CSVsNamed(ctx context.Context, name string) []string {
+	csvs := &operatorsv1alpha1.ClusterServiceVersionList{}
+	if err := e.Client.List(ctx, csvs); err != nil {
+		return []string{err.Error()}
+	}
+	var out []string
+	for _, c := range csvs.Items {
+		if c.Name == name {
+			out = append(out, c.Namespace)
+		}
+	}
+	return out
+}
+
+// DeleteQuartetCRDs removes Quartet's CRDs (and so every CR left), as docs/OLM.md tells an
+// admin to after an uninstall, and waits until they are gone. OLM keeps CRDs when an
+// operator is uninstalled and refuses to install an older bundle over newer ones (0.1.0's
+// ChaosAgent CRD would drop the stored version v1beta1), so a test that installs 0.1.0
+// starts from a cluster without them.
+func (e *Env) DeleteQuartetCRDs(ctx context.Context) error {
+	names := []string{"chaosagents.blackadder.io", "copyrators.flant.com", "exchangerates.operators.brennerm.github.io", "registrymirrors.mirrors.quartet.dev"}
+	for _, n := range names {
+		crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: n}}
+		if err := e.Client.Delete(ctx, crd); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return WaitFor(ctx, "Quartet's CRDs deleted", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+		var left []string
+		for _, n := range names {
+			if err := e.Client.Get(ctx, client.ObjectKey{Name: n}, &apiextensionsv1.CustomResourceDefinition{}); !apierrors.IsNotFound(err) {
+				left = append(left, n)
+			}
+		}
+		return len(left) == 0, fmt.Sprintf("still there (a CR with a finalizer and no manager to remove it?): %v", left), nil
 	})
 }
