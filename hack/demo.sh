@@ -43,8 +43,9 @@ echo "ECB feed at $rates_url (fixed demo rates, NOT real market data)."
 
 say "running the manager (log: $dir/logs/manager.log)"
 "$kubectl" create namespace quartet-system --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
+# kwok's pods serve nothing: the mirror's probes would only say so (make demo NODE=real runs them).
 POD_NAMESPACE=quartet-system bin/manager --metrics-bind-address=0 --health-probe-bind-address=0 \
-  --exchangerate-source=ecb --exchangerate-url="$rates_url" \
+  --exchangerate-source=ecb --exchangerate-url="$rates_url" --registrymirror-probes=false \
   >"$dir/logs/manager.log" 2>&1 &
 pids+=($!)
 sleep 2

@@ -48,6 +48,12 @@ type Reconciler struct {
 	Clock    clock.PassiveClock
 	Images   Images
 	Shared   operator.Shared
+	// Prober checks that the registry answers and whether the upstream does; nil turns
+	// probing off (Ready then rests on the workloads alone).
+	Prober Prober
+	// HostsRoot is the nodes' containerd hosts directory (config_path), where the node
+	// agents write <upstream host>/hosts.toml.
+	HostsRoot string
 
 	ports portBook
 }
@@ -97,6 +103,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 
 	var errs []error
+	var service *corev1.Service
 	for _, c := range r.children(m, obs.hostPort, hostsDir) {
 		live, err := r.reconcileChild(ctx, m, c, &obs)
 		if err != nil {
@@ -109,10 +116,43 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			obs.daemonSet = o
 		case *corev1.PersistentVolumeClaim:
 			obs.pvc = o
+		case *corev1.Service:
+			if o.Name == serviceName(m) {
+				service = o
+			}
 		}
 	}
 	obs.complete = len(errs) == 0 && !obs.terminating
-	return ctrl.Result{}, kerrors.NewAggregate(errs)
+	if err := kerrors.NewAggregate(errs); err != nil {
+		return ctrl.Result{}, err
+	}
+	return r.probe(ctx, m, service, &obs), nil
+}
+
+// Probe timing: while the registry does not answer yet (its Service may lag its pod's
+// readiness by a moment), ask again soon; then keep an eye on the upstream.
+const (
+	probeSoon   = 3 * time.Second
+	probeSteady = 30 * time.Second
+)
+
+// probe asks the registry (through its Service, once it has a ready replica) and the
+// upstream, and says when to look again.
+func (r *Reconciler) probe(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, service *corev1.Service, obs *observed) ctrl.Result {
+	if r.Prober == nil {
+		obs.probesOff = true
+		return ctrl.Result{}
+	}
+	obs.upstreamProbed, obs.upstreamErr = true, r.Prober.Upstream(ctx, upstreamURL(m))
+	if obs.statefulSet == nil || obs.statefulSet.Status.ReadyReplicas == 0 || service == nil || service.Spec.ClusterIP == "" {
+		return ctrl.Result{RequeueAfter: probeSteady}
+	}
+	obs.registryAddr = fmt.Sprintf("%s:%d", service.Spec.ClusterIP, RegistryPort)
+	obs.registryProbed, obs.registryErr = true, r.Prober.Registry(ctx, obs.registryAddr)
+	if obs.registryErr != nil {
+		return ctrl.Result{RequeueAfter: probeSoon}
+	}
+	return ctrl.Result{RequeueAfter: probeSteady}
 }
 
 // children lists the mirror's objects in apply order: what the registry pod mounts comes
@@ -127,9 +167,16 @@ func (r *Reconciler) children(m *mirrorsv1alpha1.RegistryMirror, hostPort int32,
 		{"StatefulSet", statefulSetName(m), desiredStatefulSet(m, r.Images, shortHash([]byte(config))), &appsv1.StatefulSet{}},
 	}
 	if hostPort != 0 {
-		out = append(out, child{"DaemonSet", daemonSetName(m), desiredDaemonSet(m, r.Images, hostPort, hostsDir), &appsv1.DaemonSet{}})
+		out = append(out, child{"DaemonSet", daemonSetName(m), desiredDaemonSet(m, r.Images, hostPort, r.hostsRoot()+"/"+hostsDir), &appsv1.DaemonSet{}})
 	}
 	return out
+}
+
+func (r *Reconciler) hostsRoot() string {
+	if r.HostsRoot == "" {
+		return DefaultHostsRoot
+	}
+	return strings.TrimSuffix(r.HostsRoot, "/")
 }
 
 // reconcileChild makes one child match: an object of the same name that this mirror
@@ -268,6 +315,16 @@ func (r *Reconciler) writeStatus(ctx context.Context, m *mirrorsv1alpha1.Registr
 	if after != nil && after.Status == metav1.ConditionTrue &&
 		(before == nil || before.Status != metav1.ConditionTrue || before.Message != after.Message) {
 		r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, after.Reason, "Reconcile", "%s", after.Message)
+	}
+	// The upstream going away (or coming back) is news for whoever depends on the mirror.
+	upBefore := meta.FindStatusCondition(m.Status.Conditions, ConditionUpstreamReachable)
+	upAfter := meta.FindStatusCondition(status.Conditions, ConditionUpstreamReachable)
+	if upAfter != nil && upAfter.Status != metav1.ConditionUnknown && (upBefore == nil || upBefore.Status != upAfter.Status) {
+		kind := corev1.EventTypeNormal
+		if upAfter.Status == metav1.ConditionFalse {
+			kind = corev1.EventTypeWarning
+		}
+		r.Recorder.Eventf(m, nil, kind, "Upstream"+upAfter.Reason, "Probe", "%s", upAfter.Message)
 	}
 	patch := client.MergeFrom(m.DeepCopy())
 	m.Status = status

@@ -25,15 +25,16 @@ import (
 // both Services; the node agent listens on agentPort in its pod, published on the node's
 // loopback address at the mirror's host port.
 const (
-	RegistryPort     = 5000
-	agentPort        = 5000
-	agentHealthPort  = 8081
-	registryUID      = 1000
-	agentUID         = 65532
-	configFileName   = "config.yml"
-	configMountPath  = "/etc/distribution"
-	cacheMountPath   = "/var/lib/registry"
-	certsDHostPath   = "/etc/containerd/certs.d"
+	RegistryPort    = 5000
+	agentPort       = 5000
+	agentHealthPort = 8081
+	registryUID     = 1000
+	agentUID        = 65532
+	configFileName  = "config.yml"
+	configMountPath = "/etc/distribution"
+	cacheMountPath  = "/var/lib/registry"
+	// DefaultHostsRoot is containerd's usual registry config_path on nodes.
+	DefaultHostsRoot = "/etc/containerd/certs.d"
 	hostsMountPath   = "/run/quartet/hosts-dir"
 	helperMountPath  = "/quartet/bin"
 	nodeLoopbackIP   = "127.0.0.1"
@@ -342,7 +343,7 @@ func agentArgs(m *mirrorsv1alpha1.RegistryMirror, hostPort int32) []string {
 // desiredDaemonSet runs the node agent on every node: a TCP relay from the node's
 // 127.0.0.1:<hostPort> to the registry Service and, with spec.configureNodes, the
 // writer of containerd's hosts.toml through a hostPath mount of exactly one directory.
-func desiredDaemonSet(m *mirrorsv1alpha1.RegistryMirror, img Images, hostPort int32, hostsDir string) *appsv1ac.DaemonSetApplyConfiguration {
+func desiredDaemonSet(m *mirrorsv1alpha1.RegistryMirror, img Images, hostPort int32, hostsPath string) *appsv1ac.DaemonSetApplyConfiguration {
 	container := corev1ac.Container().
 		WithName("node-agent").
 		WithImage(img.NodeAgent).
@@ -377,11 +378,11 @@ func desiredDaemonSet(m *mirrorsv1alpha1.RegistryMirror, img Images, hostPort in
 		// Writing into the root-owned certs.d directory needs UID 0 — but no capability:
 		// the directory's owner may write to it without CAP_DAC_OVERRIDE.
 		podSecurity = podSecurity.WithRunAsNonRoot(false).WithRunAsUser(0).WithRunAsGroup(0)
-		// The node's /etc/containerd/certs.d/<host> (containerd spells host:port with a
+		// The node's <containerd hosts root>/<host> (containerd spells host:port with a
 		// colon) appears at a fixed path in the container.
 		container = container.WithVolumeMounts(corev1ac.VolumeMount().WithName("hosts-dir").WithMountPath(hostsMountPath))
 		spec = spec.WithVolumes(corev1ac.Volume().WithName("hosts-dir").WithHostPath(
-			corev1ac.HostPathVolumeSource().WithPath(certsDHostPath + "/" + hostsDir).WithType(corev1.HostPathDirectoryOrCreate)))
+			corev1ac.HostPathVolumeSource().WithPath(hostsPath).WithType(corev1.HostPathDirectoryOrCreate)))
 	} else {
 		podSecurity = podSecurity.WithRunAsNonRoot(true).WithRunAsUser(agentUID).WithRunAsGroup(agentUID)
 	}

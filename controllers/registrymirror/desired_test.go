@@ -290,7 +290,7 @@ func TestDaemonSetHostAccess(t *testing.T) {
 			m := minimalMirror()
 			m.Spec.ConfigureNodes = tc.configure
 			ds := &appsv1.DaemonSet{}
-			require.NoError(t, roundTrip(desiredDaemonSet(m, testImages, 35007, "docker.io"), ds))
+			require.NoError(t, roundTrip(desiredDaemonSet(m, testImages, 35007, DefaultHostsRoot+"/docker.io"), ds))
 			pod := ds.Spec.Template.Spec
 			assert.False(t, pod.HostNetwork, "no host network namespace")
 			assert.False(t, pod.HostPID)

@@ -20,7 +20,7 @@ func FuzzHostsDir(f *testing.F) {
 		if dir == "" || dir == "." || dir == ".." || strings.ContainsAny(dir, "/\\\x00") {
 			t.Fatalf("HostsDir(%q) = %q escapes certs.d", upstream, dir)
 		}
-		if got := filepath.Join(certsDHostPath, dir); filepath.Dir(got) != certsDHostPath {
+		if got := filepath.Join(DefaultHostsRoot, dir); filepath.Dir(got) != DefaultHostsRoot {
 			t.Fatalf("HostsDir(%q) = %q is not one element below certs.d", upstream, dir)
 		}
 	})

@@ -27,11 +27,22 @@ import (
 type Options struct {
 	// MaxConcurrentReconciles is the number of parallel workers.
 	MaxConcurrentReconciles int
+	// HostsRoot is the nodes' containerd registry config_path.
+	HostsRoot string
+	// Probes turns the manager's probes of registries and upstreams on.
+	Probes bool
+	// Prober replaces the HTTP prober (tests).
+	Prober Prober
 }
 
 // BindFlags registers the controller's flags.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.MaxConcurrentReconciles, "registrymirror-workers", 2, "Parallel workers of the registrymirror controller.")
+	fs.StringVar(&o.HostsRoot, "registrymirror-containerd-hosts-dir", DefaultHostsRoot,
+		"The nodes' containerd registry config_path, where node agents of mirrors with configureNodes write <upstream host>/hosts.toml (k3s: /var/lib/rancher/k3s/agent/etc/containerd/certs.d).")
+	fs.BoolVar(&o.Probes, "registrymirror-probes", true,
+		"Probe each mirror's registry (GET /v2/ through its Service) and its upstream from the manager: Ready then means the registry answers and the upstream has answered once, "+
+			"and UpstreamReachable follows the upstream. Turn off when the manager cannot reach the pod network (Ready then rests on the workloads alone).")
 }
 
 // ImagesFromEnv reads the operand images from RELATED_IMAGE_REGISTRY and
@@ -54,11 +65,18 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 		workers = 2
 	}
 	r := &Reconciler{
-		Client:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorder("registrymirror"),
-		Clock:    clock.RealClock{},
-		Images:   ImagesFromEnv(),
-		Shared:   shared,
+		Client:    mgr.GetClient(),
+		Recorder:  mgr.GetEventRecorder("registrymirror"),
+		Clock:     clock.RealClock{},
+		Images:    ImagesFromEnv(),
+		Shared:    shared,
+		HostsRoot: o.HostsRoot,
+	}
+	switch {
+	case o.Prober != nil:
+		r.Prober = o.Prober
+	case o.Probes:
+		r.Prober = NewHTTPProber(r.Clock)
 	}
 	inScope := predicate.NewPredicateFuncs(func(o client.Object) bool { return shared.Watches(o.GetNamespace()) })
 	// Objects of a child's name that nobody controls: their creation or deletion may start

@@ -19,6 +19,10 @@ const (
 	// ConditionDegraded is True when an object could not be applied, belongs to someone
 	// else, or the host port is taken.
 	ConditionDegraded = "Degraded"
+	// ConditionUpstreamReachable says whether the upstream answers the manager's probe.
+	// False does not make the mirror unready once the upstream has answered: the cache
+	// keeps serving what it holds, which is what a mirror is for.
+	ConditionUpstreamReachable = "UpstreamReachable"
 )
 
 // Condition reasons.
@@ -31,6 +35,13 @@ const (
 	ReasonNodeAgentMissing     = "NodeAgentMissing"
 	ReasonNodeAgentsRollingOut = "NodeAgentsRollingOut"
 	ReasonNodeAgentsNotReady   = "NodeAgentsNotReady"
+	ReasonRegistryNotAnswering = "RegistryNotAnswering"
+	ReasonUpstreamNeverReached = "UpstreamNeverReached"
+
+	ReasonReachable    = "Reachable"
+	ReasonUnreachable  = "Unreachable"
+	ReasonNeverReached = "NeverReached"
+	ReasonNotProbed    = "NotProbed"
 
 	ReasonAsExpected       = "AsExpected"
 	ReasonConflict         = "ObjectConflict"
@@ -59,6 +70,16 @@ type observed struct {
 	complete bool
 	// terminating is true when the namespace is being deleted: no status to write.
 	terminating bool
+	// registryProbed: the registry was asked GET /v2/ through its Service (once it had a
+	// ready replica); registryErr is its answer.
+	registryProbed bool
+	registryErr    error
+	registryAddr   string
+	// upstreamProbed: the upstream was asked GET /v2/; upstreamErr is its answer.
+	upstreamProbed bool
+	upstreamErr    error
+	// probesOff: probing is disabled (--registrymirror-probes=false).
+	probesOff bool
 }
 
 // computeStatus returns the mirror's new status: endpoint, counts and the Ready and
@@ -81,7 +102,12 @@ func computeStatus(m *mirrorsv1alpha1.RegistryMirror, obs observed, now metav1.T
 		st.NodesDesired = obs.daemonSet.Status.DesiredNumberScheduled
 	}
 
-	ready := readyCondition(obs)
+	upstream := upstreamCondition(m, obs)
+	upstream.ObservedGeneration = m.Generation
+	upstream.LastTransitionTime = now
+	meta.SetStatusCondition(&st.Conditions, upstream)
+
+	ready := readyCondition(obs, upstream)
 	ready.ObservedGeneration = m.Generation
 	ready.LastTransitionTime = now
 	meta.SetStatusCondition(&st.Conditions, ready)
@@ -103,8 +129,35 @@ func computeStatus(m *mirrorsv1alpha1.RegistryMirror, obs observed, now metav1.T
 	return st
 }
 
-// readyCondition says what the mirror still waits for, registry first, then node agents.
-func readyCondition(obs observed) metav1.Condition {
+// upstreamCondition says whether the upstream answers, and remembers (in the reason)
+// whether it ever did: an upstream that answered once may have filled the cache.
+func upstreamCondition(m *mirrorsv1alpha1.RegistryMirror, obs observed) metav1.Condition {
+	c := metav1.Condition{Type: ConditionUpstreamReachable}
+	up := upstreamURL(m)
+	switch {
+	case obs.probesOff:
+		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, ReasonNotProbed, "The manager does not probe upstreams (--registrymirror-probes=false)"
+	case !obs.upstreamProbed:
+		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, ReasonNotProbed, "The upstream has not been probed yet"
+	case obs.upstreamErr == nil:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonReachable, fmt.Sprintf("%s answers GET /v2/", up)
+	default:
+		prev := meta.FindStatusCondition(m.Status.Conditions, ConditionUpstreamReachable)
+		reachedBefore := prev != nil && (prev.Status == metav1.ConditionTrue || prev.Reason == ReasonUnreachable)
+		c.Status = metav1.ConditionFalse
+		if reachedBefore {
+			c.Reason, c.Message = ReasonUnreachable, fmt.Sprintf("%s does not answer (%v); the mirror serves what its cache holds", up, obs.upstreamErr)
+		} else {
+			c.Reason, c.Message = ReasonNeverReached, fmt.Sprintf("%s has never answered (%v); the mirror has nothing to serve until it does", up, obs.upstreamErr)
+		}
+	}
+	return c
+}
+
+// readyCondition says what the mirror still waits for: the registry's workload, then the
+// node agents, then the registry answering through its Service and an upstream that has
+// answered at least once.
+func readyCondition(obs observed, upstream metav1.Condition) metav1.Condition {
 	var reasons, msgs []string
 	add := func(reason, format string, args ...any) {
 		reasons = append(reasons, reason)
@@ -128,13 +181,25 @@ func readyCondition(obs observed) metav1.Condition {
 	case ds.Status.NumberReady < ds.Status.DesiredNumberScheduled:
 		add(ReasonNodeAgentsNotReady, "node agents are ready on %d/%d nodes", ds.Status.NumberReady, ds.Status.DesiredNumberScheduled)
 	}
+	if obs.registryProbed && obs.registryErr != nil {
+		add(ReasonRegistryNotAnswering, "the registry does not answer GET /v2/ through its Service (%s): %v", obs.registryAddr, obs.registryErr)
+	}
+	if upstream.Reason == ReasonNeverReached {
+		add(ReasonUpstreamNeverReached, "the upstream has never answered: nothing can be pulled through the mirror yet")
+	}
 	if len(reasons) == 0 {
 		nodes := int32(0)
 		if obs.daemonSet != nil {
 			nodes = obs.daemonSet.Status.NumberReady
 		}
-		return metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonReady,
-			Message: fmt.Sprintf("The registry serves and node agents are ready on %d nodes", nodes)}
+		msg := fmt.Sprintf("The registry serves and node agents are ready on %d nodes", nodes)
+		if obs.registryProbed {
+			msg = fmt.Sprintf("The registry answers through its Service and node agents are ready on %d nodes", nodes)
+		}
+		if upstream.Reason == ReasonUnreachable {
+			msg += "; the upstream is unreachable, so only cached content is served"
+		}
+		return metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonReady, Message: msg}
 	}
 	status := metav1.ConditionFalse
 	if !obs.complete && (obs.statefulSet == nil || obs.daemonSet == nil) {

@@ -1,6 +1,8 @@
 package registrymirror
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,15 +89,69 @@ func TestReadyCondition(t *testing.T) {
 			ds.Status.NumberReady = 2
 			return observed{statefulSet: sts, daemonSet: ds, pvc: boundPVC(), complete: true}
 		}, metav1.ConditionFalse, ReasonRegistryNotReady, "Registry docker-hub-registry has 0/1 ready replicas; node agents are ready on 2/3 nodes"},
+		{"probed: registry answers, upstream answers", func() observed {
+			return probedOK()
+		}, metav1.ConditionTrue, ReasonReady, "The registry answers through its Service and node agents are ready on 3 nodes"},
+		{"probed: registry does not answer through its Service", func() observed {
+			o := probedOK()
+			o.registryErr = errors.New("connection refused")
+			return o
+		}, metav1.ConditionFalse, ReasonRegistryNotAnswering, "The registry does not answer GET /v2/ through its Service (10.0.0.7:5000): connection refused"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := readyCondition(tc.obs())
+			obs := tc.obs()
+			c := readyCondition(obs, upstreamCondition(minimalMirror(), obs))
 			assert.Equal(t, ConditionReady, c.Type)
 			assert.Equal(t, tc.wantStatus, c.Status)
 			assert.Equal(t, tc.wantReason, c.Reason)
 			assert.Equal(t, tc.wantMessage, c.Message)
 		})
 	}
+}
+
+func probedOK() observed {
+	return observed{statefulSet: readySTS(), daemonSet: readyDS(), pvc: boundPVC(), complete: true,
+		registryProbed: true, registryAddr: "10.0.0.7:5000", upstreamProbed: true}
+}
+
+// TestUpstreamReachability follows one mirror's upstream: never answered (not Ready, the
+// cache holds nothing), answering (Ready), gone (still Ready: the cache serves), back.
+func TestUpstreamReachability(t *testing.T) {
+	t0 := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	m := minimalMirror()
+	down := probedOK()
+	down.upstreamErr = errors.New("dial tcp 10.213.0.2:5002: connect: connection refused")
+	steps := []struct {
+		name                   string
+		obs                    observed
+		wantUp                 metav1.ConditionStatus
+		wantUpReason           string
+		wantReady              metav1.ConditionStatus
+		wantReadyReason        string
+		wantReadyMessageSuffix string
+	}{
+		{"never answered", down, metav1.ConditionFalse, ReasonNeverReached, metav1.ConditionFalse, ReasonUpstreamNeverReached, "nothing can be pulled through the mirror yet"},
+		{"answers", probedOK(), metav1.ConditionTrue, ReasonReachable, metav1.ConditionTrue, ReasonReady, "ready on 3 nodes"},
+		{"gone", down, metav1.ConditionFalse, ReasonUnreachable, metav1.ConditionTrue, ReasonReady, "the upstream is unreachable, so only cached content is served"},
+		{"still gone", down, metav1.ConditionFalse, ReasonUnreachable, metav1.ConditionTrue, ReasonReady, "only cached content is served"},
+		{"back", probedOK(), metav1.ConditionTrue, ReasonReachable, metav1.ConditionTrue, ReasonReady, "ready on 3 nodes"},
+	}
+	for _, s := range steps {
+		m.Status = computeStatus(m, s.obs, t0)
+		up := meta.FindStatusCondition(m.Status.Conditions, ConditionUpstreamReachable)
+		ready := meta.FindStatusCondition(m.Status.Conditions, ConditionReady)
+		assert.Equal(t, s.wantUp, up.Status, s.name)
+		assert.Equal(t, s.wantUpReason, up.Reason, s.name)
+		assert.Equal(t, s.wantReady, ready.Status, s.name)
+		assert.Equal(t, s.wantReadyReason, ready.Reason, s.name)
+		assert.True(t, strings.HasSuffix(ready.Message, s.wantReadyMessageSuffix), "%s: %q", s.name, ready.Message)
+	}
+	assert.Contains(t, meta.FindStatusCondition(computeStatus(m, down, t0).Conditions, ConditionUpstreamReachable).Message, "connection refused")
+
+	off := observed{statefulSet: readySTS(), daemonSet: readyDS(), pvc: boundPVC(), complete: true, probesOff: true}
+	st := computeStatus(minimalMirror(), off, t0)
+	assert.Equal(t, metav1.ConditionUnknown, meta.FindStatusCondition(st.Conditions, ConditionUpstreamReachable).Status)
+	assert.Equal(t, metav1.ConditionTrue, meta.FindStatusCondition(st.Conditions, ConditionReady).Status, "probes off: Ready rests on the workloads")
 }
 
 func TestComputeStatus(t *testing.T) {
@@ -112,7 +168,8 @@ func TestComputeStatus(t *testing.T) {
 	assert.Equal(t, int32(3), st.NodesReady)
 	assert.Equal(t, int32(3), st.NodesDesired)
 	assert.Equal(t, int64(4), st.ObservedGeneration)
-	require.Len(t, st.Conditions, 2)
+	require.Len(t, st.Conditions, 3, "Ready, Degraded and UpstreamReachable are set on every pass")
+	assert.Equal(t, metav1.ConditionUnknown, meta.FindStatusCondition(st.Conditions, ConditionUpstreamReachable).Status)
 	ready := meta.FindStatusCondition(st.Conditions, ConditionReady)
 	assert.Equal(t, metav1.ConditionTrue, ready.Status)
 	assert.Equal(t, int64(4), ready.ObservedGeneration)

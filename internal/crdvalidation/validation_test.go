@@ -267,6 +267,11 @@ apiVersion: mirrors.quartet.dev/v1alpha1
 kind: RegistryMirror
 metadata: {name: bad, namespace: default}
 spec: {upstream: "https://quay.io/some/path"}`, wantMsgs: []string{"spec.upstream", "should match"}},
+	{name: "upstream carrying a password", doc: `
+apiVersion: mirrors.quartet.dev/v1alpha1
+kind: RegistryMirror
+metadata: {name: m, namespace: default}
+spec: {upstream: "https://puller:s3cret@registry.example"}`, wantMsgs: []string{"spec.upstream", "credentialsSecretRef"}},
 	{name: "storage not a quantity", doc: `
 apiVersion: mirrors.quartet.dev/v1alpha1
 kind: RegistryMirror

@@ -73,8 +73,10 @@ func startManager(t *testing.T, name string, args ...string) *manager {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// kwok's pods serve nothing and the cluster has no upstream: the mirror probes are the
+	// real-node tests' business (test/e2e).
 	all := append([]string{"--kubeconfig=" + env.Cluster.Kubeconfig, "--metrics-bind-address=0",
-		"--health-probe-bind-address=0"}, args...)
+		"--health-probe-bind-address=0", "--registrymirror-probes=false"}, args...)
 	cmd := exec.Command(bin, all...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = append([]string{"POD_NAMESPACE=quartet-system"}, os.Environ()...) // a test's t.Setenv wins

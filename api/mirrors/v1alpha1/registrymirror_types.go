@@ -18,12 +18,13 @@ type SecretReference struct {
 // RegistryMirrorSpec is the upstream to mirror and how much cache to give it.
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.storageClassName) || (has(self.storageClassName) && self.storageClassName == oldSelf.storageClassName)",message="spec.storageClassName is immutable"
 type RegistryMirrorSpec struct {
-	// upstream is the registry to mirror, as an http(s) URL without a path, for example
-	// https://registry-1.docker.io.
+	// upstream is the registry to mirror, as an http(s) URL without a path or credentials,
+	// for example https://registry-1.docker.io.
 	// +kubebuilder:validation:MinLength=8
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:Pattern=`^https?://[^/\s]+/?$`
 	// +kubebuilder:validation:XValidation:rule="isURL(self)",message="spec.upstream must be a valid URL"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('@')",message="spec.upstream must not carry credentials (user:password@host): put them in a Secret with keys username and password in the mirror's namespace and name it in spec.credentialsSecretRef"
 	// +required
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Upstream"
 	Upstream string `json:"upstream"`
