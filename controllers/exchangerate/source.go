@@ -98,8 +98,14 @@ func NewSource(name, baseURL string, client *http.Client) (Source, error) {
 	}
 	if baseURL != "" {
 		u, err := url.Parse(baseURL)
+		if err == nil && u.User != nil {
+			// Never echo it: the error lands in logs. Flags show in the pod spec and the process
+			// list, so a credential there is a credential in plain text.
+			return nil, fmt.Errorf("exchange rate URL for %s carries credentials (user:password@); a flag is no place for a secret: "+
+				"use a mirror that needs none, reachable only from the cluster", u.Host)
+		}
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
-			return nil, fmt.Errorf("exchange rate URL %q is not an http(s) base URL", baseURL)
+			return nil, fmt.Errorf("exchange rate URL %q is not an http(s) base URL (no query: the source's path and query are appended)", baseURL)
 		}
 		s.base = baseURL
 	}

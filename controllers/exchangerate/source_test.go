@@ -34,12 +34,15 @@ func TestNewSource(t *testing.T) {
 		{name: "no scheme", source: "ecb", url: "mirror.internal", wantErr: "not an http(s) base URL"},
 		{name: "ftp", source: "ecb", url: "ftp://mirror.internal", wantErr: "not an http(s) base URL"},
 		{name: "query", source: "ecb", url: "http://mirror.internal/?a=b", wantErr: "not an http(s) base URL"},
+		{name: "credentials refused, never echoed", source: "ecb", url: "https://rates:t0ken-s3cret@mirror.internal/",
+			wantErr: "exchange rate URL for mirror.internal carries credentials"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s, err := NewSource(tt.source, tt.url, http.DefaultClient)
 			if tt.wantErr != "" {
 				require.ErrorContains(t, err, tt.wantErr)
+				assert.NotContains(t, err.Error(), "s3cret", "an error is logged: it never holds the credential")
 				return
 			}
 			require.NoError(t, err)

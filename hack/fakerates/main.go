@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -22,11 +23,29 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8089", "Address to listen on (port 0 picks a free one).")
 	date := flag.String("date", "", "Publication date to serve (YYYY-MM-DD; default the last weekday, UTC, as the ECB publishes on working days).")
+	tlsCert := flag.String("tls-cert", "", "Serve HTTPS with this certificate (PEM; with -tls-key).")
+	tlsKey := flag.String("tls-key", "", "Private key of -tls-cert (PEM).")
+	override := flag.String("rates", "", "Rates to serve instead of the defaults, per 1 EUR (USD=1.2,GBP=0.9); the other currencies keep theirs.")
 	flag.Parse()
+	rates := fakeupstream.DefaultRates()
+	for _, kv := range strings.Split(*override, ",") {
+		if cur, v, ok := strings.Cut(kv, "="); ok {
+			rates[strings.TrimSpace(cur)] = strings.TrimSpace(v)
+		} else if strings.TrimSpace(kv) != "" {
+			fmt.Fprintf(os.Stderr, "fakerates: -rates: %q is not CUR=VALUE\n", kv)
+			os.Exit(2)
+		}
+	}
 	if *date == "" {
 		*date = lastWeekday(time.Now().UTC()).Format("2006-01-02")
 	}
-	srv, err := fakeupstream.Start(*addr, *date, fakeupstream.DefaultRates())
+	var srv *fakeupstream.Server
+	var err error
+	if *tlsCert != "" || *tlsKey != "" {
+		srv, err = fakeupstream.StartTLS(*addr, *date, rates, *tlsCert, *tlsKey)
+	} else {
+		srv, err = fakeupstream.Start(*addr, *date, rates)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fakerates:", err)
 		os.Exit(1)

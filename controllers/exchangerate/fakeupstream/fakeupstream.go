@@ -11,6 +11,7 @@ package fakeupstream
 import (
 	"bytes"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"math/big"
@@ -71,6 +72,7 @@ type Server struct {
 	notMod     int
 
 	listener net.Listener
+	scheme   string // "https" when started by StartTLS
 	srv      *http.Server
 }
 
@@ -95,9 +97,31 @@ func Start(addr, date string, rates map[string]string) (*Server, error) {
 	return s, nil
 }
 
+// StartTLS is Start over HTTPS with the certificate and key files given.
+func StartTLS(addr, date string, rates map[string]string, certFile, keyFile string) (*Server, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, err
+	}
+	s := New(date, rates)
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	s.listener, s.scheme = l, "https"
+	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second,
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}
+	go func() { _ = s.srv.ServeTLS(l, "", "") }()
+	return s, nil
+}
+
 // URL is the base URL to give the controller (--exchangerate-url).
 func (s *Server) URL() string {
-	return "http://" + s.listener.Addr().String()
+	scheme := s.scheme
+	if scheme == "" {
+		scheme = "http"
+	}
+	return scheme + "://" + s.listener.Addr().String()
 }
 
 // Close stops the server and cuts open connections (slow answers included).
