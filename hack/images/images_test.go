@@ -51,6 +51,9 @@ const (
 	scorecardTestImage  = "quay.io/operator-framework/scorecard-test:v1.42.2"
 	scorecardUntarImage = "quay.io/operator-framework/scorecard-untar:quartet"
 	e2eImage            = "quay.io/quartet-operator/e2e:dev"
+	corednsImage        = "registry.k8s.io/coredns/coredns:v1.12.4"
+	ubiImage            = "registry.access.redhat.com/ubi9/ubi:9.7"
+	emptyIndexImage     = "quay.io/quartet-operator/empty-index:v1.74.0"
 
 	bundlePrevDir = "hack/olm/bundles/quartet.v0.1.0"
 	registryBin   = "bin/registry/v3.0.0/registry"
@@ -59,7 +62,7 @@ const (
 )
 
 var allImages = []string{managerImage, managerPrevImage, bundleImage, bundlePrevImage, catalogImage, opmImage,
-	olmImage, registryImage, pauseImage, scorecardTestImage, scorecardUntarImage, e2eImage}
+	olmImage, registryImage, pauseImage, scorecardTestImage, scorecardUntarImage, e2eImage, corednsImage, ubiImage, emptyIndexImage}
 
 func TestImages(t *testing.T) {
 	if os.Getenv("QUARTET_SKIP_INTEGRATION") != "" {
@@ -292,7 +295,9 @@ func testOthers(t *testing.T, root string, images *imageReader) {
 	}{{
 		image: opmImage,
 		want:  v1.Config{Entrypoint: []string{"/bin/opm"}, User: "1001", Env: []string{pathEnv}},
-		files: map[string]string{"/bin/opm": filepath.Join(tools, "opm-v1.74.0"), "/bin/grpc_health_probe": filepath.Join(tools, "grpc_health_probe-v0.4.40")},
+		files: map[string]string{"/bin/opm": filepath.Join(tools, "opm-v1.74.0"), "/bin/grpc_health_probe": filepath.Join(tools, "grpc_health_probe-v0.4.40"), "/bin/busybox": isELF},
+		// operator-sdk run bundle starts its catalog pod with sh -c in the index image.
+		links: map[string]string{"/bin/sh": "busybox"},
 	}, {
 		image: olmImage,
 		want: v1.Config{Entrypoint: []string{"/bin/olm"}, User: "1001", WorkingDir: "/", Env: []string{pathEnv},
@@ -325,8 +330,23 @@ func testOthers(t *testing.T, root string, images *imageReader) {
 	}, {
 		image: e2eImage,
 		want:  v1.Config{Cmd: []string{"sh"}, User: "65532:65532", WorkingDir: "/", Env: []string{pathEnv}},
-		files: map[string]string{"/bin/fakerates": "", "/bin/busybox": isELF},
+		files: map[string]string{"/bin/fakerates": "", "/bin/httpget": isELF, "/bin/busybox": isELF},
 		links: map[string]string{"/bin/sh": "busybox", "/bin/wget": "busybox", "/bin/cat": "busybox", "/bin/sleep": "busybox", "/bin/id": "busybox"},
+	}, {
+		image: corednsImage,
+		want:  v1.Config{Entrypoint: []string{"/coredns"}, User: "65532:65532", ExposedPorts: map[string]struct{}{"53/udp": {}, "53/tcp": {}}},
+		files: map[string]string{"/coredns": filepath.Join(tools, "coredns-v1.12.4")},
+	}, {
+		// operator-sdk run bundle's catalog pod runs sh, cat and gzip in it.
+		image: ubiImage,
+		want:  v1.Config{Cmd: []string{"sh"}, Env: []string{pathEnv}},
+		files: map[string]string{"/bin/busybox": isELF},
+		links: map[string]string{"/bin/sh": "busybox", "/bin/gzip": "busybox", "/bin/cat": "busybox"},
+	}, {
+		image: emptyIndexImage,
+		want: v1.Config{Entrypoint: []string{"/bin/opm"}, Cmd: []string{"serve", "/configs"}, User: "1001", Env: []string{pathEnv},
+			Labels: map[string]string{"operators.operatorframework.io.index.configs.v1": "/configs"}},
+		files: map[string]string{"/bin/opm": filepath.Join(tools, "opm-v1.74.0"), "/configs": ""},
 	}} {
 		t.Run(path2name(c.image), func(t *testing.T) {
 			img := images.get(t, c.image)
