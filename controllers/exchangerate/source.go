@@ -104,8 +104,12 @@ func NewSource(name, baseURL string, client *http.Client) (Source, error) {
 			return nil, fmt.Errorf("exchange rate URL for %s carries credentials (user:password@); a flag is no place for a secret: "+
 				"use a mirror that needs none, reachable only from the cluster", u.Host)
 		}
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
-			return nil, fmt.Errorf("exchange rate URL %q is not an http(s) base URL (no query: the source's path and query are appended)", baseURL)
+		if err != nil {
+			return nil, fmt.Errorf("exchange rate URL is not a URL: %w", err)
+		}
+		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
+			// Without the query: a token in it is a credential, and this error lands in logs.
+			return nil, fmt.Errorf("exchange rate URL %q is not an http(s) base URL (no query: the source's path and query are appended)", u.Scheme+"://"+u.Host+u.Path)
 		}
 		s.base = baseURL
 	}

@@ -34,6 +34,8 @@ func TestNewSource(t *testing.T) {
 		{name: "no scheme", source: "ecb", url: "mirror.internal", wantErr: "not an http(s) base URL"},
 		{name: "ftp", source: "ecb", url: "ftp://mirror.internal", wantErr: "not an http(s) base URL"},
 		{name: "query", source: "ecb", url: "http://mirror.internal/?a=b", wantErr: "not an http(s) base URL"},
+		{name: "token in the query refused, never echoed", source: "ecb", url: "https://mirror.internal/rates?token=s3cret",
+			wantErr: `exchange rate URL "https://mirror.internal/rates" is not an http(s) base URL`},
 		{name: "credentials refused, never echoed", source: "ecb", url: "https://rates:t0ken-s3cret@mirror.internal/",
 			wantErr: "exchange rate URL for mirror.internal carries credentials"},
 	}
