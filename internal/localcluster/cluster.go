@@ -642,6 +642,27 @@ func (c *Cluster) RestartAPIServer(ctx context.Context, downtime time.Duration) 
 	return c.SaveState()
 }
 
+// RestartNodeComponent stops one daemon of the real node (containerd, kubelet or
+// kube-proxy) with SIGTERM and starts it again with the same flags. The containers keep
+// running, as with `systemctl restart`: their shims are not the daemon's children.
+// Fault-injection tests use it.
+func (c *Cluster) RestartNodeComponent(name string) error {
+	switch name {
+	case "containerd", "kubelet", "kube-proxy":
+	default:
+		return fmt.Errorf("localcluster: %s is not a node daemon", name)
+	}
+	p := c.process(name)
+	if c.Node == nil || p == nil {
+		return fmt.Errorf("localcluster: no real node %s to restart", name)
+	}
+	p.stop()
+	if err := c.start(name, p.InNode, p.Args[0], p.Args[1:]...); err != nil {
+		return err
+	}
+	return c.SaveState()
+}
+
 // SaveState writes state.json so `make cluster-down` can stop a detached cluster.
 func (c *Cluster) SaveState() error {
 	b, err := json.MarshalIndent(c, "", "  ")

@@ -30,19 +30,39 @@ const E2EImage = "quay.io/quartet-operator/e2e:dev"
 // StartFakeRates runs the imitation exchange-rate upstream (ECB and Frankfurter formats)
 // as a pod behind a Service in ns and returns its base URL inside the cluster.
 func (e *Env) StartFakeRates(ctx context.Context, ns string) (string, error) {
+	return e.startFakeRates(ctx, ns, "fakerates", "")
+}
+
+// StartFakeRatesTLS is StartFakeRates over HTTPS, with tls.crt and tls.key of the Secret
+// tlsSecret in ns (a certificate for fakerates-tls.<ns>.svc.cluster.local).
+func (e *Env) StartFakeRatesTLS(ctx context.Context, ns, tlsSecret string) (string, error) {
+	return e.startFakeRates(ctx, ns, "fakerates-tls", tlsSecret)
+}
+
+func (e *Env) startFakeRates(ctx context.Context, ns, name, tlsSecret string) (string, error) {
 	if err := e.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", err
 	}
-	labels := map[string]string{"app": "fakerates"}
+	labels := map[string]string{"app": name}
+	args := []string{"/bin/fakerates", "-addr=:8089"}
+	var volumes []corev1.Volume
+	var mounts []corev1.VolumeMount
+	scheme := "http"
+	if tlsSecret != "" {
+		scheme = "https"
+		args = append(args, "-tls-cert=/tls/tls.crt", "-tls-key=/tls/tls.key")
+		volumes = []corev1.Volume{{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: tlsSecret}}}}
+		mounts = []corev1.VolumeMount{{Name: "tls", MountPath: "/tls", ReadOnly: true}}
+	}
 	dep := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "fakerates", Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To[int32](1),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name: "fakerates", Image: E2EImage, Command: []string{"/bin/fakerates", "-addr=:8089"},
+				Spec: corev1.PodSpec{Volumes: volumes, Containers: []corev1.Container{{
+					Name: "fakerates", Image: E2EImage, Command: args, VolumeMounts: mounts,
 					Ports:          []corev1.ContainerPort{{ContainerPort: 8089}},
 					ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8089)}}, PeriodSeconds: 1},
 				}}},
@@ -50,7 +70,7 @@ func (e *Env) StartFakeRates(ctx context.Context, ns string) (string, error) {
 		},
 	}
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "fakerates", Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 8089, TargetPort: intstr.FromInt32(8089)}}},
 	}
 	for _, o := range []client.Object{dep, svc} {
@@ -58,10 +78,10 @@ func (e *Env) StartFakeRates(ctx context.Context, ns string) (string, error) {
 			return "", err
 		}
 	}
-	if err := e.WaitDeploymentAvailable(ctx, ns, "fakerates", 2*time.Minute); err != nil {
+	if err := e.WaitDeploymentAvailable(ctx, ns, name, 2*time.Minute); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("http://fakerates.%s.svc.cluster.local:8089", ns), nil
+	return fmt.Sprintf("%s://%s.%s.svc.cluster.local:8089", scheme, name, ns), nil
 }
 
 // Sample reads one of config/samples (the manifests users apply) into an object of the

@@ -1,0 +1,181 @@
+// Package e2e proves each controller's purpose on the local cluster's real node, with the
+// manager installed by OLM and running as a pod, as users run it: a RegistryMirror serves
+// real pulls (and keeps serving when its upstream is gone), a ChaosAgent really kills and
+// really restores, copies and exchange rates come from the in-cluster manager, and all of
+// it survives containerd, kubelet and manager restarts. Run with `make e2e` (root); without
+// QUARTET_REAL_NODE=1 every test skips. docs/registrymirror.md and docs/chaosagent.md say
+// what was proven where.
+package e2e
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"flag"
+	"fmt"
+	"math/big"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/quartet-operator/quartet/test/realnode"
+)
+
+const (
+	installNS  = "quartet-system"
+	upstreamNS = "quartet-e2e-upstream"
+	// extraCAMount is where the manager finds the test CA (SSL_CERT_DIR): the image's own
+	// CA bundle plus this one.
+	extraCAMount = "/etc/quartet/extra-ca"
+)
+
+var (
+	env *realnode.Env
+	// ratesURL is the imitation ECB upstream over HTTPS, with a certificate of a test CA.
+	ratesURL string
+	timings  []string
+)
+
+func timing(what string, since time.Time) { record(what, time.Since(since)) }
+
+func record(what string, d time.Duration) {
+	d = d.Round(100 * time.Millisecond)
+	timings = append(timings, fmt.Sprintf("%-70s %7s", what, d))
+	fmt.Printf("TIMING %s: %s\n", what, d)
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if !realnode.Enabled() {
+		os.Exit(m.Run())
+	}
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) (code int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Minute)
+	defer cancel()
+	logf := func(f string, a ...any) { fmt.Printf(f+"\n", a...) }
+	since := time.Now()
+	e, err := realnode.Start(ctx, logf)
+	if err != nil {
+		fmt.Println("e2e: starting the real node:", err)
+		return 1
+	}
+	env = e
+	defer func() {
+		if code != 0 {
+			e.PauseIfAsked()
+		}
+		if err := e.Stop(code != 0 || os.Getenv("QUARTET_E2E_KEEP") != ""); err != nil {
+			fmt.Println("e2e: stopping the real node:", err)
+			code = 1
+		}
+		fmt.Printf("timings:\n%s\n", strings.Join(timings, "\n"))
+	}()
+	if err := setUp(ctx); err != nil {
+		fmt.Printf("e2e: setting up: %v\n", err)
+		return 1
+	}
+	timing("real node, OLM, catalog, upstreams, Quartet installed by OLM", since)
+	return m.Run()
+}
+
+// setUp installs Quartet with OLM (AllNamespaces) the way an admin would, with the
+// Subscription's config pointing the manager at the imitation HTTPS upstream, giving it
+// the test CA, and telling it where the node's containerd reads hosts.toml.
+func setUp(ctx context.Context) error {
+	if err := env.DeployOLM(ctx); err != nil {
+		return err
+	}
+	if err := env.CreateCatalogSource(ctx, realnode.CatalogName, realnode.CatalogImage); err != nil {
+		return err
+	}
+	for _, ns := range []string{installNS, upstreamNS} {
+		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return err
+		}
+	}
+	caPEM, certPEM, keyPEM, err := testCA("fakerates-tls." + upstreamNS + ".svc.cluster.local")
+	if err != nil {
+		return err
+	}
+	if err := env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "fakerates-tls", Namespace: upstreamNS},
+		Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM}}); err != nil {
+		return err
+	}
+	if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "e2e-ca", Namespace: installNS},
+		Data: map[string]string{"e2e-ca.crt": string(caPEM)}}); err != nil {
+		return err
+	}
+	if ratesURL, err = env.StartFakeRatesTLS(ctx, upstreamNS, "fakerates-tls"); err != nil {
+		return err
+	}
+	config := &operatorsv1alpha1.SubscriptionConfig{
+		Env: []corev1.EnvVar{
+			{Name: "QUARTET_EXCHANGERATE_URL", Value: ratesURL},
+			{Name: "QUARTET_REGISTRYMIRROR_CONTAINERD_HOSTS_DIR", Value: env.Cluster.Node.CertsDir},
+			{Name: "SSL_CERT_DIR", Value: extraCAMount},
+		},
+		Volumes: []corev1.Volume{{Name: "e2e-ca", VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "e2e-ca"}}}}},
+		VolumeMounts: []corev1.VolumeMount{{Name: "e2e-ca", MountPath: extraCAMount, ReadOnly: true}},
+	}
+	if err := env.Subscribe(ctx, realnode.Install{Namespace: installNS, Config: config}); err != nil {
+		return err
+	}
+	return env.WaitCSVSucceeded(ctx, installNS, realnode.NewCSV, 5*time.Minute)
+}
+
+// testCA makes a CA and a serving certificate for host signed by it (PEM).
+func testCA(host string) (caPEM, certPEM, keyPEM []byte, err error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	now := time.Now().Add(-time.Hour)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "quartet-e2e-test-ca"},
+		NotBefore: now, NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	leafDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{SerialNumber: big.NewInt(2),
+		Subject: pkix.Name{CommonName: host}, DNSNames: []string{host}, NotBefore: now, NotAfter: now.Add(24 * time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature}, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
+}
+
+func requireEnv(t *testing.T) {
+	t.Helper()
+	if env == nil {
+		t.Skip("set QUARTET_REAL_NODE=1 to run the end-to-end tests on the real node (make e2e; needs root)")
+	}
+}
