@@ -128,8 +128,13 @@ node-deps: ## Install the Debian packages a real node needs (containerd, runc, C
 	hack/node-deps.sh
 
 .PHONY: demo
-demo: controlplane manifests ## Run everything on the local cluster, apply the samples, show what happened; Ctrl-C stops all.
+ifeq ($(NODE),real)
+demo: controlplane registry node-deps node-tools olm-tools $(HELM) images ## Run everything on the local cluster and show what happened; NODE=real: on a real node, Quartet installed by OLM (root); Ctrl-C stops all.
+	OPM=$(OPM) OPERATOR_SDK=$(OPERATOR_SDK) HELM=$(HELM) go run ./hack/demoreal $(DEMO_ARGS)
+else
+demo: controlplane manifests
 	hack/demo.sh
+endif
 
 ##@ Build
 
@@ -234,6 +239,7 @@ OLM := $(TOOLBIN)/olm-$(OLM_VERSION)
 OLM_CATALOG := $(TOOLBIN)/catalog-$(OLM_VERSION)
 BUNDLE_METADATA_OPTS ?= --channels $(CHANNELS) --default-channel $(DEFAULT_CHANNEL)
 OLM_E2E_TIMEOUT ?= 45m
+E2E_TIMEOUT ?= 60m
 
 .PHONY: bundle
 bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Regenerate bundle/ and bundle.Dockerfile from config/ with the operator image IMG, and validate them.
@@ -277,6 +283,10 @@ REAL_NODE_TEST = QUARTET_REAL_NODE=1 OPM=$(OPM) OPERATOR_SDK=$(OPERATOR_SDK) HEL
 .PHONY: test-node
 test-node: controlplane registry node-deps node-tools images ## Real node tests (root): pods run, the network stays inside, the host is restored after every stop.
 	$(REAL_NODE_TEST) -timeout 20m -run RealNode ./internal/localcluster/
+
+.PHONY: e2e
+e2e: controlplane registry node-deps node-tools olm-tools $(HELM) images ## The four controllers' purpose on the real node, installed by OLM: mirror pulls, real chaos, copies, rates, faults (root).
+	$(REAL_NODE_TEST) -timeout $(E2E_TIMEOUT) ./test/e2e/
 
 .PHONY: olm-e2e
 olm-e2e: controlplane registry node-deps node-tools olm-tools $(HELM) images ## OLM on the real node, nothing emulated: install, upgrade, install modes, operator-sdk run bundle and scorecard, bad inputs (docs/OLM.md; root).
