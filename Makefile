@@ -75,8 +75,8 @@ vet: ## go vet.
 	go vet ./...
 
 .PHONY: test
-test: controlplane registry vet ## go vet, unit tests and integration tests against the real API server.
-	go test $(GO_TEST_FLAGS) ./...
+test: controlplane registry vet $(KUSTOMIZE) $(HELM) ## go vet, unit tests and integration tests against the real API server.
+	HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) go test $(GO_TEST_FLAGS) ./...
 
 FUZZTIME ?= 15s
 .PHONY: fuzz
@@ -184,6 +184,10 @@ install: manifests $(KUSTOMIZE) ## Install the CRDs into $$KUBECONFIG.
 uninstall: manifests $(KUSTOMIZE) ## Remove the CRDs (and every CR) from $$KUBECONFIG.
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found -f -
 
+.PHONY: helm
+helm: manifests $(KUSTOMIZE) ## Regenerate the Helm chart charts/quartet from config/ (hack/helmchart).
+	$(KUSTOMIZE) build config/default | go run ./hack/helmchart -out charts/quartet -version $(VERSION) -image $(IMAGE_TAG_BASE)
+
 .PHONY: deploy
 deploy: manifests $(KUSTOMIZE) ## Deploy the operator with kustomize (clusters without OLM).
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
@@ -278,15 +282,15 @@ catalog-push: ## Push the catalog image.
 	$(CONTAINER_TOOL) push $(CATALOG_IMG)
 
 # The real-node end-to-end tests need root; each package starts its own real node, one at a time.
-REAL_NODE_TEST = QUARTET_REAL_NODE=1 OPM=$(OPM) OPERATOR_SDK=$(OPERATOR_SDK) HELM=$(HELM) go test -count=1 -p 1 -v
+REAL_NODE_TEST = QUARTET_REAL_NODE=1 OPM=$(OPM) OPERATOR_SDK=$(OPERATOR_SDK) HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) go test -count=1 -p 1 -v
 
 .PHONY: test-node
 test-node: controlplane registry node-deps node-tools images ## Real node tests (root): pods run, the network stays inside, the host is restored after every stop.
 	$(REAL_NODE_TEST) -timeout 20m -run RealNode ./internal/localcluster/
 
 .PHONY: e2e
-e2e: controlplane registry node-deps node-tools olm-tools $(HELM) images ## The four controllers' purpose on the real node, installed by OLM: mirror pulls, real chaos, copies, rates, faults (root).
-	$(REAL_NODE_TEST) -timeout $(E2E_TIMEOUT) ./test/e2e/
+e2e: controlplane registry node-deps node-tools olm-tools $(HELM) $(KUSTOMIZE) images ## The four controllers' purpose on the real node, installed by OLM: mirror pulls, real chaos, copies, rates, faults; Helm and kustomize installs (root).
+	$(REAL_NODE_TEST) -timeout $(E2E_TIMEOUT) ./test/e2e/ ./test/install/
 
 .PHONY: olm-e2e
 olm-e2e: controlplane registry node-deps node-tools olm-tools $(HELM) images ## OLM on the real node, nothing emulated: install, upgrade, install modes, operator-sdk run bundle and scorecard, bad inputs (docs/OLM.md; root).
