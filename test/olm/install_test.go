@@ -50,7 +50,7 @@ func TestInstallUpgradeAndTheFourControllers(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("InstallPlan for %s: %d steps: %s", realnode.OldCSV, len(steps), strings.Join(steps, ", "))
 	require.NoError(t, env.WaitCSVSucceeded(ctx, installNS, realnode.OldCSV, 5*time.Minute))
-	timings.add("install 0.1.0: resolve, unpack Job, approve, CSV Succeeded", since)
+	timings.Add("install 0.1.0: resolve, unpack Job, approve, CSV Succeeded", since)
 	oldPod := requireManagerReady(t, installNS, realnode.OldOperatorImage)
 	requireBundleUnpackedByJobs(t, "quartet-bundle:v0.1.0")
 	require.ElementsMatch(t, []string{installNS, targetNS}, strings.Split(oldPod.Annotations["olm.targetNamespaces"], ","),
@@ -79,7 +79,9 @@ func TestInstallUpgradeAndTheFourControllers(t *testing.T) {
 	usd, err := env.WaitExchangeRate(ctx, targetNS, rate.Name, 2*time.Minute)
 	require.NoError(t, err)
 	t.Logf("0.1.0: ConfigMap %s/%s rate=%s (from %s over the pod network)", targetNS, rate.Name, usd, ratesURL)
-	require.NoError(t, env.WaitMirrorReady(ctx, targetNS, mirror.Name, 3*time.Minute))
+	// The sample mirrors Docker Hub, which this offline machine cannot reach: the mirror's
+	// pods run and its registry answers, and its status says the upstream never answered.
+	require.NoError(t, env.WaitMirrorOfflineUpstream(ctx, targetNS, mirror.Name, 3*time.Minute))
 	uids := map[string]types.UID{}
 	for _, o := range []client.Object{rule, rate, mirror, agent} {
 		uids[o.GetObjectKind().GroupVersionKind().Kind+"/"+o.GetName()] = o.GetUID()
@@ -95,7 +97,7 @@ func TestInstallUpgradeAndTheFourControllers(t *testing.T) {
 		err := c.Get(ctx, client.ObjectKey{Namespace: installNS, Name: realnode.OldCSV}, &operatorsv1alpha1.ClusterServiceVersion{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err), nil
 	}))
-	timings.add("upgrade to 0.2.0: approve, unpack Job, CSV Succeeded, 0.1.0 gone", since)
+	timings.Add("upgrade to 0.2.0: approve, unpack Job, CSV Succeeded, 0.1.0 gone", since)
 	newPod := requireManagerReady(t, installNS, realnode.OperatorImage)
 	require.NotEqual(t, oldPod.UID, newPod.UID, "the manager pod is replaced")
 	requireBundleUnpackedByJobs(t, "quartet-bundle:v0.2.0")
@@ -139,7 +141,7 @@ func TestInstallUpgradeAndTheFourControllers(t *testing.T) {
 	}))
 	_, err = env.WaitExchangeRate(ctx, targetNS, rate.Name, time.Minute)
 	require.NoError(t, err)
-	require.NoError(t, env.WaitMirrorReady(ctx, targetNS, mirror.Name, 2*time.Minute))
+	require.NoError(t, env.WaitMirrorOfflineUpstream(ctx, targetNS, mirror.Name, 2*time.Minute))
 	_, err = env.WaitChaosRounds(ctx, agent.GetName(), 1, 2*time.Minute)
 	require.NoError(t, err)
 
@@ -174,7 +176,7 @@ func TestInstallUpgradeAndTheFourControllers(t *testing.T) {
 	}
 	since = time.Now()
 	require.NoError(t, env.Uninstall(ctx, installNS))
-	timings.add("uninstall (Subscription, CSV, OperatorGroup deleted; manager gone)", since)
+	timings.Add("uninstall (Subscription, CSV, OperatorGroup deleted; manager gone)", since)
 }
 
 // requireManagerReady checks the manager runs the image, passed its readiness probe and

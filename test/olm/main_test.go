@@ -8,10 +8,7 @@ package olm
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -25,72 +22,32 @@ var (
 	env *realnode.Env
 	// ratesURL is the imitation exchange-rate upstream, a pod reached over the pod network.
 	ratesURL string
-	timings  timingLog
+	timings  realnode.Timings
 )
 
 const upstreamNamespace = "quartet-e2e-upstream"
 
-// timingLog collects the phase durations the docs quote; TestMain prints them.
-type timingLog struct{ lines []string }
-
-func (l *timingLog) add(what string, since time.Time) {
-	d := time.Since(since).Round(100 * time.Millisecond)
-	l.lines = append(l.lines, fmt.Sprintf("%-66s %7s", what, d))
-	fmt.Printf("TIMING %s: %s\n", what, d)
-}
-
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if !realnode.Enabled() {
-		os.Exit(m.Run())
-	}
-	os.Exit(run(m))
+	realnode.Main(m, "olm e2e", 60*time.Minute, &env, &timings, setUp)
 }
 
-func run(m *testing.M) (code int) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
-	defer cancel()
-	logf := func(f string, a ...any) { fmt.Printf(f+"\n", a...) }
-
-	start := time.Now()
-	e, err := realnode.Start(ctx, logf)
-	if err != nil {
-		fmt.Println("olm e2e: starting the real node:", err)
-		return 1
-	}
-	timings.add("real node start (control plane, kubelet, containerd, DNS)", start)
-	env = e
-	defer func() {
-		if code != 0 {
-			e.PauseIfAsked()
-		}
-		since := time.Now()
-		keep := code != 0 || os.Getenv("QUARTET_E2E_KEEP") != ""
-		if err := e.Stop(keep); err != nil {
-			fmt.Println("olm e2e: stopping the real node:", err)
-			code = 1
-		}
-		timings.add("real node stop and host restore", since)
-		fmt.Printf("timings:\n%s\n", strings.Join(timings.lines, "\n"))
-	}()
-
+// setUp deploys OLM, serves the catalog and starts the imitation exchange-rate upstream.
+func setUp(ctx context.Context) error {
 	since := time.Now()
-	if err := e.DeployOLM(ctx); err != nil {
-		fmt.Printf("olm e2e: deploying OLM: %v\n%s\n", err, e.PodProblems(ctx, realnode.OLMNamespace))
-		return 1
+	if err := env.DeployOLM(ctx); err != nil {
+		return fmt.Errorf("deploying OLM: %w\n%s", err, env.PodProblems(ctx, realnode.OLMNamespace))
 	}
-	timings.add("OLM "+realnode.OLMVersion+" deployed (olm, catalog, packageserver pods)", since)
+	timings.Add("OLM "+realnode.OLMVersion+" deployed (olm, catalog, packageserver pods)", since)
 	since = time.Now()
-	if err := e.CreateCatalogSource(ctx, realnode.CatalogName, realnode.CatalogImage); err != nil {
-		fmt.Println("olm e2e: catalog:", err)
-		return 1
+	if err := env.CreateCatalogSource(ctx, realnode.CatalogName, realnode.CatalogImage); err != nil {
+		return fmt.Errorf("catalog: %w", err)
 	}
-	timings.add("CatalogSource READY (registry pod from the catalog image)", since)
-	if ratesURL, err = e.StartFakeRates(ctx, upstreamNamespace); err != nil {
-		fmt.Println("olm e2e: imitation exchange-rate upstream:", err)
-		return 1
+	timings.Add("CatalogSource READY (registry pod from the catalog image)", since)
+	var err error
+	if ratesURL, err = env.StartFakeRates(ctx, upstreamNamespace); err != nil {
+		return fmt.Errorf("imitation exchange-rate upstream: %w", err)
 	}
-	return m.Run()
+	return nil
 }
 
 func requireEnv(t *testing.T) {

@@ -42,7 +42,7 @@ func TestInstallModes(t *testing.T) {
 			since := time.Now()
 			require.NoError(t, env.Subscribe(ctx, realnode.Install{Namespace: m.ns, Targets: m.targets, Config: managerConfig()}))
 			require.NoError(t, env.WaitCSVSucceeded(ctx, m.ns, realnode.NewCSV, 5*time.Minute))
-			timings.add("install 0.2.0 "+m.mode+": CSV Succeeded", since)
+			timings.Add("install 0.2.0 "+m.mode+": CSV Succeeded", since)
 			pod := requireManagerReady(t, m.ns, realnode.OperatorImage)
 			got := strings.Split(pod.Annotations["olm.targetNamespaces"], ",")
 			if m.targets == nil {

@@ -64,14 +64,14 @@ func TestOperatorSDKRunBundleAndScorecard(t *testing.T) {
 	since := time.Now()
 	out := sdk(t, "run", "bundle", sdkBundleOld, "--namespace", ns, "--install-mode", "OwnNamespace",
 		"--index-image", sdkIndexImage, "--security-context-config", "restricted", "--timeout", "5m")
-	timings.add("operator-sdk run bundle 0.1.0 to Succeeded", since)
+	timings.Add("operator-sdk run bundle 0.1.0 to Succeeded", since)
 	t.Logf("run bundle:\n%s", lastLines(out, 4))
 	require.Regexp(t, `OLM has successfully installed \\?"`+realnode.OldCSV, out)
 	requireManagerReady(t, ns, realnode.OldOperatorImage)
 
 	since = time.Now()
 	out = sdk(t, "run", "bundle-upgrade", sdkBundleNew, "--namespace", ns, "--security-context-config", "restricted", "--timeout", "5m")
-	timings.add("operator-sdk run bundle-upgrade 0.2.0 to Succeeded", since)
+	timings.Add("operator-sdk run bundle-upgrade 0.2.0 to Succeeded", since)
 	t.Logf("run bundle-upgrade:\n%s", lastLines(out, 4))
 	require.Regexp(t, `Successfully upgraded to \\?"`+realnode.NewCSV, out)
 	requireManagerReady(t, ns, realnode.OperatorImage)
@@ -95,7 +95,7 @@ func TestOperatorSDKRunBundleAndScorecard(t *testing.T) {
 	since = time.Now()
 	out = sdk(t, "scorecard", filepath.Join(env.Root, "bundle"), "--namespace", ns, "--untar-image", untarImage,
 		"--wait-time", "180s", "--output", "json")
-	timings.add("operator-sdk scorecard bundle/ (basic and olm suites)", since)
+	timings.Add("operator-sdk scorecard bundle/ (basic and olm suites)", since)
 	var list scorecardv1alpha3.TestList
 	require.NoError(t, json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &list), out)
 	require.NotEmpty(t, list.Items)

@@ -180,6 +180,29 @@ func (e *Env) WaitMirrorReady(ctx context.Context, ns, name string, timeout time
 	})
 }
 
+// WaitMirrorOfflineUpstream waits until a RegistryMirror whose upstream cannot be reached
+// from this offline machine (the sample's Docker Hub) runs for real — its registry and node
+// agents ready, the registry answering through its Service — and says why it is not Ready:
+// Ready=False, UpstreamNeverReached, UpstreamReachable=False, NeverReached.
+func (e *Env) WaitMirrorOfflineUpstream(ctx context.Context, ns, name string, timeout time.Duration) error {
+	return WaitFor(ctx, "RegistryMirror "+ns+"/"+name+" running, its upstream never reached", timeout, func(ctx context.Context) (bool, string, error) {
+		m := &mirrorsv1alpha1.RegistryMirror{}
+		if err := e.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, m); err != nil {
+			return false, "", err
+		}
+		if h := hopelessProblems(e.FindPodProblems(ctx, ns)); len(h) > 0 {
+			return false, "", Failed{Reason: fmt.Sprint(h)}
+		}
+		ready := meta.FindStatusCondition(m.Status.Conditions, "Ready")
+		up := meta.FindStatusCondition(m.Status.Conditions, "UpstreamReachable")
+		ok := ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason == "UpstreamNeverReached" &&
+			ready.ObservedGeneration == m.Generation && up != nil && up.Reason == "NeverReached" &&
+			m.Status.ReadyReplicas == 1 && m.Status.NodesReady == m.Status.NodesDesired && m.Status.NodesDesired > 0
+		return ok, fmt.Sprintf("Ready %+v; UpstreamReachable %+v; registry %d ready, nodes %d/%d", ready, up,
+			m.Status.ReadyReplicas, m.Status.NodesReady, m.Status.NodesDesired), nil
+	})
+}
+
 // WaitChaosRounds waits until the ChaosAgent has run at least n rounds and returns it.
 func (e *Env) WaitChaosRounds(ctx context.Context, name string, n int64, timeout time.Duration) (*blackadderv1beta1.ChaosAgent, error) {
 	a := &blackadderv1beta1.ChaosAgent{}
