@@ -204,14 +204,11 @@ func resultsOf(a *blackadderv1beta1.ChaosAgent) map[string]int {
 	return out
 }
 
-// TestChaosEvictionKeepsTheBudget runs tantrums with killMethod Evict against a
-// Deployment of four real pods with a PodDisruptionBudget of three: pods are killed round
-// after round, their replacements really run, and at no moment are fewer than three pods
-// Ready; the evictions the budget refuses are recorded as skipped.
-func TestChaosEvictionKeepsTheBudget(t *testing.T) {
-	requireEnv(t)
+// budgetedDeployment makes a labelled namespace with a Deployment of 4 real pods and a
+// PodDisruptionBudget of minAvailable budget, and returns the pods' UIDs once all run.
+func budgetedDeployment(t *testing.T, ns, app string, budget int32) []types.UID {
+	t.Helper()
 	ctx := context.Background()
-	const ns, app, budget = "chaos-evict", "web", 3
 	chaosNamespace(t, ns)
 	require.NoError(t, env.Client.Create(ctx, sleeper(ns, app, 4, nil, nil, "")))
 	require.NoError(t, env.Client.Create(ctx, &policyv1.PodDisruptionBudget{
@@ -221,6 +218,18 @@ func TestChaosEvictionKeepsTheBudget(t *testing.T) {
 	}))
 	waitDeploymentReady(t, ns, app, 4)
 	before := requireRunningForReal(t, ns, app)
+	return before
+}
+
+// TestChaosEvictionKeepsTheBudget runs tantrums with killMethod Evict against a
+// Deployment of four real pods with a PodDisruptionBudget of three: pods are killed round
+// after round, their replacements really run, and at no moment are fewer than three pods
+// Ready; the evictions the budget refuses are recorded as skipped.
+func TestChaosEvictionKeepsTheBudget(t *testing.T) {
+	requireEnv(t)
+	ctx := context.Background()
+	const ns, app, budget = "chaos-evict", "web", 3
+	before := budgetedDeployment(t, ns, app, budget)
 	require.NoError(t, realnode.WaitFor(ctx, "the budget allows one disruption", time.Minute, func(ctx context.Context) (bool, string, error) {
 		pdb := &policyv1.PodDisruptionBudget{}
 		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: app}, pdb)
@@ -267,15 +276,7 @@ func TestChaosDeleteIgnoresTheBudget(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
 	const ns, app, budget = "chaos-delete", "web", 3
-	chaosNamespace(t, ns)
-	require.NoError(t, env.Client.Create(ctx, sleeper(ns, app, 4, nil, nil, "")))
-	require.NoError(t, env.Client.Create(ctx, &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: ns},
-		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(budget)),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}},
-	}))
-	waitDeploymentReady(t, ns, app, 4)
-	before := requireRunningForReal(t, ns, app)
+	before := budgetedDeployment(t, ns, app, budget)
 
 	w := watchReady(t, ns, app)
 	since := time.Now()

@@ -15,11 +15,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"flag"
-	"fmt"
 	"math/big"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -42,52 +38,22 @@ var (
 	env *realnode.Env
 	// ratesURL is the imitation ECB upstream over HTTPS, with a certificate of a test CA.
 	ratesURL string
-	timings  []string
+	timings  realnode.Timings
 )
 
-func timing(what string, since time.Time) { record(what, time.Since(since)) }
+func timing(what string, since time.Time) { timings.Add(what, since) }
 
-func record(what string, d time.Duration) {
-	d = d.Round(100 * time.Millisecond)
-	timings = append(timings, fmt.Sprintf("%-70s %7s", what, d))
-	fmt.Printf("TIMING %s: %s\n", what, d)
-}
+func record(what string, d time.Duration) { timings.Record(what, d) }
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if !realnode.Enabled() {
-		os.Exit(m.Run())
-	}
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) (code int) {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Minute)
-	defer cancel()
-	logf := func(f string, a ...any) { fmt.Printf(f+"\n", a...) }
-	since := time.Now()
-	e, err := realnode.Start(ctx, logf)
-	if err != nil {
-		fmt.Println("e2e: starting the real node:", err)
-		return 1
-	}
-	env = e
-	defer func() {
-		if code != 0 {
-			e.PauseIfAsked()
+	realnode.Main(m, "e2e", 90*time.Minute, &env, &timings, func(ctx context.Context) error {
+		since := time.Now()
+		if err := setUp(ctx); err != nil {
+			return err
 		}
-		if err := e.Stop(code != 0 || os.Getenv("QUARTET_E2E_KEEP") != ""); err != nil {
-			fmt.Println("e2e: stopping the real node:", err)
-			code = 1
-		}
-		fmt.Printf("timings:\n%s\n", strings.Join(timings, "\n"))
-	}()
-	if err := setUp(ctx); err != nil {
-		fmt.Printf("e2e: setting up: %v\n", err)
-		return 1
-	}
-	timing("real node, OLM, catalog, upstreams, Quartet installed by OLM", since)
-	return m.Run()
+		timing("OLM, catalog, upstreams, Quartet installed by OLM", since)
+		return nil
+	})
 }
 
 // setUp installs Quartet with OLM (AllNamespaces) the way an admin would, with the

@@ -31,6 +31,8 @@ const (
 	OLMNamespace = "olm"
 	// HelmVersion is the Helm CLI `make helm-tool` builds (hack/tools/helm).
 	HelmVersion = "v4.3.1"
+	// KustomizeVersion is the Makefile's KUSTOMIZE_VERSION (bin/tools/kustomize-<version>).
+	KustomizeVersion = "v5.8.2"
 )
 
 // OLMModuleDir finds OLM's module in the module cache (downloading the version

@@ -1,0 +1,68 @@
+package realnode
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Timings collects the phase durations the docs quote; Main prints them at the end.
+type Timings struct{ lines []string }
+
+// Add records the time since since.
+func (l *Timings) Add(what string, since time.Time) { l.Record(what, time.Since(since)) }
+
+// Record records a duration.
+func (l *Timings) Record(what string, d time.Duration) {
+	d = d.Round(100 * time.Millisecond)
+	l.lines = append(l.lines, fmt.Sprintf("%-70s %7s", what, d))
+	fmt.Printf("TIMING %s: %s\n", what, d)
+}
+
+// Main is the TestMain of a real-node test package. Without QUARTET_REAL_NODE the tests
+// run (and skip). Otherwise it starts a real node into *env, runs setUp and the tests,
+// pauses before tearing down a failed run when asked (PauseIfAsked), stops the node (its
+// folder is kept after a failure or with QUARTET_E2E_KEEP) and prints timings.
+func Main(m *testing.M, name string, timeout time.Duration, env **Env, timings *Timings, setUp func(ctx context.Context) error) {
+	flag.Parse()
+	if !Enabled() {
+		os.Exit(m.Run())
+	}
+	os.Exit(runMain(m, name, timeout, env, timings, setUp))
+}
+
+func runMain(m *testing.M, name string, timeout time.Duration, env **Env, timings *Timings, setUp func(ctx context.Context) error) (code int) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	start := time.Now()
+	e, err := Start(ctx, func(f string, a ...any) { fmt.Printf(f+"\n", a...) })
+	if err != nil {
+		fmt.Printf("%s: starting the real node: %v\n", name, err)
+		return 1
+	}
+	timings.Add("real node start (control plane, kubelet, containerd, DNS)", start)
+	*env = e
+	defer func() {
+		if code != 0 {
+			e.PauseIfAsked()
+		}
+		since := time.Now()
+		if err := e.Stop(code != 0 || os.Getenv("QUARTET_E2E_KEEP") != ""); err != nil {
+			fmt.Printf("%s: stopping the real node: %v\n", name, err)
+			code = 1
+		}
+		timings.Add("real node stop and host restore", since)
+		fmt.Printf("timings:\n%s\n", strings.Join(timings.lines, "\n"))
+	}()
+	if setUp != nil {
+		if err := setUp(ctx); err != nil {
+			fmt.Printf("%s: setting up: %v\n", name, err)
+			return 1
+		}
+	}
+	return m.Run()
+}
