@@ -165,6 +165,8 @@ var goals = []goal{
 	{"BenchmarkRoundOver10000Pods", "api-calls/round", "reported (issue 4 sets no target)", nil},
 	{"BenchmarkRoundOver10000Pods", "process-cpu-ms/round", "reported (issue 4 sets no target)", nil},
 	{"BenchmarkMirrorsToReady", "x-raw-create-until-workloads-ready", "reported (issue 6 sets no target)", nil},
+	{"BenchmarkMirrorPull50MB", "x-direct-pull", "reported: a 50 MB pull through the warm mirror vs straight from the upstream (issue 12)", nil},
+	{"BenchmarkMirrorPull50MB", "s-create-to-first-pull", "reported: RegistryMirror create to the first pod running from a pull through it (issue 12)", nil},
 }
 
 // writeGoals prints the issues' targets next to this run's figures.

@@ -36,7 +36,7 @@ import (
 // newMirror creates a RegistryMirror that configures the node for upstream and waits
 // until it is Ready (its registry answers through its Service, the node agent wrote
 // hosts.toml, the upstream answered).
-func newMirror(t *testing.T, ns, name, upstream string, secret string) *mirrorsv1alpha1.RegistryMirror {
+func newMirror(t testing.TB, ns, name, upstream string, secret string) *mirrorsv1alpha1.RegistryMirror {
 	t.Helper()
 	ctx := context.Background()
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -58,7 +58,7 @@ func newMirror(t *testing.T, ns, name, upstream string, secret string) *mirrorsv
 }
 
 // runImage starts a pod of image (pulled at every start) and waits until it runs.
-func runImage(t *testing.T, ns, name, image string) *corev1.Pod {
+func runImage(t testing.TB, ns, name, image string) *corev1.Pod {
 	t.Helper()
 	ctx := context.Background()
 	pod := &corev1.Pod{
@@ -115,7 +115,7 @@ func pullFails(t *testing.T, ns, name, image string) string {
 }
 
 // registryLog is the log of a mirror's registry pod (its requests, one line each).
-func registryLog(t *testing.T, m *mirrorsv1alpha1.RegistryMirror) string {
+func registryLog(t testing.TB, m *mirrorsv1alpha1.RegistryMirror) string {
 	t.Helper()
 	var b []byte
 	// Logs come from the kubelet, which may be restarting (the fault test) and answer 404
@@ -144,7 +144,7 @@ func fetchers(log, uri string) []string {
 	return out
 }
 
-func ctr(t *testing.T, args ...string) string {
+func ctr(t testing.TB, args ...string) string {
 	t.Helper()
 	all := append([]string{"--address", env.Cluster.Node.ContainerdSocket, "--namespace", "k8s.io"}, args...)
 	out, err := env.Cluster.NodeCommand(context.Background(), "ctr", all...).CombinedOutput()
@@ -155,7 +155,7 @@ func ctr(t *testing.T, args ...string) string {
 // removeImage deletes the pod and every name under which the node's containerd knows an
 // image of repo (the tag, the digest and the ID the CRI records), then collects garbage, so
 // the node holds none of its content.
-func removeImage(t *testing.T, ns string, pod *corev1.Pod, repo string) {
+func removeImage(t testing.TB, ns string, pod *corev1.Pod, repo string) {
 	t.Helper()
 	ctx := context.Background()
 	require.NoError(t, env.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)))
@@ -179,8 +179,13 @@ func removeImage(t *testing.T, ns string, pod *corev1.Pod, repo string) {
 				return false, "still running: " + id, nil
 			}
 		}
-		if len(ids) > 0 {
-			ctr(t, append([]string{"containers", "rm"}, ids...)...)
+		for _, id := range ids {
+			// The kubelet may remove it at the same moment: "not found" is as good.
+			out, err := env.Cluster.NodeCommand(ctx, "ctr", "--address", env.Cluster.Node.ContainerdSocket, "--namespace", "k8s.io",
+				"containers", "rm", id).CombinedOutput()
+			if err != nil && !strings.Contains(string(out), "not found") {
+				return false, "", fmt.Errorf("ctr containers rm %s: %v: %s", id, err, out)
+			}
 		}
 		return true, "", nil
 	}))

@@ -38,7 +38,9 @@ type UpstreamRegistry struct {
 	exited   chan struct{}
 }
 
-// StartUpstreamRegistry starts a registry on RealNodeIP:port. bcrypt, when set, is the
+// StartUpstreamRegistry starts a registry on port of every address in the node's namespace:
+// RealNodeIP:port (Host) and 127.0.0.1:port, a second name of the same registry that no
+// mirror configures (containerd speaks plain HTTP to localhost), for direct pulls. bcrypt, when set, is the
 // bcrypt hash of password: the registry then wants user:password.
 func (e *Env) StartUpstreamRegistry(port int, user, password, bcrypt string) (*UpstreamRegistry, error) {
 	dir, err := os.MkdirTemp(e.Dir, fmt.Sprintf("upstream-%d-", port))
@@ -66,7 +68,7 @@ func (u *UpstreamRegistry) Start() error {
 log: {level: info, formatter: text}
 storage: {filesystem: {rootdirectory: %q}, delete: {enabled: true}}
 http: {addr: %q}
-%s`, filepath.Join(u.dir, "data"), u.Host, auth)), 0o600); err != nil {
+%s`, filepath.Join(u.dir, "data"), ":"+strings.TrimPrefix(u.Host, localcluster.RealNodeIP+":"), auth)), 0o600); err != nil {
 		return err
 	}
 	logf, err := os.OpenFile(filepath.Join(u.dir, "registry.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)

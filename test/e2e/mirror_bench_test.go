@@ -1,0 +1,122 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
+	"github.com/quartet-operator/quartet/test/realnode"
+)
+
+// pullRounds is how many pulls of each kind the benchmark times (it reports the median).
+const pullRounds = 3
+
+// BenchmarkMirrorPull50MB measures on the real node, in one run: a RegistryMirror from
+// create to the first pod running from an image pulled through it (cold cache: the mirror
+// fetches from the upstream), then pulls of an image with a 50 MB layer (random, so
+// incompressible) by a node that does not have it, straight from the upstream registry
+// (its 127.0.0.1 name, which no mirror configures) and through the warm mirror (its node
+// IP name, configured by the mirror's hosts.toml). Each pull is a new pod with the image
+// removed from containerd first; the time is the kubelet's own measure of the pull (its
+// Pulled Event: "Successfully pulled image … in 1.2s"), so pod start-up is not in it. The
+// access logs prove which path each pull took.
+func BenchmarkMirrorPull50MB(b *testing.B) {
+	if env == nil {
+		b.Skip("set QUARTET_REAL_NODE=1 to run the real-node benchmarks (make bench NODE=real; needs root)")
+	}
+	const ns, port = "mirror-bench", 5006
+	up, err := env.StartUpstreamRegistry(port, "", "", "")
+	require.NoError(b, err)
+	b.Cleanup(up.Stop)
+	img, layer, err := env.TestImage(b, 50<<20)
+	require.NoError(b, err)
+	viaMirror, err := up.Push("library/big", "1", img)
+	require.NoError(b, err)
+	direct := strings.Replace(viaMirror, up.Host, fmt.Sprintf("127.0.0.1:%d", port), 1)
+	blob := "/v2/library/big/blobs/" + layer
+
+	for i := 0; i < b.N; i++ {
+		ctx := context.Background()
+		require.NoError(b, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", ns, i)}}))
+		nsi := fmt.Sprintf("%s-%d", ns, i)
+		m := &mirrorsv1alpha1.RegistryMirror{ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: nsi},
+			Spec: mirrorsv1alpha1.RegistryMirrorSpec{Upstream: "http://" + up.Host, Storage: resource.MustParse("1Gi"), ConfigureNodes: true}}
+		since := time.Now()
+		require.NoError(b, env.Client.Create(ctx, m))
+		require.NoError(b, env.WaitMirrorReady(ctx, nsi, m.Name, 4*time.Minute))
+		ready := time.Since(since)
+		require.NoError(b, env.Client.Get(ctx, client.ObjectKeyFromObject(m), m))
+		pod := runImage(b, nsi, "first", viaMirror)
+		first := time.Since(since)
+		require.NotEmpty(b, fetchers(registryLog(b, m), blob), "the first pull went through the mirror")
+
+		var directs, warms []time.Duration
+		for r := range pullRounds {
+			removeImage(b, nsi, pod, "library/big")
+			before := len(fetchers(up.Log(), blob))
+			pod = runImage(b, nsi, fmt.Sprintf("direct-%d", r), direct)
+			directs = append(directs, pullDuration(b, pod))
+			byNode := fetchers(up.Log(), blob)[before:]
+			require.NotEmpty(b, byNode, "the direct pull fetched the layer from the upstream")
+			for _, addr := range byNode {
+				require.True(b, strings.HasPrefix(addr, "127.0.0.1"), "the direct pull came from the node, not the mirror: %s", addr)
+			}
+
+			removeImage(b, nsi, pod, "library/big")
+			before = len(fetchers(registryLog(b, m), blob))
+			pod = runImage(b, nsi, fmt.Sprintf("mirror-%d", r), viaMirror)
+			warms = append(warms, pullDuration(b, pod))
+			require.Greater(b, len(fetchers(registryLog(b, m), blob)), before, "the warm pull was served by the mirror")
+		}
+		slices.Sort(directs)
+		slices.Sort(warms)
+		d, w := directs[pullRounds/2], warms[pullRounds/2]
+		b.Logf("create to Ready %s, to first pull %s; direct pulls %v, warm mirror pulls %v", ready.Round(time.Millisecond), first.Round(time.Millisecond), directs, warms)
+		b.ReportMetric(ready.Seconds(), "s-create-to-ready")
+		b.ReportMetric(first.Seconds(), "s-create-to-first-pull")
+		b.ReportMetric(d.Seconds(), "s-direct-pull")
+		b.ReportMetric(w.Seconds(), "s-warm-mirror-pull")
+		b.ReportMetric(w.Seconds()/d.Seconds(), "x-direct-pull")
+		require.NoError(b, env.Client.Delete(ctx, m))
+	}
+}
+
+// pulledIn is the duration in the kubelet's Pulled Event message.
+var pulledIn = regexp.MustCompile(`Successfully pulled image "[^"]+" in ([0-9.]+[a-zµ]+) `)
+
+// pullDuration waits for the kubelet's Pulled Event of pod and returns the pull's duration.
+func pullDuration(b *testing.B, pod *corev1.Pod) time.Duration {
+	b.Helper()
+	var d time.Duration
+	require.NoError(b, realnode.WaitFor(context.Background(), "the Pulled Event of "+pod.Name, time.Minute, func(ctx context.Context) (bool, string, error) {
+		evs := &corev1.EventList{}
+		if err := env.Client.List(ctx, evs, client.InNamespace(pod.Namespace)); err != nil {
+			return false, "", err
+		}
+		for _, e := range evs.Items {
+			if e.InvolvedObject.UID != pod.UID || e.Reason != "Pulled" {
+				continue
+			}
+			m := pulledIn.FindStringSubmatch(e.Message)
+			if m == nil {
+				return false, "", realnode.Failed{Reason: "not a fresh pull: " + e.Message}
+			}
+			var err error
+			d, err = time.ParseDuration(m[1])
+			return err == nil, e.Message, err
+		}
+		return false, "", nil
+	}))
+	return d
+}
