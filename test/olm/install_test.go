@@ -10,6 +10,7 @@ import (
 
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -17,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
@@ -145,7 +147,10 @@ func TestInstallUpgradeAndTheFourControllers(t *testing.T) {
 	_, err = env.WaitChaosRounds(ctx, agent.GetName(), 1, 2*time.Minute)
 	require.NoError(t, err)
 
-	// A chaos round in dry run: every action recorded, none taken.
+	// A chaos round in dry run: every action recorded, none taken. The upgrade changed the
+	// mirror's operator image (node agent, credential helper init container), so its pods
+	// roll first: wait until that is over, or the rollout would look like kills.
+	waitSettled(t, targetNS)
 	podsBefore := podUIDs(t, targetNS)
 	dry := &blackadderv1beta1.ChaosAgent{}
 	require.NoError(t, env.Sample("blackadder_v1beta1_chaosagent.yaml", dry, ""))
@@ -215,6 +220,39 @@ func requireBundleUnpackedByJobs(t *testing.T, bundle string) {
 		}
 	}
 	t.Fatalf("no unpack Job ran bundle image *%s", bundle)
+}
+
+// waitSettled waits until every StatefulSet and DaemonSet in ns is rolled out and no pod
+// there is terminating.
+func waitSettled(t *testing.T, ns string) {
+	t.Helper()
+	require.NoError(t, realnode.WaitFor(context.Background(), "the workloads in "+ns+" rolled out", 3*time.Minute, func(ctx context.Context) (bool, string, error) {
+		stss := &appsv1.StatefulSetList{}
+		dss := &appsv1.DaemonSetList{}
+		pods := &corev1.PodList{}
+		for _, l := range []client.ObjectList{stss, dss, pods} {
+			if err := env.Client.List(ctx, l, client.InNamespace(ns)); err != nil {
+				return false, "", err
+			}
+		}
+		for _, s := range stss.Items {
+			if s.Status.ObservedGeneration < s.Generation || s.Status.CurrentRevision != s.Status.UpdateRevision || s.Status.ReadyReplicas != ptr.Deref(s.Spec.Replicas, 1) {
+				return false, "StatefulSet " + s.Name + " rolling out", nil
+			}
+		}
+		for _, d := range dss.Items {
+			st := d.Status
+			if st.ObservedGeneration < d.Generation || st.UpdatedNumberScheduled != st.DesiredNumberScheduled || st.NumberAvailable != st.DesiredNumberScheduled || st.NumberMisscheduled > 0 {
+				return false, "DaemonSet " + d.Name + " rolling out", nil
+			}
+		}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil {
+				return false, "pod " + p.Name + " terminating", nil
+			}
+		}
+		return true, "", nil
+	}))
 }
 
 func podUIDs(t *testing.T, ns string) []string {
