@@ -291,7 +291,7 @@ test-node: controlplane registry node-deps node-tools images ## Real node tests 
 
 .PHONY: e2e
 e2e: controlplane registry node-deps node-tools olm-tools $(HELM) $(KUSTOMIZE) images ## The four controllers' purpose on the real node, installed by OLM: mirror pulls, real chaos, copies, rates, faults; Helm and kustomize installs (root).
-	$(REAL_NODE_TEST) -timeout $(E2E_TIMEOUT) ./test/e2e/ ./test/install/
+	$(REAL_NODE_TEST) -timeout $(E2E_TIMEOUT) ./test/e2e/ ./test/install/ ./test/demo/
 
 .PHONY: olm-e2e
 olm-e2e: controlplane registry node-deps node-tools olm-tools $(HELM) images ## OLM on the real node, nothing emulated: install, upgrade, install modes, operator-sdk run bundle and scorecard, bad inputs (docs/OLM.md; root).
