@@ -135,8 +135,10 @@ func chart(objs []*unstructured.Unstructured, version, image string) (map[string
 			_ = unstructured.SetNestedSlice(o.Object, subjects, "subjects")
 		}
 		var guard string
-		dir := "rbac"
+		dir := "other"
 		switch kind {
+		case "ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding":
+			dir = "rbac"
 		case "CustomResourceDefinition":
 			dir, guard = "crds", ".Values.crds.install"
 			ann := o.GetAnnotations()
@@ -146,7 +148,9 @@ func chart(objs []*unstructured.Unstructured, version, image string) (map[string
 			ann[phKeep] = "x"
 			o.SetAnnotations(ann)
 		case "Service":
-			dir, guard = "metrics", ".Values.metrics.enabled"
+			if strings.HasSuffix(o.GetName(), "-metrics-service") {
+				dir, guard = "metrics", ".Values.metrics.enabled"
+			}
 		case "Deployment":
 			dir = "manager"
 			r, reg, err := templateDeployment(o)

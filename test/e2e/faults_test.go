@@ -81,13 +81,7 @@ func TestFaultsOnTheRealNode(t *testing.T) {
 	const ns, label = "faults", "e2e.quartet.dev/fault"
 
 	// A mirror serving pulls.
-	up, err := env.StartUpstreamRegistry(5005, "", "", "")
-	require.NoError(t, err)
-	t.Cleanup(up.Stop)
-	img, _, err := env.TestImage(t, 64<<10)
-	require.NoError(t, err)
-	ref, err := up.Push("library/steady", "1", img)
-	require.NoError(t, err)
+	up, ref, _ := upstreamWithImage(t, 5005, "", "", "", "library/steady", 64<<10)
 	m := newMirror(t, ns, "faults", "http://"+up.Host, "")
 	const manifest = "/v2/library/steady/manifests/1"
 	pullThroughMirror(t, m, ns, "pull-0", ref, manifest)

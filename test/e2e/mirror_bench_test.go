@@ -36,13 +36,7 @@ func BenchmarkMirrorPull50MB(b *testing.B) {
 		b.Skip("set QUARTET_REAL_NODE=1 to run the real-node benchmarks (make bench NODE=real; needs root)")
 	}
 	const ns, port = "mirror-bench", 5006
-	up, err := env.StartUpstreamRegistry(port, "", "", "")
-	require.NoError(b, err)
-	b.Cleanup(up.Stop)
-	img, layer, err := env.TestImage(b, 50<<20)
-	require.NoError(b, err)
-	viaMirror, err := up.Push("library/big", "1", img)
-	require.NoError(b, err)
+	up, viaMirror, layer := upstreamWithImage(b, port, "", "", "", "library/big", 50<<20)
 	direct := strings.Replace(viaMirror, up.Host, fmt.Sprintf("127.0.0.1:%d", port), 1)
 	blob := "/v2/library/big/blobs/" + layer
 

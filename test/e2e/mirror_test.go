@@ -189,18 +189,21 @@ func removeImage(t testing.TB, ns string, pod *corev1.Pod, repo string) {
 		}
 		return true, "", nil
 	}))
-	var digests []string
+	var images [][]string // ref, type, digest, ...
 	for _, line := range strings.Split(ctr(t, "images", "ls"), "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 3 && strings.Contains(f[0], "/"+repo+":") {
+		if f := strings.Fields(line); len(f) >= 3 {
+			images = append(images, f)
+		}
+	}
+	var digests, names []string
+	for _, f := range images {
+		if strings.Contains(f[0], "/"+repo+":") {
 			digests = append(digests, f[2])
 		}
 	}
 	require.NotEmpty(t, digests, "the node has the image")
-	var names []string
-	for _, line := range strings.Split(ctr(t, "images", "ls"), "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 3 && slices.Contains(digests, f[2]) {
+	for _, f := range images {
+		if slices.Contains(digests, f[2]) {
 			names = append(names, f[0])
 		}
 	}
@@ -223,6 +226,21 @@ func hostsFiles(t *testing.T) map[string]string {
 	return out
 }
 
+// upstreamWithImage starts an upstream registry on port (with a login when bcrypt is set)
+// that stops with the test, and pushes repo:1, the e2e image plus a layer of size random
+// bytes; it returns the registry, the image reference and that layer's digest.
+func upstreamWithImage(tb testing.TB, port int, user, password, bcrypt, repo string, size int) (*realnode.UpstreamRegistry, string, string) {
+	tb.Helper()
+	up, err := env.StartUpstreamRegistry(port, user, password, bcrypt)
+	require.NoError(tb, err)
+	tb.Cleanup(up.Stop)
+	img, layer, err := env.TestImage(tb, size)
+	require.NoError(tb, err)
+	ref, err := up.Push(repo, "1", img)
+	require.NoError(tb, err)
+	return up, ref, layer
+}
+
 // TestMirrorServesPullsAndOutlivesItsUpstream is the data centre of the seed: a node pulls
 // an image of the upstream's name through the mirror; the outside connection goes (the
 // upstream stops) and the node loses the image; a new pod still starts, served from the
@@ -233,13 +251,7 @@ func TestMirrorServesPullsAndOutlivesItsUpstream(t *testing.T) {
 	ctx := context.Background()
 	const ns = "mirror-e2e"
 	before := hostsFiles(t)
-	up, err := env.StartUpstreamRegistry(5002, "", "", "")
-	require.NoError(t, err)
-	t.Cleanup(up.Stop)
-	img, layer, err := env.TestImage(t, 1<<20)
-	require.NoError(t, err)
-	ref, err := up.Push("library/app", "1", img)
-	require.NoError(t, err)
+	up, ref, layer := upstreamWithImage(t, 5002, "", "", "", "library/app", 1<<20)
 
 	m := newMirror(t, ns, "upstream", "http://"+up.Host, "")
 	hostsPath := filepath.Join(env.Cluster.Node.CertsDir, up.Host, "hosts.toml")
@@ -310,13 +322,7 @@ func TestMirrorCredentialsFromSecret(t *testing.T) {
 		return string(b)
 	}
 	pw1, pw2 := "first-Passw0rd-e2e", "second-Passw0rd-e2e"
-	up, err := env.StartUpstreamRegistry(5003, "puller", pw1, hash(pw1))
-	require.NoError(t, err)
-	t.Cleanup(up.Stop)
-	img, _, err := env.TestImage(t, 256<<10)
-	require.NoError(t, err)
-	ref, err := up.Push("private/app", "1", img)
-	require.NoError(t, err)
+	up, ref, _ := upstreamWithImage(t, 5003, "puller", pw1, hash(pw1), "private/app", 256<<10)
 	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "upstream-login", Namespace: ns},
 		StringData: map[string]string{"username": "puller", "password": pw1}}
