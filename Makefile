@@ -27,6 +27,9 @@ OPERATOR_SDK_VERSION ?= v1.42.2
 OPM_VERSION ?= v1.74.0
 OLM_VERSION ?= v0.46.0
 HELM_VERSION ?= v4.3.1
+# Prometheus 3.16 (its Go module versions are v0.<minor>.<patch>): promtool tests the alerts
+# in make test; the server scrapes the in-cluster manager in make e2e.
+PROMETHEUS_VERSION ?= v0.316.0
 
 CONTROLPLANE_DIR := $(LOCALBIN)/k8s/$(K8S_VERSION)
 KWOK_DIR := $(LOCALBIN)/kwok/$(KWOK_VERSION)
@@ -42,6 +45,8 @@ KUSTOMIZE ?= $(TOOLBIN)/kustomize-$(KUSTOMIZE_VERSION)
 OPERATOR_SDK ?= $(TOOLBIN)/operator-sdk-$(OPERATOR_SDK_VERSION)
 OPM ?= $(TOOLBIN)/opm-$(OPM_VERSION)
 HELM ?= $(TOOLBIN)/helm-$(HELM_VERSION)
+PROMTOOL ?= $(TOOLBIN)/promtool-$(PROMETHEUS_VERSION)
+PROMETHEUS ?= $(TOOLBIN)/prometheus-$(PROMETHEUS_VERSION)
 
 # Tests: integration suites start their own control plane; give them room on 2 cores.
 TEST_TIMEOUT ?= 40m
@@ -75,8 +80,8 @@ vet: ## go vet.
 	go vet ./...
 
 .PHONY: test
-test: controlplane registry vet $(KUSTOMIZE) $(HELM) ## go vet, unit tests and integration tests against the real API server.
-	HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) go test $(GO_TEST_FLAGS) ./...
+test: controlplane registry vet $(KUSTOMIZE) $(HELM) $(PROMTOOL) ## go vet, unit tests and integration tests against the real API server.
+	HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) PROMTOOL=$(PROMTOOL) go test $(GO_TEST_FLAGS) ./...
 
 FUZZTIME ?= 15s
 .PHONY: fuzz
@@ -214,6 +219,13 @@ $(HELM):
 	mkdir -p $(TOOLBIN)
 	cd hack/tools/helm && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$(HELM_VERSION)" -o $@ helm.sh/helm/v4/cmd/helm
 
+# Without the service discovery plugins (remove_all_sd): Nomad's client is not on the module
+# proxy, and the manager is scraped at a static address.
+$(PROMTOOL) $(PROMETHEUS):
+	mkdir -p $(TOOLBIN)/prometheus-build
+	GOBIN=$(TOOLBIN)/prometheus-build CGO_ENABLED=0 go install -trimpath -tags remove_all_sd github.com/prometheus/prometheus/cmd/$(firstword $(subst -, ,$(notdir $@)))@$(PROMETHEUS_VERSION)
+	mv $(TOOLBIN)/prometheus-build/$(firstword $(subst -, ,$(notdir $@))) $@
+
 .PHONY: controller-gen kustomize
 controller-gen: $(CONTROLLER_GEN) ## Build controller-gen.
 kustomize: $(KUSTOMIZE) ## Build kustomize.
@@ -283,14 +295,14 @@ catalog-push: ## Push the catalog image.
 	$(CONTAINER_TOOL) push $(CATALOG_IMG)
 
 # The real-node end-to-end tests need root; each package starts its own real node, one at a time.
-REAL_NODE_TEST = QUARTET_REAL_NODE=1 OPM=$(OPM) OPERATOR_SDK=$(OPERATOR_SDK) HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) go test -count=1 -p 1 -v
+REAL_NODE_TEST = QUARTET_REAL_NODE=1 OPM=$(OPM) OPERATOR_SDK=$(OPERATOR_SDK) HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) PROMETHEUS=$(PROMETHEUS) go test -count=1 -p 1 -v
 
 .PHONY: test-node
 test-node: controlplane registry node-deps node-tools images ## Real node tests (root): pods run, the network stays inside, the host is restored after every stop.
 	$(REAL_NODE_TEST) -timeout 20m -run RealNode ./internal/localcluster/
 
 .PHONY: e2e
-e2e: controlplane registry node-deps node-tools olm-tools $(HELM) $(KUSTOMIZE) images ## The four controllers' purpose on the real node, installed by OLM: mirror pulls, real chaos, copies, rates, faults; Helm and kustomize installs (root).
+e2e: controlplane registry node-deps node-tools olm-tools $(HELM) $(KUSTOMIZE) $(PROMETHEUS) images ## The four controllers' purpose on the real node, installed by OLM: mirror pulls, real chaos, copies, rates, faults; Helm and kustomize installs (root).
 	$(REAL_NODE_TEST) -timeout $(E2E_TIMEOUT) ./test/e2e/ ./test/install/ ./test/demo/
 
 .PHONY: olm-e2e

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -81,11 +82,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	log := ctrl.LoggerFrom(ctx)
 	xr := &operatorsv1.ExchangeRate{}
 	if err := r.Client.Get(ctx, req.NamespacedName, xr); err != nil {
+		if apierrors.IsNotFound(err) {
+			forgetExchangeRate(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	// The ConfigMap carries a controller reference, so the garbage collector deletes it
 	// with the ExchangeRate: there is nothing to clean up and no finalizer to hold.
 	if !xr.DeletionTimestamp.IsZero() || !r.Shared.Watches(xr.Namespace) {
+		forgetExchangeRate(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 
@@ -107,6 +112,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	status := computeStatus(xr.Status, o)
+	recordStale(req.NamespacedName, meta.IsStatusConditionTrue(status.Conditions, ConditionStale))
 	r.recordEvents(xr, cm, action, status, o)
 	if err := r.writeStatus(ctx, xr, status); err != nil {
 		return ctrl.Result{}, err

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +18,7 @@ import (
 
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
 	"github.com/quartet-operator/quartet/controllers/exchangerate/fakeupstream"
+	"github.com/quartet-operator/quartet/internal/testenv"
 )
 
 // TestExchangeRateOnCluster runs the integration tests in parallel, each with its own
@@ -78,6 +80,7 @@ func testSample(t *testing.T) {
 	assert.WithinDuration(t, time.Now(), got.Status.LastSuccessfulFetch.Time, time.Minute)
 	assert.True(t, meta.IsStatusConditionFalse(got.Status.Conditions, ConditionDegraded))
 	assert.True(t, meta.IsStatusConditionFalse(got.Status.Conditions, ConditionStale))
+	assert.Equal(t, 0.0, testutil.ToFloat64(staleGauge.WithLabelValues(ns, xr.Name)), "quartet_exchangerate_stale")
 	assert.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Contains(c, eventReasons(t, ns, xr.Name), EventConfigMapCreated)
 	}, 30*time.Second, 200*time.Millisecond)
@@ -290,10 +293,14 @@ func testDelete(t *testing.T) {
 	xr := newXR(ns, "gone", "CHF", "")
 	require.NoError(t, env.Client.Create(ctx, xr))
 	waitConfigMap(t, ns, "gone", map[string]string{"rate": "0.9343"})
+	series := map[string]string{"exchangerate_namespace": ns, "exchangerate": "gone"}
+	assert.Equal(t, 1, testenv.Series(staleGauge, series), "quartet_exchangerate_stale series")
 	require.NoError(t, env.Client.Delete(ctx, xr))
 	require.Eventually(t, func() bool {
 		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "gone"}, &corev1.ConfigMap{}))
 	}, 60*time.Second, 200*time.Millisecond, "ConfigMap garbage-collected")
+	require.Eventually(t, func() bool { return testenv.Series(staleGauge, series) == 0 }, 30*time.Second, 200*time.Millisecond,
+		"the deleted ExchangeRate's quartet_exchangerate_stale series dropped")
 }
 
 func testUnwatchedNamespace(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
@@ -21,10 +22,31 @@ var (
 		Name: "quartet_exchangerate_last_successful_fetch_timestamp_seconds",
 		Help: "Unix time the source last answered with a usable table (200 or 304), by source.",
 	}, []string{"source"})
+
+	// staleGauge mirrors each ExchangeRate's Stale condition (publication older than
+	// --exchangerate-stale-after-days), so an alert follows the manager's own limit.
+	staleGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "quartet_exchangerate_stale",
+		Help: "1 when the ExchangeRate's Stale condition is True (its rate's publication is older than the manager's limit), else 0, by ExchangeRate.",
+	}, []string{"exchangerate_namespace", "exchangerate"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(upstreamRequests, fetchDuration, lastSuccess)
+	metrics.Registry.MustRegister(upstreamRequests, fetchDuration, lastSuccess, staleGauge)
+}
+
+// recordStale sets the ExchangeRate's staleness series.
+func recordStale(xr types.NamespacedName, stale bool) {
+	v := 0.0
+	if stale {
+		v = 1
+	}
+	staleGauge.WithLabelValues(xr.Namespace, xr.Name).Set(v)
+}
+
+// forgetExchangeRate drops the series of an ExchangeRate that is gone.
+func forgetExchangeRate(xr types.NamespacedName) {
+	staleGauge.DeleteLabelValues(xr.Namespace, xr.Name)
 }
 
 // recordFetch counts one upstream request and its latency.

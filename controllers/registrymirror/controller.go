@@ -75,6 +75,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err := r.Get(ctx, req.NamespacedName, m); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.ports.release(req.NamespacedName)
+			forgetMirror(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("reading the RegistryMirror: %w", err)
@@ -82,6 +83,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if !m.DeletionTimestamp.IsZero() {
 		// No finalizer is needed: the garbage collector deletes the children (they carry
 		// controller references), and each node agent removes its hosts.toml as its pod stops.
+		forgetMirror(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 
@@ -307,6 +309,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, m *mirrorsv1alpha1.Registr
 		return nil
 	}
 	status := computeStatus(m, obs, metav1.NewTime(r.Clock.Now().Truncate(time.Second)))
+	recordReady(client.ObjectKeyFromObject(m), meta.IsStatusConditionTrue(status.Conditions, ConditionReady))
 	if equality.Semantic.DeepEqual(m.Status, status) {
 		return nil
 	}

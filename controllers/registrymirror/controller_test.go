@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -307,12 +308,14 @@ func TestMirrorLifecycle(t *testing.T) {
 	}, wait, tick)
 
 	phase("storage grown")
-	// Deleting the mirror deletes everything it owns (garbage collection).
+	assert.Equal(t, 1.0, testutil.ToFloat64(readyGauge.WithLabelValues(key.Namespace, key.Name)), "quartet_registrymirror_ready")
+	// Deleting the mirror deletes everything it owns (garbage collection) and its series.
 	require.NoError(t, env.Client.Delete(ctx, m))
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		for name, obj := range children(c, m) {
 			assert.Nil(c, obj, "%s still exists", name)
 		}
+		assert.Equal(c, 0, testenv.Series(readyGauge, map[string]string{"mirror_namespace": key.Namespace, "mirror": key.Name}), "quartet_registrymirror_ready series of the deleted mirror")
 	}, wait, tick)
 	phase("children garbage-collected")
 }

@@ -2,6 +2,7 @@ package registrymirror
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
@@ -12,6 +13,27 @@ var objectWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Server-side applies of RegistryMirror children, by kind and result (created, updated, refused, failed), and objects found owned by someone else (conflict).",
 }, []string{"kind", "result"})
 
+// readyGauge mirrors each RegistryMirror's Ready condition, so an alert can name the
+// mirror that stopped serving: 1 when Ready is True, 0 otherwise (False or Unknown).
+var readyGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "quartet_registrymirror_ready",
+	Help: "1 when the RegistryMirror's Ready condition is True, 0 when it is False or Unknown, by mirror.",
+}, []string{"mirror_namespace", "mirror"})
+
 func init() {
-	metrics.Registry.MustRegister(objectWrites)
+	metrics.Registry.MustRegister(objectWrites, readyGauge)
+}
+
+// recordReady sets the mirror's readiness series.
+func recordReady(m types.NamespacedName, ready bool) {
+	v := 0.0
+	if ready {
+		v = 1
+	}
+	readyGauge.WithLabelValues(m.Namespace, m.Name).Set(v)
+}
+
+// forgetMirror drops the series of a mirror that is gone.
+func forgetMirror(m types.NamespacedName) {
+	readyGauge.DeleteLabelValues(m.Namespace, m.Name)
 }
