@@ -1,8 +1,9 @@
-// Package alerts tests config/prometheus/prometheusrule.yaml with promtool (built from the
+// Tests of config/prometheus/prometheusrule.yaml with promtool (built from the
 // Go module proxy; make test passes it in PROMTOOL): the rules load, every alert fires on
 // the synthetic series of testdata/alerts.test.yaml when it should and stays quiet when it
 // should not, and docs/METRICS.md lists every metric and alert. test/e2e/alerts_test.go
 // runs the same expressions in a real Prometheus against the in-cluster manager.
+
 package alerts
 
 import (
@@ -16,27 +17,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"sigs.k8s.io/yaml"
 )
-
-// Rule is one alerting rule of the PrometheusRule.
-type Rule struct {
-	Alert       string            `json:"alert"`
-	Expr        string            `json:"expr"`
-	For         string            `json:"for,omitempty"`
-	Labels      map[string]string `json:"labels,omitempty"`
-	Annotations map[string]string `json:"annotations,omitempty"`
-}
-
-type group struct {
-	Name  string `json:"name"`
-	Rules []Rule `json:"rules"`
-}
-
-// ruleFile is both the PrometheusRule's spec and a Prometheus rule file.
-type ruleFile struct {
-	Groups []group `json:"groups"`
-}
 
 func root(t *testing.T) string {
 	t.Helper()
@@ -45,41 +26,22 @@ func root(t *testing.T) string {
 	return dir
 }
 
-func readRules(t *testing.T) ruleFile {
+func readRules(t *testing.T) RuleFile {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root(t), "config", "prometheus", "prometheusrule.yaml"))
+	rf, err := ReadRules(root(t))
 	require.NoError(t, err)
-	var pr struct {
-		APIVersion string         `json:"apiVersion"`
-		Kind       string         `json:"kind"`
-		Metadata   map[string]any `json:"metadata"`
-		Spec       ruleFile       `json:"spec"`
-	}
-	require.NoError(t, yaml.UnmarshalStrict(b, &pr))
-	require.Equal(t, "monitoring.coreos.com/v1", pr.APIVersion)
-	require.Equal(t, "PrometheusRule", pr.Kind)
-	return pr.Spec
-}
-
-func alerts(rf ruleFile) []Rule {
-	var out []Rule
-	for _, g := range rf.Groups {
-		out = append(out, g.Rules...)
-	}
-	return out
+	return rf
 }
 
 // promtool runs `promtool test rules` on the unit tests with rules written next to them.
-func promtool(t *testing.T, rf ruleFile) (string, error) {
+func promtool(t *testing.T, rf RuleFile) (string, error) {
 	t.Helper()
 	bin := os.Getenv("PROMTOOL")
 	if bin == "" {
 		t.Skip("PROMTOOL is not set (make test builds promtool and sets it)")
 	}
 	dir := t.TempDir()
-	b, err := yaml.Marshal(rf)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "rules.yaml"), b, 0o600))
+	require.NoError(t, WriteRuleFile(rf, filepath.Join(dir, "rules.yaml")))
 	tests, err := os.ReadFile(filepath.Join("testdata", "alerts.test.yaml"))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "alerts.test.yaml"), tests, 0o600))
@@ -126,7 +88,7 @@ var covered = map[string]string{
 }
 
 func TestAlertsAreCompleteAndExplained(t *testing.T) {
-	all := alerts(readRules(t))
+	all := readRules(t).Alerts()
 	for what, metric := range covered {
 		n := 0
 		for _, a := range all {
@@ -176,7 +138,7 @@ func TestMetricsTableMatchesTheCode(t *testing.T) {
 	assert.Equal(t, inCode, inDoc, "quartet_ metrics in controllers/*/metrics.go vs the table of docs/METRICS.md")
 
 	var alertNames, alertDoc []string
-	for _, a := range alerts(readRules(t)) {
+	for _, a := range readRules(t).Alerts() {
 		alertNames = append(alertNames, a.Alert)
 	}
 	for _, m := range alertRow.FindAllStringSubmatch(string(doc), -1) {
@@ -210,7 +172,7 @@ func TestReconcileErrorAlertSelectsTheManagersControllers(t *testing.T) {
 	}
 	sort.Strings(names)
 	require.Len(t, names, 4)
-	for _, a := range alerts(readRules(t)) {
+	for _, a := range readRules(t).Alerts() {
 		if a.Alert != "QuartetReconcileErrors" {
 			continue
 		}

@@ -84,6 +84,11 @@ func TestInstallUpgradeAndTheFourControllers(t *testing.T) {
 	// The sample mirrors Docker Hub, which this offline machine cannot reach: the mirror's
 	// pods run and its registry answers, and its status says the upstream never answered.
 	require.NoError(t, env.WaitMirrorOfflineUpstream(ctx, targetNS, mirror.Name, 3*time.Minute))
+	// The mirror's operands run 0.1.0's operator image (node agent, credential helper) and
+	// keep their cache on a PVC.
+	require.NotEmpty(t, podsRunning(t, targetNS, realnode.OldOperatorImage), "the mirror's pods run 0.1.0's operator image")
+	cacheBefore := pvcUIDs(t, targetNS)
+	require.NotEmpty(t, cacheBefore, "the mirror's cache PVC")
 	uids := map[string]types.UID{}
 	for _, o := range []client.Object{rule, rate, mirror, agent} {
 		uids[o.GetObjectKind().GroupVersionKind().Kind+"/"+o.GetName()] = o.GetUID()
@@ -151,6 +156,11 @@ func TestInstallUpgradeAndTheFourControllers(t *testing.T) {
 	// mirror's operator image (node agent, credential helper init container), so its pods
 	// roll first: wait until that is over, or the rollout would look like kills.
 	waitSettled(t, targetNS)
+	// The operands were upgraded with the operator: every pod of the mirror now runs
+	// 0.2.0's operator image, none 0.1.0's, and the cache is the same PVC.
+	require.Empty(t, podsRunning(t, targetNS, realnode.OldOperatorImage), "no operand runs 0.1.0's image after the upgrade")
+	require.NotEmpty(t, podsRunning(t, targetNS, realnode.OperatorImage), "the mirror's pods run 0.2.0's operator image")
+	require.Equal(t, cacheBefore, pvcUIDs(t, targetNS), "the mirror's cache PVC survived the upgrade")
 	podsBefore := podUIDs(t, targetNS)
 	dry := &blackadderv1beta1.ChaosAgent{}
 	require.NoError(t, env.Sample("blackadder_v1beta1_chaosagent.yaml", dry, ""))
@@ -253,6 +263,34 @@ func waitSettled(t *testing.T, ns string) {
 		}
 		return true, "", nil
 	}))
+}
+
+// podsRunning lists the pods in ns with a container or init container of image.
+func podsRunning(t *testing.T, ns, image string) []string {
+	t.Helper()
+	pods := &corev1.PodList{}
+	require.NoError(t, env.Client.List(context.Background(), pods, client.InNamespace(ns)))
+	var out []string
+	for _, p := range pods.Items {
+		for _, c := range append(p.Spec.InitContainers, p.Spec.Containers...) {
+			if c.Image == image {
+				out = append(out, p.Name)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func pvcUIDs(t *testing.T, ns string) map[string]types.UID {
+	t.Helper()
+	pvcs := &corev1.PersistentVolumeClaimList{}
+	require.NoError(t, env.Client.List(context.Background(), pvcs, client.InNamespace(ns)))
+	out := map[string]types.UID{}
+	for _, p := range pvcs.Items {
+		out[p.Name] = p.UID
+	}
+	return out
 }
 
 func podUIDs(t *testing.T, ns string) []string {

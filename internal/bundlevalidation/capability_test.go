@@ -1,0 +1,87 @@
+package bundlevalidation
+
+import (
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quartet-operator/quartet/test/alerts"
+)
+
+// capabilityLevels are OperatorHub's capability levels, lowest first; a level includes
+// every level below it.
+var capabilityLevels = []string{"Basic Install", "Seamless Upgrades", "Full Lifecycle", "Deep Insights", "Auto Pilot"}
+
+// capabilityEvidence names, per level, the tests that show Quartet reaches it (file and
+// test function). CI runs them: make test, make olm-e2e and make e2e. docs/OLM.md explains
+// each. A level without evidence here cannot be claimed.
+var capabilityEvidence = map[string][]string{
+	// OLM installs the bundle from a catalog in each install mode; every CR is reconciled.
+	"Basic Install": {
+		"test/olm/install_test.go:TestInstallUpgradeAndTheFourControllers",
+		"test/olm/modes_test.go:TestInstallModes",
+	},
+	// 0.1.0 → 0.2.0 through the catalog: CRs kept (ChaosAgent storage moves to v1beta1),
+	// the mirror's pods roll to the new operator image and keep their cache PVC.
+	"Seamless Upgrades": {
+		"test/olm/install_test.go:TestInstallUpgradeAndTheFourControllers",
+	},
+	// Fail-over to the cache when the upstream is gone and back to the upstream when the
+	// mirror is deleted; credentials re-configured without restarts; every change a
+	// ChaosAgent makes recorded first and restored; recovery from containerd, kubelet and
+	// manager failures; the cache volume grown in place and removed with its mirror.
+	"Full Lifecycle": {
+		"test/e2e/mirror_test.go:TestMirrorServesPullsAndOutlivesItsUpstream",
+		"test/e2e/mirror_test.go:TestMirrorCredentialsFromSecret",
+		"test/e2e/chaos_test.go:TestChaosCancerAndIpsumAreUndone",
+		"test/e2e/faults_test.go:TestFaultsOnTheRealNode",
+		"controllers/registrymirror/controller_test.go:TestMirrorLifecycle",
+	},
+	// Metrics per controller and alerts on them, tested against synthetic series and
+	// against the in-cluster manager's real metrics endpoint.
+	"Deep Insights": {
+		"test/alerts/alerts_test.go:TestAlertsPassTheirUnitTests",
+		"test/alerts/alerts_test.go:TestEveryAlertIsExpectedToFire",
+		"test/alerts/alerts_test.go:TestMetricsTableMatchesTheCode",
+		"test/e2e/alerts_test.go:TestAlertsFireOnTheManagersMetrics",
+	},
+}
+
+// TestCapabilityClaimHasEvidence: the CSV claims no level above the highest one whose
+// evidence (and every lower level's) exists, and docs/OLM.md says the same level.
+func TestCapabilityClaimHasEvidence(t *testing.T) {
+	claimed := loadBundle(t).CSV.Annotations["capabilities"]
+	level := slices.Index(capabilityLevels, claimed)
+	require.GreaterOrEqual(t, level, 0, "the CSV's capabilities annotation %q is not an OperatorHub level", claimed)
+
+	base, err := os.ReadFile(repoPath(t, "config", "manifests", "bases", "quartet.clusterserviceversion.yaml"))
+	require.NoError(t, err)
+	assert.True(t, strings.Contains(string(base), "capabilities: "+claimed),
+		"config/manifests/bases claims another level than bundle/ (%s): run make bundle", claimed)
+
+	for _, l := range capabilityLevels[:level+1] {
+		require.NotEmpty(t, capabilityEvidence[l], "the CSV claims %s, which includes %s: no test shows it", claimed, l)
+		for _, e := range capabilityEvidence[l] {
+			file, fn, ok := strings.Cut(e, ":")
+			require.True(t, ok, e)
+			src, err := os.ReadFile(repoPath(t, file))
+			require.NoError(t, err, "%s: evidence for %s", file, l)
+			assert.Regexp(t, regexp.MustCompile(`(?m)^func `+fn+`\(t \*testing\.T\) \{`), string(src), "%s: evidence for %s", e, l)
+		}
+	}
+	if level >= slices.Index(capabilityLevels, "Deep Insights") {
+		rules, err := alerts.ReadRules(repoPath(t))
+		require.NoError(t, err)
+		assert.NotEmpty(t, rules.Alerts(), "Deep Insights without alerting rules")
+	}
+
+	doc, err := os.ReadFile(repoPath(t, "docs", "OLM.md"))
+	require.NoError(t, err)
+	assert.True(t, strings.Contains(string(doc), "The CSV claims capability level **"+claimed+"**"),
+		"docs/OLM.md does not say the CSV claims %s", claimed)
+}

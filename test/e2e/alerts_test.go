@@ -1,0 +1,337 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
+	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
+	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
+	"github.com/quartet-operator/quartet/internal/localcluster"
+	"github.com/quartet-operator/quartet/test/alerts"
+	"github.com/quartet-operator/quartet/test/realnode"
+)
+
+// promAddr is where the test's Prometheus listens, on the node's address inside the
+// cluster's network namespace (nothing outside can reach it).
+var promAddr = localcluster.RealNodeIP + ":19090"
+
+// startPrometheus runs Prometheus inside the node's network namespace, scraping the
+// in-cluster manager's metrics endpoint (HTTPS, a token bound to quartet-metrics-reader)
+// every 2 s and evaluating Quartet's alerting rules every 2 s. It returns a client that
+// reaches it.
+func startPrometheus(t *testing.T, managerIP string) *http.Client {
+	t.Helper()
+	ctx := context.Background()
+	bin := os.Getenv("PROMETHEUS")
+	require.NotEmpty(t, bin, "PROMETHEUS names the Prometheus server binary (make e2e builds it)")
+
+	// A scraper's identity, allowed /metrics and nothing else.
+	const sa = "e2e-prometheus"
+	require.NoError(t, env.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: upstreamNS}}))
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-prometheus-metrics-reader"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "quartet-metrics-reader"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: upstreamNS}}}
+	require.NoError(t, env.Client.Create(ctx, binding))
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), binding) })
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+	require.NoError(t, env.Client.SubResource("token").Create(ctx,
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: upstreamNS}}, tr))
+
+	dir := t.TempDir()
+	rules, err := alerts.ReadRules(env.Root)
+	require.NoError(t, err)
+	require.NoError(t, alerts.WriteRuleFile(rules, filepath.Join(dir, "rules.yaml")))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "token"), []byte(tr.Status.Token), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(fmt.Sprintf(`global: {scrape_interval: 2s, evaluation_interval: 2s}
+rule_files: [%q]
+scrape_configs:
+- job_name: quartet
+  scheme: https
+  tls_config: {insecure_skip_verify: true}
+  authorization: {credentials_file: %q}
+  static_configs:
+  - targets: [%q]
+    labels: {namespace: %q}
+`, filepath.Join(dir, "rules.yaml"), filepath.Join(dir, "token"), managerIP+":8443", installNS)), 0o600))
+
+	logf, err := os.Create(filepath.Join(env.Dir, "logs", "prometheus.log"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = logf.Close() })
+	cmd := env.Cluster.NodeCommand(context.Background(), bin, "--config.file="+filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+promAddr)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	require.NoError(t, cmd.Start())
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+
+	transport, err := env.Cluster.RegistryTransport()
+	require.NoError(t, err)
+	hc := &http.Client{Transport: transport, Timeout: 5 * time.Second}
+	require.NoError(t, realnode.WaitFor(ctx, "Prometheus scraping the manager", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+		select {
+		case <-exited:
+			b, _ := os.ReadFile(logf.Name())
+			return false, "", realnode.Failed{Reason: "prometheus exited: " + string(b)}
+		default:
+		}
+		var targets struct {
+			Data struct {
+				ActiveTargets []struct {
+					Health    string `json:"health"`
+					LastError string `json:"lastError"`
+				} `json:"activeTargets"`
+			} `json:"data"`
+		}
+		if err := promGet(hc, "/api/v1/targets", &targets); err != nil {
+			return false, err.Error(), nil
+		}
+		if len(targets.Data.ActiveTargets) != 1 {
+			return false, fmt.Sprintf("%+v", targets.Data), nil
+		}
+		tg := targets.Data.ActiveTargets[0]
+		return tg.Health == "up", tg.Health + " " + tg.LastError, nil
+	}))
+	return hc
+}
+
+func promGet(hc *http.Client, path string, into any) error {
+	resp, err := hc.Get("http://" + promAddr + path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s: %s", path, resp.Status, b)
+	}
+	return json.Unmarshal(b, into)
+}
+
+// activeAlerts returns Prometheus's pending and firing alerts as "Name{label=value,...}: state".
+func activeAlerts(hc *http.Client) (map[string]string, error) {
+	var out struct {
+		Data struct {
+			Alerts []struct {
+				Labels map[string]string `json:"labels"`
+				State  string            `json:"state"`
+			} `json:"alerts"`
+		} `json:"data"`
+	}
+	if err := promGet(hc, "/api/v1/alerts", &out); err != nil {
+		return nil, err
+	}
+	got := map[string]string{}
+	for _, a := range out.Data.Alerts {
+		got[alertKey(a.Labels)] = a.State
+	}
+	return got, nil
+}
+
+func alertKey(labels map[string]string) string {
+	var kv []string
+	for k, v := range labels {
+		if k != "alertname" && k != "severity" {
+			kv = append(kv, k+"="+v)
+		}
+	}
+	sort.Strings(kv)
+	return labels["alertname"] + "{" + strings.Join(kv, ",") + "}"
+}
+
+// setFakeRatesDate makes the HTTPS imitation upstream publish its table dated date (""
+// for today) and waits until only pods with that flag serve.
+func setFakeRatesDate(t *testing.T, date string) {
+	t.Helper()
+	ctx := context.Background()
+	dep := &appsv1.Deployment{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: upstreamNS, Name: "fakerates-tls"}, dep))
+	var args []string
+	for _, a := range dep.Spec.Template.Spec.Containers[0].Command {
+		if !strings.HasPrefix(a, "-date=") {
+			args = append(args, a)
+		}
+	}
+	if date != "" {
+		args = append(args, "-date="+date)
+	}
+	dep.Spec.Template.Spec.Containers[0].Command = args
+	require.NoError(t, env.Client.Update(ctx, dep))
+	require.NoError(t, env.WaitDeploymentAvailable(ctx, upstreamNS, "fakerates-tls", 2*time.Minute))
+}
+
+// TestAlertsFireOnTheManagersMetrics loads config/prometheus's alerting rules into a real
+// Prometheus that scrapes the in-cluster manager, makes each alert's condition true with
+// real objects, and requires each alert to become active for exactly those objects.
+// It runs first in this package (file order): the manager has fetched no rate yet, so the
+// imitation upstream's old publication is the first table it sees (it never steps back to
+// an older one).
+func TestAlertsFireOnTheManagersMetrics(t *testing.T) {
+	requireEnv(t)
+	ctx := context.Background()
+	xrs := &operatorsv1.ExchangeRateList{}
+	require.NoError(t, env.Client.List(ctx, xrs))
+	require.Empty(t, xrs.Items, "this test needs a manager that has fetched no rate yet")
+
+	manager, ready, detail := managerReady(ctx)
+	require.True(t, ready, detail)
+	hc := startPrometheus(t, manager.Status.PodIP)
+	before, err := activeAlerts(hc)
+	require.NoError(t, err)
+	require.Empty(t, before, "no alert is active before the conditions are made true")
+
+	since := time.Now()
+	// Stale: the upstream's newest publication is 10 days old (the limit is 5 days).
+	setFakeRatesDate(t, time.Now().UTC().AddDate(0, 0, -10).Format("2006-01-02"))
+	t.Cleanup(func() { setFakeRatesDate(t, "") })
+	const ratesNS, quotaNS = "alerts-rates", "alerts-quota"
+	for _, ns := range []string{ratesNS, quotaNS} {
+		require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	}
+	// Reconcile errors: a ResourceQuota refuses every ConfigMap in quotaNS, so the
+	// ExchangeRate there cannot write its ConfigMap and its reconciles fail.
+	require.NoError(t, env.Client.Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-configmaps", Namespace: quotaNS},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceConfigMaps: resource.MustParse("0")}}}))
+	for _, ns := range []string{ratesNS, quotaNS} {
+		xr := &operatorsv1.ExchangeRate{}
+		require.NoError(t, env.Sample("operators_v1_exchangerate.yaml", xr, ns))
+		require.NoError(t, env.Client.Create(ctx, xr))
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), xr) })
+	}
+
+	// Copy conflicts: a target namespace already holds a ConfigMap of the source's name
+	// that the rule did not make. A second rule without conflicts must not alert.
+	const copyNS, targetNS, label = "alerts-copy", "alerts-copy-target", "e2e.quartet.dev/alerts-copy"
+	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: copyNS}}))
+	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: targetNS, Labels: map[string]string{label: "yes"}}}))
+	for _, name := range []string{"settings", "other"} {
+		require.NoError(t, env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: copyNS,
+			Labels: map[string]string{"alerts-copy": name}}, Data: map[string]string{"k": "v"}}))
+		rule := &flantv1.CopyratorRule{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: copyNS},
+			Spec: flantv1.CopyratorRuleSpec{RuleType: flantv1.RuleTypeConfigMap, Selector: map[string]flantv1.LabelValue{"alerts-copy": flantv1.LabelValue(name)},
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{label: "yes"}}}}
+		require.NoError(t, env.Client.Create(ctx, rule))
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), rule) })
+	}
+	require.NoError(t, env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: targetNS},
+		Data: map[string]string{"k": "someone else's"}}))
+
+	// Mirror not ready: its upstream is never reached (nothing leaves the node's network).
+	const mirrorNS = "alerts-mirror"
+	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mirrorNS}}))
+	mirror := &mirrorsv1alpha1.RegistryMirror{ObjectMeta: metav1.ObjectMeta{Name: "offline", Namespace: mirrorNS},
+		Spec: mirrorsv1alpha1.RegistryMirrorSpec{Upstream: "https://registry-1.docker.io", Storage: resource.MustParse("1Gi")}}
+	require.NoError(t, env.Client.Create(ctx, mirror))
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), mirror) })
+
+	// Chaos actions failing: an admission policy allows at most one replica per Deployment
+	// in the agent's namespace, so every doubling is refused.
+	const chaosNS = "alerts-chaos"
+	chaosNamespace(t, chaosNS)
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "e2e-alerts-one-replica"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+					Rule: admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"deployments"}}}}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "object.spec.replicas <= 1", Message: "at most one replica in this namespace"}},
+		}}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: policy.Name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{chaosLabel: chaosNS}}}}}
+	for _, o := range []client.Object{policy, binding} {
+		require.NoError(t, env.Client.Create(ctx, o))
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
+	}
+	require.NoError(t, env.Client.Create(ctx, sleeper(chaosNS, "web", 1, nil, nil, "")))
+	waitDeploymentReady(t, chaosNS, "web", 1)
+	// The policy is in force once a doubling by hand is refused.
+	require.NoError(t, realnode.WaitFor(ctx, "the admission policy refusing a second replica", time.Minute, func(ctx context.Context) (bool, string, error) {
+		d := &appsv1.Deployment{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: chaosNS, Name: "web"}, d); err != nil {
+			return false, "", err
+		}
+		d.Spec.Replicas = ptr.To[int32](2)
+		err := env.Client.Update(ctx, d, client.DryRunAll)
+		return err != nil && strings.Contains(err.Error(), "at most one replica"), fmt.Sprint(err), nil
+	}))
+	newAgent(t, "alerts-chaos", chaosNS, blackadderv1beta1.ChaosAgentSpec{
+		CancerMode: true, Eagerness: 100, PauseDuration: 5, MaxActionsPerRound: 1,
+	})
+
+	want := map[string]bool{
+		"QuartetExchangeRateStale{exchangerate=" + mustSampleName(t) + ",exchangerate_namespace=" + ratesNS + "}": true,
+		"QuartetReconcileErrors{controller=exchangerate,namespace=" + installNS + "}":                              true,
+		"QuartetCopyratorConflicts{rule=settings,rule_namespace=" + copyNS + "}":                                   true,
+		"QuartetRegistryMirrorNotReady{mirror=offline,mirror_namespace=" + mirrorNS + "}":                          true,
+		"QuartetChaosAgentActionsFailing{action=ScaleDeployment,agent=alerts-chaos}":                               true,
+	}
+	seen := map[string]time.Duration{}
+	var got map[string]string
+	require.NoError(t, realnode.WaitFor(ctx, "each alert active for its object", 5*time.Minute, func(ctx context.Context) (bool, string, error) {
+		var err error
+		if got, err = activeAlerts(hc); err != nil {
+			return false, err.Error(), nil
+		}
+		for k := range got {
+			if _, ok := seen[k]; !ok && want[k] {
+				seen[k] = time.Since(since)
+			}
+		}
+		return len(seen) == len(want), fmt.Sprint(got), nil
+	}))
+	for k, d := range seen {
+		t.Logf("%-100s active %4.1fs after the setup of the conditions began (%s)", k, d.Seconds(), got[k])
+		record("alert active, from the start of setting up the conditions: "+strings.SplitN(k, "{", 2)[0], d)
+	}
+	// Nothing else: the conflict-free rule, the ExchangeRate whose ConfigMap is refused
+	// (it holds no rate, so it is not stale) and the healthy controllers stay quiet. A
+	// controller other than exchangerate may have had a transient error while the
+	// objects were created; that alert is pending at most, and only reported.
+	for k, state := range got {
+		if want[k] {
+			continue
+		}
+		if strings.HasPrefix(k, "QuartetReconcileErrors{") && state == "pending" {
+			t.Logf("also pending: %s", k)
+			continue
+		}
+		t.Errorf("unexpected alert %s (%s)", k, state)
+	}
+}
+
+func mustSampleName(t *testing.T) string {
+	t.Helper()
+	xr := &operatorsv1.ExchangeRate{}
+	require.NoError(t, env.Sample("operators_v1_exchangerate.yaml", xr, "x"))
+	return xr.Name
+}
