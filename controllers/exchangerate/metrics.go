@@ -6,6 +6,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/quartet-operator/quartet/internal/operator"
 )
 
 var (
@@ -37,11 +39,7 @@ func init() {
 
 // recordStale sets the ExchangeRate's staleness series.
 func recordStale(xr types.NamespacedName, stale bool) {
-	v := 0.0
-	if stale {
-		v = 1
-	}
-	staleGauge.WithLabelValues(xr.Namespace, xr.Name).Set(v)
+	operator.SetCondition(staleGauge, stale, xr.Namespace, xr.Name)
 }
 
 // forgetExchangeRate drops the series of an ExchangeRate that is gone.

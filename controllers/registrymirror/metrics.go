@@ -4,6 +4,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/quartet-operator/quartet/internal/operator"
 )
 
 // Writes the controller makes to the children of mirrors, by kind and result. A steady
@@ -26,11 +28,7 @@ func init() {
 
 // recordReady sets the mirror's readiness series.
 func recordReady(m types.NamespacedName, ready bool) {
-	v := 0.0
-	if ready {
-		v = 1
-	}
-	readyGauge.WithLabelValues(m.Namespace, m.Name).Set(v)
+	operator.SetCondition(readyGauge, ready, m.Namespace, m.Name)
 }
 
 // forgetMirror drops the series of a mirror that is gone.
