@@ -33,6 +33,7 @@ func TestExchangeRateOnCluster(t *testing.T) {
 		t.Run("OneUpstreamRequestPerRefresh", func(t *testing.T) { t.Parallel(); testOneRequestPerRefresh(t) })
 		t.Run("FrankfurterCrossRate", func(t *testing.T) { t.Parallel(); testFrankfurter(t) })
 		t.Run("ForeignConfigMapNotAdopted", func(t *testing.T) { t.Parallel(); testForeignConfigMap(t) })
+		t.Run("OldPublicationIsStale", func(t *testing.T) { t.Parallel(); testStale(t) })
 		t.Run("DeleteGarbageCollectsConfigMap", func(t *testing.T) { t.Parallel(); testDelete(t) })
 		t.Run("UnwatchedNamespaceIgnored", func(t *testing.T) { t.Parallel(); testUnwatchedNamespace(t) })
 	})
@@ -80,6 +81,8 @@ func testSample(t *testing.T) {
 	assert.WithinDuration(t, time.Now(), got.Status.LastSuccessfulFetch.Time, time.Minute)
 	assert.True(t, meta.IsStatusConditionFalse(got.Status.Conditions, ConditionDegraded))
 	assert.True(t, meta.IsStatusConditionFalse(got.Status.Conditions, ConditionStale))
+	require.Equal(t, 1, testenv.Series(staleGauge, map[string]string{"exchangerate_namespace": ns, "exchangerate": xr.Name}),
+		"quartet_exchangerate_stale series")
 	assert.Equal(t, 0.0, testutil.ToFloat64(staleGauge.WithLabelValues(ns, xr.Name)), "quartet_exchangerate_stale")
 	assert.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Contains(c, eventReasons(t, ns, xr.Name), EventConfigMapCreated)
@@ -301,6 +304,24 @@ func testDelete(t *testing.T) {
 	}, 60*time.Second, 200*time.Millisecond, "ConfigMap garbage-collected")
 	require.Eventually(t, func() bool { return testenv.Series(staleGauge, series) == 0 }, 30*time.Second, 200*time.Millisecond,
 		"the deleted ExchangeRate's quartet_exchangerate_stale series dropped")
+}
+
+// testStale: a publication older than StaleAfterDays (5) turns the ExchangeRate Stale and
+// its quartet_exchangerate_stale series to 1, which the QuartetExchangeRateStale alert selects.
+func testStale(t *testing.T) {
+	ctx := context.Background()
+	ns := testNamespace(t, "xr-stale")
+	srv, err := fakeupstream.Start("127.0.0.1:0", time.Now().UTC().AddDate(0, 0, -10).Format(dateLayout), fakeupstream.DefaultRates())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	startManager(t, env.Config, quickOptions(srv, time.Hour), ns)
+
+	xr := newXR(ns, "old", "USD", "")
+	require.NoError(t, env.Client.Create(ctx, xr))
+	got := waitCondition(t, ns, xr.Name, ConditionStale, metav1.ConditionTrue, ReasonPublicationOld)
+	assert.True(t, meta.IsStatusConditionTrue(got.Status.Conditions, ConditionReady), "a stale rate is still written")
+	require.Equal(t, 1, testenv.Series(staleGauge, map[string]string{"exchangerate_namespace": ns, "exchangerate": xr.Name}))
+	assert.Equal(t, 1.0, testutil.ToFloat64(staleGauge.WithLabelValues(ns, xr.Name)), "quartet_exchangerate_stale")
 }
 
 func testUnwatchedNamespace(t *testing.T) {

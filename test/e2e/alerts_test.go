@@ -219,11 +219,13 @@ func TestAlertsFireOnTheManagersMetrics(t *testing.T) {
 	// ExchangeRate there cannot write its ConfigMap and its reconciles fail.
 	require.NoError(t, env.Client.Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-configmaps", Namespace: quotaNS},
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceConfigMaps: resource.MustParse("0")}}}))
+	var rateName string
 	for _, ns := range []string{ratesNS, quotaNS} {
 		xr := &operatorsv1.ExchangeRate{}
 		require.NoError(t, env.Sample("operators_v1_exchangerate.yaml", xr, ns))
 		require.NoError(t, env.Client.Create(ctx, xr))
 		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), xr) })
+		rateName = xr.Name
 	}
 
 	// Copy conflicts: a target namespace already holds a ConfigMap of the source's name
@@ -231,6 +233,9 @@ func TestAlertsFireOnTheManagersMetrics(t *testing.T) {
 	const copyNS, targetNS, label = "alerts-copy", "alerts-copy-target", "e2e.quartet.dev/alerts-copy"
 	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: copyNS}}))
 	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: targetNS, Labels: map[string]string{label: "yes"}}}))
+	// Someone else's ConfigMap is there before the rule.
+	require.NoError(t, env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: targetNS},
+		Data: map[string]string{"k": "someone else's"}}))
 	for _, name := range []string{"settings", "other"} {
 		require.NoError(t, env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: copyNS,
 			Labels: map[string]string{"alerts-copy": name}}, Data: map[string]string{"k": "v"}}))
@@ -240,8 +245,6 @@ func TestAlertsFireOnTheManagersMetrics(t *testing.T) {
 		require.NoError(t, env.Client.Create(ctx, rule))
 		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), rule) })
 	}
-	require.NoError(t, env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: targetNS},
-		Data: map[string]string{"k": "someone else's"}}))
 
 	// Mirror not ready: its upstream is never reached (nothing leaves the node's network).
 	const mirrorNS = "alerts-mirror"
@@ -289,11 +292,11 @@ func TestAlertsFireOnTheManagersMetrics(t *testing.T) {
 	})
 
 	want := map[string]bool{
-		"QuartetExchangeRateStale{exchangerate=" + mustSampleName(t) + ",exchangerate_namespace=" + ratesNS + "}": true,
-		"QuartetReconcileErrors{controller=exchangerate,namespace=" + installNS + "}":                              true,
-		"QuartetCopyratorConflicts{rule=settings,rule_namespace=" + copyNS + "}":                                   true,
-		"QuartetRegistryMirrorNotReady{mirror=offline,mirror_namespace=" + mirrorNS + "}":                          true,
-		"QuartetChaosAgentActionsFailing{action=ScaleDeployment,agent=alerts-chaos}":                               true,
+		"QuartetExchangeRateStale{exchangerate=" + rateName + ",exchangerate_namespace=" + ratesNS + "}": true,
+		"QuartetReconcileErrors{controller=exchangerate,namespace=" + installNS + "}":                    true,
+		"QuartetCopyratorConflicts{rule=settings,rule_namespace=" + copyNS + "}":                         true,
+		"QuartetRegistryMirrorNotReady{mirror=offline,mirror_namespace=" + mirrorNS + "}":                true,
+		"QuartetChaosAgentActionsFailing{action=ScaleDeployment,agent=alerts-chaos}":                     true,
 	}
 	seen := map[string]time.Duration{}
 	var got map[string]string
@@ -327,11 +330,4 @@ func TestAlertsFireOnTheManagersMetrics(t *testing.T) {
 		}
 		t.Errorf("unexpected alert %s (%s)", k, state)
 	}
-}
-
-func mustSampleName(t *testing.T) string {
-	t.Helper()
-	xr := &operatorsv1.ExchangeRate{}
-	require.NoError(t, env.Sample("operators_v1_exchangerate.yaml", xr, "x"))
-	return xr.Name
 }
