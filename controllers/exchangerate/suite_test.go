@@ -115,6 +115,9 @@ func waitCondition(t testing.TB, ns, name, typ string, status metav1.ConditionSt
 		require.NotNil(c, got, "condition %s", typ)
 		assert.Equal(c, status, got.Status, "%s: %s", typ, got.Message)
 		assert.Equal(c, reason, got.Reason, "%s: %s", typ, got.Message)
+		// A condition about an older spec does not count: after a spec change the
+		// previous pass's Ready=True is still there until the new pass writes.
+		assert.Equal(c, xr.Generation, got.ObservedGeneration, "%s: observedGeneration", typ)
 	}, 60*time.Second, 100*time.Millisecond)
 	return xr
 }
