@@ -13,12 +13,9 @@ import (
 // watched namespaces, and a client that never caches Secrets (Copyrator watches the Secrets
 // it needs through label-selected informers of its own).
 func ManagerOptions(scheme *runtime.Scheme, shared Shared) ctrl.Options {
-	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
-	if len(shared.WatchNamespaces) > 0 {
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range shared.WatchNamespaces {
-			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
-		}
+	cacheOpts := cache.Options{
+		DefaultTransform:  cache.TransformStripManagedFields(),
+		DefaultNamespaces: CacheNamespaces(shared.WatchNamespaces),
 	}
 	return ctrl.Options{
 		Scheme: scheme,
