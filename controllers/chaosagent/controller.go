@@ -13,21 +13,20 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 )
@@ -41,9 +40,6 @@ import (
 // +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
 
-// cacheSyncTimeout bounds how long a round waits for an informer started on first use.
-const cacheSyncTimeout = 2 * time.Minute
-
 // Reconciler runs the rounds of every ChaosAgent.
 type Reconciler struct {
 	// Client reads from the manager's cache and writes to the API server.
@@ -51,8 +47,9 @@ type Reconciler struct {
 	// APIReader reads from the API server directly: the body of a ConfigMap about to be
 	// rewritten (the cache holds ConfigMap metadata only) and fresh objects after a conflict.
 	APIReader client.Reader
-	Recorder  recorder.EventRecorder
-	Clock     clock.Clock
+	// Recorder writes the Events of every action, on its target and on the agent.
+	Recorder events.EventRecorder
+	Clock    clock.Clock
 	// NewRand returns the random source of an agent's round; spec.seed makes it reproducible.
 	NewRand func(agent *v1beta1.ChaosAgent, round int64) *rand.Rand
 	// Protected namespaces are never touched (the --chaos-protected-namespaces flag and the
@@ -70,6 +67,8 @@ type Reconciler struct {
 	immutable   sets.Set[types.UID]
 }
 
+// roundMemo is when an agent, by UID (a new agent of the same name starts afresh), last ran a
+// round in this process.
 type roundMemo struct {
 	uid  types.UID
 	time time.Time
@@ -86,7 +85,7 @@ func seededRand(agent *v1beta1.ChaosAgent, round int64) *rand.Rand {
 
 // Reconcile runs a round when one is due, restores what the agent changed when it is paused
 // or deleted, and writes status once.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	agent := &v1beta1.ChaosAgent{}
 	if err := r.Get(ctx, req.NamespacedName, agent); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -98,6 +97,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !agent.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.reconcileDelete(ctx, agent)
 	}
+	// The finalizer is added in the same pass that runs the first round: the update does not
+	// change the generation, so it would not wake the controller again.
 	if !controllerutil.ContainsFinalizer(agent, Finalizer) {
 		base := agent.DeepCopy()
 		controllerutil.AddFinalizer(agent, Finalizer)
@@ -106,42 +107,174 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 
-	p := pass{Now: r.Clock.Now(), Generation: agent.Generation, Spec: withDefaults(agent.Spec)}
-	var result ctrl.Result
-	scope, err := r.scopeOf(p.Spec)
+	o := outcome{Now: r.Clock.Now(), Generation: agent.Generation, Spec: withDefaults(agent.Spec)}
+	defer func() {
+		o.Err = retErr
+		if err := r.writeStatus(ctx, agent, o); err != nil {
+			retErr = errors.Join(retErr, fmt.Errorf("writing status: %w", err))
+		}
+	}()
+
+	scope, err := r.scopeOf(o.Spec)
 	switch {
 	case err != nil:
-		p.InvalidSpec = err.Error() // a user's mistake: wait for the next edit
-	case p.Spec.Paused:
-		if *p.Spec.RestoreOnDelete {
-			p.Err = r.reconcileRestore(ctx, agent, &p)
+		o.InvalidSpec = err.Error() // a user's mistake: wait for the next edit
+		return ctrl.Result{}, nil
+	case o.Spec.Paused:
+		if !*o.Spec.RestoreOnDelete {
+			return ctrl.Result{}, nil
 		}
+		o.Restore, err = r.reconcileRestore(ctx, agent)
+		return ctrl.Result{}, err
 	default:
-		result = r.reconcileRound(ctx, agent, scope, &p)
+		var result ctrl.Result
+		o.Round, result, err = r.reconcileRound(ctx, agent, o.Spec, scope, o.Now)
+		return result, err
 	}
-	if err := r.writeStatus(ctx, agent, p); err != nil {
-		return ctrl.Result{}, errors.Join(p.Err, fmt.Errorf("writing status: %w", err))
+}
+
+// reconcileDelete puts back what the agent changed (unless restoreOnDelete is false) and then
+// lets the agent go.
+func (r *Reconciler) reconcileDelete(ctx context.Context, agent *v1beta1.ChaosAgent) error {
+	if !controllerutil.ContainsFinalizer(agent, Finalizer) {
+		return nil
 	}
-	if p.Err != nil {
-		return ctrl.Result{}, p.Err
+	spec := withDefaults(agent.Spec)
+	if *spec.RestoreOnDelete {
+		now := r.Clock.Now()
+		restored, err := r.reconcileRestore(ctx, agent)
+		if err != nil {
+			// Record what was put back so far; the finalizer keeps the agent until the rest is.
+			o := outcome{Now: now, Generation: agent.Generation, Spec: spec, Restore: restored, Err: err}
+			return errors.Join(err, r.writeStatus(ctx, agent, o))
+		}
 	}
-	return result, nil
+	base := agent.DeepCopy()
+	controllerutil.RemoveFinalizer(agent, Finalizer)
+	if err := r.Patch(ctx, agent, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("removing finalizer: %w", err))
+	}
+	log.FromContext(ctx).Info("Released ChaosAgent", "chaosAgent", klog.KObj(agent), "restored", *spec.RestoreOnDelete)
+	return nil
 }
 
 // reconcileRound runs a round when one is due and says when to come back.
-func (r *Reconciler) reconcileRound(ctx context.Context, agent *v1beta1.ChaosAgent, scope Scope, p *pass) ctrl.Result {
-	pause := time.Duration(p.Spec.PauseDuration) * time.Second
-	due, next := roundDue(r.lastRoundTime(agent), pause, p.Now)
-	p.NextRound = &next
+func (r *Reconciler) reconcileRound(ctx context.Context, agent *v1beta1.ChaosAgent, spec v1beta1.ChaosAgentSpec, scope Scope, now time.Time) (roundOutcome, ctrl.Result, error) {
+	pause := time.Duration(spec.PauseDuration) * time.Second
+	due, next := roundDue(r.lastRoundTime(agent), pause, now)
 	if !due {
-		return ctrl.Result{RequeueAfter: next.Sub(p.Now)}
+		return roundOutcome{NextRound: &next}, ctrl.Result{RequeueAfter: next.Sub(now)}, nil
 	}
-	if err := r.runRound(ctx, agent, scope, p); err != nil {
+	round, err := r.runRound(ctx, agent, spec, scope, now)
+	if err != nil {
 		// Nothing was done: the returned error retries the round with backoff.
-		p.Err, p.NextRound = fmt.Errorf("running round: %w", err), nil
-		return ctrl.Result{}
+		return roundOutcome{}, ctrl.Result{}, fmt.Errorf("running round: %w", err)
 	}
-	return ctrl.Result{RequeueAfter: pause}
+	round.NextRound = &next
+	return round, ctrl.Result{RequeueAfter: pause}, nil
+}
+
+// runRound reads the candidates from the cache, decides and acts; it sends an Event and counts
+// a metric for every action.
+func (r *Reconciler) runRound(ctx context.Context, agent *v1beta1.ChaosAgent, spec v1beta1.ChaosAgentSpec, scope Scope, now time.Time) (roundOutcome, error) {
+	inv, marked, err := r.inventory(ctx, agent, spec, agent.Status.ChangedObjects > 0)
+	if err != nil {
+		return roundOutcome{}, err
+	}
+	// From here on the round counts as run, whatever happens to its actions.
+	r.lastRound.Store(agent.Name, roundMemo{uid: agent.UID, time: now})
+	r.pruneImmutable(inv.ConfigMaps, spec.IpsumMode)
+	scope.ImmutableConfigMaps = r.immutableSet()
+	round := agent.Status.Rounds + 1
+	rng := r.NewRand(agent, round)
+	actions := decide(spec, selectCandidates(inv, scope), rng)
+	roundsTotal.WithLabelValues(agent.Name).Inc()
+
+	out := roundOutcome{Ran: true}
+	for _, a := range actions {
+		rec := r.applyAction(ctx, agent, spec, scope, a, rng)
+		out.Records = append(out.Records, rec)
+		r.recordEvents(agent, a.Target, rec)
+		recordActionMetric(agent.Name, rec)
+		if marked != nil && rec.Result == ResultSucceeded && rec.Kind != v1beta1.ActionKillPod {
+			marked.Insert(markKey(a))
+		}
+	}
+	if marked != nil {
+		n := int32(marked.Len())
+		out.ChangedObjects = &n
+		changedObjects.WithLabelValues(agent.Name).Set(float64(n))
+	}
+	log.FromContext(ctx).V(1).Info("Ran round", "chaosAgent", klog.KObj(agent), "round", round, "actions", len(actions), "dryRun", spec.DryRun)
+	return out, nil
+}
+
+// reconcileRestore puts back every Deployment and ConfigMap that carries the agent's label, and
+// removes the marks in the same request; it sends an Event and counts a metric for every
+// restore.
+func (r *Reconciler) reconcileRestore(ctx context.Context, agent *v1beta1.ChaosAgent) (restoreOutcome, error) {
+	ctx, cancel := context.WithTimeout(ctx, cacheSyncTimeout)
+	defer cancel()
+	deps := &appsv1.DeploymentList{}
+	if err := r.List(ctx, deps, marksSelector(agent.Name)); err != nil {
+		return restoreOutcome{}, fmt.Errorf("listing changed deployments from cache: %w", err)
+	}
+	cms := metadataList("ConfigMap")
+	if err := r.List(ctx, cms, marksSelector(agent.Name)); err != nil {
+		return restoreOutcome{}, fmt.Errorf("listing changed configmaps from cache: %w", err)
+	}
+	out := restoreOutcome{Attempted: true}
+	var errs []error
+	note := func(rec *v1beta1.ChaosAction, victim client.Object, err error) {
+		if rec != nil {
+			out.Records = append(out.Records, *rec)
+			r.recordEventsFor(agent, victim, *rec)
+			recordActionMetric(agent.Name, *rec)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for i := range deps.Items {
+		rec, err := r.restoreOneDeployment(ctx, agent.Name, &deps.Items[i])
+		note(rec, &deps.Items[i], err)
+	}
+	for i := range cms.Items {
+		meta := cms.Items[i].ObjectMeta
+		rec, err := r.restoreOneConfigMap(ctx, agent.Name, &meta)
+		note(rec, &corev1.ConfigMap{ObjectMeta: meta}, err)
+	}
+	out.Failed = len(errs)
+	changedObjects.WithLabelValues(agent.Name).Set(float64(len(errs)))
+	if len(errs) > 0 {
+		return out, fmt.Errorf("restoring %d object(s): %w", len(errs), errors.Join(errs...))
+	}
+	return out, nil
+}
+
+// writeStatus writes the status computeStatus makes of o, when it differs from the agent's. A
+// conflict (the cached agent was stale) applies o again to the newest agent read from the API
+// server, retry.DefaultRetry times at most.
+func (r *Reconciler) writeStatus(ctx context.Context, agent *v1beta1.ChaosAgent, o outcome) error {
+	current, retried := agent, false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if retried {
+			fresh := &v1beta1.ChaosAgent{}
+			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(agent), fresh); err != nil {
+				return err
+			}
+			current = fresh
+		}
+		retried = true
+		want := computeStatus(current.Status, o)
+		if equality.Semantic.DeepEqual(current.Status, want) {
+			return nil
+		}
+		base := current.DeepCopy()
+		current.Status = want
+		return r.Status().Patch(ctx, current, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	})
+	return client.IgnoreNotFound(err)
 }
 
 // lastRoundTime is the later of status.lastRoundTime and this process's memory.
@@ -158,124 +291,6 @@ func (r *Reconciler) lastRoundTime(agent *v1beta1.ChaosAgent) *time.Time {
 		}
 	}
 	return last
-}
-
-// runRound reads the candidates from the cache, decides and acts.
-func (r *Reconciler) runRound(ctx context.Context, agent *v1beta1.ChaosAgent, scope Scope, p *pass) error {
-	logger := log.FromContext(ctx)
-	inv, marked, err := r.inventory(ctx, agent, p.Spec, agent.Status.ChangedObjects > 0)
-	if err != nil {
-		return err
-	}
-	// From here on the round counts as run, whatever happens to its actions.
-	r.lastRound.Store(agent.Name, roundMemo{uid: agent.UID, time: p.Now})
-	r.pruneImmutable(inv.ConfigMaps, p.Spec.IpsumMode)
-	scope.ImmutableConfigMaps = r.immutableSet()
-	round := agent.Status.Rounds + 1
-	rng := r.NewRand(agent, round)
-	actions := decide(p.Spec, selectCandidates(inv, scope), rng)
-	p.RoundRan = true
-	roundsTotal.WithLabelValues(agent.Name).Inc()
-
-	for _, a := range actions {
-		rec := r.act(ctx, agent, p.Spec, scope, a, rng)
-		p.Records = append(p.Records, rec)
-		r.recordEvents(agent, a.Target, rec)
-		recordActionMetric(agent.Name, rec)
-		if marked != nil && rec.Result == ResultSucceeded && rec.Kind != v1beta1.ActionKillPod {
-			marked.Insert(markKey(a))
-		}
-	}
-	if marked != nil {
-		n := int32(marked.Len())
-		p.ChangedObjects = &n
-		changedObjects.WithLabelValues(agent.Name).Set(float64(n))
-	}
-	logger.V(1).Info("Ran round", "chaosAgent", klog.KObj(agent), "round", round, "actions", len(actions), "dryRun", p.Spec.DryRun)
-	return nil
-}
-
-// inventory lists, from the informer cache, what the agent's modes need. Informers start on
-// first use, so an operator without agents caches no pods. marked holds "Kind/ns/name" of the
-// objects that carry this agent's marks, when Deployments and ConfigMaps were read (nil if not).
-func (r *Reconciler) inventory(ctx context.Context, agent *v1beta1.ChaosAgent, spec v1beta1.ChaosAgentSpec, countMarks bool) (Inventory, sets.Set[string], error) {
-	ctx, cancel := context.WithTimeout(ctx, cacheSyncTimeout)
-	defer cancel()
-	var inv Inventory
-	// The lists are read-only here, so the cache may hand out its own objects.
-	ro := client.UnsafeDisableDeepCopy
-	if spec.NamespaceSelector != nil {
-		list := metadataList("Namespace")
-		if err := r.List(ctx, list, ro); err != nil {
-			return inv, nil, fmt.Errorf("listing namespaces from cache: %w", err)
-		}
-		inv.Namespaces = list.Items
-	}
-	if spec.TantrumMode {
-		list := metadataList("Pod")
-		if err := r.List(ctx, list, ro); err != nil {
-			return inv, nil, fmt.Errorf("listing pods from cache: %w", err)
-		}
-		inv.Pods = list.Items
-	}
-	if spec.CancerMode || countMarks {
-		list := &appsv1.DeploymentList{}
-		if err := r.List(ctx, list, ro); err != nil {
-			return inv, nil, fmt.Errorf("listing deployments from cache: %w", err)
-		}
-		inv.Deployments = list.Items
-	}
-	if spec.CancerMode {
-		list := &autoscalingv2.HorizontalPodAutoscalerList{}
-		if err := r.List(ctx, list, ro); err != nil {
-			return inv, nil, fmt.Errorf("listing horizontalpodautoscalers from cache: %w", err)
-		}
-		inv.HPAs = list.Items
-	}
-	if spec.IpsumMode || countMarks {
-		list := metadataList("ConfigMap")
-		if err := r.List(ctx, list, ro); err != nil {
-			return inv, nil, fmt.Errorf("listing configmaps from cache: %w", err)
-		}
-		inv.ConfigMaps = list.Items
-	}
-	var marked sets.Set[string]
-	if spec.CancerMode || spec.IpsumMode || countMarks {
-		marked = markedKeys(inv, agent.Name)
-	}
-	return inv, marked, nil
-}
-
-// markKey is how markedKeys names the object an action changed.
-func markKey(a Action) string {
-	kind := "ConfigMap"
-	if a.Kind == v1beta1.ActionScaleDeployment {
-		kind = "Deployment"
-	}
-	return kind + "/" + a.Target.Key()
-}
-
-// markedKeys returns "Kind/ns/name" of the Deployments and ConfigMaps labelled with agent.
-func markedKeys(inv Inventory, agent string) sets.Set[string] {
-	out := sets.New[string]()
-	for i := range inv.Deployments {
-		if inv.Deployments[i].Labels[LabelAgent] == agent {
-			out.Insert("Deployment/" + inv.Deployments[i].Namespace + "/" + inv.Deployments[i].Name)
-		}
-	}
-	for i := range inv.ConfigMaps {
-		if inv.ConfigMaps[i].Labels[LabelAgent] == agent {
-			out.Insert("ConfigMap/" + inv.ConfigMaps[i].Namespace + "/" + inv.ConfigMaps[i].Name)
-		}
-	}
-	return out
-}
-
-// metadataList returns an empty metadata-only list of a core/v1 kind.
-func metadataList(kind string) *metav1.PartialObjectMetadataList {
-	l := &metav1.PartialObjectMetadataList{}
-	l.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kind + "List"))
-	return l
 }
 
 // scopeOf builds the agent's scope; an error is a spec mistake (a selector that does not parse).
@@ -299,52 +314,6 @@ func (r *Reconciler) scopeOf(spec v1beta1.ChaosAgentSpec) (Scope, error) {
 		s.NamespaceSelector = nil
 	}
 	return s, nil
-}
-
-// reconcileDelete puts back what the agent changed (unless restoreOnDelete is false) and then
-// lets the agent go.
-func (r *Reconciler) reconcileDelete(ctx context.Context, agent *v1beta1.ChaosAgent) error {
-	if !controllerutil.ContainsFinalizer(agent, Finalizer) {
-		return nil
-	}
-	spec := withDefaults(agent.Spec)
-	if *spec.RestoreOnDelete {
-		p := pass{Now: r.Clock.Now(), Generation: agent.Generation, Spec: spec}
-		if err := r.reconcileRestore(ctx, agent, &p); err != nil {
-			// Record what was put back so far; the finalizer keeps the agent until the rest is.
-			return errors.Join(err, r.writeStatus(ctx, agent, p))
-		}
-	}
-	base := agent.DeepCopy()
-	controllerutil.RemoveFinalizer(agent, Finalizer)
-	if err := r.Patch(ctx, agent, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-		return client.IgnoreNotFound(fmt.Errorf("removing finalizer: %w", err))
-	}
-	log.FromContext(ctx).Info("Released ChaosAgent", "chaosAgent", klog.KObj(agent), "restored", *spec.RestoreOnDelete)
-	return nil
-}
-
-// writeStatus applies pass p to the agent's status and writes it when it changed. A conflict
-// (the cached agent was stale) applies p again to the newest status read from the API server.
-func (r *Reconciler) writeStatus(ctx context.Context, agent *v1beta1.ChaosAgent, p pass) error {
-	current := agent
-	for attempt := 0; ; attempt++ {
-		want := computeStatus(current.Status, p)
-		if equality.Semantic.DeepEqual(current.Status, want) {
-			return nil
-		}
-		base := current.DeepCopy()
-		current.Status = want
-		err := r.Status().Patch(ctx, current, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
-		if !apierrors.IsConflict(err) || attempt == conflictRetries {
-			return client.IgnoreNotFound(err)
-		}
-		fresh := &v1beta1.ChaosAgent{}
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(agent), fresh); err != nil {
-			return client.IgnoreNotFound(err)
-		}
-		current = fresh
-	}
 }
 
 func (r *Reconciler) immutableSet() sets.Set[types.UID] {
@@ -379,9 +348,4 @@ func (r *Reconciler) pruneImmutable(cms []metav1.PartialObjectMetadata, listed b
 		}
 	}
 	r.immutable = present
-}
-
-// marksSelector selects the objects that carry an agent's marks.
-func marksSelector(agent string) client.MatchingLabelsSelector {
-	return client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(labels.Set{LabelAgent: agent})}
 }

@@ -22,6 +22,7 @@ import (
 
 	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/test/testenv"
 )
 
 // TestChaosAgentOnCluster runs every integration test against one manager, as in production:
@@ -36,7 +37,7 @@ func TestChaosAgentOnCluster(t *testing.T) {
 		t.Run("CancerAndIpsumUndoneOnDelete", func(t *testing.T) { t.Parallel(); testCancerIpsumRestoreOnDelete(t) })
 		t.Run("PauseRestores", func(t *testing.T) { t.Parallel(); testPauseRestores(t) })
 		t.Run("DryRunChangesNothing", func(t *testing.T) { t.Parallel(); testDryRun(t) })
-		t.Run("ArticleV1alpha1AgentRuns", func(t *testing.T) { t.Parallel(); testV1alpha1(t) })
+		t.Run("V1alpha1AgentRuns", func(t *testing.T) { t.Parallel(); testV1alpha1(t) })
 		t.Run("NameLongerThanALabelValueRefused", func(t *testing.T) { t.Parallel(); testLongName(t) })
 	})
 }
@@ -44,7 +45,7 @@ func TestChaosAgentOnCluster(t *testing.T) {
 func testKill(t *testing.T, method v1beta1.KillMethod) {
 	ctx := context.Background()
 	sel := selectorFor(t)
-	ns := testNamespace(t, "tantrum", sel)
+	ns := testenv.Namespace(t, env.Client, "tantrum", selectedBy(sel))
 	require.NoError(t, env.Client.Create(ctx, newDeployment(ns, "web", 2)))
 	before := readyPods(t, ns, "web", 2)
 
@@ -77,8 +78,8 @@ func testKill(t *testing.T, method v1beta1.KillMethod) {
 	assert.Contains(t, killed.Detail, map[v1beta1.KillMethod]string{v1beta1.KillMethodEvict: "evicted", v1beta1.KillMethodDelete: "deleted"}[method])
 	podName := killed.Target[len(ns)+1:]
 	assert.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Contains(c, eventReasons(t, ns, "Pod", podName), "KilledPod", "event on the victim")
-		assert.Contains(c, eventReasons(t, "default", "ChaosAgent", agent.Name), "KilledPod", "event on the agent")
+		assert.Contains(c, testenv.EventReasons(c, env.Client, ns, "Pod", podName), "KilledPod", "event on the victim")
+		assert.Contains(c, testenv.EventReasons(c, env.Client, "default", "ChaosAgent", agent.Name), "KilledPod", "event on the agent")
 	}, 30*time.Second, 200*time.Millisecond)
 	var m dto.Metric
 	require.NoError(t, actionsTotal.WithLabelValues(agent.Name, string(v1beta1.ActionKillPod), "succeeded").Write(&m))
@@ -88,7 +89,7 @@ func testKill(t *testing.T, method v1beta1.KillMethod) {
 func testDisruptionBudget(t *testing.T) {
 	ctx := context.Background()
 	sel := selectorFor(t)
-	ns := testNamespace(t, "pdb", sel)
+	ns := testenv.Namespace(t, env.Client, "pdb", selectedBy(sel))
 	require.NoError(t, env.Client.Create(ctx, newDeployment(ns, "db", 2)))
 	pdb := &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
@@ -116,8 +117,8 @@ func testDisruptionBudget(t *testing.T) {
 func testCancerIpsumRestoreOnDelete(t *testing.T) {
 	ctx := context.Background()
 	sel := selectorFor(t)
-	ns := testNamespace(t, "cancer", sel)
-	excluded := testNamespace(t, "excluded", sel) // selected, but listed in excludedNamespaces
+	ns := testenv.Namespace(t, env.Client, "cancer", selectedBy(sel))
+	excluded := testenv.Namespace(t, env.Client, "excluded", selectedBy(sel)) // selected, but listed in excludedNamespaces
 	for _, d := range []*appsv1.Deployment{newDeployment(ns, "web", 2), newDeployment(ns, "autoscaled", 2), newDeployment(excluded, "web", 2)} {
 		require.NoError(t, env.Client.Create(ctx, d))
 	}
@@ -173,8 +174,8 @@ func testCancerIpsumRestoreOnDelete(t *testing.T) {
 		assert.Equal(t, original, cm.Data, "%s untouched", key)
 	}
 	assert.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Contains(c, eventReasons(t, ns, "Deployment", "web"), "ScaledDeployment")
-		assert.Contains(c, eventReasons(t, ns, "ConfigMap", "settings"), "OverwroteConfigMap")
+		assert.Contains(c, testenv.EventReasons(c, env.Client, ns, "Deployment", "web"), "ScaledDeployment")
+		assert.Contains(c, testenv.EventReasons(c, env.Client, ns, "ConfigMap", "settings"), "OverwroteConfigMap")
 	}, 30*time.Second, 200*time.Millisecond)
 
 	// Deleting the agent puts everything back before the agent goes away.
@@ -192,15 +193,15 @@ func testCancerIpsumRestoreOnDelete(t *testing.T) {
 	assert.NotContains(t, settings.Labels, LabelAgent)
 	assert.NotContains(t, settings.Annotations, AnnotationOriginalData)
 	assert.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Contains(c, eventReasons(t, ns, "Deployment", "web"), "RestoredDeployment")
-		assert.Contains(c, eventReasons(t, ns, "ConfigMap", "settings"), "RestoredConfigMap")
+		assert.Contains(c, testenv.EventReasons(c, env.Client, ns, "Deployment", "web"), "RestoredDeployment")
+		assert.Contains(c, testenv.EventReasons(c, env.Client, ns, "ConfigMap", "settings"), "RestoredConfigMap")
 	}, 30*time.Second, 200*time.Millisecond)
 }
 
 func testPauseRestores(t *testing.T) {
 	ctx := context.Background()
 	sel := selectorFor(t)
-	ns := testNamespace(t, "pause", sel)
+	ns := testenv.Namespace(t, env.Client, "pause", selectedBy(sel))
 	require.NoError(t, env.Client.Create(ctx, newDeployment(ns, "web", 3)))
 	agent := agentFor("pause", sel, func(s *v1beta1.ChaosAgentSpec) { s.CancerMode, s.PauseDuration = true, 3600 })
 	createAgent(t, agent)
@@ -225,7 +226,7 @@ func testPauseRestores(t *testing.T) {
 func testDryRun(t *testing.T) {
 	ctx := context.Background()
 	sel := selectorFor(t)
-	ns := testNamespace(t, "dryrun", sel)
+	ns := testenv.Namespace(t, env.Client, "dryrun", selectedBy(sel))
 	require.NoError(t, env.Client.Create(ctx, newDeployment(ns, "web", 2)))
 	original := map[string]string{"k": "v"}
 	require.NoError(t, env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}, Data: original}))
@@ -244,7 +245,7 @@ func testDryRun(t *testing.T) {
 		assert.Equal(t, ResultDryRun, a.Result)
 	}
 	assert.Equal(t, v1beta1.ChaosCounts{}, got.Status.Counts)
-	assert.Contains(t, meta.FindStatusCondition(got.Status.Conditions, ConditionReady).Message, "dry run")
+	assert.Contains(t, testenv.Condition(got.Status.Conditions, ConditionReady).Message, "dry run")
 
 	assert.Equal(t, before, readyPods(t, ns, "web", 2), "no pod killed")
 	web := &appsv1.Deployment{}
@@ -256,13 +257,14 @@ func testDryRun(t *testing.T) {
 	assert.Equal(t, original, cm.Data)
 	assert.NotContains(t, cm.Annotations, AnnotationOriginalData)
 	assert.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Contains(c, eventReasons(t, ns, "Deployment", "web"), "WouldScaleDeployment")
-		assert.Contains(c, eventReasons(t, ns, "ConfigMap", "settings"), "WouldOverwriteConfigMap")
+		assert.Contains(c, testenv.EventReasons(c, env.Client, ns, "Deployment", "web"), "WouldScaleDeployment")
+		assert.Contains(c, testenv.EventReasons(c, env.Client, ns, "ConfigMap", "settings"), "WouldOverwriteConfigMap")
 	}, 30*time.Second, 200*time.Millisecond)
 }
 
-// testV1alpha1 applies the article's first manifest (v1alpha1) with a tolerance no test
-// reaches, so it runs rounds everywhere but never acts.
+// testV1alpha1 creates a v1alpha1 agent (only tantrumMode and podTolerance, the first
+// version's fields) with a tolerance no test reaches: it is served as v1beta1 with the v1beta1
+// defaults, runs rounds everywhere but never acts.
 func testV1alpha1(t *testing.T) {
 	ctx := context.Background()
 	u := &unstructured.Unstructured{Object: map[string]any{
@@ -289,9 +291,9 @@ func TestWatchNamespacesAndOperatorNamespace(t *testing.T) {
 	env.Require(t)
 	ctx := context.Background()
 	sel := selectorFor(t)
-	watched := testNamespace(t, "watched", sel)
-	own := testNamespace(t, "operator", sel)
-	unwatched := testNamespace(t, "unwatched", sel)
+	watched := testenv.Namespace(t, env.Client, "watched", selectedBy(sel))
+	own := testenv.Namespace(t, env.Client, "operator", selectedBy(sel))
+	unwatched := testenv.Namespace(t, env.Client, "unwatched", selectedBy(sel))
 	for _, ns := range []string{watched, own, unwatched} {
 		require.NoError(t, env.Client.Create(ctx, newDeployment(ns, "web", 1)))
 	}

@@ -1,9 +1,7 @@
 package chaosagent
 
 import (
-	"errors"
 	"strings"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -24,24 +22,11 @@ var (
 		Name: "quartet_chaosagent_changed_objects",
 		Help: "Deployments and ConfigMaps a ChaosAgent changed and has not put back yet.",
 	}, []string{"agent"})
-
-	registerOnce sync.Once
-	registerErr  error
 )
 
-// registerMetrics adds the collectors to controller-runtime's registry once per process.
-func registerMetrics() error {
-	registerOnce.Do(func() {
-		for _, c := range []prometheus.Collector{actionsTotal, roundsTotal, changedObjects} {
-			if err := ctrlmetrics.Registry.Register(c); err != nil {
-				var already prometheus.AlreadyRegisteredError
-				if !errors.As(err, &already) {
-					registerErr = err
-				}
-			}
-		}
-	})
-	return registerErr
+// init registers the collectors with controller-runtime's registry, which the manager serves.
+func init() {
+	ctrlmetrics.Registry.MustRegister(actionsTotal, roundsTotal, changedObjects)
 }
 
 // metricResult maps an action's result to the metric label.

@@ -47,43 +47,76 @@ func failed(reason string) string  { return failedPrefix + reason }
 func isFailed(result string) bool  { return strings.HasPrefix(result, failedPrefix) }
 func isSkipped(result string) bool { return strings.HasPrefix(result, skippedPrefix) }
 
-// pass is what one reconcile of an agent found and did; computeStatus turns it into status.
-type pass struct {
+// roundOutcome is what the round phase returns.
+type roundOutcome struct {
+	// Ran is true when this pass ran a round.
+	Ran bool
+	// NextRound is when the next round is due (nil when the round could not run).
+	NextRound *time.Time
+	// Records are the round's actions (taken, or only recorded in dry-run), in order.
+	Records []v1beta1.ChaosAction
+	// ChangedObjects, when known, is the number of objects still carrying this agent's marks.
+	ChangedObjects *int32
+}
+
+// restoreOutcome is what the restore phase (a paused or deleted agent) returns.
+type restoreOutcome struct {
+	// Attempted is true when the agent's changed objects were listed and each was tried.
+	Attempted bool
+	// Records are the restores done, in order.
+	Records []v1beta1.ChaosAction
+	// Failed counts objects that could not be put back; they still carry the agent's marks.
+	Failed int
+}
+
+// outcome is what one reconcile of an agent found and did, gathered by Reconcile from the
+// values its phases returned; computeStatus turns it into status.
+type outcome struct {
 	Now        time.Time
 	Generation int64
 	// Spec is the agent's spec with defaults filled.
 	Spec v1beta1.ChaosAgentSpec
-	// RoundRan is true when this pass ran a round.
-	RoundRan bool
-	// NextRound is when the next round is due (nil when paused or stuck on a spec error).
-	NextRound *time.Time
-	// Records are the actions taken (or recorded in dry-run) and restores, in order.
-	Records []v1beta1.ChaosAction
-	// ChangedObjects, when known, is the number of objects still carrying this agent's marks.
-	ChangedObjects *int32
 	// InvalidSpec says why the spec cannot be used (a user's mistake: wait for the next edit).
 	InvalidSpec string
+	Round       roundOutcome
+	Restore     restoreOutcome
 	// Err is why a phase failed (reading the cache, restoring); the pass is retried.
 	Err error
-	// RestoreFailed counts objects a restore could not put back in this pass.
-	RestoreFailed int
 }
 
-// computeStatus returns old updated with what pass p did. It is pure, so that a status write
-// that lost a conflict can apply the same pass again to the newest status.
-func computeStatus(old v1beta1.ChaosAgentStatus, p pass) v1beta1.ChaosAgentStatus {
+// records returns the actions and restores of the pass, in order.
+func (o outcome) records() []v1beta1.ChaosAction {
+	return slices.Concat(o.Round.Records, o.Restore.Records)
+}
+
+// changedObjects returns the number of objects still carrying the agent's marks, when the
+// pass learned it.
+func (o outcome) changedObjects() (int32, bool) {
+	switch {
+	case o.Restore.Attempted:
+		return int32(o.Restore.Failed), true
+	case o.Round.ChangedObjects != nil:
+		return *o.Round.ChangedObjects, true
+	}
+	return 0, false
+}
+
+// computeStatus returns old updated with what the pass o did. It is pure, so that a status
+// write that lost a conflict can apply the same outcome again to the newest status.
+func computeStatus(old v1beta1.ChaosAgentStatus, o outcome) v1beta1.ChaosAgentStatus {
 	s := *old.DeepCopy()
-	now := apiTime(p.Now)
-	if p.RoundRan {
+	now := apiTime(o.Now)
+	if o.Round.Ran {
 		s.Rounds++
 		s.LastRoundTime = &now
 	}
 	s.NextRoundTime = nil
-	if p.NextRound != nil {
-		t := apiTime(*p.NextRound)
+	if o.Round.NextRound != nil {
+		t := apiTime(*o.Round.NextRound)
 		s.NextRoundTime = &t
 	}
-	for _, r := range p.Records {
+	records := o.records()
+	for _, r := range records {
 		if r.DryRun || r.Result != ResultSucceeded {
 			continue
 		}
@@ -98,13 +131,13 @@ func computeStatus(old v1beta1.ChaosAgentStatus, p pass) v1beta1.ChaosAgentStatu
 			s.Counts.Restored++
 		}
 	}
-	s.LastActions = newestFirst(p.Records, s.LastActions)
-	if p.ChangedObjects != nil {
-		s.ChangedObjects = *p.ChangedObjects
+	s.LastActions = newestFirst(records, s.LastActions)
+	if n, known := o.changedObjects(); known {
+		s.ChangedObjects = n
 	}
-	setConditions(&s, p)
-	if p.Err == nil {
-		s.ObservedGeneration = p.Generation
+	setConditions(&s, o, records)
+	if o.Err == nil {
+		s.ObservedGeneration = o.Generation
 	}
 	return s
 }
@@ -125,47 +158,49 @@ func newestFirst(records, previous []v1beta1.ChaosAction) []v1beta1.ChaosAction 
 	return out
 }
 
-func setConditions(s *v1beta1.ChaosAgentStatus, p pass) {
+// setConditions sets Ready, Paused and Degraded. Degraded describes the last pass that acted:
+// a pass that neither ran a round nor recorded an action keeps it as it was (it is set to
+// False the first time).
+func setConditions(s *v1beta1.ChaosAgentStatus, o outcome, records []v1beta1.ChaosAction) {
 	set := func(t string, status metav1.ConditionStatus, reason, msg string) {
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: t, Status: status, Reason: reason,
-			Message: msg, ObservedGeneration: p.Generation, LastTransitionTime: apiTime(p.Now)})
+			Message: msg, ObservedGeneration: o.Generation, LastTransitionTime: apiTime(o.Now)})
 	}
 	mode := ""
-	if p.Spec.DryRun {
+	if o.Spec.DryRun {
 		mode = " (dry run: records what it would do, changes nothing)"
 	}
 	switch {
-	case p.InvalidSpec != "":
-		set(ConditionReady, metav1.ConditionFalse, ReasonInvalidSelector, p.InvalidSpec)
-	case p.Spec.Paused:
+	case o.InvalidSpec != "":
+		set(ConditionReady, metav1.ConditionFalse, ReasonInvalidSelector, o.InvalidSpec)
+	case o.Spec.Paused:
 		set(ConditionReady, metav1.ConditionFalse, ReasonPaused, "spec.paused is true: no rounds run")
-	case p.Err != nil:
-		set(ConditionReady, metav1.ConditionFalse, ReasonRoundFailed, p.Err.Error())
+	case o.Err != nil:
+		set(ConditionReady, metav1.ConditionFalse, ReasonRoundFailed, o.Err.Error())
 	default:
 		set(ConditionReady, metav1.ConditionTrue, ReasonRoundsRunning,
-			fmt.Sprintf("Runs a round every %ds%s", p.Spec.PauseDuration, mode))
+			fmt.Sprintf("Runs a round every %ds%s", o.Spec.PauseDuration, mode))
 	}
-	if p.Spec.Paused {
+	if o.Spec.Paused {
 		set(ConditionPaused, metav1.ConditionTrue, ReasonPaused, "spec.paused is true")
 	} else {
 		set(ConditionPaused, metav1.ConditionFalse, ReasonNotPaused, "Rounds run every spec.pauseDuration seconds")
 	}
 
-	failedActions := slices.IndexFunc(p.Records, func(r v1beta1.ChaosAction) bool { return isFailed(r.Result) }) >= 0
-	switch {
-	case p.RestoreFailed > 0:
-		set(ConditionDegraded, metav1.ConditionTrue, ReasonRestoreFailed,
-			fmt.Sprintf("%d changed object(s) could not be put back yet; retrying", p.RestoreFailed))
-	case failedActions:
-		n := 0
-		for _, r := range p.Records {
-			if isFailed(r.Result) {
-				n++
-			}
+	failures := 0
+	for _, r := range records {
+		if isFailed(r.Result) {
+			failures++
 		}
+	}
+	switch {
+	case o.Restore.Failed > 0:
+		set(ConditionDegraded, metav1.ConditionTrue, ReasonRestoreFailed,
+			fmt.Sprintf("%d changed object(s) could not be put back yet; retrying", o.Restore.Failed))
+	case failures > 0:
 		set(ConditionDegraded, metav1.ConditionTrue, ReasonActionsFailed,
-			fmt.Sprintf("%d of %d action(s) failed in the last pass; see status.lastActions", n, len(p.Records)))
-	case p.RoundRan || len(p.Records) > 0 || meta.FindStatusCondition(s.Conditions, ConditionDegraded) == nil:
+			fmt.Sprintf("%d of %d action(s) failed in the last pass; see status.lastActions", failures, len(records)))
+	case o.Round.Ran || len(records) > 0 || meta.FindStatusCondition(s.Conditions, ConditionDegraded) == nil:
 		set(ConditionDegraded, metav1.ConditionFalse, ReasonNoFailures, "No action failed in the last pass")
 	}
 }

@@ -9,22 +9,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	"github.com/quartet-operator/quartet/test/testenv"
 )
 
 func rec(kind v1beta1.ActionKind, target, result string, dry bool) v1beta1.ChaosAction {
 	return v1beta1.ChaosAction{Kind: kind, Target: target, Result: result, DryRun: dry}
-}
-
-func cond(t *testing.T, s v1beta1.ChaosAgentStatus, typ string) metav1.Condition {
-	t.Helper()
-	c := meta.FindStatusCondition(s.Conditions, typ)
-	require.NotNil(t, c, "condition %s", typ)
-	return *c
 }
 
 func TestComputeStatus(t *testing.T) {
@@ -33,85 +26,89 @@ func TestComputeStatus(t *testing.T) {
 	spec := withDefaults(v1beta1.ChaosAgentSpec{})
 
 	t.Run("first round counts successes only and sets every condition", func(t *testing.T) {
-		s := computeStatus(v1beta1.ChaosAgentStatus{}, pass{Now: now, Generation: 3, Spec: spec, RoundRan: true, NextRound: &next,
-			ChangedObjects: ptr.To[int32](2),
+		s := computeStatus(v1beta1.ChaosAgentStatus{}, outcome{Now: now, Generation: 3, Spec: spec, Round: roundOutcome{
+			Ran: true, NextRound: &next, ChangedObjects: ptr.To[int32](2),
 			Records: []v1beta1.ChaosAction{
 				rec(v1beta1.ActionKillPod, "a/p1", ResultSucceeded, false),
 				rec(v1beta1.ActionKillPod, "a/p2", skipped(SkipDisruptionBudget), false),
 				rec(v1beta1.ActionScaleDeployment, "a/d", ResultSucceeded, false),
 				rec(v1beta1.ActionIpsumConfigMap, "a/c", ResultSucceeded, false),
-			}})
+			}}})
 		assert.EqualValues(t, 1, s.Rounds)
-		assert.Equal(t, now.Truncate(time.Second), s.LastRoundTime.Time.UTC(), "whole seconds, as the API stores it")
-		assert.Equal(t, next.Truncate(time.Second), s.NextRoundTime.Time.UTC())
+		assert.Equal(t, now.Truncate(time.Second), s.LastRoundTime.UTC(), "whole seconds, as the API stores it")
+		assert.Equal(t, next.Truncate(time.Second), s.NextRoundTime.UTC())
 		assert.Equal(t, v1beta1.ChaosCounts{PodsKilled: 1, DeploymentsScaled: 1, ConfigMapsIpsumed: 1}, s.Counts)
 		assert.EqualValues(t, 2, s.ChangedObjects)
 		assert.EqualValues(t, 3, s.ObservedGeneration)
 		require.Len(t, s.LastActions, 4)
 		assert.Equal(t, "a/c", s.LastActions[0].Target, "newest first")
-		assert.Equal(t, metav1.ConditionTrue, cond(t, s, ConditionReady).Status)
-		assert.Equal(t, ReasonRoundsRunning, cond(t, s, ConditionReady).Reason)
-		assert.Equal(t, metav1.ConditionFalse, cond(t, s, ConditionPaused).Status)
-		assert.Equal(t, metav1.ConditionFalse, cond(t, s, ConditionDegraded).Status)
+		assert.Equal(t, metav1.ConditionTrue, testenv.Condition(s.Conditions, ConditionReady).Status)
+		assert.Equal(t, ReasonRoundsRunning, testenv.Condition(s.Conditions, ConditionReady).Reason)
+		assert.Equal(t, metav1.ConditionFalse, testenv.Condition(s.Conditions, ConditionPaused).Status)
+		assert.Equal(t, metav1.ConditionFalse, testenv.Condition(s.Conditions, ConditionDegraded).Status)
 	})
 	t.Run("dry-run records actions but counts nothing", func(t *testing.T) {
 		dry := spec
 		dry.DryRun = true
-		s := computeStatus(v1beta1.ChaosAgentStatus{}, pass{Now: now, Spec: dry, RoundRan: true, NextRound: &next,
-			Records: []v1beta1.ChaosAction{rec(v1beta1.ActionKillPod, "a/p1", ResultDryRun, true)}})
+		s := computeStatus(v1beta1.ChaosAgentStatus{}, outcome{Now: now, Spec: dry, Round: roundOutcome{Ran: true, NextRound: &next,
+			Records: []v1beta1.ChaosAction{rec(v1beta1.ActionKillPod, "a/p1", ResultDryRun, true)}}})
 		assert.Equal(t, v1beta1.ChaosCounts{}, s.Counts)
 		assert.Len(t, s.LastActions, 1)
-		assert.Contains(t, cond(t, s, ConditionReady).Message, "dry run")
+		assert.Contains(t, testenv.Condition(s.Conditions, ConditionReady).Message, "dry run")
 	})
 	t.Run("failed actions make the agent Degraded until a clean round", func(t *testing.T) {
-		s := computeStatus(v1beta1.ChaosAgentStatus{}, pass{Now: now, Spec: spec, RoundRan: true, NextRound: &next,
+		s := computeStatus(v1beta1.ChaosAgentStatus{}, outcome{Now: now, Spec: spec, Round: roundOutcome{Ran: true, NextRound: &next,
 			Records: []v1beta1.ChaosAction{rec(v1beta1.ActionKillPod, "a/p1", failed("Forbidden"), false),
-				rec(v1beta1.ActionKillPod, "a/p2", ResultSucceeded, false)}})
-		c := cond(t, s, ConditionDegraded)
+				rec(v1beta1.ActionKillPod, "a/p2", ResultSucceeded, false)}}})
+		c := testenv.Condition(s.Conditions, ConditionDegraded)
 		assert.Equal(t, metav1.ConditionTrue, c.Status)
 		assert.Equal(t, ReasonActionsFailed, c.Reason)
 		assert.Contains(t, c.Message, "1 of 2")
-		idle := computeStatus(s, pass{Now: now.Add(time.Second), Spec: spec, NextRound: &next})
-		assert.Equal(t, metav1.ConditionTrue, cond(t, idle, ConditionDegraded).Status, "a pass without a round keeps it")
-		clean := computeStatus(s, pass{Now: now.Add(time.Minute), Spec: spec, RoundRan: true, NextRound: &next})
-		assert.Equal(t, metav1.ConditionFalse, cond(t, clean, ConditionDegraded).Status)
+		idle := computeStatus(s, outcome{Now: now.Add(time.Second), Spec: spec, Round: roundOutcome{NextRound: &next}})
+		assert.Equal(t, metav1.ConditionTrue, testenv.Condition(idle.Conditions, ConditionDegraded).Status, "a pass without a round keeps it")
+		clean := computeStatus(s, outcome{Now: now.Add(time.Minute), Spec: spec, Round: roundOutcome{Ran: true, NextRound: &next}})
+		assert.Equal(t, metav1.ConditionFalse, testenv.Condition(clean.Conditions, ConditionDegraded).Status)
 	})
 	t.Run("paused", func(t *testing.T) {
 		paused := spec
 		paused.Paused = true
-		s := computeStatus(v1beta1.ChaosAgentStatus{NextRoundTime: &metav1.Time{Time: now}}, pass{Now: now, Spec: paused,
-			ChangedObjects: ptr.To[int32](0),
-			Records:        []v1beta1.ChaosAction{rec(v1beta1.ActionRestoreDeployment, "a/d", ResultSucceeded, false)}})
+		s := computeStatus(v1beta1.ChaosAgentStatus{NextRoundTime: &metav1.Time{Time: now}, ChangedObjects: 1}, outcome{Now: now, Spec: paused,
+			Restore: restoreOutcome{Attempted: true,
+				Records: []v1beta1.ChaosAction{rec(v1beta1.ActionRestoreDeployment, "a/d", ResultSucceeded, false)}}})
 		assert.Nil(t, s.NextRoundTime)
 		assert.EqualValues(t, 0, s.Rounds)
 		assert.EqualValues(t, 1, s.Counts.Restored)
-		assert.Equal(t, ReasonPaused, cond(t, s, ConditionReady).Reason)
-		assert.Equal(t, metav1.ConditionTrue, cond(t, s, ConditionPaused).Status)
+		assert.EqualValues(t, 0, s.ChangedObjects, "everything put back")
+		assert.Equal(t, ReasonPaused, testenv.Condition(s.Conditions, ConditionReady).Reason)
+		assert.Equal(t, metav1.ConditionTrue, testenv.Condition(s.Conditions, ConditionPaused).Status)
 	})
 	t.Run("restore failures", func(t *testing.T) {
-		s := computeStatus(v1beta1.ChaosAgentStatus{ObservedGeneration: 1}, pass{Now: now, Generation: 2, Spec: spec,
-			RestoreFailed: 2, Err: errors.New("boom")})
-		assert.Equal(t, ReasonRestoreFailed, cond(t, s, ConditionDegraded).Reason)
-		assert.Equal(t, ReasonRoundFailed, cond(t, s, ConditionReady).Reason)
+		s := computeStatus(v1beta1.ChaosAgentStatus{ObservedGeneration: 1}, outcome{Now: now, Generation: 2, Spec: spec,
+			Restore: restoreOutcome{Attempted: true, Failed: 2}, Err: errors.New("boom")})
+		assert.Equal(t, ReasonRestoreFailed, testenv.Condition(s.Conditions, ConditionDegraded).Reason)
+		assert.Equal(t, ReasonRoundFailed, testenv.Condition(s.Conditions, ConditionReady).Reason)
 		assert.EqualValues(t, 1, s.ObservedGeneration, "not observed while failing")
+		assert.EqualValues(t, 2, s.ChangedObjects, "the objects not put back still carry the marks")
+		unlisted := computeStatus(v1beta1.ChaosAgentStatus{ChangedObjects: 3}, outcome{Now: now, Spec: spec, Err: errors.New("listing")})
+		assert.EqualValues(t, 3, unlisted.ChangedObjects, "unknown when the changed objects could not be listed")
 	})
 	t.Run("invalid selector waits for an edit", func(t *testing.T) {
-		s := computeStatus(v1beta1.ChaosAgentStatus{}, pass{Now: now, Generation: 4, Spec: spec, InvalidSpec: "spec.podSelector: bad"})
-		c := cond(t, s, ConditionReady)
+		s := computeStatus(v1beta1.ChaosAgentStatus{}, outcome{Now: now, Generation: 4, Spec: spec, InvalidSpec: "spec.podSelector: bad"})
+		c := testenv.Condition(s.Conditions, ConditionReady)
 		assert.Equal(t, metav1.ConditionFalse, c.Status)
 		assert.Equal(t, ReasonInvalidSelector, c.Reason)
 		assert.Nil(t, s.NextRoundTime)
 		assert.EqualValues(t, 4, s.ObservedGeneration)
 	})
 	t.Run("an idle pass over the stored status changes nothing", func(t *testing.T) {
-		first := computeStatus(v1beta1.ChaosAgentStatus{}, pass{Now: now, Spec: spec, RoundRan: true, NextRound: &next})
-		again := computeStatus(first, pass{Now: now.Add(10 * time.Second), Spec: spec, NextRound: &next})
+		first := computeStatus(v1beta1.ChaosAgentStatus{}, outcome{Now: now, Spec: spec, Round: roundOutcome{Ran: true, NextRound: &next}})
+		again := computeStatus(first, outcome{Now: now.Add(10 * time.Second), Spec: spec, Round: roundOutcome{NextRound: &next}})
 		assert.True(t, equality.Semantic.DeepEqual(first, again), "no status write when nothing happened")
 	})
 	t.Run("input not modified", func(t *testing.T) {
 		old := v1beta1.ChaosAgentStatus{Rounds: 1, LastActions: []v1beta1.ChaosAction{rec(v1beta1.ActionKillPod, "x/y", ResultSucceeded, false)}}
 		before := *old.DeepCopy()
-		computeStatus(old, pass{Now: now, Spec: spec, RoundRan: true, Records: []v1beta1.ChaosAction{rec(v1beta1.ActionKillPod, "a/b", ResultSucceeded, false)}})
+		computeStatus(old, outcome{Now: now, Spec: spec, Round: roundOutcome{Ran: true, Records: []v1beta1.ChaosAction{rec(v1beta1.ActionKillPod, "a/b", ResultSucceeded, false)}}})
 		assert.Equal(t, before, old)
 	})
 }
@@ -148,26 +145,5 @@ func TestRoundDue(t *testing.T) {
 		due, next := roundDue(tc.last, pause, now)
 		assert.Equal(t, tc.due, due, tc.name)
 		assert.Equal(t, tc.next, next, tc.name)
-	}
-}
-
-func TestEventReasonsAndMetricResults(t *testing.T) {
-	for _, tc := range []struct {
-		rec    v1beta1.ChaosAction
-		reason string
-		metric string
-	}{
-		{rec(v1beta1.ActionKillPod, "", ResultSucceeded, false), "KilledPod", "succeeded"},
-		{rec(v1beta1.ActionKillPod, "", ResultDryRun, true), "WouldKillPod", "dry_run"},
-		{rec(v1beta1.ActionKillPod, "", skipped(SkipDisruptionBudget), false), "SkippedKillPod", "skipped"},
-		{rec(v1beta1.ActionScaleDeployment, "", ResultSucceeded, false), "ScaledDeployment", "succeeded"},
-		{rec(v1beta1.ActionScaleDeployment, "", failed("Conflict"), false), "FailedScaleDeployment", "failed"},
-		{rec(v1beta1.ActionIpsumConfigMap, "", ResultSucceeded, false), "OverwroteConfigMap", "succeeded"},
-		{rec(v1beta1.ActionIpsumConfigMap, "", ResultDryRun, true), "WouldOverwriteConfigMap", "dry_run"},
-		{rec(v1beta1.ActionRestoreDeployment, "", ResultSucceeded, false), "RestoredDeployment", "succeeded"},
-		{rec(v1beta1.ActionRestoreConfigMap, "", ResultSucceeded, false), "RestoredConfigMap", "succeeded"},
-	} {
-		assert.Equal(t, tc.reason, eventReason(tc.rec), "%+v", tc.rec)
-		assert.Equal(t, tc.metric, metricResult(tc.rec), "%+v", tc.rec)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
@@ -22,7 +21,7 @@ import (
 
 	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	"github.com/quartet-operator/quartet/internal/operator"
-	"github.com/quartet-operator/quartet/internal/testenv"
+	"github.com/quartet-operator/quartet/test/testenv"
 )
 
 // env is the full local cluster: the tests need pods that kwok runs, ReplicaSets that replace
@@ -44,15 +43,10 @@ func startManager(t testing.TB, cfg *rest.Config, opts *Options, shared operator
 	testenv.StartManager(t, cfg, shared, opts.Setup)
 }
 
-// testNamespace creates a namespace labelled chaos-test=<selector> and deletes it at the end.
-func testNamespace(t *testing.T, prefix, selector string) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name:   fmt.Sprintf("%s-%s", prefix, rand.String(5)),
-		Labels: map[string]string{"chaos-test": selector}}}
-	require.NoError(t, env.Client.Create(context.Background(), ns))
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ns) })
-	return ns.Name
+// selectedBy returns the labels of a test's namespaces: chaos-test=selector, which only that
+// test's agents select.
+func selectedBy(selector string) map[string]string {
+	return map[string]string{"chaos-test": selector}
 }
 
 // selectorFor returns a unique value for the chaos-test label of one test's namespaces.
@@ -67,7 +61,7 @@ func agentFor(name, selector string, mutate func(*v1beta1.ChaosAgentSpec)) *v1be
 		ObjectMeta: metav1.ObjectMeta{Name: name + "-" + rand.String(4)},
 		Spec: v1beta1.ChaosAgentSpec{
 			Eagerness: 100, PauseDuration: 1, MaxActionsPerRound: 10, Seed: ptr.To[int64](1),
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"chaos-test": selector}},
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: selectedBy(selector)},
 		},
 	}
 	mutate(&a.Spec)
@@ -148,20 +142,6 @@ func readyPods(t *testing.T, ns, app string, n int) map[string]bool {
 		return len(uids) == n && len(pods.Items) == n
 	}, 90*time.Second, 200*time.Millisecond, "%d running pods of %s/%s", n, ns, app)
 	return uids
-}
-
-// eventReasons returns the reasons of the events.k8s.io Events about an object.
-func eventReasons(t *testing.T, ns, kind, name string) []string {
-	t.Helper()
-	events := &eventsv1.EventList{}
-	require.NoError(t, env.Client.List(context.Background(), events, client.InNamespace(ns)))
-	var out []string
-	for _, e := range events.Items {
-		if e.Regarding.Kind == kind && e.Regarding.Name == name {
-			out = append(out, e.Reason)
-		}
-	}
-	return out
 }
 
 // hasAction reports whether the agent's lastActions hold an action of kind whose result starts

@@ -1,0 +1,101 @@
+package chaosagent
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+)
+
+// Event actions (events.k8s.io/v1 action) of an agent's Events. The reasons are built from an
+// action's kind and result by eventReason.
+const (
+	eventActionKill      = "Kill"
+	eventActionScale     = "Scale"
+	eventActionOverwrite = "Overwrite"
+	eventActionRestore   = "Restore"
+)
+
+// recordEvents writes an Event on the victim of a round's action and one on the agent.
+func (r *Reconciler) recordEvents(agent *v1beta1.ChaosAgent, t Candidate, rec v1beta1.ChaosAction) {
+	meta := metav1.ObjectMeta{Namespace: t.Namespace, Name: t.Name, UID: t.UID}
+	var victim client.Object
+	switch rec.Kind {
+	case v1beta1.ActionKillPod:
+		victim = &corev1.Pod{ObjectMeta: meta}
+	case v1beta1.ActionScaleDeployment:
+		victim = &appsv1.Deployment{ObjectMeta: meta}
+	default:
+		victim = &corev1.ConfigMap{ObjectMeta: meta}
+	}
+	r.recordEventsFor(agent, victim, rec)
+}
+
+// recordEventsFor writes an Event on victim (related: the agent) and one on the agent
+// (related: victim); Warning when the action failed.
+func (r *Reconciler) recordEventsFor(agent *v1beta1.ChaosAgent, victim client.Object, rec v1beta1.ChaosAction) {
+	eventType := corev1.EventTypeNormal
+	if isFailed(rec.Result) {
+		eventType = corev1.EventTypeWarning
+	}
+	reason, action := eventReason(rec), eventAction(rec.Kind)
+	r.Recorder.Eventf(victim, agent, eventType, reason, action, "ChaosAgent %s: %s (%s)", agent.Name, rec.Detail, rec.Result)
+	r.Recorder.Eventf(agent, victim, eventType, reason, action, "%s %s: %s (%s)", victimKind(rec.Kind), rec.Target, rec.Detail, rec.Result)
+}
+
+// eventReason is KilledPod, WouldKillPod, SkippedKillPod, FailedKillPod, and so on.
+func eventReason(rec v1beta1.ChaosAction) string {
+	verb, done := eventVerb(rec.Kind)
+	switch {
+	case rec.Result == ResultDryRun:
+		return "Would" + verb
+	case isSkipped(rec.Result):
+		return "Skipped" + verb
+	case isFailed(rec.Result):
+		return "Failed" + verb
+	default:
+		return done
+	}
+}
+
+// eventVerb returns the present and past forms of an action for Event reasons.
+func eventVerb(k v1beta1.ActionKind) (verb, done string) {
+	switch k {
+	case v1beta1.ActionKillPod:
+		return "KillPod", "KilledPod"
+	case v1beta1.ActionScaleDeployment:
+		return "ScaleDeployment", "ScaledDeployment"
+	case v1beta1.ActionIpsumConfigMap:
+		return "OverwriteConfigMap", "OverwroteConfigMap"
+	case v1beta1.ActionRestoreDeployment:
+		return "RestoreDeployment", "RestoredDeployment"
+	default:
+		return "RestoreConfigMap", "RestoredConfigMap"
+	}
+}
+
+func eventAction(k v1beta1.ActionKind) string {
+	switch k {
+	case v1beta1.ActionKillPod:
+		return eventActionKill
+	case v1beta1.ActionScaleDeployment:
+		return eventActionScale
+	case v1beta1.ActionIpsumConfigMap:
+		return eventActionOverwrite
+	default:
+		return eventActionRestore
+	}
+}
+
+func victimKind(k v1beta1.ActionKind) string {
+	switch k {
+	case v1beta1.ActionKillPod:
+		return "Pod"
+	case v1beta1.ActionScaleDeployment, v1beta1.ActionRestoreDeployment:
+		return "Deployment"
+	default:
+		return "ConfigMap"
+	}
+}

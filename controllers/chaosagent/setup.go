@@ -1,0 +1,37 @@
+package chaosagent
+
+import (
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	"github.com/quartet-operator/quartet/internal/operator"
+)
+
+// Setup registers the controller with the manager. Informers for pods, Deployments,
+// ConfigMaps, HorizontalPodAutoscalers and Namespaces start on an agent's first round.
+func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
+	r := &Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("chaosagent-controller"),
+		Clock:     clock.RealClock{},
+		NewRand:   seededRand,
+		Protected: o.protected(shared.OperatorNamespace),
+		Watched:   sets.New(shared.WatchNamespaces...),
+	}
+	o.reconciler = r
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("chaosagent").
+		// Rounds run on RequeueAfter timers; only spec edits and deletion wake an agent early,
+		// never its own status writes.
+		For(&v1beta1.ChaosAgent{}, builder.WithPredicates(predicate.Or[client.Object](
+			predicate.GenerationChangedPredicate{}, operator.DeletionStarted()))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.workers()}).
+		Complete(r)
+}
