@@ -22,8 +22,9 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
-	"github.com/quartet-operator/quartet/internal/benchutil"
 	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/test/benchutil"
+	"github.com/quartet-operator/quartet/test/testenv"
 )
 
 // The benchmarks run on the package's envtest API server (etcd + kube-apiserver on this
@@ -59,11 +60,11 @@ func newBenchEnv(b *testing.B, n int) *benchEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
-	be.src = newNamespace(b, "bsrc", nil)
+	be.src = testenv.Namespace(b, env.Client, "bsrc", nil)
 	be.targets = be.namespaces(b, "bdst", n)
 	cfg := benchutil.TunedConfig(env.Config)
 	be.calls.Wrap(cfg)
-	startManager(b, cfg, operator.Shared{}, Options{})
+	testenv.StartManager(b, cfg, operator.Shared{}, new(Options).Setup)
 	return be
 }
 

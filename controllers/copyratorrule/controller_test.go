@@ -21,6 +21,7 @@ import (
 
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/test/testenv"
 )
 
 // fixture is a source namespace, n labelled target namespaces, one unlabelled namespace
@@ -36,12 +37,12 @@ func newFixture(t *testing.T, n int) fixture {
 	t.Helper()
 	env.Require(t)
 	f := fixture{id: suffix()}
-	f.src = newNamespace(t, "src", nil)
+	f.src = testenv.Namespace(t, env.Client, "src", nil)
 	for range n {
-		f.targets = append(f.targets, newNamespace(t, "dst", map[string]string{"copytest": f.id}))
+		f.targets = append(f.targets, testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": f.id}))
 	}
-	f.unrelated = newNamespace(t, "other", nil)
-	startManager(t, env.Config, operator.Shared{}, Options{})
+	f.unrelated = testenv.Namespace(t, env.Client, "other", nil)
+	testenv.StartManager(t, env.Config, operator.Shared{}, new(Options).Setup)
 	return f
 }
 
@@ -94,9 +95,9 @@ func TestCopiesIntoTargetsAndNewNamespaces(t *testing.T) {
 		assert.EqualValues(c, 1, st.SourcesMatched)
 		assert.EqualValues(c, 2, st.TargetNamespaces)
 		assert.EqualValues(c, 2, st.CopiesInSync)
-		assert.Equal(c, metav1.ConditionTrue, condition(st, ConditionReady).Status)
-		assert.Equal(c, ReasonCopiesInSync, condition(st, ConditionReady).Reason)
-		assert.Equal(c, metav1.ConditionFalse, condition(st, ConditionDegraded).Status)
+		assert.Equal(c, metav1.ConditionTrue, testenv.Condition(st.Conditions, ConditionReady).Status)
+		assert.Equal(c, ReasonCopiesInSync, testenv.Condition(st.Conditions, ConditionReady).Reason)
+		assert.Equal(c, metav1.ConditionFalse, testenv.Condition(st.Conditions, ConditionDegraded).Status)
 	})
 	copy1 := getSecret(t, f.targets[0], src.Name)
 	assert.Equal(t, map[string]string{LabelManagedBy: "copyrator", LabelRule: rule.Name, LabelRuleNamespace: f.src}, copy1.Labels,
@@ -107,7 +108,7 @@ func TestCopiesIntoTargetsAndNewNamespaces(t *testing.T) {
 	assert.True(t, controllerutil.ContainsFinalizer(getRule(t, rule), Finalizer))
 
 	// A new namespace gets its copy without any change to the rule or the source.
-	fresh := newNamespace(t, "dst", map[string]string{"copytest": f.id})
+	fresh := testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": f.id})
 	requireCopies(t, src, fresh)
 	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
 		assert.EqualValues(c, 3, st.TargetNamespaces)
@@ -119,7 +120,7 @@ func TestCopiesIntoTargetsAndNewNamespaces(t *testing.T) {
 	requireCopies(t, src, f.unrelated)
 
 	assert.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.True(c, hasEvent(eventsFor(t, rule), corev1.EventTypeNormal, "CopiesCreated"))
+		assert.Contains(c, eventsOf(c, rule), "Normal CopiesCreated")
 	}, waitFor, tick)
 }
 
@@ -140,7 +141,7 @@ func TestSourceUpdateReachesEveryCopy(t *testing.T) {
 		assert.NotContains(t, getSecret(t, ns, src.Name).Data, "legacy", ns)
 	}
 	assert.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.True(c, hasEvent(eventsFor(t, rule), corev1.EventTypeNormal, "CopiesUpdated"))
+		assert.Contains(c, eventsOf(c, rule), "Normal CopiesUpdated")
 	}, waitFor, tick)
 }
 
@@ -166,11 +167,11 @@ func TestForeignObjectIsAConflictAndLeftAlone(t *testing.T) {
 			assert.Contains(c, st.Conflicts[0].Reason, ReasonForeignObject)
 		}
 		assert.EqualValues(c, 1, st.CopiesInSync)
-		assert.Equal(c, ReasonConflicts, condition(st, ConditionDegraded).Reason)
-		assert.Equal(c, metav1.ConditionTrue, condition(st, ConditionDegraded).Status)
+		assert.Equal(c, ReasonConflicts, testenv.Condition(st.Conditions, ConditionDegraded).Reason)
+		assert.Equal(c, metav1.ConditionTrue, testenv.Condition(st.Conditions, ConditionDegraded).Status)
 	})
 	assert.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.True(c, hasEvent(eventsFor(t, rule), corev1.EventTypeWarning, "CopyConflict"))
+		assert.Contains(c, eventsOf(c, rule), "Warning CopyConflict")
 	}, waitFor, tick)
 
 	after := getSecret(t, f.targets[0], "shared")
@@ -180,7 +181,7 @@ func TestForeignObjectIsAConflictAndLeftAlone(t *testing.T) {
 
 	// A second rule (another namespace, same object name, same targets) conflicts with the
 	// first rule's copies and leaves them alone.
-	src2NS := newNamespace(t, "src2", nil)
+	src2NS := testenv.Namespace(t, env.Client, "src2", nil)
 	src2 := src.DeepCopy()
 	src2.ObjectMeta = metav1.ObjectMeta{Namespace: src2NS, Name: "shared", Labels: src.Labels}
 	src2.Data = map[string][]byte{"k": []byte("from the second rule")}
@@ -205,9 +206,9 @@ func TestCleanupSurvivesAManagerRestart(t *testing.T) {
 	env.Require(t)
 	ctx := context.Background()
 	id := suffix()
-	src := newNamespace(t, "src", nil)
-	dst := newNamespace(t, "dst", map[string]string{"copytest": id})
-	stop := startManager(t, env.Config, operator.Shared{}, Options{})
+	src := testenv.Namespace(t, env.Client, "src", nil)
+	dst := testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": id})
+	stop := testenv.StartManager(t, env.Config, operator.Shared{}, new(Options).Setup)
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "survivor", Labels: map[string]string{"copytest": id}},
 		Data: map[string][]byte{"k": []byte("v")}}
 	require.NoError(t, env.Client.Create(ctx, s))
@@ -222,7 +223,7 @@ func TestCleanupSurvivesAManagerRestart(t *testing.T) {
 	assert.NotNil(t, getSecret(t, dst, "survivor"))
 	assert.False(t, getRule(t, rule).DeletionTimestamp.IsZero())
 
-	startManager(t, env.Config, operator.Shared{}, Options{})
+	testenv.StartManager(t, env.Config, operator.Shared{}, new(Options).Setup)
 	requireNoCopy(t, dst, "survivor")
 	assert.Eventually(t, func() bool {
 		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(rule), &flantv1.CopyratorRule{}))
@@ -233,9 +234,10 @@ func TestForeignObjectIsRecheckedAndReplacedWhenGone(t *testing.T) {
 	env.Require(t)
 	ctx := context.Background()
 	id := suffix()
-	src := newNamespace(t, "src", nil)
-	dst := newNamespace(t, "dst", map[string]string{"copytest": id})
-	startManager(t, env.Config, operator.Shared{}, Options{ConflictRecheck: time.Second})
+	src := testenv.Namespace(t, env.Client, "src", nil)
+	dst := testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": id})
+	opts := Options{ConflictRecheck: time.Second}
+	testenv.StartManager(t, env.Config, operator.Shared{}, opts.Setup)
 	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: dst, Name: "taken"}, Data: map[string][]byte{"x": []byte("y")}}
 	require.NoError(t, env.Client.Create(ctx, foreign))
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "taken", Labels: map[string]string{"copytest": id}},
@@ -252,7 +254,7 @@ func TestForeignObjectIsRecheckedAndReplacedWhenGone(t *testing.T) {
 	requireCopies(t, s, dst)
 	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
 		assert.EqualValues(c, 0, st.ConflictCount)
-		assert.Equal(c, metav1.ConditionFalse, condition(st, ConditionDegraded).Status)
+		assert.Equal(c, metav1.ConditionFalse, testenv.Condition(st.Conditions, ConditionDegraded).Status)
 	})
 	key := client.ObjectKeyFromObject(rule)
 	assert.GreaterOrEqual(t, testutil.ToFloat64(copiesTotal.WithLabelValues(key.Namespace, key.Name, actionCreated)), 1.0)
@@ -320,11 +322,11 @@ func TestSourcesThatStopMatchingLoseTheirCopies(t *testing.T) {
 	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
 		assert.EqualValues(c, 0, st.SourcesMatched)
 		assert.EqualValues(c, 0, st.CopiesInSync)
-		assert.Equal(c, ReasonNoSources, condition(st, ConditionReady).Reason)
+		assert.Equal(c, ReasonNoSources, testenv.Condition(st.Conditions, ConditionReady).Reason)
 	})
 	assert.NotNil(t, getSecret(t, f.src, "a"), "the source itself is never touched")
 	assert.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.True(c, hasEvent(eventsFor(t, rule), corev1.EventTypeNormal, "CopiesDeleted"))
+		assert.Contains(c, eventsOf(c, rule), "Normal CopiesDeleted")
 	}, waitFor, tick)
 }
 
@@ -408,7 +410,7 @@ func TestSecretTypesAndImmutabilityArePreserved(t *testing.T) {
 			assert.NotEqual(c, edited.UID, got.UID)
 			assert.Nil(c, got.Immutable)
 		}
-		assert.True(c, hasEvent(eventsFor(t, rule), corev1.EventTypeNormal, "CopiesRecreated"))
+		assert.Contains(c, eventsOf(c, rule), "Normal CopiesRecreated")
 	}, waitFor, tick)
 	requireCopies(t, tlsSecret, f.targets...)
 }
@@ -416,7 +418,7 @@ func TestSecretTypesAndImmutabilityArePreserved(t *testing.T) {
 func TestConfigMapsAndOptOut(t *testing.T) {
 	f := newFixture(t, 2)
 	ctx := context.Background()
-	optedOut := newNamespace(t, "dst", map[string]string{"copytest": f.id, LabelIgnore: "true"})
+	optedOut := testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": f.id, LabelIgnore: "true"})
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.src, Name: "settings", Labels: map[string]string{"copytest": f.id}},
 		Data: map[string]string{"mode": "fast"}, BinaryData: map[string][]byte{"blob": {0, 1, 2, 255}}}
 	require.NoError(t, env.Client.Create(ctx, cm))
@@ -455,8 +457,8 @@ func TestConfigMapsAndOptOut(t *testing.T) {
 func TestNamespacesListAndInvalidSelector(t *testing.T) {
 	f := newFixture(t, 0)
 	ctx := context.Background()
-	a := newNamespace(t, "listed", nil)
-	b := newNamespace(t, "listed", nil)
+	a := testenv.Namespace(t, env.Client, "listed", nil)
+	b := testenv.Namespace(t, env.Client, "listed", nil)
 	src := f.secret("token", map[string]string{"t": "1"})
 	require.NoError(t, env.Client.Create(ctx, src))
 	rule := ruleFor(f.src, f.id, flantv1.RuleTypeSecret)
@@ -485,7 +487,7 @@ func TestNamespacesListAndInvalidSelector(t *testing.T) {
 		spec.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: "Near"}}}
 	})
 	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
-		ready := condition(st, ConditionReady)
+		ready := testenv.Condition(st.Conditions, ConditionReady)
 		assert.Equal(c, metav1.ConditionFalse, ready.Status)
 		assert.Equal(c, ReasonInvalidSpec, ready.Reason)
 		assert.Contains(c, ready.Message, "spec.namespaceSelector")
@@ -509,11 +511,11 @@ func TestWatchNamespaceScoping(t *testing.T) {
 	env.Require(t)
 	ctx := context.Background()
 	id := suffix()
-	src := newNamespace(t, "src", nil)
-	watched := newNamespace(t, "watched", map[string]string{"copytest": id})
-	outside := newNamespace(t, "outside", map[string]string{"copytest": id})
-	outsideSrc := newNamespace(t, "src-outside", nil)
-	startManager(t, env.Config, operator.Shared{WatchNamespaces: []string{src, watched}}, Options{})
+	src := testenv.Namespace(t, env.Client, "src", nil)
+	watched := testenv.Namespace(t, env.Client, "watched", map[string]string{"copytest": id})
+	outside := testenv.Namespace(t, env.Client, "outside", map[string]string{"copytest": id})
+	outsideSrc := testenv.Namespace(t, env.Client, "src-outside", nil)
+	testenv.StartManager(t, env.Config, operator.Shared{WatchNamespaces: []string{src, watched}}, new(Options).Setup)
 
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "scoped", Labels: map[string]string{"copytest": id}},
 		Data: map[string][]byte{"k": []byte("v")}}
@@ -571,9 +573,9 @@ func TestNeverListsAllSecrets(t *testing.T) {
 	ctx := context.Background()
 	rec := &queryRecorder{}
 	id := suffix()
-	src := newNamespace(t, "src", nil)
-	dst := newNamespace(t, "dst", map[string]string{"copytest": id})
-	startManager(t, rec.wrap(env.Config), operator.Shared{}, Options{})
+	src := testenv.Namespace(t, env.Client, "src", nil)
+	dst := testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": id})
+	testenv.StartManager(t, rec.wrap(env.Config), operator.Shared{}, new(Options).Setup)
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "lean", Labels: map[string]string{"copytest": id}},
 		Data: map[string][]byte{"k": []byte("v")}}
 	require.NoError(t, env.Client.Create(ctx, s))

@@ -6,50 +6,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // ruleIndex is the copy cache index from a copy to its rule ("namespace/name").
 const ruleIndex = "copyrator.rule"
-
-// newCopyCache builds the cache of Copyrator's copies: only ConfigMaps and Secrets labelled
-// managed-by=copyrator, in the watched namespaces, without their bodies (the transform
-// keeps the metadata, the Secret type, immutability and a hash of the content). Memory thus
-// follows the number of copies, never the cluster's ConfigMaps and Secrets.
-func newCopyCache(mgr ctrl.Manager, watchNamespaces []string) (cache.Cache, error) {
-	managed := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue})
-	opts := cache.Options{
-		HTTPClient: mgr.GetHTTPClient(),
-		Scheme:     mgr.GetScheme(),
-		Mapper:     mgr.GetRESTMapper(),
-		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}:    {Label: managed, Transform: stripCopy},
-			&corev1.ConfigMap{}: {Label: managed, Transform: stripCopy},
-		},
-		// Reading any other kind through this cache is a bug, not a reason to start a watch.
-		ReaderFailOnMissingInformer: true,
-	}
-	if len(watchNamespaces) > 0 {
-		opts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range watchNamespaces {
-			opts.DefaultNamespaces[ns] = cache.Config{}
-		}
-	}
-	c, err := cache.New(mgr.GetConfig(), opts)
-	if err != nil {
-		return nil, fmt.Errorf("creating the copy cache: %w", err)
-	}
-	for _, obj := range []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}} {
-		if err := c.IndexField(context.Background(), obj, ruleIndex, indexByRule); err != nil {
-			return nil, fmt.Errorf("indexing copies by rule: %w", err)
-		}
-	}
-	return c, nil
-}
 
 // stripCopy is the copy cache transform: it records the hash of the copy's content in an
 // annotation that exists only in the cache and drops the body and managed fields.

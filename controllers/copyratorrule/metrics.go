@@ -35,6 +35,26 @@ func init() {
 	metrics.Registry.MustRegister(copiesTotal, conflictsGauge, copiesInSyncGauge)
 }
 
+// writeActions name the kinds of copy write in quartet_copyrator_copies_total.
+var writeActions = map[op]string{
+	opCreate:   actionCreated,
+	opUpdate:   actionUpdated,
+	opRecreate: actionRecreated,
+	opDelete:   actionDeleted,
+	opRelease:  actionReleased,
+}
+
+// recordPass counts a pass's writes and sets the rule's gauges.
+func recordPass(rule types.NamespacedName, o outcome) {
+	for w, keys := range o.Written {
+		countCopies(rule, writeActions[w], len(keys))
+	}
+	countCopies(rule, actionFailed, len(o.WriteErrs))
+	conflictsGauge.WithLabelValues(rule.Namespace, rule.Name).Set(float64(len(o.Conflicts)))
+	copiesInSyncGauge.WithLabelValues(rule.Namespace, rule.Name).Set(float64(o.InSync))
+}
+
+// countCopies adds n to the rule's series of action; n = 0 makes no series.
 func countCopies(rule types.NamespacedName, action string, n int) {
 	if n > 0 {
 		copiesTotal.WithLabelValues(rule.Namespace, rule.Name, action).Add(float64(n))

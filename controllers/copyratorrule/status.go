@@ -2,6 +2,8 @@ package copyratorrule
 
 import (
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -29,76 +31,122 @@ const (
 // maxListedConflicts bounds status.conflicts (the CRD allows 20).
 const maxListedConflicts = 20
 
-// passResult is what one reconcile pass found and did.
-type passResult struct {
+// outcome is what one pass found and did. reconcileCopies returns it; computeStatus turns
+// it into the status, and the same value feeds the pass's Events and metrics.
+type outcome struct {
+	// Generation is the rule's generation the pass acted on.
+	Generation int64
+	// Namespace is the rule's namespace, where its sources are.
+	Namespace string
+	// Kind is the kind the rule copies.
+	Kind string
+
 	// SpecErr is a mistake in the rule's spec; nothing was copied.
 	SpecErr error
 	// SyncErr is a failure to read the sources, namespaces or copies; nothing was copied.
 	SyncErr error
 
-	Kind      string
-	Sources   int
-	Targets   int
-	Desired   int
-	InSync    int
+	Sources int
+	Targets int
+	// Desired is the number of copies the rule wants (sources × targets).
+	Desired int
+	// InSync is the number of copies that equal their source after the pass's writes.
+	InSync int
+	// Conflicts are the target objects left alone, sorted by key: those the plan found and
+	// those a failed create found.
 	Conflicts []conflict
+	// Checked are the foreign conflicts a failed create confirmed in this pass.
+	Checked map[copyKey]bool
+	// Written are the copies each kind of write made equal to their source (or removed),
+	// in the plan's order.
+	Written map[op][]copyKey
 	// WriteErrs are the failed writes, one message each.
 	WriteErrs []string
 }
 
+// withWrites adds a plan and the results of its writes to what the pass found.
+func (o outcome) withWrites(p plan, results []writeResult) outcome {
+	o.Desired, o.InSync = p.Desired, p.InSync
+	o.Conflicts = slices.Clone(p.Conflicts)
+	o.Checked = map[copyKey]bool{}
+	o.Written = map[op][]copyKey{}
+	for _, wr := range results {
+		switch {
+		case wr.Err != nil:
+			o.WriteErrs = append(o.WriteErrs, wr.Err.Error())
+		case wr.Conflict != nil:
+			o.Conflicts = append(o.Conflicts, *wr.Conflict)
+			o.Checked[wr.Conflict.Key] = true
+		case wr.Done:
+			o.Written[wr.Action.Op] = append(o.Written[wr.Action.Op], wr.Action.Key)
+			if wr.Action.Op != opDelete {
+				o.InSync++
+			}
+		}
+	}
+	sort.Slice(o.Conflicts, func(i, j int) bool { return lessKey(o.Conflicts[i].Key, o.Conflicts[j].Key) })
+	return o
+}
+
 // computeStatus returns the rule's status after a pass. The previous status supplies the
-// conditions' transition times and, after a read failure, the last known counts.
-func computeStatus(rule *flantv1.CopyratorRule, r passResult, now metav1.Time) flantv1.CopyratorRuleStatus {
-	st := *rule.Status.DeepCopy()
+// conditions' transition times and, after a read failure, the last known counts. Both
+// conditions are set on every pass.
+func computeStatus(prev flantv1.CopyratorRuleStatus, o outcome, now metav1.Time) flantv1.CopyratorRuleStatus {
+	st := *prev.DeepCopy()
 	set := func(typ string, status metav1.ConditionStatus, reason, msg string) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason,
-			Message: msg, ObservedGeneration: rule.Generation, LastTransitionTime: now})
+			Message: msg, ObservedGeneration: o.Generation, LastTransitionTime: now})
 	}
 	switch {
-	case r.SpecErr != nil:
-		st.ObservedGeneration = rule.Generation
-		set(ConditionReady, metav1.ConditionFalse, ReasonInvalidSpec, r.SpecErr.Error())
-		set(ConditionDegraded, metav1.ConditionTrue, ReasonInvalidSpec, r.SpecErr.Error())
+	case o.SpecErr != nil:
+		// A spec mistake ends the pass without an error: the next edit of the spec brings a
+		// new generation.
+		st.ObservedGeneration = o.Generation
+		set(ConditionReady, metav1.ConditionFalse, ReasonInvalidSpec, o.SpecErr.Error())
+		set(ConditionDegraded, metav1.ConditionTrue, ReasonInvalidSpec, o.SpecErr.Error())
 		return st
-	case r.SyncErr != nil:
-		set(ConditionReady, metav1.ConditionFalse, ReasonSyncFailed, r.SyncErr.Error())
-		set(ConditionDegraded, metav1.ConditionTrue, ReasonSyncFailed, r.SyncErr.Error())
+	case o.SyncErr != nil:
+		// Nothing was acted on: observedGeneration and the counts stay as they were.
+		set(ConditionReady, metav1.ConditionFalse, ReasonSyncFailed, o.SyncErr.Error())
+		set(ConditionDegraded, metav1.ConditionTrue, ReasonSyncFailed, o.SyncErr.Error())
 		return st
 	}
 
-	st.ObservedGeneration = rule.Generation
-	st.SourcesMatched = int32(r.Sources)
-	st.TargetNamespaces = int32(r.Targets)
-	st.CopiesInSync = int32(r.InSync)
-	st.ConflictCount = int32(len(r.Conflicts))
+	// Set even when writes failed (Reconcile then returns an error to retry them): every
+	// copy was planned from this generation, and the conditions below name the failures.
+	st.ObservedGeneration = o.Generation
+	st.SourcesMatched = int32(o.Sources)
+	st.TargetNamespaces = int32(o.Targets)
+	st.CopiesInSync = int32(o.InSync)
+	st.ConflictCount = int32(len(o.Conflicts))
 	st.Conflicts = nil
-	for _, c := range r.Conflicts[:min(len(r.Conflicts), maxListedConflicts)] {
+	for _, c := range o.Conflicts[:min(len(o.Conflicts), maxListedConflicts)] {
 		st.Conflicts = append(st.Conflicts, flantv1.CopyConflict{Namespace: c.Key.Namespace, Name: c.Key.Name, Reason: c.Reason})
 	}
 
-	expected := r.Desired - len(r.Conflicts)
+	expected := o.Desired - len(o.Conflicts)
 	switch {
-	case len(r.WriteErrs) > 0:
+	case len(o.WriteErrs) > 0:
 		set(ConditionReady, metav1.ConditionFalse, ReasonWriteFailed,
-			fmt.Sprintf("%d of %d copies in sync; %d writes failed: %s", r.InSync, expected, len(r.WriteErrs), summarize(r.WriteErrs)))
-	case r.Sources == 0:
+			fmt.Sprintf("%d of %d copies in sync; %d writes failed: %s", o.InSync, expected, len(o.WriteErrs), summarize(o.WriteErrs)))
+	case o.Sources == 0:
 		set(ConditionReady, metav1.ConditionTrue, ReasonNoSources,
-			fmt.Sprintf("No %s in namespace %s matches the selector", r.Kind, rule.Namespace))
-	case r.Targets == 0:
+			fmt.Sprintf("No %s in namespace %s matches the selector", o.Kind, o.Namespace))
+	case o.Targets == 0:
 		set(ConditionReady, metav1.ConditionTrue, ReasonNoTargets, "No active namespace is a target")
-	case r.InSync < expected:
+	case o.InSync < expected:
 		set(ConditionReady, metav1.ConditionFalse, ReasonCopiesPending,
-			fmt.Sprintf("%d of %d copies in sync", r.InSync, expected))
+			fmt.Sprintf("%d of %d copies in sync", o.InSync, expected))
 	default:
 		set(ConditionReady, metav1.ConditionTrue, ReasonCopiesInSync,
-			fmt.Sprintf("%d copies of %d %ss in %d namespaces are in sync", r.InSync, r.Sources, r.Kind, r.Targets))
+			fmt.Sprintf("%d copies of %d %ss in %d namespaces are in sync", o.InSync, o.Sources, o.Kind, o.Targets))
 	}
 	switch {
-	case len(r.WriteErrs) > 0:
-		set(ConditionDegraded, metav1.ConditionTrue, ReasonWriteFailed, summarize(r.WriteErrs))
-	case len(r.Conflicts) > 0:
+	case len(o.WriteErrs) > 0:
+		set(ConditionDegraded, metav1.ConditionTrue, ReasonWriteFailed, summarize(o.WriteErrs))
+	case len(o.Conflicts) > 0:
 		set(ConditionDegraded, metav1.ConditionTrue, ReasonConflicts,
-			fmt.Sprintf("%d target objects exist and are not this rule's copies; they are left alone", len(r.Conflicts)))
+			fmt.Sprintf("%d target objects exist and are not this rule's copies; they are left alone", len(o.Conflicts)))
 	default:
 		set(ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "No conflicts and no failed writes")
 	}

@@ -26,7 +26,7 @@ func TestComputeStatus(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name          string
-		pass          passResult
+		pass          outcome
 		ready         cond
 		degraded      cond
 		wantObserved  int64
@@ -34,27 +34,27 @@ func TestComputeStatus(t *testing.T) {
 		wantConflicts int
 		wantCount     int32
 	}{
-		{name: "all in sync", pass: passResult{Kind: "Secret", Sources: 1, Targets: 3, Desired: 3, InSync: 3},
+		{name: "all in sync", pass: outcome{Kind: "Secret", Sources: 1, Targets: 3, Desired: 3, InSync: 3},
 			ready: cond{"True", ReasonCopiesInSync}, degraded: cond{"False", ReasonAsExpected}, wantObserved: 4, wantInSync: 3},
-		{name: "no sources", pass: passResult{Kind: "Secret", Targets: 3},
+		{name: "no sources", pass: outcome{Kind: "Secret", Targets: 3},
 			ready: cond{"True", ReasonNoSources}, degraded: cond{"False", ReasonAsExpected}, wantObserved: 4},
-		{name: "no targets", pass: passResult{Kind: "Secret", Sources: 2},
+		{name: "no targets", pass: outcome{Kind: "Secret", Sources: 2},
 			ready: cond{"True", ReasonNoTargets}, degraded: cond{"False", ReasonAsExpected}, wantObserved: 4},
-		{name: "pending copies", pass: passResult{Kind: "Secret", Sources: 1, Targets: 3, Desired: 3, InSync: 2},
+		{name: "pending copies", pass: outcome{Kind: "Secret", Sources: 1, Targets: 3, Desired: 3, InSync: 2},
 			ready: cond{"False", ReasonCopiesPending}, degraded: cond{"False", ReasonAsExpected}, wantObserved: 4, wantInSync: 2},
-		{name: "conflicts: ready for the rest, degraded, list bounded", pass: passResult{Kind: "Secret", Sources: 1, Targets: 30, Desired: 30, InSync: 5, Conflicts: manyConflicts},
+		{name: "conflicts: ready for the rest, degraded, list bounded", pass: outcome{Kind: "Secret", Sources: 1, Targets: 30, Desired: 30, InSync: 5, Conflicts: manyConflicts},
 			ready: cond{"True", ReasonCopiesInSync}, degraded: cond{"True", ReasonConflicts}, wantObserved: 4, wantInSync: 5, wantConflicts: 20, wantCount: 25},
-		{name: "failed writes", pass: passResult{Kind: "Secret", Sources: 1, Targets: 3, Desired: 3, InSync: 1, WriteErrs: []string{"a", "b"}},
+		{name: "failed writes", pass: outcome{Kind: "Secret", Sources: 1, Targets: 3, Desired: 3, InSync: 1, WriteErrs: []string{"a", "b"}},
 			ready: cond{"False", ReasonWriteFailed}, degraded: cond{"True", ReasonWriteFailed}, wantObserved: 4, wantInSync: 1},
-		{name: "invalid spec keeps the old counts", pass: passResult{SpecErr: errors.New("spec.namespaceSelector: bad")},
+		{name: "invalid spec keeps the old counts", pass: outcome{SpecErr: errors.New("spec.namespaceSelector: bad")},
 			ready: cond{"False", ReasonInvalidSpec}, degraded: cond{"True", ReasonInvalidSpec}, wantObserved: 4, wantInSync: 7},
-		{name: "read failure keeps the old counts and generation", pass: passResult{SyncErr: errors.New("timeout")},
+		{name: "read failure keeps the old counts and generation", pass: outcome{SyncErr: errors.New("timeout")},
 			ready: cond{"False", ReasonSyncFailed}, degraded: cond{"True", ReasonSyncFailed}, wantObserved: 3, wantInSync: 7},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rule := &flantv1.CopyratorRule{ObjectMeta: metav1.ObjectMeta{Namespace: "src", Name: "r", Generation: 4},
-				Status: flantv1.CopyratorRuleStatus{ObservedGeneration: 3, CopiesInSync: 7}}
-			st := computeStatus(rule, tc.pass, now)
+			prev := flantv1.CopyratorRuleStatus{ObservedGeneration: 3, CopiesInSync: 7}
+			tc.pass.Generation, tc.pass.Namespace = 4, "src"
+			st := computeStatus(prev, tc.pass, now)
 			ready := meta.FindStatusCondition(st.Conditions, ConditionReady)
 			degraded := meta.FindStatusCondition(st.Conditions, ConditionDegraded)
 			require.NotNil(t, ready)
@@ -74,21 +74,44 @@ func TestComputeStatus(t *testing.T) {
 func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
 	t0 := metav1.NewTime(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
 	t1 := metav1.NewTime(t0.Add(time.Hour))
-	rule := &flantv1.CopyratorRule{ObjectMeta: metav1.ObjectMeta{Generation: 1}}
-	pass := passResult{Kind: "Secret", Sources: 1, Targets: 2, Desired: 2, InSync: 2}
-	rule.Status = computeStatus(rule, pass, t0)
+	pass := outcome{Generation: 1, Kind: "Secret", Sources: 1, Targets: 2, Desired: 2, InSync: 2}
+	prev := computeStatus(flantv1.CopyratorRuleStatus{}, pass, t0)
 
 	pass.Targets, pass.Desired, pass.InSync = 3, 3, 3
-	st := computeStatus(rule, pass, t1)
+	st := computeStatus(prev, pass, t1)
 	ready := meta.FindStatusCondition(st.Conditions, ConditionReady)
 	assert.Equal(t, t0, ready.LastTransitionTime, "same status: the transition time stays")
 	assert.Contains(t, ready.Message, "3 copies")
 
 	pass.WriteErrs = []string{"boom"}
-	st = computeStatus(rule, pass, t1)
+	st = computeStatus(prev, pass, t1)
 	assert.Equal(t, t1, meta.FindStatusCondition(st.Conditions, ConditionReady).LastTransitionTime)
-	assert.Equal(t, rule.Status, computeStatus(rule, passResult{Kind: "Secret", Sources: 1, Targets: 2, Desired: 2, InSync: 2}, t1),
+	assert.Equal(t, prev, computeStatus(prev, outcome{Generation: 1, Kind: "Secret", Sources: 1, Targets: 2, Desired: 2, InSync: 2}, t1),
 		"an unchanged pass yields an equal status, so no write")
+}
+
+func TestWithWrites(t *testing.T) {
+	key := func(ns string) copyKey { return copyKey{kindSecret, ns, "reg"} }
+	planned := conflict{Key: key("d"), Reason: "other rule"}
+	found := conflict{Key: key("b"), Reason: "foreign", Foreign: true}
+	p := plan{Desired: 6, InSync: 1, Conflicts: []conflict{planned}}
+	results := []writeResult{
+		{Action: action{Op: opCreate, Key: key("a")}, Done: true},
+		{Action: action{Op: opCreate, Key: key("b")}, Conflict: &found},
+		{Action: action{Op: opUpdate, Key: key("c")}, Err: errors.New("updating c: boom")},
+		{Action: action{Op: opRecreate, Key: key("e")}, Done: true},
+		{Action: action{Op: opDelete, Key: key("f")}, Done: true},
+		{Action: action{Op: opUpdate, Key: key("g")}}, // deleted meanwhile: neither done nor failed
+	}
+	o := outcome{Kind: kindSecret, Sources: 1, Targets: 5}.withWrites(p, results)
+
+	assert.Equal(t, 6, o.Desired)
+	assert.Equal(t, 3, o.InSync, "the planned copy in sync, the created and the re-created one; a delete is no copy")
+	assert.Equal(t, []conflict{found, planned}, o.Conflicts, "conflicts of the plan and of the writes, sorted")
+	assert.Equal(t, map[copyKey]bool{key("b"): true}, o.Checked)
+	assert.Equal(t, map[op][]copyKey{opCreate: {key("a")}, opRecreate: {key("e")}, opDelete: {key("f")}}, o.Written)
+	assert.Equal(t, []string{"updating c: boom"}, o.WriteErrs)
+	assert.Equal(t, []conflict{planned}, p.Conflicts, "the plan is not changed")
 }
 
 func TestSummarize(t *testing.T) {

@@ -195,6 +195,20 @@ func planCopies(in planInput) plan {
 	return p
 }
 
+// cleanupActions returns the writes that clean up a deleted rule's copies: delete each
+// one, or release it (deletionPolicy Retain).
+func cleanupActions(copies []copyState, retain bool) []action {
+	o := opDelete
+	if retain {
+		o = opRelease
+	}
+	actions := make([]action, 0, len(copies))
+	for i := range copies {
+		actions = append(actions, action{Op: o, Key: copies[i].Key, Existing: &copies[i]})
+	}
+	return actions
+}
+
 // copyInSync reports whether a copy has the source's content and Copyrator's annotations.
 func copyInSync(rule types.NamespacedName, c *copyState, src *source) bool {
 	return c.Hash == src.Hash && c.WrittenAs == src.Hash && c.Source == rule.Namespace+"/"+src.Name

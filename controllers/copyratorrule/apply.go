@@ -3,9 +3,8 @@ package copyratorrule
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// writer carries out a plan's writes in parallel.
+// writer carries out a plan's writes to the API server, in parallel.
 type writer struct {
 	// client writes (it never reads ConfigMaps or Secrets: that would start a cache of all of them).
 	client client.Client
@@ -34,24 +33,31 @@ type writeResult struct {
 }
 
 // execute runs the actions with at most w.parallelism in flight and returns their results
-// in the actions' order.
+// in the actions' order. A failed write does not stop the others: each result carries its
+// own error.
 func (w writer) execute(ctx context.Context, rule types.NamespacedName, actions []action) []writeResult {
 	results := make([]writeResult, len(actions))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(max(w.parallelism, 1), len(actions)) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(actions) {
-					return
-				}
-				results[i] = w.do(ctx, rule, actions[i])
-			}
+	var g errgroup.Group
+	g.SetLimit(max(w.parallelism, 1))
+	for i, a := range actions {
+		g.Go(func() error {
+			results[i] = w.do(ctx, rule, a)
+			return nil
 		})
 	}
-	wg.Wait()
+	_ = g.Wait() // every function returns nil
 	return results
+}
+
+// writeErrors returns the message of every failed write.
+func writeErrors(results []writeResult) []string {
+	var errs []string
+	for _, wr := range results {
+		if wr.Err != nil {
+			errs = append(errs, wr.Err.Error())
+		}
+	}
+	return errs
 }
 
 func (w writer) do(ctx context.Context, rule types.NamespacedName, a action) writeResult {

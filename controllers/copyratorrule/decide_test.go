@@ -248,3 +248,24 @@ func TestPlanCopiesIsDeterministic(t *testing.T) {
 		assert.Equal(t, first, planCopies(in))
 	}
 }
+
+func TestCleanupActions(t *testing.T) {
+	copies := []copyState{
+		{Key: copyKey{kindSecret, "a", "reg"}, UID: "u1"},
+		{Key: copyKey{kindConfigMap, "b", "cfg"}, UID: "u2"},
+	}
+	for _, tc := range []struct {
+		retain bool
+		want   op
+	}{{false, opDelete}, {true, opRelease}} {
+		actions := cleanupActions(copies, tc.retain)
+		require.Len(t, actions, 2)
+		for i, a := range actions {
+			assert.Equal(t, tc.want, a.Op)
+			assert.Equal(t, copies[i].Key, a.Key)
+			assert.Same(t, &copies[i], a.Existing, "the copy's UID and annotations guard the write")
+			assert.Nil(t, a.Source)
+		}
+	}
+	assert.Empty(t, cleanupActions(nil, false))
+}

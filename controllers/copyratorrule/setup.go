@@ -1,0 +1,158 @@
+package copyratorrule
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	ctrlsource "sigs.k8s.io/controller-runtime/pkg/source"
+
+	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
+	"github.com/quartet-operator/quartet/internal/operator"
+)
+
+// Setup registers the controller with the manager. Besides the rule watch it adds:
+//   - a metadata-only watch of Namespaces (new namespaces get their copies at once);
+//   - a cache of Copyrator's own copies only (label-selected, bodies dropped);
+//   - one label-selected informer per rule for its sources (started by the first reconcile).
+//
+// It never starts a watch of all ConfigMaps or Secrets.
+func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
+	o.defaults()
+	copyCache, err := newCopyCache(mgr, shared.WatchNamespaces)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(copyCache); err != nil {
+		return fmt.Errorf("adding the copy cache: %w", err)
+	}
+	// Sources are read in protobuf, like the manager's own client does for built-in kinds.
+	cfg := rest.CopyConfig(mgr.GetConfig())
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	cs, err := kubernetes.NewForConfigAndClient(cfg, mgr.GetHTTPClient())
+	if err != nil {
+		return fmt.Errorf("creating a clientset: %w", err)
+	}
+	sources := newSourceWatcher(cs)
+	if err := mgr.Add(sources); err != nil {
+		return fmt.Errorf("adding the source watcher: %w", err)
+	}
+	r := &Reconciler{
+		client:    mgr.GetClient(),
+		apiReader: mgr.GetAPIReader(),
+		copies:    copyReader{cache: copyCache},
+		sources:   sources,
+		memo:      newConflictMemo(o.ConflictRecheck),
+		writer:    writer{client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), parallelism: o.WriteParallelism},
+		Recorder:  mgr.GetEventRecorder("copyratorrule-controller"),
+		clock:     clock.RealClock{},
+		shared:    shared,
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("copyratorrule").
+		For(&flantv1.CopyratorRule{}, builder.WithPredicates(predicate.Or[client.Object](
+			predicate.GenerationChangedPredicate{}, operator.DeletionStarted()))).
+		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.rulesTargeting),
+			builder.WithPredicates(predicate.Or[client.Object](predicate.LabelChangedPredicate{}, operator.DeletionStarted()))).
+		WatchesRawSource(ctrlsource.Kind[client.Object](copyCache, &corev1.Secret{}, r.copyEvents())).
+		WatchesRawSource(ctrlsource.Kind[client.Object](copyCache, &corev1.ConfigMap{}, r.copyEvents())).
+		WatchesRawSource(ctrlsource.Func(sources.setQueue)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}).
+		Complete(r)
+}
+
+// newCopyCache builds the cache of Copyrator's copies: only ConfigMaps and Secrets labelled
+// managed-by=copyrator, in the watched namespaces, without their bodies (the transform
+// keeps the metadata, the Secret type, immutability and a hash of the content). Memory thus
+// follows the number of copies, never the cluster's ConfigMaps and Secrets.
+func newCopyCache(mgr ctrl.Manager, watchNamespaces []string) (cache.Cache, error) {
+	managed := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue})
+	c, err := cache.New(mgr.GetConfig(), cache.Options{
+		HTTPClient: mgr.GetHTTPClient(),
+		Scheme:     mgr.GetScheme(),
+		Mapper:     mgr.GetRESTMapper(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}:    {Label: managed, Transform: stripCopy},
+			&corev1.ConfigMap{}: {Label: managed, Transform: stripCopy},
+		},
+		DefaultNamespaces: operator.CacheNamespaces(watchNamespaces),
+		// Reading any other kind through this cache is a bug, not a reason to start a watch.
+		ReaderFailOnMissingInformer: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the copy cache: %w", err)
+	}
+	for _, obj := range []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}} {
+		if err := c.IndexField(context.Background(), obj, ruleIndex, indexByRule); err != nil {
+			return nil, fmt.Errorf("indexing copies by rule: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// rulesTargeting maps a namespace event to the rules that copy into that namespace, so a
+// new namespace gets its copies at once.
+func (r *Reconciler) rulesTargeting(ctx context.Context, ns client.Object) []reconcile.Request {
+	var rules flantv1.CopyratorRuleList
+	if err := r.client.List(ctx, &rules); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Failed to list CopyratorRules for a namespace event", "namespace", ns.GetName())
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range rules.Items {
+		f, err := newNamespaceFilter(&rules.Items[i], r.shared.Watches)
+		if err == nil && f.targets(ns) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&rules.Items[i])})
+		}
+	}
+	return out
+}
+
+// copyEvents maps copy events to the rule that owns the copy and, when a copy goes away,
+// to the rules that could not write its name.
+func (r *Reconciler) copyEvents() handler.EventHandler {
+	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+	owner := func(obj client.Object, q queue) {
+		if rule, ok := ruleOfCopy(obj); ok {
+			q.Add(reconcile.Request{NamespacedName: rule})
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q queue) { owner(e.Object, q) },
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q queue) {
+			owner(e.ObjectOld, q)
+			owner(e.ObjectNew, q)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q queue) {
+			owner(e.Object, q)
+			key := copyKey{Kind: kindOf(e.Object), Namespace: e.Object.GetNamespace(), Name: e.Object.GetName()}
+			for _, rule := range r.memo.rulesWanting(key) {
+				q.Add(reconcile.Request{NamespacedName: rule})
+			}
+		},
+	}
+}
+
+// kindOf returns the kind of a copy the copy cache reports.
+func kindOf(obj client.Object) string {
+	if _, ok := obj.(*corev1.Secret); ok {
+		return kindSecret
+	}
+	return kindConfigMap
+}
