@@ -15,7 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quartet-operator/quartet/controllers/exchangerate/fakeupstream"
-	"github.com/quartet-operator/quartet/internal/benchutil"
+	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/test/benchutil"
+	"github.com/quartet-operator/quartet/test/testenv"
 )
 
 // The benchmark runs on the package's full local cluster and measures its own raw-create
@@ -90,7 +92,7 @@ func BenchmarkExchangeRates1000(b *testing.B) {
 		calls.Wrap(cfg)
 		opts := quickOptions(srv, benchRefresh)
 		opts.MaxConcurrentReconciles = benchWorkers
-		runManager(b, cfg, opts, nil, nil) // all namespaces, as without WATCH_NAMESPACE
+		testenv.StartManager(b, cfg, operator.Shared{}, opts.Setup) // all namespaces, as without WATCH_NAMESPACE
 
 		expect := func(rates map[string]string) map[string]map[string]string {
 			tab := mustTable(b, "ecb", today(), rates)

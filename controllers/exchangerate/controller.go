@@ -6,21 +6,17 @@ package exchangerate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
 	"github.com/quartet-operator/quartet/internal/operator"
@@ -33,21 +29,6 @@ import (
 
 // fieldOwner names our writes in managedFields.
 const fieldOwner = client.FieldOwner("quartet-exchangerate")
-
-// Event reasons.
-const (
-	EventConfigMapCreated  = "ConfigMapCreated"
-	EventConfigMapUpdated  = "ConfigMapUpdated"
-	EventFetchFailed       = "FetchFailed"
-	EventUnknownCurrency   = "UnknownCurrency"
-	EventConfigMapConflict = "ConfigMapConflict"
-)
-
-// notOurWrite lets ConfigMap events through unless they echo our own create or patch.
-var notOurWrite = predicate.TypedFuncs[*corev1.ConfigMap]{
-	CreateFunc: func(e event.TypedCreateEvent[*corev1.ConfigMap]) bool { return !lastWriteOurs(e.Object) },
-	UpdateFunc: func(e event.TypedUpdateEvent[*corev1.ConfigMap]) bool { return !lastWriteOurs(e.ObjectNew) },
-}
 
 // Reconciler keeps one ExchangeRate's ConfigMap and status.
 type Reconciler struct {
@@ -67,19 +48,9 @@ type Reconciler struct {
 	Shared          operator.Shared
 }
 
-// configMapAction is what reconcileConfigMap did.
-type configMapAction int
-
-const (
-	configMapUnchanged configMapAction = iota
-	configMapCreated
-	configMapUpdated
-)
-
 // Reconcile prices the ExchangeRate from the shared table, writes its ConfigMap and
 // status, and schedules the next refresh.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	log := ctrl.LoggerFrom(ctx)
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, reterr error) {
 	xr := &operatorsv1.ExchangeRate{}
 	if err := r.Client.Get(ctx, req.NamespacedName, xr); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -94,112 +65,49 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 
-	interval := refreshInterval(xr.Spec, r.DefaultInterval)
+	// o is what this pass learns; the phases below return their parts of it, and the
+	// deferred function turns it into the status, written once and only when it changed.
 	o := outcome{Generation: xr.Generation, ConfigMapName: xr.Name, StaleAfterDays: r.StaleAfterDays}
+	defer func() {
+		status := computeStatus(xr.Status, o)
+		recordStale(req.NamespacedName, meta.IsStatusConditionTrue(status.Conditions, ConditionStale))
+		r.recordTransitions(xr, status, o)
+		if err := r.patchStatus(ctx, xr, status); err != nil {
+			result, reterr = ctrl.Result{}, kerrors.NewAggregate([]error{reterr, err})
+			return
+		}
+		if reterr == nil {
+			ctrl.LoggerFrom(ctx).V(1).Info("Reconciled ExchangeRate", "rate", status.Rate, "date", status.PublicationDate,
+				"requeueAfter", result.RequeueAfter)
+		}
+	}()
+
+	interval := refreshInterval(xr.Spec, r.DefaultInterval)
 	o.Fetch = r.Rates.Get(ctx, interval)
 	o.Now = r.Clock.Now()
-
-	var action configMapAction
-	var cm *corev1.ConfigMap
-	var quote *Quote
-	quote, o.QuoteErr = quoteFor(o.Fetch.Table, xr.Spec)
-	if quote != nil {
-		cm = desiredConfigMap(xr, *quote)
-		action, o.ConfigMapErr = r.reconcileConfigMap(ctx, xr, cm)
-		if o.ConfigMapErr == nil {
-			o.Quote = quote
-		}
-	}
-
-	status := computeStatus(xr.Status, o)
-	recordStale(req.NamespacedName, meta.IsStatusConditionTrue(status.Conditions, ConditionStale))
-	r.recordEvents(xr, cm, action, status, o)
-	if err := r.writeStatus(ctx, xr, status); err != nil {
-		return ctrl.Result{}, err
-	}
-	if o.ConfigMapErr != nil && o.ConfigMapErr != errConfigMapConflict {
+	o.Quote, o.QuoteErr, o.ConfigMapErr = r.reconcileConfigMap(ctx, xr, o.Fetch.Table)
+	// A conflict is the user's to resolve (Ready=False says how): no error retry; the next
+	// refresh looks again.
+	if o.ConfigMapErr != nil && !errors.Is(o.ConfigMapErr, errConfigMapConflict) {
 		return ctrl.Result{}, fmt.Errorf("writing ConfigMap %s: %w", xr.Name, o.ConfigMapErr)
 	}
-	next := nextRefresh(o, interval, r.Random)
-	log.V(1).Info("Reconciled ExchangeRate", "rate", status.Rate, "date", status.PublicationDate, "requeueAfter", next)
-	return ctrl.Result{RequeueAfter: next}, nil
+	return ctrl.Result{RequeueAfter: nextRefresh(o, interval, r.Random)}, nil
 }
 
-// reconcileConfigMap creates or patches the ConfigMap to desired. A ConfigMap of that
-// name that this ExchangeRate does not control is left alone (errConfigMapConflict).
-func (r *Reconciler) reconcileConfigMap(ctx context.Context, xr *operatorsv1.ExchangeRate, desired *corev1.ConfigMap) (configMapAction, error) {
-	existing := &corev1.ConfigMap{}
-	err := r.ConfigMaps.Get(ctx, client.ObjectKeyFromObject(desired), existing)
-	if apierrors.IsNotFound(err) {
-		err = r.Client.Create(ctx, desired, fieldOwner)
-		if err == nil {
-			ctrl.LoggerFrom(ctx).Info("Created ConfigMap", "configMap", klog.KObj(desired), "rate", desired.Data[KeyRate])
-			return configMapCreated, nil
-		}
-		if !apierrors.IsAlreadyExists(err) {
-			return configMapUnchanged, err
-		}
-		// Not in our cache: either unlabelled (someone else's) or too new for the cache.
-		err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(desired), existing)
+// reconcileConfigMap prices the spec from table and writes the ConfigMap. It returns the
+// quote the ConfigMap now holds (nil when none was written), why the table cannot price
+// the spec (*UnknownCurrencyError; nil while there is no table yet), and why the
+// ConfigMap could not be written (errConfigMapConflict or an API error).
+func (r *Reconciler) reconcileConfigMap(ctx context.Context, xr *operatorsv1.ExchangeRate, table *Table) (written *Quote, quoteErr, writeErr error) {
+	quote, err := quoteFor(table, xr.Spec)
+	if quote == nil {
+		return nil, err, nil
 	}
+	desired := desiredConfigMap(xr, *quote)
+	action, err := r.applyConfigMap(ctx, xr, desired)
 	if err != nil {
-		return configMapUnchanged, err
+		return nil, nil, err
 	}
-	if !controlledBy(existing, xr) {
-		return configMapUnchanged, errConfigMapConflict
-	}
-	if configMapUpToDate(existing, desired, xr) {
-		return configMapUnchanged, nil
-	}
-	patch := client.MergeFrom(existing.DeepCopy())
-	if existing.Labels == nil {
-		existing.Labels = map[string]string{}
-	}
-	existing.Labels[managedByLabel] = managedByValue
-	existing.Data = desired.Data
-	existing.BinaryData = nil
-	if err := r.Client.Patch(ctx, existing, patch, fieldOwner); err != nil {
-		return configMapUnchanged, err
-	}
-	ctrl.LoggerFrom(ctx).Info("Updated ConfigMap", "configMap", klog.KObj(existing), "rate", desired.Data[KeyRate])
-	return configMapUpdated, nil
-}
-
-// writeStatus writes status once, only when it changed.
-func (r *Reconciler) writeStatus(ctx context.Context, xr *operatorsv1.ExchangeRate, status operatorsv1.ExchangeRateStatus) error {
-	if equality.Semantic.DeepEqual(xr.Status, status) {
-		return nil
-	}
-	patch := client.MergeFrom(xr.DeepCopy())
-	xr.Status = status
-	if err := r.Client.Status().Patch(ctx, xr, patch, fieldOwner); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("writing status: %w", err)
-	}
-	return nil
-}
-
-// recordEvents reports actions on the ConfigMap, and failures when they begin (not on
-// every retry, so an outage is one Warning per ExchangeRate rather than one per attempt).
-func (r *Reconciler) recordEvents(xr *operatorsv1.ExchangeRate, cm *corev1.ConfigMap, action configMapAction,
-	status operatorsv1.ExchangeRateStatus, o outcome) {
-	switch action {
-	case configMapCreated:
-		r.Recorder.Eventf(xr, cm, corev1.EventTypeNormal, EventConfigMapCreated, "Create",
-			"Created ConfigMap %s with %s %s per %s (published %s by %s)", cm.Name, cm.Data[KeyRate], cm.Data[KeyCurrency],
-			cm.Data[KeyBase], cm.Data[KeyDate], cm.Data[KeySource])
-	case configMapUpdated:
-		r.Recorder.Eventf(xr, cm, corev1.EventTypeNormal, EventConfigMapUpdated, "Update",
-			"Updated ConfigMap %s to %s %s per %s (published %s by %s)", cm.Name, cm.Data[KeyRate], cm.Data[KeyCurrency],
-			cm.Data[KeyBase], cm.Data[KeyDate], cm.Data[KeySource])
-	}
-	if began(xr.Status.Conditions, status.Conditions, ConditionDegraded, metav1.ConditionTrue, "") {
-		r.Recorder.Eventf(xr, nil, corev1.EventTypeWarning, EventFetchFailed, "Fetch", "%v", o.Fetch.Err)
-	}
-	if began(xr.Status.Conditions, status.Conditions, ConditionReady, metav1.ConditionFalse, ReasonUnknownCurrency) {
-		r.Recorder.Eventf(xr, nil, corev1.EventTypeWarning, EventUnknownCurrency, "Reconcile", "%v", o.QuoteErr)
-	}
-	if began(xr.Status.Conditions, status.Conditions, ConditionReady, metav1.ConditionFalse, ReasonConfigMapConflict) {
-		r.Recorder.Eventf(xr, nil, corev1.EventTypeWarning, EventConfigMapConflict, "Reconcile",
-			"ConfigMap %s exists and is not controlled by this ExchangeRate; left unchanged", xr.Name)
-	}
+	r.recordConfigMapWrite(xr, desired, action)
+	return quote, nil, nil
 }

@@ -13,12 +13,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
 	"github.com/quartet-operator/quartet/controllers/exchangerate/fakeupstream"
-	"github.com/quartet-operator/quartet/internal/testenv"
+	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/test/testenv"
 )
 
 // TestExchangeRateOnCluster runs the integration tests in parallel, each with its own
@@ -26,7 +28,7 @@ import (
 func TestExchangeRateOnCluster(t *testing.T) {
 	env.Require(t)
 	t.Run("parallel", func(t *testing.T) {
-		t.Run("ArticleSampleCreatesConfigMap", func(t *testing.T) { t.Parallel(); testSample(t) })
+		t.Run("SampleCreatesConfigMap", func(t *testing.T) { t.Parallel(); testSample(t) })
 		t.Run("CurrencyChangeUpdatesConfigMap", func(t *testing.T) { t.Parallel(); testCurrencyChange(t) })
 		t.Run("OutageKeepsLastValueAndRecovers", func(t *testing.T) { t.Parallel(); testOutage(t) })
 		t.Run("UnknownCurrencyWaitsForSpecChange", func(t *testing.T) { t.Parallel(); testUnknownCurrency(t) })
@@ -47,13 +49,14 @@ func startFakeToday(t testing.TB) *fakeupstream.Server {
 	return srv
 }
 
-// testSample applies the article's exchangerate.yml unchanged and checks the ConfigMap,
-// the status, the event, and that a hand edit of the ConfigMap is put back.
+// testSample applies config/samples/operators_v1_exchangerate.yaml (the original
+// operator's exchangerate.yml, unchanged) and checks the ConfigMap, the status, the
+// event, and that a hand edit of the ConfigMap is put back.
 func testSample(t *testing.T) {
 	ctx := context.Background()
-	ns := testNamespace(t, "xr-sample")
+	ns := testenv.Namespace(t, env.Client, "xr-sample", nil)
 	srv := startFakeToday(t)
-	startManager(t, env.Config, quickOptions(srv, time.Hour), ns)
+	startManager(t, quickOptions(srv, time.Hour), ns)
 
 	b, err := os.ReadFile("../../config/samples/operators_v1_exchangerate.yaml")
 	require.NoError(t, err)
@@ -84,9 +87,7 @@ func testSample(t *testing.T) {
 	require.Equal(t, 1, testenv.Series(staleGauge, map[string]string{"exchangerate_namespace": ns, "exchangerate": xr.Name}),
 		"quartet_exchangerate_stale series")
 	assert.Equal(t, 0.0, testutil.ToFloat64(staleGauge.WithLabelValues(ns, xr.Name)), "quartet_exchangerate_stale")
-	assert.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Contains(c, eventReasons(t, ns, xr.Name), EventConfigMapCreated)
-	}, 30*time.Second, 200*time.Millisecond)
+	eventuallyEvent(t, ns, xr.Name, EventConfigMapCreated)
 
 	t.Log("a hand edit of the ConfigMap is put back, without asking the upstream again")
 	patch := client.MergeFrom(cm.DeepCopy())
@@ -98,9 +99,9 @@ func testSample(t *testing.T) {
 
 func testCurrencyChange(t *testing.T) {
 	ctx := context.Background()
-	ns := testNamespace(t, "xr-change")
+	ns := testenv.Namespace(t, env.Client, "xr-change", nil)
 	srv := startFakeToday(t)
-	startManager(t, env.Config, quickOptions(srv, time.Hour), ns)
+	startManager(t, quickOptions(srv, time.Hour), ns)
 
 	xr := newXR(ns, "price", "USD", "")
 	require.NoError(t, env.Client.Create(ctx, xr))
@@ -114,17 +115,15 @@ func testCurrencyChange(t *testing.T) {
 	got := waitCondition(t, ns, "price", ConditionReady, metav1.ConditionTrue, ReasonRateWritten)
 	assert.Equal(t, int64(2), got.Status.ObservedGeneration)
 	assert.Equal(t, "147.596", got.Status.Rate)
-	assert.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Contains(c, eventReasons(t, ns, "price"), EventConfigMapUpdated)
-	}, 30*time.Second, 200*time.Millisecond)
+	eventuallyEvent(t, ns, "price", EventConfigMapUpdated)
 	assert.Equal(t, 1, srv.Requests(fakeupstream.ECBPath), "the spec change reused the shared table")
 }
 
 func testOutage(t *testing.T) {
 	ctx := context.Background()
-	ns := testNamespace(t, "xr-outage")
+	ns := testenv.Namespace(t, env.Client, "xr-outage", nil)
 	srv := startFakeToday(t)
-	startManager(t, env.Config, quickOptions(srv, 2*time.Second), ns)
+	startManager(t, quickOptions(srv, 2*time.Second), ns)
 
 	require.NoError(t, env.Client.Create(ctx, newXR(ns, "usd", "USD", "")))
 	waitConfigMap(t, ns, "usd", map[string]string{"rate": "1.1625"})
@@ -153,9 +152,7 @@ func testOutage(t *testing.T) {
 	// Backoff 200ms doubling to a 1s cap: at most ~5 attempts in 3 s (+1 for jitter).
 	assert.LessOrEqual(t, during, 6)
 	assert.GreaterOrEqual(t, during, 1, "it keeps retrying")
-	assert.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Contains(c, eventReasons(t, ns, "usd"), EventFetchFailed)
-	}, 30*time.Second, 200*time.Millisecond)
+	eventuallyEvent(t, ns, "usd", EventFetchFailed)
 
 	t.Log("recovery with a new publication clears Degraded and writes the new rate")
 	srv.Heal()
@@ -170,21 +167,19 @@ func testOutage(t *testing.T) {
 
 func testUnknownCurrency(t *testing.T) {
 	ctx := context.Background()
-	ns := testNamespace(t, "xr-unknown")
+	ns := testenv.Namespace(t, env.Client, "xr-unknown", nil)
 	srv := startFakeToday(t)
 	// A 1 s refresh: if the controller requeued the mistake, the upstream would hear about it.
-	startManager(t, env.Config, quickOptions(srv, time.Second), ns)
+	startManager(t, quickOptions(srv, time.Second), ns)
 
 	xr := newXR(ns, "bitcoin", "XBT", "")
 	require.NoError(t, env.Client.Create(ctx, xr))
 	got := waitCondition(t, ns, "bitcoin", ConditionReady, metav1.ConditionFalse, ReasonUnknownCurrency)
-	assert.Contains(t, meta.FindStatusCondition(got.Status.Conditions, ConditionReady).Message, "ecb does not publish a rate for XBT")
+	assert.Contains(t, testenv.Condition(got.Status.Conditions, ConditionReady).Message, "ecb does not publish a rate for XBT")
 	assert.Equal(t, got.Generation, got.Status.ObservedGeneration)
 	assert.Empty(t, got.Status.Rate)
 	assert.True(t, apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "bitcoin"}, &corev1.ConfigMap{})))
-	assert.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Contains(c, eventReasons(t, ns, "bitcoin"), EventUnknownCurrency)
-	}, 30*time.Second, 200*time.Millisecond)
+	eventuallyEvent(t, ns, "bitcoin", EventUnknownCurrency)
 
 	t.Log("no hot loop: for 3 s neither the status nor the upstream hears from the controller")
 	requests, rv := srv.Requests(""), got.ResourceVersion
@@ -205,9 +200,9 @@ func testUnknownCurrency(t *testing.T) {
 // checks that filling them, and refreshing them all, costs one upstream request each.
 func testOneRequestPerRefresh(t *testing.T) {
 	ctx := context.Background()
-	ns := testNamespace(t, "xr-shared")
+	ns := testenv.Namespace(t, env.Client, "xr-shared", nil)
 	srv := startFakeToday(t)
-	startManager(t, env.Config, quickOptions(srv, 3*time.Second), ns)
+	startManager(t, quickOptions(srv, 3*time.Second), ns)
 
 	rates := fakeupstream.DefaultRates()
 	want := map[string]string{}
@@ -249,11 +244,11 @@ func exactDecimalString(t testing.TB, s string) string {
 
 func testFrankfurter(t *testing.T) {
 	ctx := context.Background()
-	ns := testNamespace(t, "xr-frankfurter")
+	ns := testenv.Namespace(t, env.Client, "xr-frankfurter", nil)
 	srv := startFakeToday(t)
 	opts := quickOptions(srv, time.Hour)
 	opts.Source = SourceFrankfurter
-	startManager(t, env.Config, opts, ns)
+	startManager(t, opts, ns)
 
 	require.NoError(t, env.Client.Create(ctx, newXR(ns, "yen-per-dollar", "JPY", "USD")))
 	waitConfigMap(t, ns, "yen-per-dollar", map[string]string{"rate": "147.596", "base": "USD", "currency": "JPY", "source": "frankfurter"})
@@ -263,9 +258,9 @@ func testFrankfurter(t *testing.T) {
 
 func testForeignConfigMap(t *testing.T) {
 	ctx := context.Background()
-	ns := testNamespace(t, "xr-foreign")
+	ns := testenv.Namespace(t, env.Client, "xr-foreign", nil)
 	srv := startFakeToday(t)
-	startManager(t, env.Config, quickOptions(srv, 2*time.Second), ns)
+	startManager(t, quickOptions(srv, 2*time.Second), ns)
 
 	mine := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "usd"}, Data: map[string]string{"rate": "mine"}}
 	require.NoError(t, env.Client.Create(ctx, mine))
@@ -275,9 +270,7 @@ func testForeignConfigMap(t *testing.T) {
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(mine), got))
 	assert.Equal(t, map[string]string{"rate": "mine"}, got.Data, "someone else's ConfigMap is left alone")
 	assert.Empty(t, got.OwnerReferences)
-	assert.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Contains(c, eventReasons(t, ns, "usd"), EventConfigMapConflict)
-	}, 30*time.Second, 200*time.Millisecond)
+	eventuallyEvent(t, ns, "usd", EventConfigMapConflict)
 
 	t.Log("once the owner removes it, the ExchangeRate writes its own at the next refresh")
 	require.NoError(t, env.Client.Delete(ctx, mine))
@@ -289,9 +282,9 @@ func testForeignConfigMap(t *testing.T) {
 // the ConfigMap through its controller reference.
 func testDelete(t *testing.T) {
 	ctx := context.Background()
-	ns := testNamespace(t, "xr-delete")
+	ns := testenv.Namespace(t, env.Client, "xr-delete", nil)
 	srv := startFakeToday(t)
-	startManager(t, env.Config, quickOptions(srv, time.Hour), ns)
+	startManager(t, quickOptions(srv, time.Hour), ns)
 
 	xr := newXR(ns, "gone", "CHF", "")
 	require.NoError(t, env.Client.Create(ctx, xr))
@@ -310,11 +303,11 @@ func testDelete(t *testing.T) {
 // its quartet_exchangerate_stale series to 1, which the QuartetExchangeRateStale alert selects.
 func testStale(t *testing.T) {
 	ctx := context.Background()
-	ns := testNamespace(t, "xr-stale")
+	ns := testenv.Namespace(t, env.Client, "xr-stale", nil)
 	srv, err := fakeupstream.Start("127.0.0.1:0", time.Now().UTC().AddDate(0, 0, -10).Format(dateLayout), fakeupstream.DefaultRates())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
-	startManager(t, env.Config, quickOptions(srv, time.Hour), ns)
+	startManager(t, quickOptions(srv, time.Hour), ns)
 
 	xr := newXR(ns, "old", "USD", "")
 	require.NoError(t, env.Client.Create(ctx, xr))
@@ -326,13 +319,13 @@ func testStale(t *testing.T) {
 
 func testUnwatchedNamespace(t *testing.T) {
 	ctx := context.Background()
-	watched := testNamespace(t, "xr-watched")
-	other := testNamespace(t, "xr-other")
+	watched := testenv.Namespace(t, env.Client, "xr-watched", nil)
+	other := testenv.Namespace(t, env.Client, "xr-other", nil)
 	srv := startFakeToday(t)
 	// The manager's cache sees both namespaces; the controller is told to act in one.
 	cacheNS := []string{watched, other}
-	opts := quickOptions(srv, time.Hour)
-	startManagerShared(t, opts, cacheNS, []string{watched})
+	testenv.StartManager(t, env.Config, operator.Shared{WatchNamespaces: []string{watched}}, quickOptions(srv, time.Hour).Setup,
+		func(o *ctrl.Options) { o.Cache.DefaultNamespaces = operator.CacheNamespaces(cacheNS) })
 
 	require.NoError(t, env.Client.Create(ctx, newXR(other, "usd", "USD", "")))
 	require.NoError(t, env.Client.Create(ctx, newXR(watched, "usd", "USD", "")))

@@ -2,7 +2,13 @@ package exchangerate
 
 import (
 	"errors"
+	"maps"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
 )
 
 // jitterFraction spreads requeues over this share of the wait, so thousands of
@@ -12,6 +18,14 @@ const jitterFraction = 0.1
 
 // minRequeue keeps a clock skew or an already-due retry from turning into a hot loop.
 const minRequeue = time.Second
+
+// refreshInterval is the spec's interval, else the manager's default.
+func refreshInterval(spec operatorsv1.ExchangeRateSpec, def time.Duration) time.Duration {
+	if spec.RefreshInterval != nil && spec.RefreshInterval.Duration > 0 {
+		return spec.RefreshInterval.Duration
+	}
+	return def
+}
 
 // nextRefresh returns when to look at an ExchangeRate again; 0 means not until it changes.
 //   - unknown currency: a spec mistake, wait for the next edit;
@@ -39,4 +53,40 @@ func nextRefresh(o outcome, interval time.Duration, random func() float64) time.
 	}
 	wait += time.Duration(random() * jitterFraction * float64(period))
 	return max(wait, minRequeue)
+}
+
+// controlledBy reports whether obj's controller reference points at xr (by UID, so a
+// ConfigMap left by a deleted ExchangeRate of the same name does not count).
+func controlledBy(obj metav1.Object, xr *operatorsv1.ExchangeRate) bool {
+	ref := metav1.GetControllerOf(obj)
+	return ref != nil && ref.UID == xr.UID
+}
+
+// configMapUpToDate reports whether existing already is desired in everything we own:
+// the label, the data and the controller reference.
+func configMapUpToDate(existing, desired *corev1.ConfigMap, xr *operatorsv1.ExchangeRate) bool {
+	return existing.Labels[managedByLabel] == managedByValue &&
+		controlledBy(existing, xr) &&
+		maps.Equal(existing.Data, desired.Data) &&
+		len(existing.BinaryData) == 0
+}
+
+// lastWriteOurs reports whether the newest managedFields entry of obj is our field
+// manager's, i.e. the last change to the object was ours. A tie with another manager
+// counts as not ours, so an edit is never missed.
+func lastWriteOurs(obj metav1.Object) bool {
+	var newest time.Time
+	ours := false
+	for _, e := range obj.GetManagedFields() {
+		if e.Time == nil {
+			continue
+		}
+		switch t := e.Time.Time; {
+		case t.After(newest):
+			newest, ours = t, e.Manager == string(fieldOwner)
+		case t.Equal(newest):
+			ours = ours && e.Manager == string(fieldOwner)
+		}
+	}
+	return ours
 }

@@ -2,11 +2,9 @@ package exchangerate
 
 import (
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -52,12 +50,6 @@ func TestQuoteFor(t *testing.T) {
 	}
 }
 
-func TestRefreshInterval(t *testing.T) {
-	assert.Equal(t, time.Hour, refreshInterval(operatorsv1.ExchangeRateSpec{}, time.Hour))
-	assert.Equal(t, 5*time.Minute, refreshInterval(operatorsv1.ExchangeRateSpec{RefreshInterval: &metav1.Duration{Duration: 5 * time.Minute}}, time.Hour))
-	assert.Equal(t, time.Hour, refreshInterval(operatorsv1.ExchangeRateSpec{RefreshInterval: &metav1.Duration{}}, time.Hour))
-}
-
 func TestDesiredConfigMap(t *testing.T) {
 	xr := testXR("USD", "EUR")
 	cm := desiredConfigMap(xr, Quote{Base: "EUR", Currency: "USD", Rate: "1.1625", Date: "2026-05-15", Source: "ecb"})
@@ -69,71 +61,4 @@ func TestDesiredConfigMap(t *testing.T) {
 		APIVersion: "operators.brennerm.github.io/v1", Kind: "ExchangeRate", Name: "exchange-rate-usd", UID: "uid-1",
 		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
 	}}, cm.OwnerReferences)
-}
-
-func TestConfigMapUpToDate(t *testing.T) {
-	xr := testXR("USD", "EUR")
-	desired := desiredConfigMap(xr, Quote{Base: "EUR", Currency: "USD", Rate: "1.1625", Date: "2026-05-15", Source: "ecb"})
-	mutate := func(f func(cm *corev1.ConfigMap)) *corev1.ConfigMap {
-		cm := desired.DeepCopy()
-		cm.ResourceVersion = "42"
-		f(cm)
-		return cm
-	}
-	other := testXR("USD", "EUR")
-	other.UID = "uid-old"
-	tests := []struct {
-		name     string
-		existing *corev1.ConfigMap
-		want     bool
-	}{
-		{name: "same", existing: mutate(func(*corev1.ConfigMap) {}), want: true},
-		{name: "extra label is fine", existing: mutate(func(cm *corev1.ConfigMap) { cm.Labels["team"] = "a" }), want: true},
-		{name: "rate changed", existing: mutate(func(cm *corev1.ConfigMap) { cm.Data["rate"] = "1.2" }), want: false},
-		{name: "key added by hand", existing: mutate(func(cm *corev1.ConfigMap) { cm.Data["note"] = "x" }), want: false},
-		{name: "binary data added", existing: mutate(func(cm *corev1.ConfigMap) { cm.BinaryData = map[string][]byte{"b": {1}} }), want: false},
-		{name: "label missing", existing: mutate(func(cm *corev1.ConfigMap) { cm.Labels = nil }), want: false},
-		{name: "owned by an older ExchangeRate of that name", existing: mutate(func(cm *corev1.ConfigMap) {
-			cm.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(other, operatorsv1.GroupVersion.WithKind("ExchangeRate"))}
-		}), want: false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, configMapUpToDate(tt.existing, desired, xr))
-		})
-	}
-}
-
-func TestControlledBy(t *testing.T) {
-	xr := testXR("USD", "EUR")
-	cm := &corev1.ConfigMap{}
-	assert.False(t, controlledBy(cm, xr), "no owner")
-	cm.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ExchangeRate", Name: xr.Name, UID: xr.UID}}
-	assert.False(t, controlledBy(cm, xr), "owner but not controller")
-	cm.OwnerReferences[0].Controller = ptr.To(true)
-	assert.True(t, controlledBy(cm, xr))
-}
-
-func TestLastWriteOurs(t *testing.T) {
-	at := func(sec int) *metav1.Time { tm := metav1.NewTime(t0.Add(time.Duration(sec) * time.Second)); return &tm }
-	entry := func(manager string, sec int) metav1.ManagedFieldsEntry {
-		return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, Time: at(sec)}
-	}
-	tests := []struct {
-		name    string
-		entries []metav1.ManagedFieldsEntry
-		want    bool
-	}{
-		{"no managed fields", nil, false},
-		{"only ours", []metav1.ManagedFieldsEntry{entry("quartet-exchangerate", 1)}, true},
-		{"ours newest", []metav1.ManagedFieldsEntry{entry("kubectl-edit", 1), entry("quartet-exchangerate", 2)}, true},
-		{"someone else newest", []metav1.ManagedFieldsEntry{entry("quartet-exchangerate", 2), entry("kubectl-edit", 3)}, false},
-		{"tie counts as an edit", []metav1.ManagedFieldsEntry{entry("quartet-exchangerate", 2), entry("kubectl-edit", 2)}, false},
-		{"tie the other way round", []metav1.ManagedFieldsEntry{entry("kubectl-edit", 2), entry("quartet-exchangerate", 2)}, false},
-		{"entry without time ignored", []metav1.ManagedFieldsEntry{entry("quartet-exchangerate", 2), {Manager: "x"}}, true},
-	}
-	for _, tt := range tests {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ManagedFields: tt.entries}}
-		assert.Equal(t, tt.want, lastWriteOurs(cm), tt.name)
-	}
 }

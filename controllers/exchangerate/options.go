@@ -4,28 +4,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"math/rand/v2"
-	"net/http"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/utils/clock"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/source"
-
-	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
-	"github.com/quartet-operator/quartet/internal/operator"
 )
 
-// Options are the manager flags of the exchangerate controller. Tests set the fields
-// directly, including the unexported-by-flag ones (Clock, Random, HTTPClient).
+// Options are the manager flags of the exchangerate controller.
 type Options struct {
 	// MaxConcurrentReconciles is the number of parallel workers.
 	MaxConcurrentReconciles int
@@ -41,11 +23,6 @@ type Options struct {
 	FetchTimeout time.Duration
 	// BackoffBase and BackoffMax shape the retry wait after failed fetches.
 	BackoffBase, BackoffMax time.Duration
-
-	// Clock, Random and HTTPClient default to the real ones; tests inject their own.
-	Clock      clock.PassiveClock
-	Random     func() float64
-	HTTPClient *http.Client
 }
 
 // BindFlags registers the controller's flags.
@@ -62,7 +39,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.BackoffMax, "exchangerate-backoff-max", 30*time.Minute, "Longest wait between retries after failed fetches.")
 }
 
-// defaults fills what neither flags nor the caller set, so a zero Options works too.
+// defaults fills what neither flags nor the caller set: a zero value means the default
+// (docs/exchangerate.md), so a zero Options works too.
 func (o *Options) defaults() {
 	if o.MaxConcurrentReconciles <= 0 {
 		o.MaxConcurrentReconciles = 2
@@ -85,17 +63,9 @@ func (o *Options) defaults() {
 	if o.BackoffMax == 0 {
 		o.BackoffMax = 30 * time.Minute
 	}
-	if o.Clock == nil {
-		o.Clock = clock.RealClock{}
-	}
-	if o.Random == nil {
-		o.Random = rand.Float64
-	}
-	if o.HTTPClient == nil {
-		o.HTTPClient = &http.Client{Transport: http.DefaultTransport}
-	}
 }
 
+// validate refuses flag values defaults cannot mend, with a message naming the flag.
 func (o *Options) validate() error {
 	var errs []error
 	if o.RefreshInterval < 0 {
@@ -111,74 +81,4 @@ func (o *Options) validate() error {
 		errs = append(errs, fmt.Errorf("--exchangerate-backoff-base (%s) must be positive and at most --exchangerate-backoff-max (%s)", o.BackoffBase, o.BackoffMax))
 	}
 	return errors.Join(errs...)
-}
-
-// Setup registers the controller with the manager.
-func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
-	o.defaults()
-	if err := o.validate(); err != nil {
-		return err
-	}
-	src, err := NewSource(o.Source, o.URL, o.HTTPClient)
-	if err != nil {
-		return err
-	}
-
-	// A cache of our own for ConfigMaps, selected by our label: the manager's cache would
-	// hold every ConfigMap of the cluster. It keeps managedFields (small for five keys):
-	// they tell our own writes from other people's edits.
-	cmCacheOpts := cache.Options{
-		Scheme:     mgr.GetScheme(),
-		Mapper:     mgr.GetRESTMapper(),
-		HTTPClient: mgr.GetHTTPClient(),
-		ByObject: map[client.Object]cache.ByObject{
-			&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{managedByLabel: managedByValue})},
-		},
-	}
-	if len(shared.WatchNamespaces) > 0 {
-		cmCacheOpts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range shared.WatchNamespaces {
-			cmCacheOpts.DefaultNamespaces[ns] = cache.Config{}
-		}
-	}
-	cmCache, err := cache.New(mgr.GetConfig(), cmCacheOpts)
-	if err != nil {
-		return fmt.Errorf("creating ConfigMap cache: %w", err)
-	}
-	if err := mgr.Add(cmCache); err != nil {
-		return err
-	}
-
-	r := &Reconciler{
-		Client:          mgr.GetClient(),
-		ConfigMaps:      cmCache,
-		APIReader:       mgr.GetAPIReader(),
-		Rates:           NewRateCache(src, o.Clock, Backoff{Base: o.BackoffBase, Max: o.BackoffMax}, o.FetchTimeout),
-		Recorder:        mgr.GetEventRecorder("exchangerate-controller"),
-		Clock:           o.Clock,
-		Random:          o.Random,
-		DefaultInterval: o.RefreshInterval,
-		StaleAfterDays:  o.StaleAfterDays,
-		Shared:          shared,
-	}
-	watched := predicate.NewPredicateFuncs(func(obj client.Object) bool { return shared.Watches(obj.GetNamespace()) })
-	ctrl.Log.WithName("exchangerate").Info("Using exchange rate source", "source", src.Name(), "url", sourceURL(src))
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("exchangerate").
-		// Status writes do not change the generation, so our own writes do not wake us.
-		For(&operatorsv1.ExchangeRate{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}, watched)).
-		// ConfigMap events wake the owner when someone else edits or deletes its ConfigMap;
-		// the echo of our own writes does not.
-		WatchesRawSource(source.Kind(cmCache, &corev1.ConfigMap{},
-			handler.TypedEnqueueRequestForOwner[*corev1.ConfigMap](mgr.GetScheme(), mgr.GetRESTMapper(), &operatorsv1.ExchangeRate{}, handler.OnlyControllerOwner()),
-			notOurWrite)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}).
-		Complete(r)
-}
-
-func sourceURL(s Source) string {
-	if h, ok := s.(*httpSource); ok {
-		return h.URL()
-	}
-	return ""
 }

@@ -2,54 +2,201 @@ package exchangerate
 
 import (
 	"flag"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/utils/clock"
+
+	"github.com/quartet-operator/quartet/internal/operator"
 )
 
-func TestBindFlags(t *testing.T) {
-	var o Options
+// boundFlags returns a flag set holding only this controller's flags, bound to o.
+func boundFlags(o *Options) *flag.FlagSet {
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	o.BindFlags(fs)
-	assert.Equal(t, Options{MaxConcurrentReconciles: 2, Source: "ecb", RefreshInterval: time.Hour, StaleAfterDays: 5,
-		FetchTimeout: 30 * time.Second, BackoffBase: 30 * time.Second, BackoffMax: 30 * time.Minute}, o, "defaults")
-
-	require.NoError(t, fs.Parse([]string{
-		"--exchangerate-source=frankfurter", "--exchangerate-url=http://mirror.internal", "--exchangerate-refresh-interval=15m",
-		"--exchangerate-stale-after-days=4", "--exchangerate-fetch-timeout=5s", "--exchangerate-backoff-base=1s",
-		"--exchangerate-backoff-max=1m", "--exchangerate-workers=8",
-	}))
-	assert.Equal(t, Options{MaxConcurrentReconciles: 8, Source: "frankfurter", URL: "http://mirror.internal", RefreshInterval: 15 * time.Minute,
-		StaleAfterDays: 4, FetchTimeout: 5 * time.Second, BackoffBase: time.Second, BackoffMax: time.Minute}, o)
+	return fs
 }
 
-func TestOptionsDefaultsAndValidate(t *testing.T) {
-	var o Options
-	o.defaults()
-	require.NoError(t, o.validate())
-	assert.Equal(t, "ecb", o.Source)
-	assert.NotNil(t, o.Clock)
-	assert.NotNil(t, o.Random)
-	assert.NotNil(t, o.HTTPClient)
-	r := o.Random()
-	assert.True(t, r >= 0 && r < 1)
+// sameFlagValue reports whether value, given on the command line, means the flag's
+// default (so "1h" matches a duration flag whose default prints as "1h0m0s").
+func sameFlagValue(t *testing.T, name, value string) bool {
+	t.Helper()
+	fs := boundFlags(&Options{})
+	require.NoError(t, fs.Set(name, value), "--%s=%s", name, value)
+	return fs.Lookup(name).Value.String() == fs.Lookup(name).DefValue
+}
 
+// TestFlagDefaultsAsDocumented: every flag is in the table of docs/exchangerate.md with
+// its real default, and every "--flag (default)" mention in the docs, the API type and
+// the CSV names the real default too.
+func TestFlagDefaultsAsDocumented(t *testing.T) {
+	fs := boundFlags(&Options{})
+	doc, err := os.ReadFile("../../docs/exchangerate.md")
+	require.NoError(t, err)
+	_, table, ok := strings.Cut(string(doc), "\n## Manager flags\n")
+	require.True(t, ok, "docs/exchangerate.md has a Manager flags section")
+	table, _, _ = strings.Cut(table, "\n## ")
+
+	documented := map[string]bool{}
+	row := regexp.MustCompile("(?m)^\\| `--([a-z-]+)` \\| ([^|]*) \\|")
+	for _, m := range row.FindAllStringSubmatch(table, -1) {
+		name, def := m[1], strings.TrimSpace(m[2])
+		documented[name] = true
+		f := fs.Lookup(name)
+		if !assert.NotNil(t, f, "documented flag --%s exists", name) {
+			continue
+		}
+		if value, ok := strings.CutPrefix(def, "`"); ok {
+			assert.True(t, sameFlagValue(t, name, strings.TrimSuffix(value, "`")), "--%s: documented default %s, flag default %s", name, def, f.DefValue)
+		} else {
+			// The URL's default depends on the source: empty, and the help text names both.
+			assert.Equal(t, "exchangerate-url", name, "only --exchangerate-url has a default that is not a value")
+			assert.Empty(t, f.DefValue)
+			assert.Contains(t, f.Usage, DefaultECBURL)
+			assert.Contains(t, f.Usage, DefaultFrankfurterURL)
+		}
+	}
+	fs.VisitAll(func(f *flag.Flag) { assert.True(t, documented[f.Name], "--%s is in the docs' flag table", f.Name) })
+
+	mention := regexp.MustCompile("`?--(exchangerate-[a-z-]+)`? \\(([0-9][0-9a-z]*)\\)")
+	for _, file := range []string{
+		"../../docs/exchangerate.md",
+		"../../api/operators/v1/exchangerate_types.go",
+		"../../config/manifests/bases/quartet.clusterserviceversion.yaml",
+	} {
+		b, err := os.ReadFile(file)
+		require.NoError(t, err)
+		mentions := mention.FindAllStringSubmatch(string(b), -1)
+		assert.NotEmpty(t, mentions, "%s names a flag's default", file)
+		for _, m := range mentions {
+			assert.True(t, sameFlagValue(t, m[1], m[2]), "%s says %s; the flag's default is %s", file, m[0], fs.Lookup(m[1]).DefValue)
+		}
+	}
+}
+
+// TestZeroOptionsMeanTheDefaults: "a zero duration or count means the default" (docs), so
+// an Options built in code without flags behaves like the command line without flags, and
+// values that were set are kept.
+func TestZeroOptionsMeanTheDefaults(t *testing.T) {
+	var fromFlags Options
+	require.NoError(t, boundFlags(&fromFlags).Parse(nil))
+	var zero Options
+	zero.defaults()
+	assert.Equal(t, fromFlags, zero)
+
+	set := Options{MaxConcurrentReconciles: 8, Source: SourceFrankfurter, URL: "http://mirror.internal", RefreshInterval: time.Minute,
+		StaleAfterDays: 3, FetchTimeout: time.Second, BackoffBase: 2 * time.Second, BackoffMax: time.Minute}
+	kept := set
+	kept.defaults()
+	assert.Equal(t, set, kept)
+}
+
+// TestFlagsFromCommandLineAndEnvironment: each flag sets its field, and main.go's
+// environment path (QUARTET_EXCHANGERATE_*, for OLM installs) sets what the command
+// line left unset.
+func TestFlagsFromCommandLineAndEnvironment(t *testing.T) {
+	var o Options
+	fs := boundFlags(&o)
+	require.NoError(t, fs.Parse([]string{
+		"--exchangerate-source=frankfurter", "--exchangerate-refresh-interval=15m", "--exchangerate-fetch-timeout=5s",
+		"--exchangerate-backoff-base=1s", "--exchangerate-workers=8",
+	}))
+	env := map[string]string{
+		"QUARTET_EXCHANGERATE_SOURCE":           "ecb", // the command line wins
+		"QUARTET_EXCHANGERATE_URL":              "http://mirror.internal",
+		"QUARTET_EXCHANGERATE_STALE_AFTER_DAYS": "4",
+		"QUARTET_EXCHANGERATE_BACKOFF_MAX":      "1m",
+	}
+	require.NoError(t, operator.SetFlagsFromEnv(fs, func(k string) (string, bool) { v, ok := env[k]; return v, ok }))
+	assert.Equal(t, Options{MaxConcurrentReconciles: 8, Source: SourceFrankfurter, URL: "http://mirror.internal", RefreshInterval: 15 * time.Minute,
+		StaleAfterDays: 4, FetchTimeout: 5 * time.Second, BackoffBase: time.Second, BackoffMax: time.Minute}, o)
+
+	t.Log("a value the flag cannot parse names the variable and the flag")
+	err := operator.SetFlagsFromEnv(boundFlags(&Options{}), func(k string) (string, bool) {
+		return "soon", k == "QUARTET_EXCHANGERATE_REFRESH_INTERVAL"
+	})
+	assert.ErrorContains(t, err, "QUARTET_EXCHANGERATE_REFRESH_INTERVAL (flag --exchangerate-refresh-interval)")
+}
+
+// TestSetupRefusesBadFlagValues: Setup refuses values before it touches the manager (nil
+// here), with a message naming the flag (the source and URL errors, from NewSource, name
+// the source and the URL's host instead).
+func TestSetupRefusesBadFlagValues(t *testing.T) {
 	tests := []struct {
-		name    string
-		mutate  func(*Options)
-		wantErr string
+		name     string
+		args     []string
+		wantErrs []string
 	}{
-		{"negative refresh", func(o *Options) { o.RefreshInterval = -time.Second }, "--exchangerate-refresh-interval"},
-		{"negative stale days", func(o *Options) { o.StaleAfterDays = -1 }, "--exchangerate-stale-after-days"},
-		{"negative timeout", func(o *Options) { o.FetchTimeout = -time.Second }, "--exchangerate-fetch-timeout"},
-		{"base above max", func(o *Options) { o.BackoffBase, o.BackoffMax = time.Hour, time.Minute }, "--exchangerate-backoff-base"},
+		{"negative refresh interval", []string{"--exchangerate-refresh-interval=-1s"}, []string{"--exchangerate-refresh-interval must be positive, got -1s"}},
+		{"negative stale days", []string{"--exchangerate-stale-after-days=-1"}, []string{"--exchangerate-stale-after-days must be positive, got -1"}},
+		{"negative fetch timeout", []string{"--exchangerate-fetch-timeout=-5s"}, []string{"--exchangerate-fetch-timeout must be positive"}},
+		{"backoff base above max", []string{"--exchangerate-backoff-base=1h", "--exchangerate-backoff-max=1m"},
+			[]string{"--exchangerate-backoff-base (1h0m0s) must be positive and at most --exchangerate-backoff-max (1m0s)"}},
+		{"backoff base above the default max", []string{"--exchangerate-backoff-base=1h"}, []string{"at most --exchangerate-backoff-max (30m0s)"}},
+		{"every bad flag at once", []string{"--exchangerate-refresh-interval=-1s", "--exchangerate-fetch-timeout=-1s"},
+			[]string{"--exchangerate-refresh-interval", "--exchangerate-fetch-timeout"}},
+		{"unknown source", []string{"--exchangerate-source=oanda"}, []string{`unknown exchange rate source "oanda" (want ecb or frankfurter)`}},
+		{"URL with credentials", []string{"--exchangerate-url=https://rates:s3cret@mirror.internal"},
+			[]string{"exchange rate URL for mirror.internal carries credentials"}},
 	}
 	for _, tt := range tests {
-		o := Options{}
-		o.defaults()
-		tt.mutate(&o)
-		assert.ErrorContains(t, o.validate(), tt.wantErr, tt.name)
+		t.Run(tt.name, func(t *testing.T) {
+			var o Options
+			require.NoError(t, boundFlags(&o).Parse(tt.args))
+			err := o.Setup(nil, operator.Shared{})
+			require.Error(t, err)
+			for _, want := range tt.wantErrs {
+				assert.ErrorContains(t, err, want)
+			}
+			assert.NotContains(t, err.Error(), "s3cret")
+		})
 	}
+}
+
+// TestReconcilerFromOptions: what the flag values become in the reconciler Setup registers.
+func TestReconcilerFromOptions(t *testing.T) {
+	src, err := NewSource(SourceECB, "", http.DefaultClient)
+	require.NoError(t, err)
+	shared := operator.Shared{WatchNamespaces: []string{"shop"}}
+	steps := func(r *Reconciler, n int) []time.Duration {
+		b := r.Rates.backoff
+		var out []time.Duration
+		for range n {
+			out = append(out, b.Step())
+		}
+		return out
+	}
+
+	t.Run("defaults", func(t *testing.T) {
+		var o Options
+		o.defaults()
+		r := o.newReconciler(src, shared)
+		assert.Equal(t, time.Hour, r.DefaultInterval)
+		assert.Equal(t, 5, r.StaleAfterDays)
+		assert.Equal(t, 30*time.Second, r.Rates.timeout)
+		assert.Equal(t, []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute,
+			16 * time.Minute, 30 * time.Minute, 30 * time.Minute}, steps(r, 8))
+		assert.True(t, r.Rates.source == src, "the rate cache fetches from the source")
+		assert.Equal(t, shared, r.Shared)
+		assert.IsType(t, clock.RealClock{}, r.Clock)
+		assert.IsType(t, clock.RealClock{}, r.Rates.clock)
+	})
+	t.Run("flags", func(t *testing.T) {
+		var o Options
+		require.NoError(t, boundFlags(&o).Parse([]string{"--exchangerate-refresh-interval=15m", "--exchangerate-stale-after-days=3",
+			"--exchangerate-fetch-timeout=5s", "--exchangerate-backoff-base=1s", "--exchangerate-backoff-max=5s"}))
+		o.defaults()
+		require.NoError(t, o.validate())
+		r := o.newReconciler(src, shared)
+		assert.Equal(t, 15*time.Minute, r.DefaultInterval)
+		assert.Equal(t, 3, r.StaleAfterDays)
+		assert.Equal(t, 5*time.Second, r.Rates.timeout)
+		assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second}, steps(r, 5))
+	})
 }

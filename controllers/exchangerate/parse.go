@@ -71,25 +71,25 @@ func ParseFrankfurter(data []byte) (*Table, error) {
 		return nil, errors.New("decoding Frankfurter JSON: data after the object")
 	}
 	if doc.Base != euro {
-		return nil, fmt.Errorf("Frankfurter JSON: base is %q, want EUR", doc.Base)
+		return nil, fmt.Errorf("reading Frankfurter JSON: base is %q, want EUR", doc.Base)
 	}
 	amount := big.NewRat(1, 1)
 	if doc.Amount != "" {
 		a, err := parseRate(doc.Amount.String())
 		if err != nil {
-			return nil, fmt.Errorf("Frankfurter JSON: amount: %w", err)
+			return nil, fmt.Errorf("reading Frankfurter JSON: amount: %w", err)
 		}
 		amount = a
 	}
 	t := &Table{Date: doc.Date, Rates: make(map[string]*big.Rat, len(doc.Rates))}
 	for code, rate := range doc.Rates {
 		if err := addRate(t, code, rate.String()); err != nil {
-			return nil, fmt.Errorf("Frankfurter JSON: %w", err)
+			return nil, fmt.Errorf("reading Frankfurter JSON: %w", err)
 		}
 		t.Rates[code].Quo(t.Rates[code], amount)
 	}
 	if err := validateTable(t); err != nil {
-		return nil, fmt.Errorf("Frankfurter JSON: %w", err)
+		return nil, fmt.Errorf("reading Frankfurter JSON: %w", err)
 	}
 	return t, nil
 }

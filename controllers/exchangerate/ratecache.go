@@ -3,26 +3,20 @@ package exchangerate
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"time"
 
 	"golang.org/x/sync/singleflight"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 )
 
-// Backoff is the wait before retrying a failed fetch: Base after the first failure,
-// doubling with each further failure, never more than Max.
-type Backoff struct {
-	Base, Max time.Duration
-}
-
-// Delay returns the wait after the given number of consecutive failures (>= 1).
-func (b Backoff) Delay(failures int) time.Duration {
-	d := b.Base
-	for i := 1; i < failures && d < b.Max; i++ {
-		d *= 2
-	}
-	return min(d, b.Max)
+// exponentialBackoff is the wait before retrying a failed fetch: base after the first
+// failure, doubling with each further failure, never more than max. Each Step of the
+// returned value is the wait after one more failure; the cap, not Steps, ends the growth.
+func exponentialBackoff(base, max time.Duration) wait.Backoff {
+	return wait.Backoff{Duration: base, Factor: 2, Cap: max, Steps: math.MaxInt32}
 }
 
 // Snapshot is what the cache knows about its source.
@@ -44,7 +38,7 @@ type Snapshot struct {
 type RateCache struct {
 	source  Source
 	clock   clock.PassiveClock
-	backoff Backoff
+	backoff wait.Backoff // the retry schedule every run of failures starts from
 	timeout time.Duration
 	flight  singleflight.Group
 
@@ -52,14 +46,17 @@ type RateCache struct {
 	table     *Table
 	checkedAt time.Time
 	attempts  uint64
-	failures  int
-	lastErr   error
-	retryAt   time.Time
+	// retry is the current run of failures' schedule: one Step per failure, reset to
+	// backoff by a success.
+	retry   wait.Backoff
+	lastErr error
+	retryAt time.Time
 }
 
 // NewRateCache returns an empty cache of source. timeout bounds each fetch.
-func NewRateCache(source Source, clk clock.PassiveClock, backoff Backoff, timeout time.Duration) *RateCache {
-	return &RateCache{source: source, clock: clk, backoff: backoff, timeout: timeout}
+// backoff spaces the attempts after failures (exponentialBackoff).
+func NewRateCache(source Source, clk clock.PassiveClock, backoff wait.Backoff, timeout time.Duration) *RateCache {
+	return &RateCache{source: source, clock: clk, backoff: backoff, retry: backoff, timeout: timeout}
 }
 
 // Get returns a table no older than maxAge when the source can give one: it fetches when
@@ -126,9 +123,8 @@ func (c *RateCache) fetch(ctx context.Context, seen uint64) {
 		if !errors.As(err, &fe) {
 			fe = &FetchError{Reason: ReasonUpstreamUnreachable, Err: err}
 		}
-		c.failures++
 		c.lastErr = fe
-		c.retryAt = now.Add(c.backoff.Delay(c.failures))
+		c.retryAt = now.Add(c.retry.Step())
 		recordFetch(c.source.Name(), fe.result(), elapsed)
 		return
 	}
@@ -141,7 +137,7 @@ func (c *RateCache) fetch(ctx context.Context, seen uint64) {
 	if prev != nil && t.Date < prev.Date {
 		t = prev
 	}
-	c.failures, c.lastErr, c.retryAt = 0, nil, time.Time{}
+	c.retry, c.lastErr, c.retryAt = c.backoff, nil, time.Time{}
 	c.table, c.checkedAt = t, now
 	recordFetch(c.source.Name(), result, elapsed)
 	recordSuccess(c.source.Name(), now)

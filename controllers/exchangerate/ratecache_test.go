@@ -61,7 +61,7 @@ func TestRateCacheCoalescesConcurrentCallers(t *testing.T) {
 	tab := mustTable(t, "test-coalesce", "2026-05-15", map[string]string{"USD": "1.1"})
 	src := &scriptedSource{name: "test-coalesce", answers: []func(*Table) (*Table, error){tableAnswer(tab)}, release: make(chan struct{})}
 	clk := clocktesting.NewFakePassiveClock(t0)
-	c := NewRateCache(src, clk, Backoff{Base: time.Minute, Max: time.Hour}, time.Second)
+	c := NewRateCache(src, clk, exponentialBackoff(time.Minute, time.Hour), time.Second)
 
 	const callers = 100
 	var wg sync.WaitGroup
@@ -106,7 +106,7 @@ func TestRateCacheRefreshFailureAndBackoff(t *testing.T) {
 		tableAnswer(newer),
 	}}
 	clk := clocktesting.NewFakePassiveClock(t0)
-	c := NewRateCache(src, clk, Backoff{Base: time.Minute, Max: 3 * time.Minute}, time.Second)
+	c := NewRateCache(src, clk, exponentialBackoff(time.Minute, 3*time.Minute), time.Second)
 	ctx := context.Background()
 
 	s := c.Get(ctx, time.Hour)
@@ -166,7 +166,7 @@ func TestRateCacheFirstFetchFails(t *testing.T) {
 	src := &scriptedSource{name: "test-first", answers: []func(*Table) (*Table, error){func(*Table) (*Table, error) {
 		return nil, errors.New("not a FetchError")
 	}}}
-	c := NewRateCache(src, clocktesting.NewFakePassiveClock(t0), Backoff{Base: time.Minute, Max: time.Hour}, time.Second)
+	c := NewRateCache(src, clocktesting.NewFakePassiveClock(t0), exponentialBackoff(time.Minute, time.Hour), time.Second)
 	s := c.Get(context.Background(), time.Hour)
 	assert.Nil(t, s.Table)
 	assert.True(t, s.CheckedAt.IsZero())
@@ -184,7 +184,7 @@ func TestRateCacheFetchHasItsOwnDeadline(t *testing.T) {
 		sawDeadline.Store(ok && ctx.Err() == nil)
 		return src.Fetch(ctx, prev)
 	}}
-	c := NewRateCache(wrapped, clocktesting.NewFakePassiveClock(t0), Backoff{Base: time.Minute, Max: time.Hour}, time.Second)
+	c := NewRateCache(wrapped, clocktesting.NewFakePassiveClock(t0), exponentialBackoff(time.Minute, time.Hour), time.Second)
 	// A caller whose context is already canceled still gets an answer for everyone.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -203,15 +203,23 @@ func (s sourceFunc) Fetch(ctx context.Context, prev *Table) (*Table, error) {
 	return s.fetch(ctx, prev)
 }
 
-func TestBackoffDelay(t *testing.T) {
-	b := Backoff{Base: 30 * time.Second, Max: 30 * time.Minute}
-	for failures, want := range map[int]time.Duration{
+// TestExponentialBackoff: the waits after 1, 2, 3, … consecutive failures.
+func TestExponentialBackoff(t *testing.T) {
+	b := exponentialBackoff(30*time.Second, 30*time.Minute)
+	want := map[int]time.Duration{
 		1: 30 * time.Second, 2: time.Minute, 3: 2 * time.Minute, 4: 4 * time.Minute, 6: 16 * time.Minute,
 		7: 30 * time.Minute, 8: 30 * time.Minute, 1000: 30 * time.Minute,
-	} {
-		assert.Equal(t, want, b.Delay(failures), "failures=%d", failures)
 	}
-	assert.Equal(t, time.Second, Backoff{Base: time.Second, Max: time.Second}.Delay(5))
+	for failures := 1; failures <= 1000; failures++ {
+		got := b.Step()
+		if w, ok := want[failures]; ok {
+			assert.Equal(t, w, got, "failures=%d", failures)
+		}
+	}
+	same := exponentialBackoff(time.Second, time.Second)
+	for range 5 {
+		assert.Equal(t, time.Second, same.Step(), "base equal to max")
+	}
 }
 
 // counterValue reads a counter without prometheus/testutil (which would add a module).
@@ -227,7 +235,7 @@ func TestRateCacheNeverStepsBackToAnOlderPublication(t *testing.T) {
 	older := mustTable(t, "test-older", "2026-05-14", map[string]string{"USD": "1.1"})
 	src := &scriptedSource{name: "test-older", answers: []func(*Table) (*Table, error){tableAnswer(newer), tableAnswer(older)}}
 	clk := clocktesting.NewFakePassiveClock(t0)
-	c := NewRateCache(src, clk, Backoff{Base: time.Minute, Max: time.Hour}, time.Second)
+	c := NewRateCache(src, clk, exponentialBackoff(time.Minute, time.Hour), time.Second)
 	require.Same(t, newer, c.Get(context.Background(), time.Hour).Table)
 	clk.SetTime(t0.Add(time.Hour))
 	s := c.Get(context.Background(), time.Hour)

@@ -203,3 +203,11 @@ func transportError(u string, err error) *FetchError {
 	}
 	return fetchErr(ReasonUpstreamUnreachable, "reading %s: %v", u, err)
 }
+
+// sourceURL is the document s fetches, for the log; "" for a Source that is not HTTP.
+func sourceURL(s Source) string {
+	if h, ok := s.(*httpSource); ok {
+		return h.URL()
+	}
+	return ""
+}

@@ -127,7 +127,9 @@ func computeStatus(prev operatorsv1.ExchangeRateStatus, o outcome) operatorsv1.E
 			"the rate was published %s, %d days ago; the limit is %d days", st.PublicationDate, age, o.StaleAfterDays))
 	}
 
-	// The status describes this generation unless an API error cut the pass short.
+	// The status describes this generation unless an API error cut the pass short: exactly
+	// the passes for which Reconcile returns an error (a conflict is the user's to resolve and
+	// returns none), so observedGeneration never claims a spec that was not acted on.
 	if o.ConfigMapErr == nil || errors.Is(o.ConfigMapErr, errConfigMapConflict) {
 		st.ObservedGeneration = o.Generation
 	}
@@ -144,18 +146,4 @@ func publicationAgeDays(date string, now time.Time) (int, bool) {
 	n := now.UTC()
 	today := time.Date(n.Year(), n.Month(), n.Day(), 0, 0, 0, 0, time.UTC)
 	return int(today.Sub(d).Hours() / 24), true
-}
-
-// began reports whether condition typ reached status (and, when reason is given, that
-// reason with a new message) in this pass.
-func began(prev, next []metav1.Condition, typ string, status metav1.ConditionStatus, reason string) bool {
-	n := meta.FindStatusCondition(next, typ)
-	if n == nil || n.Status != status || (reason != "" && n.Reason != reason) {
-		return false
-	}
-	p := meta.FindStatusCondition(prev, typ)
-	if p == nil || p.Status != status {
-		return true
-	}
-	return reason != "" && (p.Reason != reason || p.Message != n.Message)
 }

@@ -7,10 +7,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
+	"github.com/quartet-operator/quartet/test/testenv"
 )
 
 // cond is a condition's status and reason, what the tables compare.
@@ -165,7 +165,7 @@ func TestComputeStatus(t *testing.T) {
 				assert.Equal(t, tt.wantFetched.Truncate(time.Second), st.LastSuccessfulFetch.Time)
 			}
 			for typ, sub := range tt.wantMsg {
-				assert.Contains(t, meta.FindStatusCondition(st.Conditions, typ).Message, sub)
+				assert.Contains(t, testenv.Condition(st.Conditions, typ).Message, sub)
 			}
 			for _, c := range st.Conditions {
 				assert.Equal(t, tt.o.Generation, c.ObservedGeneration)
@@ -189,8 +189,8 @@ func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
 
 	o.Fetch.Err, o.Fetch.RetryAt = &FetchError{Reason: ReasonUpstreamTimeout, Err: errors.New("slow")}, t0.Add(2*time.Hour)
 	third := computeStatus(second, o)
-	assert.Equal(t, metav1.NewTime(t0), meta.FindStatusCondition(third.Conditions, ConditionReady).LastTransitionTime)
-	assert.Equal(t, metav1.NewTime(t0.Add(time.Hour)), meta.FindStatusCondition(third.Conditions, ConditionDegraded).LastTransitionTime)
+	assert.Equal(t, metav1.NewTime(t0), testenv.Condition(third.Conditions, ConditionReady).LastTransitionTime)
+	assert.Equal(t, metav1.NewTime(t0.Add(time.Hour)), testenv.Condition(third.Conditions, ConditionDegraded).LastTransitionTime)
 }
 
 func TestPublicationAgeDays(t *testing.T) {
@@ -212,30 +212,5 @@ func TestPublicationAgeDays(t *testing.T) {
 		got, ok := publicationAgeDays(tt.date, tt.now)
 		assert.Equal(t, tt.wantOK, ok, tt.date)
 		assert.Equal(t, tt.want, got, "%s at %s", tt.date, tt.now)
-	}
-}
-
-func TestBegan(t *testing.T) {
-	c := func(status metav1.ConditionStatus, reason, msg string) []metav1.Condition {
-		return []metav1.Condition{{Type: ConditionReady, Status: status, Reason: reason, Message: msg}}
-	}
-	tests := []struct {
-		name       string
-		prev, next []metav1.Condition
-		status     metav1.ConditionStatus
-		reason     string
-		want       bool
-	}{
-		{"first time", nil, c(metav1.ConditionTrue, "X", "a"), metav1.ConditionTrue, "", true},
-		{"status unchanged", c(metav1.ConditionTrue, "X", "a"), c(metav1.ConditionTrue, "X", "b"), metav1.ConditionTrue, "", false},
-		{"status changed", c(metav1.ConditionFalse, "X", "a"), c(metav1.ConditionTrue, "X", "a"), metav1.ConditionTrue, "", true},
-		{"other status", nil, c(metav1.ConditionFalse, "X", "a"), metav1.ConditionTrue, "", false},
-		{"reason appears", c(metav1.ConditionFalse, "Y", "a"), c(metav1.ConditionFalse, "X", "a"), metav1.ConditionFalse, "X", true},
-		{"same reason, new message", c(metav1.ConditionFalse, "X", "a"), c(metav1.ConditionFalse, "X", "b"), metav1.ConditionFalse, "X", true},
-		{"same reason and message", c(metav1.ConditionFalse, "X", "a"), c(metav1.ConditionFalse, "X", "a"), metav1.ConditionFalse, "X", false},
-		{"other reason", nil, c(metav1.ConditionFalse, "Y", "a"), metav1.ConditionFalse, "X", false},
-	}
-	for _, tt := range tests {
-		assert.Equal(t, tt.want, began(tt.prev, tt.next, ConditionReady, tt.status, tt.reason), tt.name)
 	}
 }

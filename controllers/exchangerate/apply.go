@@ -1,0 +1,78 @@
+package exchangerate
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
+)
+
+// configMapAction is what applyConfigMap did.
+type configMapAction int
+
+const (
+	configMapUnchanged configMapAction = iota
+	configMapCreated
+	configMapUpdated
+)
+
+// applyConfigMap creates or patches the ConfigMap to desired. A ConfigMap of that name
+// that this ExchangeRate does not control is left alone (errConfigMapConflict).
+func (r *Reconciler) applyConfigMap(ctx context.Context, xr *operatorsv1.ExchangeRate, desired *corev1.ConfigMap) (configMapAction, error) {
+	existing := &corev1.ConfigMap{}
+	err := r.ConfigMaps.Get(ctx, client.ObjectKeyFromObject(desired), existing)
+	if apierrors.IsNotFound(err) {
+		err = r.Client.Create(ctx, desired, fieldOwner)
+		if err == nil {
+			ctrl.LoggerFrom(ctx).Info("Created ConfigMap", "configMap", klog.KObj(desired), "rate", desired.Data[KeyRate])
+			return configMapCreated, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return configMapUnchanged, err
+		}
+		// Not in our cache: either unlabelled (someone else's) or too new for the cache.
+		err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(desired), existing)
+	}
+	if err != nil {
+		return configMapUnchanged, err
+	}
+	if !controlledBy(existing, xr) {
+		return configMapUnchanged, errConfigMapConflict
+	}
+	if configMapUpToDate(existing, desired, xr) {
+		return configMapUnchanged, nil
+	}
+	patch := client.MergeFrom(existing.DeepCopy())
+	if existing.Labels == nil {
+		existing.Labels = map[string]string{}
+	}
+	existing.Labels[managedByLabel] = managedByValue
+	existing.Data = desired.Data
+	existing.BinaryData = nil
+	if err := r.Client.Patch(ctx, existing, patch, fieldOwner); err != nil {
+		return configMapUnchanged, err
+	}
+	ctrl.LoggerFrom(ctx).Info("Updated ConfigMap", "configMap", klog.KObj(existing), "rate", desired.Data[KeyRate])
+	return configMapUpdated, nil
+}
+
+// patchStatus writes status, only when it changed. An ExchangeRate deleted meanwhile is
+// not an error.
+func (r *Reconciler) patchStatus(ctx context.Context, xr *operatorsv1.ExchangeRate, status operatorsv1.ExchangeRateStatus) error {
+	if equality.Semantic.DeepEqual(xr.Status, status) {
+		return nil
+	}
+	patch := client.MergeFrom(xr.DeepCopy())
+	xr.Status = status
+	if err := r.Client.Status().Patch(ctx, xr, patch, fieldOwner); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("writing status: %w", err)
+	}
+	return nil
+}

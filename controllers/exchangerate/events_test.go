@@ -1,0 +1,33 @@
+package exchangerate
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestBegan(t *testing.T) {
+	c := func(status metav1.ConditionStatus, reason, msg string) []metav1.Condition {
+		return []metav1.Condition{{Type: ConditionReady, Status: status, Reason: reason, Message: msg}}
+	}
+	tests := []struct {
+		name       string
+		prev, next []metav1.Condition
+		status     metav1.ConditionStatus
+		reason     string
+		want       bool
+	}{
+		{"first time", nil, c(metav1.ConditionTrue, "X", "a"), metav1.ConditionTrue, "", true},
+		{"status unchanged", c(metav1.ConditionTrue, "X", "a"), c(metav1.ConditionTrue, "X", "b"), metav1.ConditionTrue, "", false},
+		{"status changed", c(metav1.ConditionFalse, "X", "a"), c(metav1.ConditionTrue, "X", "a"), metav1.ConditionTrue, "", true},
+		{"other status", nil, c(metav1.ConditionFalse, "X", "a"), metav1.ConditionTrue, "", false},
+		{"reason appears", c(metav1.ConditionFalse, "Y", "a"), c(metav1.ConditionFalse, "X", "a"), metav1.ConditionFalse, "X", true},
+		{"same reason, new message", c(metav1.ConditionFalse, "X", "a"), c(metav1.ConditionFalse, "X", "b"), metav1.ConditionFalse, "X", true},
+		{"same reason and message", c(metav1.ConditionFalse, "X", "a"), c(metav1.ConditionFalse, "X", "a"), metav1.ConditionFalse, "X", false},
+		{"other reason", nil, c(metav1.ConditionFalse, "Y", "a"), metav1.ConditionFalse, "X", false},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, began(tt.prev, tt.next, ConditionReady, tt.status, tt.reason), tt.name)
+	}
+}

@@ -1,0 +1,94 @@
+package exchangerate
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
+	"github.com/quartet-operator/quartet/internal/operator"
+)
+
+// notOurWrite lets ConfigMap events through unless they echo our own create or patch.
+var notOurWrite = predicate.TypedFuncs[*corev1.ConfigMap]{
+	CreateFunc: func(e event.TypedCreateEvent[*corev1.ConfigMap]) bool { return !lastWriteOurs(e.Object) },
+	UpdateFunc: func(e event.TypedUpdateEvent[*corev1.ConfigMap]) bool { return !lastWriteOurs(e.ObjectNew) },
+}
+
+// Setup checks the flag values and registers the controller with the manager: a
+// ConfigMap cache of its own, the shared rate table, and the watches.
+func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
+	o.defaults()
+	if err := o.validate(); err != nil {
+		return err
+	}
+	src, err := NewSource(o.Source, o.URL, &http.Client{Transport: http.DefaultTransport})
+	if err != nil {
+		return err
+	}
+
+	// A cache of our own for ConfigMaps, selected by our label: the manager's cache would
+	// hold every ConfigMap of the cluster. It keeps managedFields (small for five keys):
+	// they tell our own writes from other people's edits.
+	cmCache, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme:     mgr.GetScheme(),
+		Mapper:     mgr.GetRESTMapper(),
+		HTTPClient: mgr.GetHTTPClient(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{managedByLabel: managedByValue})},
+		},
+		DefaultNamespaces: operator.CacheNamespaces(shared.WatchNamespaces),
+	})
+	if err != nil {
+		return fmt.Errorf("creating ConfigMap cache: %w", err)
+	}
+	if err := mgr.Add(cmCache); err != nil {
+		return err
+	}
+
+	r := o.newReconciler(src, shared)
+	r.Client = mgr.GetClient()
+	r.ConfigMaps = cmCache
+	r.APIReader = mgr.GetAPIReader()
+	r.Recorder = mgr.GetEventRecorder("exchangerate-controller")
+
+	watched := predicate.NewPredicateFuncs(func(obj client.Object) bool { return shared.Watches(obj.GetNamespace()) })
+	ctrl.Log.WithName("exchangerate").Info("Using exchange rate source", "source", src.Name(), "url", sourceURL(src))
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("exchangerate").
+		// Status writes do not change the generation, so our own writes do not wake us.
+		For(&operatorsv1.ExchangeRate{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}, watched)).
+		// ConfigMap events wake the owner when someone else edits or deletes its ConfigMap;
+		// the echo of our own writes does not.
+		WatchesRawSource(source.Kind(cmCache, &corev1.ConfigMap{},
+			handler.TypedEnqueueRequestForOwner[*corev1.ConfigMap](mgr.GetScheme(), mgr.GetRESTMapper(), &operatorsv1.ExchangeRate{}, handler.OnlyControllerOwner()),
+			notOurWrite)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}).
+		Complete(r)
+}
+
+// newReconciler is the reconciler the flag values in o (defaults applied) call for, with
+// the real clock and random source; Setup adds the manager's clients and recorder.
+func (o *Options) newReconciler(src Source, shared operator.Shared) *Reconciler {
+	return &Reconciler{
+		Rates:           NewRateCache(src, clock.RealClock{}, exponentialBackoff(o.BackoffBase, o.BackoffMax), o.FetchTimeout),
+		Clock:           clock.RealClock{},
+		Random:          rand.Float64,
+		DefaultInterval: o.RefreshInterval,
+		StaleAfterDays:  o.StaleAfterDays,
+		Shared:          shared,
+	}
+}
