@@ -33,6 +33,7 @@ import (
 	"github.com/quartet-operator/quartet/controllers/copyratorrule"
 	"github.com/quartet-operator/quartet/controllers/exchangerate"
 	"github.com/quartet-operator/quartet/controllers/registrymirror"
+	"github.com/quartet-operator/quartet/controllers/registrymirror/nodeagent"
 	"github.com/quartet-operator/quartet/internal/operator"
 	"github.com/quartet-operator/quartet/internal/registrycreds"
 )
@@ -68,8 +69,8 @@ func main() {
 		registrycreds.Main()
 		return
 	}
-	if len(os.Args) > 1 && os.Args[1] == "node-agent" {
-		os.Exit(registrymirror.NodeAgentMain(ctrl.SetupSignalHandler(), os.Args[2:]))
+	if len(os.Args) > 1 && os.Args[1] == nodeagent.Subcommand {
+		os.Exit(nodeagent.Main(ctrl.SetupSignalHandler(), os.Args[2:]))
 	}
 	if len(os.Args) == 3 && os.Args[1] == "install-credential-helper" {
 		dest, err := registrycreds.Install(os.Args[2])

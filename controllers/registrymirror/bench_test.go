@@ -19,11 +19,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
-	"github.com/quartet-operator/quartet/internal/benchutil"
 	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/test/benchutil"
 )
 
-// benchMirrors is 100 (the figure); QUARTET_RM_BENCH_MIRRORS overrides it for a quick look.
+// benchMirrors is 100, the fleet BenchmarkMirrorsToReady reports on in docs/PERFORMANCE.md;
+// QUARTET_RM_BENCH_MIRRORS overrides it for a quick look.
 var benchMirrors = func() int {
 	if n, err := strconv.Atoi(os.Getenv("QUARTET_RM_BENCH_MIRRORS")); err == nil && n > 0 {
 		return n
@@ -59,9 +60,8 @@ func rawObjects(b *testing.B, m *mirrorsv1alpha1.RegistryMirror, hostPort int32)
 	b.Helper()
 	dir, err := HostsDir(m.Spec.Upstream)
 	require.NoError(b, err)
-	r := &Reconciler{Images: ImagesFromEnv()}
 	var out []client.Object
-	for _, c := range r.children(m, hostPort, dir) {
+	for _, c := range desiredChildren(m, ImagesFromEnv(), hostPort, hostsPath("", dir)) {
 		require.NoError(b, roundTrip(c.desired, c.live))
 		c.live.SetOwnerReferences(nil)
 		out = append(out, c.live)

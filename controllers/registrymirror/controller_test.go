@@ -12,10 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,9 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
-	"github.com/quartet-operator/quartet/internal/benchutil"
 	"github.com/quartet-operator/quartet/internal/operator"
-	"github.com/quartet-operator/quartet/internal/testenv"
+	"github.com/quartet-operator/quartet/test/benchutil"
+	"github.com/quartet-operator/quartet/test/testenv"
 )
 
 const (
@@ -43,12 +41,10 @@ func startManager(t testing.TB, cfg *rest.Config, shared operator.Shared, worker
 	testenv.StartManager(t, cfg, shared, opts.Setup)
 }
 
+// newNamespace creates a namespace rm-<random> for one test.
 func newNamespace(t testing.TB) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "rm-"}}
-	require.NoError(t, env.Client.Create(context.Background(), ns))
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ns) })
-	return ns.Name
+	return testenv.Namespace(t, env.Client, "rm", nil)
 }
 
 // newVolume creates a PersistentVolume (and, with expandable, a StorageClass allowing
@@ -102,11 +98,9 @@ func editSpec(t *testing.T, key types.NamespacedName, edit func(*mirrorsv1alpha1
 	require.NoError(t, env.Client.Patch(context.Background(), m, patch))
 }
 
+// condition returns the mirror's condition of type typ (only Type set when absent).
 func condition(m *mirrorsv1alpha1.RegistryMirror, typ string) metav1.Condition {
-	if c := meta.FindStatusCondition(m.Status.Conditions, typ); c != nil {
-		return *c
-	}
-	return metav1.Condition{}
+	return testenv.Condition(m.Status.Conditions, typ)
 }
 
 func waitReady(t *testing.T, key types.NamespacedName, generation int64) *mirrorsv1alpha1.RegistryMirror {
@@ -145,14 +139,11 @@ func children(t require.TestingT, m *mirrorsv1alpha1.RegistryMirror) map[string]
 	return out
 }
 
-func eventReasons(t require.TestingT, ns string, regarding types.UID) map[string]int {
-	var list eventsv1.EventList
-	require.NoError(t, env.Client.List(context.Background(), &list, client.InNamespace(ns)))
+// eventCounts counts the Events regarding mirror m by "type/reason" (Normal/Created, ...).
+func eventCounts(t require.TestingT, m *mirrorsv1alpha1.RegistryMirror) map[string]int {
 	out := map[string]int{}
-	for _, e := range list.Items {
-		if e.Regarding.UID == regarding {
-			out[e.Type+"/"+e.Reason]++
-		}
+	for _, e := range testenv.Events(t, env.Client, m.Namespace, "RegistryMirror", m.Name) {
+		out[e.Type+"/"+e.Reason]++
 	}
 	return out
 }
@@ -191,7 +182,7 @@ func childWrites(c *benchutil.CallCounter, ns string) int {
 	return n
 }
 
-// TestMirrorLifecycle walks the proof on the full cluster: all six objects
+// TestMirrorLifecycle walks a mirror's whole life on the full cluster: all six objects
 // created and owned, Ready reached, no writes in the steady state, a deleted Service
 // re-created, drift corrected, a changed upstream rolled out, storage grown, and
 // deletion cleaning up through owner references.
@@ -234,7 +225,7 @@ func TestMirrorLifecycle(t *testing.T) {
 	assert.Contains(t, ds.Spec.Template.Spec.Containers[0].Args, "--server=https://registry-1.docker.io")
 	assert.Equal(t, "/etc/containerd/certs.d/docker.io", ds.Spec.Template.Spec.Volumes[0].HostPath.Path)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		reasons := eventReasons(c, ns, m.UID)
+		reasons := eventCounts(c, m)
 		assert.Equal(c, 6, reasons["Normal/Created"], "one Created event per child: %v", reasons)
 	}, wait, tick)
 
@@ -345,7 +336,7 @@ func TestForeignObjectIsAConflict(t *testing.T) {
 		assert.Equal(c, metav1.ConditionTrue, d.Status)
 		assert.Equal(c, ReasonConflict, d.Reason)
 		assert.Contains(c, d.Message, "Service "+ns+"/quay-registry exists and is not controlled by this RegistryMirror")
-		assert.Equal(c, 1, eventReasons(c, ns, m.UID)["Warning/"+ReasonConflict])
+		assert.Equal(c, 1, eventCounts(c, m)["Warning/"+ReasonConflict])
 		// The other children are still made.
 		assert.NotNil(c, children(c, m)["StatefulSet/quay-registry"])
 	}, wait, tick)
@@ -379,7 +370,7 @@ func TestStorageResizeRefused(t *testing.T) {
 	m := newMirror(ns, "ghcr", "https://ghcr.io", class)
 	require.NoError(t, env.Client.Create(ctx, m))
 	key := client.ObjectKeyFromObject(m)
-	m = waitReady(t, key, 1)
+	waitReady(t, key, 1)
 
 	editSpec(t, key, func(m *mirrorsv1alpha1.RegistryMirror) { m.Spec.Storage = resource.MustParse("30Gi") })
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -390,7 +381,7 @@ func TestStorageResizeRefused(t *testing.T) {
 		assert.Contains(c, d.Message, "applying PersistentVolumeClaim "+ns+"/ghcr-registry-cache was refused")
 		assert.Equal(c, metav1.ConditionTrue, condition(mm, ConditionReady).Status, "the registry still serves")
 		assert.Equal(c, int64(1), mm.Status.ObservedGeneration, "generation 2 is not done")
-		assert.Equal(c, 1, eventReasons(c, ns, mm.UID)["Warning/"+ReasonApplyFailed])
+		assert.Equal(c, 1, eventCounts(c, mm)["Warning/"+ReasonApplyFailed])
 	}, wait, tick)
 }
 

@@ -12,12 +12,15 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
+	"github.com/quartet-operator/quartet/controllers/registrymirror/nodeagent"
 	"github.com/quartet-operator/quartet/internal/registrycreds"
 )
 
@@ -67,7 +70,7 @@ const (
 type Images struct {
 	// Registry is the CNCF distribution registry image.
 	Registry string
-	// NodeAgent is the operator's own image; its binary runs `node-agent`.
+	// NodeAgent is the operator's own image; its binary runs `node-agent` (package nodeagent).
 	NodeAgent string
 }
 
@@ -85,6 +88,41 @@ func daemonSetName(m *mirrorsv1alpha1.RegistryMirror) string { return m.Name + "
 // does not own, which Owns() cannot map). Longest first, so "-registry-headless" wins
 // over "-registry".
 var childSuffixes = []string{"-registry-headless", "-registry-config", "-registry-cache", "-registry", "-node"}
+
+// child is one object a mirror owns: what it should be and an empty object to read it into.
+type child struct {
+	kind    string
+	name    string
+	desired runtime.ApplyConfiguration
+	live    client.Object
+}
+
+// desiredChildren lists the mirror's objects in apply order: what the registry pod mounts
+// comes before the StatefulSet. Without a host port there is no DaemonSet to apply.
+// nodeHostsDir is the node directory the agents write hosts.toml into (see hostsPath).
+func desiredChildren(m *mirrorsv1alpha1.RegistryMirror, img Images, hostPort int32, nodeHostsDir string) []child {
+	config := renderRegistryConfig(m)
+	out := []child{
+		{"ConfigMap", configMapName(m), desiredConfigMap(m, config), &corev1.ConfigMap{}},
+		{"Service", serviceName(m), desiredService(m), &corev1.Service{}},
+		{"Service", headlessName(m), desiredHeadlessService(m), &corev1.Service{}},
+		{"PersistentVolumeClaim", pvcName(m), desiredPVC(m), &corev1.PersistentVolumeClaim{}},
+		{"StatefulSet", statefulSetName(m), desiredStatefulSet(m, img, shortHash([]byte(config))), &appsv1.StatefulSet{}},
+	}
+	if hostPort != 0 {
+		out = append(out, child{"DaemonSet", daemonSetName(m), desiredDaemonSet(m, img, hostPort, nodeHostsDir), &appsv1.DaemonSet{}})
+	}
+	return out
+}
+
+// hostsPath is the upstream's containerd hosts directory on the nodes: hostsDir (see
+// HostsDir) under root, the nodes' containerd config_path (DefaultHostsRoot when empty).
+func hostsPath(root, hostsDir string) string {
+	if root == "" {
+		root = DefaultHostsRoot
+	}
+	return strings.TrimSuffix(root, "/") + "/" + hostsDir
+}
 
 // Endpoint is the in-cluster address of the mirror.
 func Endpoint(m *mirrorsv1alpha1.RegistryMirror) string {
@@ -322,22 +360,21 @@ func desiredStatefulSet(m *mirrorsv1alpha1.RegistryMirror, img Images, configHas
 			WithTemplate(pod)))
 }
 
-// agentArgs are the node agent's command line (see NodeAgentMain).
-func agentArgs(m *mirrorsv1alpha1.RegistryMirror, hostPort int32) []string {
-	args := []string{
-		"node-agent",
-		"--listen=:" + strconv.Itoa(agentPort),
-		"--health-listen=:" + strconv.Itoa(agentHealthPort),
-		fmt.Sprintf("--target=%s.%s.svc:%d", serviceName(m), m.Namespace, RegistryPort),
-		"--owner=" + m.Namespace + "/" + m.Name,
-	}
+// nodeAgentArgs are the node agent's command line: a relay from agentPort to the
+// registry Service and, with spec.configureNodes, the hosts.toml to keep in the hostPath
+// mounted at hostsMountPath.
+func nodeAgentArgs(m *mirrorsv1alpha1.RegistryMirror, hostPort int32) nodeagent.Args {
+	a := nodeagent.DefaultArgs()
+	a.Listen = ":" + strconv.Itoa(agentPort)
+	a.HealthListen = ":" + strconv.Itoa(agentHealthPort)
+	a.Target = fmt.Sprintf("%s.%s.svc:%d", serviceName(m), m.Namespace, RegistryPort)
+	a.Owner = m.Namespace + "/" + m.Name
 	if m.Spec.ConfigureNodes {
-		args = append(args,
-			"--hosts-dir="+hostsMountPath,
-			"--server="+upstreamURL(m),
-			"--mirror="+nodeEndpoint(hostPort))
+		a.HostsDir = hostsMountPath
+		a.Server = upstreamURL(m)
+		a.Mirror = nodeEndpoint(hostPort)
 	}
-	return args
+	return a
 }
 
 // desiredDaemonSet runs the node agent on every node: a TCP relay from the node's
@@ -348,7 +385,7 @@ func desiredDaemonSet(m *mirrorsv1alpha1.RegistryMirror, img Images, hostPort in
 		WithName("node-agent").
 		WithImage(img.NodeAgent).
 		WithCommand(operatorBinary).
-		WithArgs(agentArgs(m, hostPort)...).
+		WithArgs(append([]string{nodeagent.Subcommand}, nodeAgentArgs(m, hostPort).CommandLine()...)...).
 		WithPorts(
 			// hostIP 127.0.0.1: the mirror is published on each node's loopback only.
 			corev1ac.ContainerPort().WithName("mirror").WithContainerPort(agentPort).

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
+	"github.com/quartet-operator/quartet/controllers/registrymirror/nodeagent"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -59,9 +60,8 @@ func renderAll(t *testing.T, m *mirrorsv1alpha1.RegistryMirror, hostPort int32) 
 	t.Helper()
 	dir, err := HostsDir(m.Spec.Upstream)
 	require.NoError(t, err)
-	r := &Reconciler{Images: testImages}
 	var docs []string
-	for _, c := range r.children(m, hostPort, dir) {
+	for _, c := range desiredChildren(m, testImages, hostPort, hostsPath("", dir)) {
 		b, err := yaml.Marshal(c.desired)
 		require.NoError(t, err)
 		docs = append(docs, "# "+c.kind+" "+c.name+"\n"+string(b))
@@ -98,10 +98,6 @@ func TestChildrenGolden(t *testing.T) {
 func TestRegistryConfigGolden(t *testing.T) {
 	golden(t, "config-minimal.golden.yml", renderRegistryConfig(minimalMirror()))
 	golden(t, "config-full.golden.yml", renderRegistryConfig(fullMirror()))
-}
-
-func TestHostsTOMLGolden(t *testing.T) {
-	golden(t, "hosts.golden.toml", RenderHostsTOML("mirrors/docker-hub", "https://registry-1.docker.io", "http://127.0.0.1:35000"))
 }
 
 func TestRegistryConfig(t *testing.T) {
@@ -161,8 +157,7 @@ func TestHostsDir(t *testing.T) {
 
 func TestBuildersOwnAndLabel(t *testing.T) {
 	m := minimalMirror()
-	r := &Reconciler{Images: testImages}
-	kids := r.children(m, 35000, "docker.io")
+	kids := desiredChildren(m, testImages, 35000, hostsPath("", "docker.io"))
 	require.Len(t, kids, 6, "ConfigMap, two Services, PVC, StatefulSet, DaemonSet")
 	names := map[string]bool{}
 	for _, c := range kids {
@@ -318,39 +313,33 @@ func TestDaemonSetHostAccess(t *testing.T) {
 	}
 }
 
+// TestNodeAgentArgs: the DaemonSet runs the agent's subcommand with the command line of
+// nodeAgentArgs, which the agent parses back to the same arguments.
+func TestNodeAgentArgs(t *testing.T) {
+	for _, m := range []*mirrorsv1alpha1.RegistryMirror{minimalMirror(), fullMirror()} {
+		ds := &appsv1.DaemonSet{}
+		require.NoError(t, roundTrip(desiredDaemonSet(m, testImages, 36000, DefaultHostsRoot+"/x"), ds))
+		args := ds.Spec.Template.Spec.Containers[0].Args
+		require.NotEmpty(t, args)
+		assert.Equal(t, nodeagent.Subcommand, args[0])
+		got, err := nodeagent.Parse(args[1:])
+		require.NoError(t, err, "the DaemonSet's own arguments parse")
+		assert.Equal(t, nodeAgentArgs(m, 36000), got)
+	}
+	a := nodeAgentArgs(fullMirror(), 36000)
+	assert.Equal(t, "/run/quartet/hosts-dir", a.HostsDir)
+	assert.Equal(t, "https://quay.example:8443", a.Server)
+	assert.Equal(t, "http://127.0.0.1:36000", a.Mirror)
+	assert.Equal(t, "mirrors/quay", a.Owner)
+	assert.Equal(t, "quay-registry.mirrors.svc:5000", a.Target)
+}
+
+func TestHostsPath(t *testing.T) {
+	assert.Equal(t, "/etc/containerd/certs.d/docker.io", hostsPath("", "docker.io"))
+	assert.Equal(t, "/var/lib/rancher/k3s/agent/etc/containerd/certs.d/quay.io", hostsPath("/var/lib/rancher/k3s/agent/etc/containerd/certs.d/", "quay.io"))
+}
+
 func TestEndpoints(t *testing.T) {
 	assert.Equal(t, "http://docker-hub-registry.mirrors.svc:5000", Endpoint(minimalMirror()))
 	assert.Equal(t, "http://127.0.0.1:35001", nodeEndpoint(35001))
-}
-
-func TestImagesFromEnv(t *testing.T) {
-	t.Setenv("RELATED_IMAGE_REGISTRY", "")
-	t.Setenv("RELATED_IMAGE_NODE_AGENT", "")
-	assert.Equal(t, Images{Registry: "docker.io/library/registry:3.0.0", NodeAgent: "quay.io/quartet-operator/quartet:v0.2.0"}, ImagesFromEnv())
-	t.Setenv("RELATED_IMAGE_REGISTRY", "mirror.local/registry@sha256:abc")
-	t.Setenv("RELATED_IMAGE_NODE_AGENT", " mirror.local/quartet:v9 ")
-	assert.Equal(t, Images{Registry: "mirror.local/registry@sha256:abc", NodeAgent: "mirror.local/quartet:v9"}, ImagesFromEnv())
-}
-
-func TestMirrorsNamedAfter(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		want []string
-	}{
-		{"hub-registry", []string{"hub"}},
-		{"hub-registry-headless", []string{"hub"}},
-		{"hub-registry-config", []string{"hub"}},
-		{"hub-registry-cache", []string{"hub"}},
-		{"hub-node", []string{"hub"}},
-		{"-node", nil},
-		{"kube-root-ca.crt", nil},
-	} {
-		obj := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: tc.name}}
-		var got []string
-		for _, r := range mirrorsNamedAfter(t.Context(), obj) {
-			assert.Equal(t, "ns", r.Namespace)
-			got = append(got, r.Name)
-		}
-		assert.ElementsMatch(t, tc.want, got, tc.name)
-	}
 }

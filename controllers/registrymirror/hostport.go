@@ -38,6 +38,13 @@ func pickHostPort(explicit *int32, current int32, held, requested map[int32]stri
 	return 0, ""
 }
 
+// keepsHostPort reports whether the node agent keeps the host port current it has
+// without a look at the other mirrors: it has one, and spec.hostPort does not ask for
+// another. This is the steady state, where a pass lists nothing.
+func keepsHostPort(explicit *int32, current int32) bool {
+	return current != 0 && (explicit == nil || *explicit == current)
+}
+
 // portBook remembers the host port chosen for each mirror in this process, so two
 // workers choosing at once (before either's DaemonSet reaches the cache) never pick the
 // same port. After a restart, the DaemonSets in the cache carry the same knowledge.

@@ -85,3 +85,10 @@ func TestPortBookReassignAndRelease(t *testing.T) {
 	_, _, err = book.assign(types.NamespacedName{Namespace: "ns", Name: "c"}, nil, 0, full, nil)
 	assert.ErrorContains(t, err, "set spec.hostPort")
 }
+
+func TestKeepsHostPort(t *testing.T) {
+	assert.True(t, keepsHostPort(nil, 35001), "the port the node agents have")
+	assert.True(t, keepsHostPort(ptr.To[int32](35001), 35001), "the port asked for is the one they have")
+	assert.False(t, keepsHostPort(nil, 0), "no node agents yet")
+	assert.False(t, keepsHostPort(ptr.To[int32](36000), 35001), "spec.hostPort asks for another")
+}

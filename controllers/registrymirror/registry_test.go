@@ -264,8 +264,6 @@ auth: {htpasswd: {realm: upstream, path: %q}}
 	require.Equal(t, cacheMountPath, cfg["storage"].(map[string]any)["filesystem"].(map[string]any)["rootdirectory"])
 	cfg["http"].(map[string]any)["addr"] = fmt.Sprintf("127.0.0.1:%d", mirrorPort)
 	cfg["storage"].(map[string]any)["filesystem"].(map[string]any)["rootdirectory"] = t.TempDir()
-	mirrorConfig, err := yaml.Marshal(cfg)
-	require.NoError(t, err)
 
 	// Credentials as the StatefulSet passes them: the Secret's keys as files, read by the
 	// credential helper (the manager binary, under its helper name) that the config names.
@@ -287,7 +285,7 @@ auth: {htpasswd: {realm: upstream, path: %q}}
 	exec := proxy["exec"].(map[string]any)
 	require.Equal(t, helperMountPath+"/"+registrycreds.HelperName, exec["command"])
 	exec["command"] = buildCredentialHelper(t, helperDir)
-	mirrorConfig, err = yaml.Marshal(cfg)
+	mirrorConfig, err := yaml.Marshal(cfg)
 	require.NoError(t, err)
 	env := []string{registrycreds.DirEnv + "=" + credDir}
 	// The registry's own readiness path, as the StatefulSet probes it.

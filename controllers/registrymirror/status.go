@@ -57,73 +57,88 @@ type problem struct {
 	Message string
 }
 
-// observed is what one pass saw and did, the input of the status.
-type observed struct {
-	// statefulSet, daemonSet and pvc are the live children (nil when absent or not ours).
+// workloads are the live children the status reports on (nil when absent or not this
+// mirror's).
+type workloads struct {
 	statefulSet *appsv1.StatefulSet
 	daemonSet   *appsv1.DaemonSet
 	pvc         *corev1.PersistentVolumeClaim
-	// hostPort is the node agent's host port (0 when none could be chosen).
-	hostPort int32
-	problems []problem
-	// complete is true when every object was applied or found up to date.
-	complete bool
-	// terminating is true when the namespace is being deleted: no status to write.
-	terminating bool
-	// registryProbed: the registry was asked GET /v2/ through its Service (once it had a
-	// ready replica); registryErr is its answer.
-	registryProbed bool
-	registryErr    error
-	registryAddr   string
+}
+
+// probeResults are what the manager's probes found (see Reconciler.probe).
+type probeResults struct {
+	// off: probing is disabled (--registrymirror-probes=false).
+	off bool
 	// upstreamProbed: the upstream was asked GET /v2/; upstreamErr is its answer.
 	upstreamProbed bool
 	upstreamErr    error
-	// probesOff: probing is disabled (--registrymirror-probes=false).
-	probesOff bool
+	// registryProbed: the registry was asked GET /v2/ at registryAddr, its Service (once
+	// it had a ready replica); registryErr is its answer.
+	registryProbed bool
+	registryErr    error
+	registryAddr   string
 }
 
-// computeStatus returns the mirror's new status: endpoint, counts and the Ready and
-// Degraded conditions (transition times from now). The result equals the old status
-// when nothing changed, so the caller can skip the write.
-func computeStatus(m *mirrorsv1alpha1.RegistryMirror, obs observed, now metav1.Time) mirrorsv1alpha1.RegistryMirrorStatus {
+// outcome is what one pass found and did, assembled by Reconcile from its phases'
+// results: the input of computeStatus.
+type outcome struct {
+	// hostPort is the node agent's host port (0 when none could be chosen).
+	hostPort int32
+	// workloads are the live StatefulSet, DaemonSet and cache PVC.
+	workloads workloads
+	// probes are the answers of the registry and the upstream.
+	probes probeResults
+	// problems kept the pass from applying everything, in the order met.
+	problems []problem
+	// complete is true when every object was applied or found up to date.
+	complete bool
+}
+
+// computeStatus returns the mirror's new status from the pass's outcome: endpoints,
+// counts, and the UpstreamReachable, Ready and Degraded conditions, all three set on
+// every pass (transition times from now); observedGeneration only moves after a pass
+// that applied everything. The result equals the old status when nothing changed, so
+// the caller can skip the write.
+func computeStatus(m *mirrorsv1alpha1.RegistryMirror, o outcome, now metav1.Time) mirrorsv1alpha1.RegistryMirrorStatus {
 	st := *m.Status.DeepCopy()
 	st.Endpoint = Endpoint(m)
 	st.NodeEndpoint = ""
-	if obs.hostPort != 0 {
-		st.NodeEndpoint = nodeEndpoint(obs.hostPort)
+	if o.hostPort != 0 {
+		st.NodeEndpoint = nodeEndpoint(o.hostPort)
 	}
 	st.ReadyReplicas = 0
-	if obs.statefulSet != nil {
-		st.ReadyReplicas = obs.statefulSet.Status.ReadyReplicas
+	if sts := o.workloads.statefulSet; sts != nil {
+		st.ReadyReplicas = sts.Status.ReadyReplicas
 	}
 	st.NodesReady, st.NodesDesired = 0, 0
-	if obs.daemonSet != nil {
-		st.NodesReady = obs.daemonSet.Status.NumberReady
-		st.NodesDesired = obs.daemonSet.Status.DesiredNumberScheduled
+	if ds := o.workloads.daemonSet; ds != nil {
+		st.NodesReady = ds.Status.NumberReady
+		st.NodesDesired = ds.Status.DesiredNumberScheduled
 	}
 
-	upstream := upstreamCondition(m, obs)
+	upstream := upstreamCondition(m, o.probes)
 	upstream.ObservedGeneration = m.Generation
 	upstream.LastTransitionTime = now
 	meta.SetStatusCondition(&st.Conditions, upstream)
 
-	ready := readyCondition(obs, upstream)
+	ready := readyCondition(o, upstream)
 	ready.ObservedGeneration = m.Generation
 	ready.LastTransitionTime = now
 	meta.SetStatusCondition(&st.Conditions, ready)
 
 	degraded := metav1.Condition{Type: ConditionDegraded, Status: metav1.ConditionFalse, Reason: ReasonAsExpected,
 		Message: "All objects are applied and owned by this mirror", ObservedGeneration: m.Generation, LastTransitionTime: now}
-	if len(obs.problems) > 0 {
-		msgs := make([]string, len(obs.problems))
-		for i, p := range obs.problems {
+	if len(o.problems) > 0 {
+		msgs := make([]string, len(o.problems))
+		for i, p := range o.problems {
 			msgs[i] = p.Message
 		}
-		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, obs.problems[0].Reason, strings.Join(msgs, "; ")
+		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, o.problems[0].Reason, strings.Join(msgs, "; ")
 	}
 	meta.SetStatusCondition(&st.Conditions, degraded)
 
-	if obs.complete && len(obs.problems) == 0 {
+	// Only a pass that applied everything has acted on this generation.
+	if o.complete && len(o.problems) == 0 {
 		st.ObservedGeneration = m.Generation
 	}
 	return st
@@ -131,24 +146,24 @@ func computeStatus(m *mirrorsv1alpha1.RegistryMirror, obs observed, now metav1.T
 
 // upstreamCondition says whether the upstream answers, and remembers (in the reason)
 // whether it ever did: an upstream that answered once may have filled the cache.
-func upstreamCondition(m *mirrorsv1alpha1.RegistryMirror, obs observed) metav1.Condition {
+func upstreamCondition(m *mirrorsv1alpha1.RegistryMirror, p probeResults) metav1.Condition {
 	c := metav1.Condition{Type: ConditionUpstreamReachable}
 	up := upstreamURL(m)
 	switch {
-	case obs.probesOff:
+	case p.off:
 		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, ReasonNotProbed, "The manager does not probe upstreams (--registrymirror-probes=false)"
-	case !obs.upstreamProbed:
+	case !p.upstreamProbed:
 		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, ReasonNotProbed, "The upstream has not been probed yet"
-	case obs.upstreamErr == nil:
+	case p.upstreamErr == nil:
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonReachable, fmt.Sprintf("%s answers GET /v2/", up)
 	default:
 		prev := meta.FindStatusCondition(m.Status.Conditions, ConditionUpstreamReachable)
 		reachedBefore := prev != nil && (prev.Status == metav1.ConditionTrue || prev.Reason == ReasonUnreachable)
 		c.Status = metav1.ConditionFalse
 		if reachedBefore {
-			c.Reason, c.Message = ReasonUnreachable, fmt.Sprintf("%s does not answer (%v); the mirror serves what its cache holds", up, obs.upstreamErr)
+			c.Reason, c.Message = ReasonUnreachable, fmt.Sprintf("%s does not answer (%v); the mirror serves what its cache holds", up, p.upstreamErr)
 		} else {
-			c.Reason, c.Message = ReasonNeverReached, fmt.Sprintf("%s has never answered (%v); the mirror has nothing to serve until it does", up, obs.upstreamErr)
+			c.Reason, c.Message = ReasonNeverReached, fmt.Sprintf("%s has never answered (%v); the mirror has nothing to serve until it does", up, p.upstreamErr)
 		}
 	}
 	return c
@@ -157,23 +172,24 @@ func upstreamCondition(m *mirrorsv1alpha1.RegistryMirror, obs observed) metav1.C
 // readyCondition says what the mirror still waits for: the registry's workload, then the
 // node agents, then the registry answering through its Service and an upstream that has
 // answered at least once.
-func readyCondition(obs observed, upstream metav1.Condition) metav1.Condition {
+func readyCondition(o outcome, upstream metav1.Condition) metav1.Condition {
 	var reasons, msgs []string
 	add := func(reason, format string, args ...any) {
 		reasons = append(reasons, reason)
 		msgs = append(msgs, fmt.Sprintf(format, args...))
 	}
-	switch sts := obs.statefulSet; {
+	w := o.workloads
+	switch sts := w.statefulSet; {
 	case sts == nil:
 		add(ReasonRegistryMissing, "the registry StatefulSet does not exist")
-	case obs.pvc != nil && obs.pvc.Status.Phase != corev1.ClaimBound:
-		add(ReasonCacheVolumePending, "cache volume %s is %s (no matching PersistentVolume or provisioner yet)", obs.pvc.Name, phaseOr(obs.pvc.Status.Phase, "Pending"))
+	case w.pvc != nil && w.pvc.Status.Phase != corev1.ClaimBound:
+		add(ReasonCacheVolumePending, "cache volume %s is %s (no matching PersistentVolume or provisioner yet)", w.pvc.Name, phaseOr(w.pvc.Status.Phase, "Pending"))
 	case !statefulSetRolledOut(sts):
 		add(ReasonRegistryRollingOut, "registry %s is rolling out (%d/%d updated)", sts.Name, sts.Status.UpdatedReplicas, replicasOf(sts))
 	case sts.Status.ReadyReplicas < replicasOf(sts):
 		add(ReasonRegistryNotReady, "registry %s has %d/%d ready replicas", sts.Name, sts.Status.ReadyReplicas, replicasOf(sts))
 	}
-	switch ds := obs.daemonSet; {
+	switch ds := w.daemonSet; {
 	case ds == nil:
 		add(ReasonNodeAgentMissing, "the node agent DaemonSet does not exist")
 	case ds.Status.ObservedGeneration < ds.Generation || ds.Status.UpdatedNumberScheduled < ds.Status.DesiredNumberScheduled:
@@ -181,19 +197,19 @@ func readyCondition(obs observed, upstream metav1.Condition) metav1.Condition {
 	case ds.Status.NumberReady < ds.Status.DesiredNumberScheduled:
 		add(ReasonNodeAgentsNotReady, "node agents are ready on %d/%d nodes", ds.Status.NumberReady, ds.Status.DesiredNumberScheduled)
 	}
-	if obs.registryProbed && obs.registryErr != nil {
-		add(ReasonRegistryNotAnswering, "the registry does not answer GET /v2/ through its Service (%s): %v", obs.registryAddr, obs.registryErr)
+	if o.probes.registryProbed && o.probes.registryErr != nil {
+		add(ReasonRegistryNotAnswering, "the registry does not answer GET /v2/ through its Service (%s): %v", o.probes.registryAddr, o.probes.registryErr)
 	}
 	if upstream.Reason == ReasonNeverReached {
 		add(ReasonUpstreamNeverReached, "the upstream has never answered: nothing can be pulled through the mirror yet")
 	}
 	if len(reasons) == 0 {
 		nodes := int32(0)
-		if obs.daemonSet != nil {
-			nodes = obs.daemonSet.Status.NumberReady
+		if w.daemonSet != nil {
+			nodes = w.daemonSet.Status.NumberReady
 		}
 		msg := fmt.Sprintf("The registry serves and node agents are ready on %d nodes", nodes)
-		if obs.registryProbed {
+		if o.probes.registryProbed {
 			msg = fmt.Sprintf("The registry answers through its Service and node agents are ready on %d nodes", nodes)
 		}
 		if upstream.Reason == ReasonUnreachable {
@@ -202,7 +218,7 @@ func readyCondition(obs observed, upstream metav1.Condition) metav1.Condition {
 		return metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonReady, Message: msg}
 	}
 	status := metav1.ConditionFalse
-	if !obs.complete && (obs.statefulSet == nil || obs.daemonSet == nil) {
+	if !o.complete && (w.statefulSet == nil || w.daemonSet == nil) {
 		// The pass could not look at everything: say so instead of guessing.
 		status = metav1.ConditionUnknown
 	}

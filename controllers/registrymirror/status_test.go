@@ -40,67 +40,67 @@ func boundPVC() *corev1.PersistentVolumeClaim {
 func TestReadyCondition(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
-		obs         func() observed
+		obs         func() outcome
 		wantStatus  metav1.ConditionStatus
 		wantReason  string
 		wantMessage string
 	}{
-		{"all ready", func() observed {
-			return observed{statefulSet: readySTS(), daemonSet: readyDS(), pvc: boundPVC(), complete: true}
+		{"all ready", func() outcome {
+			return outcome{workloads: workloads{statefulSet: readySTS(), daemonSet: readyDS(), pvc: boundPVC()}, complete: true}
 		}, metav1.ConditionTrue, ReasonReady, "The registry serves and node agents are ready on 3 nodes"},
-		{"no nodes yet is still ready", func() observed {
-			return observed{statefulSet: readySTS(), daemonSet: &appsv1.DaemonSet{}, pvc: boundPVC(), complete: true}
+		{"no nodes yet is still ready", func() outcome {
+			return outcome{workloads: workloads{statefulSet: readySTS(), daemonSet: &appsv1.DaemonSet{}, pvc: boundPVC()}, complete: true}
 		}, metav1.ConditionTrue, ReasonReady, "The registry serves and node agents are ready on 0 nodes"},
-		{"nothing applied yet", func() observed { return observed{} },
+		{"nothing applied yet", func() outcome { return outcome{} },
 			metav1.ConditionUnknown, ReasonRegistryMissing, "The registry StatefulSet does not exist; the node agent DaemonSet does not exist"},
-		{"registry missing after a complete pass (conflict)", func() observed {
-			return observed{daemonSet: readyDS(), complete: true}
+		{"registry missing after a complete pass (conflict)", func() outcome {
+			return outcome{workloads: workloads{daemonSet: readyDS()}, complete: true}
 		}, metav1.ConditionFalse, ReasonRegistryMissing, "The registry StatefulSet does not exist"},
-		{"cache volume pending", func() observed {
+		{"cache volume pending", func() outcome {
 			pvc := boundPVC()
 			pvc.Status.Phase = ""
-			return observed{statefulSet: readySTS(), daemonSet: readyDS(), pvc: pvc, complete: true}
+			return outcome{workloads: workloads{statefulSet: readySTS(), daemonSet: readyDS(), pvc: pvc}, complete: true}
 		}, metav1.ConditionFalse, ReasonCacheVolumePending, "Cache volume docker-hub-registry-cache is Pending (no matching PersistentVolume or provisioner yet)"},
-		{"new StatefulSet not observed yet", func() observed {
+		{"new StatefulSet not observed yet", func() outcome {
 			sts := readySTS()
 			sts.Generation = 3
-			return observed{statefulSet: sts, daemonSet: readyDS(), pvc: boundPVC(), complete: true}
+			return outcome{workloads: workloads{statefulSet: sts, daemonSet: readyDS(), pvc: boundPVC()}, complete: true}
 		}, metav1.ConditionFalse, ReasonRegistryRollingOut, "Registry docker-hub-registry is rolling out (1/1 updated)"},
-		{"registry revision rolling", func() observed {
+		{"registry revision rolling", func() outcome {
 			sts := readySTS()
 			sts.Status.UpdateRevision = "r3"
 			sts.Status.UpdatedReplicas = 0
-			return observed{statefulSet: sts, daemonSet: readyDS(), pvc: boundPVC(), complete: true}
+			return outcome{workloads: workloads{statefulSet: sts, daemonSet: readyDS(), pvc: boundPVC()}, complete: true}
 		}, metav1.ConditionFalse, ReasonRegistryRollingOut, "Registry docker-hub-registry is rolling out (0/1 updated)"},
-		{"registry not ready", func() observed {
+		{"registry not ready", func() outcome {
 			sts := readySTS()
 			sts.Status.ReadyReplicas = 0
-			return observed{statefulSet: sts, daemonSet: readyDS(), pvc: boundPVC(), complete: true}
+			return outcome{workloads: workloads{statefulSet: sts, daemonSet: readyDS(), pvc: boundPVC()}, complete: true}
 		}, metav1.ConditionFalse, ReasonRegistryNotReady, "Registry docker-hub-registry has 0/1 ready replicas"},
-		{"node agents rolling", func() observed {
+		{"node agents rolling", func() outcome {
 			ds := readyDS()
 			ds.Status.UpdatedNumberScheduled = 1
-			return observed{statefulSet: readySTS(), daemonSet: ds, pvc: boundPVC(), complete: true}
+			return outcome{workloads: workloads{statefulSet: readySTS(), daemonSet: ds, pvc: boundPVC()}, complete: true}
 		}, metav1.ConditionFalse, ReasonNodeAgentsRollingOut, "Node agents are rolling out (1/3 nodes updated)"},
-		{"node agents not ready, registry not ready either", func() observed {
+		{"node agents not ready, registry not ready either", func() outcome {
 			sts := readySTS()
 			sts.Status.ReadyReplicas = 0
 			ds := readyDS()
 			ds.Status.NumberReady = 2
-			return observed{statefulSet: sts, daemonSet: ds, pvc: boundPVC(), complete: true}
+			return outcome{workloads: workloads{statefulSet: sts, daemonSet: ds, pvc: boundPVC()}, complete: true}
 		}, metav1.ConditionFalse, ReasonRegistryNotReady, "Registry docker-hub-registry has 0/1 ready replicas; node agents are ready on 2/3 nodes"},
-		{"probed: registry answers, upstream answers", func() observed {
+		{"probed: registry answers, upstream answers", func() outcome {
 			return probedOK()
 		}, metav1.ConditionTrue, ReasonReady, "The registry answers through its Service and node agents are ready on 3 nodes"},
-		{"probed: registry does not answer through its Service", func() observed {
+		{"probed: registry does not answer through its Service", func() outcome {
 			o := probedOK()
-			o.registryErr = errors.New("connection refused")
+			o.probes.registryErr = errors.New("connection refused")
 			return o
 		}, metav1.ConditionFalse, ReasonRegistryNotAnswering, "The registry does not answer GET /v2/ through its Service (10.0.0.7:5000): connection refused"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			obs := tc.obs()
-			c := readyCondition(obs, upstreamCondition(minimalMirror(), obs))
+			o := tc.obs()
+			c := readyCondition(o, upstreamCondition(minimalMirror(), o.probes))
 			assert.Equal(t, ConditionReady, c.Type)
 			assert.Equal(t, tc.wantStatus, c.Status)
 			assert.Equal(t, tc.wantReason, c.Reason)
@@ -109,9 +109,9 @@ func TestReadyCondition(t *testing.T) {
 	}
 }
 
-func probedOK() observed {
-	return observed{statefulSet: readySTS(), daemonSet: readyDS(), pvc: boundPVC(), complete: true,
-		registryProbed: true, registryAddr: "10.0.0.7:5000", upstreamProbed: true}
+func probedOK() outcome {
+	return outcome{workloads: workloads{statefulSet: readySTS(), daemonSet: readyDS(), pvc: boundPVC()}, complete: true,
+		probes: probeResults{registryProbed: true, registryAddr: "10.0.0.7:5000", upstreamProbed: true}}
 }
 
 // TestUpstreamReachability follows one mirror's upstream: never answered (not Ready, the
@@ -120,10 +120,10 @@ func TestUpstreamReachability(t *testing.T) {
 	t0 := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	m := minimalMirror()
 	down := probedOK()
-	down.upstreamErr = errors.New("dial tcp 10.213.0.2:5002: connect: connection refused")
+	down.probes.upstreamErr = errors.New("dial tcp 10.213.0.2:5002: connect: connection refused")
 	steps := []struct {
 		name                   string
-		obs                    observed
+		obs                    outcome
 		wantUp                 metav1.ConditionStatus
 		wantUpReason           string
 		wantReady              metav1.ConditionStatus
@@ -148,7 +148,7 @@ func TestUpstreamReachability(t *testing.T) {
 	}
 	assert.Contains(t, meta.FindStatusCondition(computeStatus(m, down, t0).Conditions, ConditionUpstreamReachable).Message, "connection refused")
 
-	off := observed{statefulSet: readySTS(), daemonSet: readyDS(), pvc: boundPVC(), complete: true, probesOff: true}
+	off := outcome{workloads: workloads{statefulSet: readySTS(), daemonSet: readyDS(), pvc: boundPVC()}, complete: true, probes: probeResults{off: true}}
 	st := computeStatus(minimalMirror(), off, t0)
 	assert.Equal(t, metav1.ConditionUnknown, meta.FindStatusCondition(st.Conditions, ConditionUpstreamReachable).Status)
 	assert.Equal(t, metav1.ConditionTrue, meta.FindStatusCondition(st.Conditions, ConditionReady).Status, "probes off: Ready rests on the workloads")
@@ -160,7 +160,7 @@ func TestComputeStatus(t *testing.T) {
 	m := minimalMirror()
 	m.Generation = 4
 
-	ok := observed{statefulSet: readySTS(), daemonSet: readyDS(), pvc: boundPVC(), hostPort: 35002, complete: true}
+	ok := outcome{workloads: workloads{statefulSet: readySTS(), daemonSet: readyDS(), pvc: boundPVC()}, hostPort: 35002, complete: true}
 	st := computeStatus(m, ok, t0)
 	assert.Equal(t, "http://docker-hub-registry.mirrors.svc:5000", st.Endpoint)
 	assert.Equal(t, "http://127.0.0.1:35002", st.NodeEndpoint)

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/quartet-operator/quartet/internal/testenv"
+	"github.com/quartet-operator/quartet/test/testenv"
 )
 
 // env is the full local cluster (kube-apiserver, controller-manager, scheduler and kwok):

@@ -1,0 +1,168 @@
+package registrymirror
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
+)
+
+// childAction is what a pass does with one child, given what the API server holds.
+type childAction int
+
+const (
+	// childCreate: no object of the child's name exists; apply creates it.
+	childCreate childAction = iota
+	// childUpdate: the mirror's object differs from the desired one; apply updates it.
+	childUpdate
+	// childUpToDate: the mirror's object has every field the operator sets; no write.
+	childUpToDate
+	// childForeign: an object of the child's name exists that the mirror does not
+	// control; it is reported and left alone.
+	childForeign
+)
+
+// decideChild chooses what to do with child c of mirror m; exists says whether c.live
+// was read from the API server.
+func decideChild(m *mirrorsv1alpha1.RegistryMirror, c child, exists bool) childAction {
+	switch {
+	case !exists:
+		return childCreate
+	case !metav1.IsControlledBy(c.live, m):
+		return childForeign
+	case !needsApply(c.desired, c.live):
+		return childUpToDate
+	default:
+		return childUpdate
+	}
+}
+
+// applyFailure is how an apply the API server refused is handled.
+type applyFailure int
+
+const (
+	// applyFailed: a failure that may pass (conflict, timeout, unavailable): reported
+	// and retried with backoff.
+	applyFailed applyFailure = iota
+	// applyRefused: refused for good (a PVC that cannot grow, an immutable field):
+	// retrying changes nothing until the spec or the cluster changes, which wakes the
+	// controller anyway, so it is reported without a retry.
+	applyRefused
+	// applyNamespaceTerminating: the namespace is going, and the mirror with it:
+	// nothing to report.
+	applyNamespaceTerminating
+)
+
+// classifyApplyError says how to handle err, an error of an apply.
+func classifyApplyError(err error) applyFailure {
+	switch {
+	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		return applyNamespaceTerminating
+	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err):
+		return applyRefused
+	default:
+		return applyFailed
+	}
+}
+
+// Probe timing: while the registry does not answer yet (its Service may lag its pod's
+// readiness by a moment), ask again soon; then keep an eye on the upstream.
+const (
+	probeSoon   = 3 * time.Second
+	probeSteady = 30 * time.Second
+)
+
+// registryAddress is where the manager probes the registry: its Service's cluster IP,
+// once the StatefulSet has a ready replica and the Service has an address.
+func registryAddress(sts *appsv1.StatefulSet, service *corev1.Service) (string, bool) {
+	if sts == nil || sts.Status.ReadyReplicas == 0 || service == nil || service.Spec.ClusterIP == "" {
+		return "", false
+	}
+	return fmt.Sprintf("%s:%d", service.Spec.ClusterIP, RegistryPort), true
+}
+
+// nextProbe is when to probe again after probes p: soon while the registry does not
+// answer, else at the steady pace; never when probing is off.
+func nextProbe(p probeResults) time.Duration {
+	switch {
+	case p.off:
+		return 0
+	case p.registryProbed && p.registryErr != nil:
+		return probeSoon
+	default:
+		return probeSteady
+	}
+}
+
+// needsApply reports whether applying desired would change live: whether some field the
+// operator sets is missing from live or has another value there. Fields others added
+// (defaults, other controllers) do not count — Server-Side Apply would keep them too. A
+// field the operator stopped setting is caught by the applied-hash annotation, whose
+// value then differs. Skipping no-op applies keeps a steady-state pass free of writes.
+func needsApply(desired, live any) bool {
+	d, err := toJSONMap(desired)
+	if err != nil {
+		return true
+	}
+	l, err := toJSONMap(live)
+	if err != nil {
+		return true
+	}
+	delete(d, "status")
+	return !subset(d, l)
+}
+
+func toJSONMap(v any) (map[string]any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, fmt.Errorf("not an object")
+	}
+	return m, nil
+}
+
+// subset reports whether every value in want is present and equal in have. Lists must
+// have the same length and match element by element (the operator's lists — containers,
+// ports, volumes, env — keep their order on the server).
+func subset(want, have any) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		h, ok := have.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, wv := range w {
+			hv, ok := h[k]
+			if !ok || !subset(wv, hv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		h, ok := have.([]any)
+		if !ok || len(h) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !subset(w[i], h[i]) {
+				return false
+			}
+		}
+		return true
+	default:
+		return reflect.DeepEqual(want, have)
+	}
+}

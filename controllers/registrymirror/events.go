@@ -1,0 +1,69 @@
+package registrymirror
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
+)
+
+// Event reasons. Besides these, a Warning Event whose reason is the Degraded
+// condition's (ObjectConflict, ApplyFailed, HostPortConflict, ...) announces a new
+// problem, and the upstream's changes are Events with reason "Upstream" + the
+// UpstreamReachable reason (UpstreamReachable, UpstreamUnreachable, UpstreamNeverReached).
+const (
+	EventCreated = "Created"
+	EventUpdated = "Updated"
+	// eventUpstreamPrefix prefixes the UpstreamReachable reason in the upstream's Events.
+	eventUpstreamPrefix = "Upstream"
+)
+
+// event is one Event about a mirror.
+type event struct {
+	eventType, reason, action, note string
+}
+
+// statusEvents are the Events a status change is news for, comparing the stored
+// conditions (prev) with the new ones (next): a Warning when Degraded becomes True or
+// its message changes (a new problem), and a Warning or Normal Event when the upstream
+// goes away, comes back or is reached for the first time (news for whoever depends on
+// the mirror).
+func statusEvents(prev, next []metav1.Condition) []event {
+	var out []event
+	before := meta.FindStatusCondition(prev, ConditionDegraded)
+	after := meta.FindStatusCondition(next, ConditionDegraded)
+	if after != nil && after.Status == metav1.ConditionTrue &&
+		(before == nil || before.Status != metav1.ConditionTrue || before.Message != after.Message) {
+		out = append(out, event{corev1.EventTypeWarning, after.Reason, "Reconcile", after.Message})
+	}
+	upBefore := meta.FindStatusCondition(prev, ConditionUpstreamReachable)
+	upAfter := meta.FindStatusCondition(next, ConditionUpstreamReachable)
+	if upAfter != nil && upAfter.Status != metav1.ConditionUnknown && (upBefore == nil || upBefore.Status != upAfter.Status) {
+		eventType := corev1.EventTypeNormal
+		if upAfter.Status == metav1.ConditionFalse {
+			eventType = corev1.EventTypeWarning
+		}
+		out = append(out, event{eventType, eventUpstreamPrefix + upAfter.Reason, "Probe", upAfter.Message})
+	}
+	return out
+}
+
+// recordEvents sends evs about mirror m.
+func (r *Reconciler) recordEvents(m *mirrorsv1alpha1.RegistryMirror, evs []event) {
+	for _, e := range evs {
+		r.Recorder.Eventf(m, nil, e.eventType, e.reason, e.action, "%s", e.note)
+	}
+}
+
+// recordChildWrite reports a child the pass created or updated, regarding the mirror
+// and related to the child.
+func (r *Reconciler) recordChildWrite(m *mirrorsv1alpha1.RegistryMirror, kind string, key types.NamespacedName, live client.Object, created bool) {
+	reason, action := EventUpdated, "Update"
+	if created {
+		reason, action = EventCreated, "Create"
+	}
+	r.Recorder.Eventf(m, live, corev1.EventTypeNormal, reason, action, "%s %s %s", reason, kind, key)
+}

@@ -1,0 +1,114 @@
+package nodeagent
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// hostsTOMLMarker starts every hosts.toml the node agent writes. The agent rewrites or
+// removes only files that start with it, so an administrator's own hosts.toml is never
+// touched.
+const hostsTOMLMarker = "# Managed by the Quartet operator for RegistryMirror "
+
+// renderHostsTOML renders containerd's hosts.toml for one upstream: containerd tries the
+// mirror first for pulls and tag/digest resolution and falls back to the upstream
+// (server) when the mirror fails. owner is the mirror's namespace/name.
+func renderHostsTOML(owner, server, mirror string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s%s; removed when the mirror goes.\n", hostsTOMLMarker, owner)
+	fmt.Fprintf(&b, "server = %q\n\n", server)
+	fmt.Fprintf(&b, "[host.%q]\n", mirror)
+	b.WriteString("  capabilities = [\"pull\", \"resolve\"]\n")
+	return b.String()
+}
+
+// hostsTOMLOwner returns the mirror (namespace/name) a hosts.toml was written for, and
+// whether the Quartet operator wrote it at all.
+func hostsTOMLOwner(content string) (owner string, managed bool) {
+	first, _, _ := strings.Cut(content, "\n")
+	rest, ok := strings.CutPrefix(first, hostsTOMLMarker)
+	if !ok {
+		return "", false
+	}
+	owner, _, _ = strings.Cut(rest, ";")
+	return owner, true
+}
+
+// hostsFile is containerd's hosts.toml for one upstream, kept by one mirror's agent.
+type hostsFile struct {
+	dir, owner, content string
+}
+
+func (h *hostsFile) path() string { return filepath.Join(h.dir, "hosts.toml") }
+
+// ensure writes hosts.toml unless it is already right. It never touches a file Quartet
+// did not write, and replaces another mirror's file only when takeOver is set. It
+// returns whether it wrote and the previous owner, if another mirror.
+func (h *hostsFile) ensure(takeOver bool) (wrote bool, previousOwner string, err error) {
+	existing, err := os.ReadFile(h.path())
+	switch {
+	case err == nil:
+		owner, managed := hostsTOMLOwner(string(existing))
+		if !managed {
+			return false, "", fmt.Errorf("%s exists and was not written by Quartet; it is left alone", h.path())
+		}
+		if string(existing) == h.content {
+			return false, "", nil
+		}
+		if owner != h.owner {
+			if !takeOver {
+				return false, "", fmt.Errorf("%s now belongs to RegistryMirror %s", h.path(), owner)
+			}
+			previousOwner = owner
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return false, "", err
+	}
+	if err := writeFileAtomic(h.path(), []byte(h.content)); err != nil {
+		return false, "", err
+	}
+	return true, previousOwner, nil
+}
+
+// remove deletes hosts.toml if this mirror wrote it.
+func (h *hostsFile) remove() (bool, error) {
+	existing, err := os.ReadFile(h.path())
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if owner, managed := hostsTOMLOwner(string(existing)); !managed || owner != h.owner {
+		return false, nil
+	}
+	if err := os.Remove(h.path()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return false, err
+	}
+	return true, nil
+}
+
+// writeFileAtomic writes through a temporary file and a rename, so containerd never
+// reads half a file.
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".hosts.toml.*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	if _, err := tmp.Write(data); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

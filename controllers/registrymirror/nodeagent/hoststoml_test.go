@@ -1,0 +1,89 @@
+package nodeagent
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// TestHostsTOMLGolden pins the whole hosts.toml the agent writes.
+func TestHostsTOMLGolden(t *testing.T) {
+	got := renderHostsTOML("mirrors/docker-hub", "https://registry-1.docker.io", "http://127.0.0.1:35000")
+	path := filepath.Join("testdata", "hosts.golden.toml")
+	if *update {
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "golden file missing; run go test -run %s -update", t.Name())
+	assert.Equal(t, string(want), got, "output differs from %s; if intended, rerun with -update", path)
+}
+
+func TestHostsTOMLOwner(t *testing.T) {
+	owner, managed := hostsTOMLOwner(renderHostsTOML("ns/a", "https://quay.io", "http://127.0.0.1:35000"))
+	assert.True(t, managed)
+	assert.Equal(t, "ns/a", owner)
+	_, managed = hostsTOMLOwner("server = \"https://quay.io\"\n")
+	assert.False(t, managed)
+	_, managed = hostsTOMLOwner("")
+	assert.False(t, managed)
+}
+
+func TestHostsFile(t *testing.T) {
+	dir := t.TempDir()
+	mine := &hostsFile{dir: dir, owner: "ns/a", content: renderHostsTOML("ns/a", "https://quay.io", "http://127.0.0.1:35000")}
+	path := filepath.Join(dir, "hosts.toml")
+
+	wrote, prev, err := mine.ensure(false)
+	require.NoError(t, err)
+	assert.True(t, wrote)
+	assert.Empty(t, prev)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, mine.content, string(b))
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o644), fi.Mode().Perm())
+
+	wrote, _, err = mine.ensure(false)
+	require.NoError(t, err)
+	assert.False(t, wrote, "already right")
+
+	// Another mirror's file: taken over only when starting.
+	other := &hostsFile{dir: dir, owner: "ns/b", content: renderHostsTOML("ns/b", "https://quay.io", "http://127.0.0.1:35001")}
+	_, _, err = other.ensure(false)
+	assert.ErrorContains(t, err, "belongs to RegistryMirror ns/a")
+	wrote, prev, err = other.ensure(true)
+	require.NoError(t, err)
+	assert.True(t, wrote)
+	assert.Equal(t, "ns/a", prev)
+	removed, err := mine.remove()
+	require.NoError(t, err)
+	assert.False(t, removed, "a mirror removes only its own file")
+	removed, err = other.remove()
+	require.NoError(t, err)
+	assert.True(t, removed)
+	assert.NoFileExists(t, path)
+	removed, err = other.remove()
+	require.NoError(t, err)
+	assert.False(t, removed, "nothing to remove")
+
+	// An administrator's own file is never touched.
+	require.NoError(t, os.WriteFile(path, []byte("server = \"https://quay.io\"\n"), 0o600))
+	_, _, err = mine.ensure(true)
+	assert.ErrorContains(t, err, "not written by Quartet")
+	removed, err = mine.remove()
+	require.NoError(t, err)
+	assert.False(t, removed)
+	b, err = os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, "server = \"https://quay.io\"\n", string(b))
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "no temporary files left behind")
+}

@@ -1,0 +1,69 @@
+package registrymirror
+
+import (
+	"context"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
+	"github.com/quartet-operator/quartet/internal/operator"
+)
+
+// Setup registers the controller with the manager: the mirrors (spec changes only), the
+// children they own, and objects of a child's name that nobody controls.
+func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
+	workers := o.MaxConcurrentReconciles
+	if workers < 1 {
+		workers = 2
+	}
+	r := &Reconciler{
+		Client:    mgr.GetClient(),
+		Recorder:  mgr.GetEventRecorder("registrymirror"),
+		Clock:     clock.RealClock{},
+		Images:    ImagesFromEnv(),
+		Shared:    shared,
+		HostsRoot: o.HostsRoot,
+	}
+	if o.Probes {
+		r.Prober = NewHTTPProber(r.Clock)
+	}
+	inScope := predicate.NewPredicateFuncs(func(o client.Object) bool { return shared.Watches(o.GetNamespace()) })
+	// Objects of a child's name that nobody controls: their creation or deletion may start
+	// or end a conflict, which Owns() cannot see.
+	uncontrolled := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return metav1.GetControllerOf(o) == nil && shared.Watches(o.GetNamespace())
+	})
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("registrymirror").
+		// Generation changes only: the controller's own status writes do not wake it.
+		For(&mirrorsv1alpha1.RegistryMirror{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}, inScope)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers})
+	for _, obj := range []client.Object{&corev1.ConfigMap{}, &corev1.Service{}, &corev1.PersistentVolumeClaim{}, &appsv1.StatefulSet{}, &appsv1.DaemonSet{}} {
+		b = b.Owns(obj, builder.WithPredicates(inScope)).
+			Watches(obj, handler.EnqueueRequestsFromMapFunc(mirrorsNamedAfter), builder.WithPredicates(uncontrolled))
+	}
+	return b.Complete(r)
+}
+
+// mirrorsNamedAfter maps an object to the mirrors whose child it would be by name.
+func mirrorsNamedAfter(_ context.Context, o client.Object) []reconcile.Request {
+	var out []reconcile.Request
+	for _, suffix := range childSuffixes {
+		if name, ok := strings.CutSuffix(o.GetName(), suffix); ok && name != "" {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}})
+		}
+	}
+	return out
+}
