@@ -19,7 +19,14 @@ ROOT := $(shell pwd)
 LOCALBIN ?= $(ROOT)/bin
 TOOLBIN ?= $(LOCALBIN)/tools
 
-K8S_VERSION ?= v1.37.1
+# The Kubernetes release is written once: the k8s.io/kubernetes requirement the control
+# plane and the real node's kubelet are built from. Scripts are handed it (or the paths
+# derived from it) by the targets below; Go code reads the same go.mod
+# (internal/localcluster.KubernetesVersion).
+K8S_VERSION := $(shell awk '$$1 == "k8s.io/kubernetes" { print $$2 }' hack/tools/controlplane/go.mod)
+ifeq ($(K8S_VERSION),)
+$(error no k8s.io/kubernetes requirement in hack/tools/controlplane/go.mod)
+endif
 KWOK_VERSION ?= v0.8.0
 CONTROLLER_TOOLS_VERSION ?= v0.20.1
 KUSTOMIZE_VERSION ?= v5.8.2
@@ -30,6 +37,9 @@ HELM_VERSION ?= v4.3.1
 # Prometheus 3.16 (its Go module versions are v0.<minor>.<patch>): promtool tests the alerts
 # in make test; the server scrapes the in-cluster manager in make e2e.
 PROMETHEUS_VERSION ?= v0.316.0
+# make lint: golangci-lint with kube-api-linter compiled in, both pinned by hack/tools/lint/go.mod.
+GOLANGCI_LINT_VERSION := $(shell awk '$$1 == "github.com/golangci/golangci-lint/v2" { print $$2 }' hack/tools/lint/go.mod)
+KUBE_API_LINTER_VERSION := $(shell awk '$$1 == "sigs.k8s.io/kube-api-linter" { print $$2 }' hack/tools/lint/go.mod)
 
 CONTROLPLANE_DIR := $(LOCALBIN)/k8s/$(K8S_VERSION)
 KWOK_DIR := $(LOCALBIN)/kwok/$(KWOK_VERSION)
@@ -47,6 +57,7 @@ OPM ?= $(TOOLBIN)/opm-$(OPM_VERSION)
 HELM ?= $(TOOLBIN)/helm-$(HELM_VERSION)
 PROMTOOL ?= $(TOOLBIN)/promtool-$(PROMETHEUS_VERSION)
 PROMETHEUS ?= $(TOOLBIN)/prometheus-$(PROMETHEUS_VERSION)
+GOLANGCI_LINT ?= $(TOOLBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)-kal-$(KUBE_API_LINTER_VERSION)
 
 # Tests: integration suites start their own control plane; give them room on 2 cores.
 TEST_TIMEOUT ?= 40m
@@ -79,18 +90,26 @@ fmt: ## go fmt.
 vet: ## go vet.
 	go vet ./...
 
+.PHONY: lint
+lint: $(GOLANGCI_LINT) ## golangci-lint (.golangci.yml): errcheck, govet, ineffassign, staticcheck, unused on all Go code; kube-api-linter on api/.
+	$(GOLANGCI_LINT) run ./...
+
 .PHONY: test
 test: controlplane registry vet $(KUSTOMIZE) $(HELM) $(PROMTOOL) ## go vet, unit tests and integration tests against the real API server.
 	HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) PROMTOOL=$(PROMTOOL) go test $(GO_TEST_FLAGS) ./...
 
 FUZZTIME ?= 15s
+# fuzz-target runs one fuzz target and fails when go test finds no such target in the package
+# (go test passes with "no fuzz tests to fuzz", which would hide a moved target).
+fuzz-target = out=$$(go test -run '^$$' -fuzz '^$(1)$$' -fuzztime $(FUZZTIME) $(2) 2>&1); rc=$$?; echo "$$out"; \
+	if echo "$$out" | grep -q 'no fuzz tests to fuzz'; then echo "fuzz target $(1) not found in $(2)" >&2; exit 1; fi; exit $$rc
 .PHONY: fuzz
 fuzz: ## Run every fuzz target of a parser of outside data for FUZZTIME each.
-	go test -run '^$$' -fuzz '^FuzzParseECB$$' -fuzztime $(FUZZTIME) ./controllers/exchangerate/
-	go test -run '^$$' -fuzz '^FuzzParseFrankfurter$$' -fuzztime $(FUZZTIME) ./controllers/exchangerate/
-	go test -run '^$$' -fuzz '^FuzzHostsDir$$' -fuzztime $(FUZZTIME) ./controllers/registrymirror/
-	go test -run '^$$' -fuzz '^FuzzHostsTOMLOwner$$' -fuzztime $(FUZZTIME) ./controllers/registrymirror/
-	go test -run '^$$' -fuzz '^FuzzRestoreAnnotations$$' -fuzztime $(FUZZTIME) ./controllers/chaosagent/
+	$(call fuzz-target,FuzzParseECB,./controllers/exchangerate/)
+	$(call fuzz-target,FuzzParseFrankfurter,./controllers/exchangerate/)
+	$(call fuzz-target,FuzzHostsDir,./controllers/registrymirror/)
+	$(call fuzz-target,FuzzHostsTOMLOwner,./controllers/registrymirror/nodeagent/)
+	$(call fuzz-target,FuzzRestoreAnnotations,./controllers/chaosagent/)
 
 .PHONY: test-unit
 test-unit: ## Unit tests only (no API server).
@@ -98,7 +117,7 @@ test-unit: ## Unit tests only (no API server).
 
 .PHONY: bench
 bench: controlplane $(if $(filter real,$(NODE)),registry node-deps node-tools olm-tools $(HELM) images) ## Benchmarks against the local cluster; NODE=real adds the real node's (root); figures go to docs/PERFORMANCE.md.
-	{ go test -run '^$$' -bench . -benchtime 1x -timeout 90m ./internal/benchutil/ ./controllers/... && \
+	{ go test -run '^$$' -bench . -benchtime 1x -timeout 90m ./test/benchutil/ ./controllers/... && \
 	  $(if $(filter real,$(NODE)),QUARTET_REAL_NODE=1 OPM=$(OPM) OPERATOR_SDK=$(OPERATOR_SDK) HELM=$(HELM) go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./test/e2e/,true); } | tee bin/bench.txt
 	go run ./hack/benchreport bin/bench.txt docs/PERFORMANCE.md
 
@@ -139,7 +158,7 @@ demo: controlplane registry node-deps node-tools olm-tools $(HELM) images ## Run
 	OPM=$(OPM) OPERATOR_SDK=$(OPERATOR_SDK) HELM=$(HELM) go run ./hack/demoreal $(DEMO_ARGS)
 else
 demo: controlplane manifests
-	hack/demo.sh
+	KUBECTL=$(KUBECTL) hack/demo.sh
 endif
 
 ##@ Build
@@ -229,6 +248,17 @@ $(PROMTOOL) $(PROMETHEUS):
 .PHONY: controller-gen kustomize
 controller-gen: $(CONTROLLER_GEN) ## Build controller-gen.
 kustomize: $(KUSTOMIZE) ## Build kustomize.
+
+# golangci-lint's `custom` command builds the same binary but git-clones golangci-lint;
+# hack/tools/lint is that build as a module of its own, so only the module proxy is needed.
+$(GOLANGCI_LINT):
+	mkdir -p $(TOOLBIN)
+	cd hack/tools/lint && CGO_ENABLED=0 go build -trimpath -o $@.tmp .
+	mv $@.tmp $@
+
+.PHONY: golangci-lint
+golangci-lint: $(GOLANGCI_LINT) ## Build golangci-lint with kube-api-linter (hack/tools/lint).
+
 .PHONY: helm-tool
 helm-tool: $(HELM) ## Build Helm (hack/tools/helm).
 
@@ -267,6 +297,9 @@ bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Regenerate bundle/ and bundle.
 	$(KUSTOMIZE) build config/manifests | $(OPERATOR_SDK) generate bundle -q --overwrite --version $(VERSION) --package quartet $(BUNDLE_METADATA_OPTS)
 	@# createdAt would change the bundle on every run; the bundle is versioned by spec.version.
 	sed -i '/^    createdAt: /d' bundle/manifests/quartet.clusterserviceversion.yaml
+	@# project_layout names the kubebuilder plugin whose layout the project follows: none (PROJECT
+	@# has no layout; README "Layout"), so operator-sdk would write an empty value: leave it out.
+	sed -i '/project_layout/d' bundle/manifests/quartet.clusterserviceversion.yaml bundle/metadata/annotations.yaml bundle.Dockerfile
 	go run ./hack/olm/descriptors bundle/manifests/quartet.clusterserviceversion.yaml
 	$(OPERATOR_SDK) bundle validate ./bundle
 

@@ -6,7 +6,15 @@
 # machine pays the cold build (about 12-15 minutes on 2 cores).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-K8S_VERSION=${K8S_VERSION:-v1.37.1}
+# The release is the k8s.io/kubernetes requirement the binaries are built from; the
+# Makefile reads the same line and passes it as K8S_VERSION.
+gomod="$root/hack/tools/controlplane/go.mod"
+required=$(awk '$1 == "k8s.io/kubernetes" { print $2 }' "$gomod")
+K8S_VERSION=${K8S_VERSION:-$required}
+if [ -z "$required" ] || [ "$K8S_VERSION" != "$required" ]; then
+  echo "controlplane: K8S_VERSION=$K8S_VERSION, but $gomod requires k8s.io/kubernetes ${required:-(none)}" >&2
+  exit 1
+fi
 KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
 k8s_dir="$root/bin/k8s/$K8S_VERSION"
 kwok_dir="$root/bin/kwok/$KWOK_VERSION"

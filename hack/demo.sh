@@ -6,7 +6,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 dir="$root/bin/demo-cluster"
-kubectl="$root/bin/k8s/v1.37.1/kubectl"
+# make demo passes KUBECTL (bin/k8s/<K8S_VERSION>/kubectl, built by make controlplane).
+kubectl=${KUBECTL:?run make demo: KUBECTL is not set}
 export KUBECONFIG="$dir/kubeconfig"
 pids=()
 

@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/quartet-operator/quartet/internal/localcluster"
 )
 
 type result struct {
@@ -37,6 +39,14 @@ func main() {
 }
 
 func run(in, out string) error {
+	k8sVersion, err := localcluster.KubernetesVersion()
+	if err != nil {
+		return err
+	}
+	etcdVersion, err := localcluster.EtcdVersion()
+	if err != nil {
+		return err
+	}
 	f, err := os.Open(in)
 	if err != nil {
 		return err
@@ -92,7 +102,8 @@ func run(in, out string) error {
 	fmt.Fprintf(&b, "## Machine\n\n")
 	fmt.Fprintf(&b, "- CPU: %s, %d cores visible to Go\n", orUnknown(strings.TrimSpace(cpu)), runtime.NumCPU())
 	fmt.Fprintf(&b, "- Memory: %s\n", memTotal())
-	fmt.Fprintf(&b, "- Go: %s; control plane: kube-apiserver v1.37.1, etcd v3.7.0 (`--unsafe-no-fsync`), kwok v0.8.0, all on loopback\n", goVersion())
+	fmt.Fprintf(&b, "- Go: %s; control plane: kube-apiserver %s, etcd %s (`--unsafe-no-fsync`), kwok %s, all on loopback\n",
+		goVersion(), k8sVersion, etcdVersion, localcluster.KwokVersion)
 	fmt.Fprintf(&b, "\nThe API server, etcd, the controller-manager and the benchmark share these cores, so the\n")
 	fmt.Fprintf(&b, "absolute rates are this machine's; the ratios are what carries over.\n")
 	writeGoals(&b, results)
@@ -169,7 +180,7 @@ var goals = []goal{
 	{"BenchmarkMirrorPull50MB", "s-create-to-first-pull", "reported: RegistryMirror create to the first pod running from a pull through it (issue 12)", nil},
 }
 
-// writeGoals prints the issues' targets next to this run's figures.
+// writeGoals prints the performance targets next to this run's figures.
 func writeGoals(b *strings.Builder, results []result) {
 	fmt.Fprintf(b, "\n## Targets\n\n| benchmark | metric | target | this run | met |\n|---|---|---|---|---|\n")
 	for _, g := range goals {

@@ -82,7 +82,7 @@ func run(ctx context.Context, keep time.Duration) (err error) {
 		}
 		fmt.Println("  stopped; the kernel settings, mounts, cgroups and network namespace the node changed are restored (make test-node proves it)")
 	}()
-	d := &demo{env: env, kubectl: filepath.Join(env.Root, "bin", "k8s", localcluster.KubernetesVersion, "kubectl")}
+	d := &demo{env: env, kubectl: env.Cluster.Kubectl()}
 	d.kubectlRun(ctx, "get", "nodes", "-o", "wide")
 
 	say("installing OLM, the Quartet catalog and a Subscription, as an admin would")
@@ -152,7 +152,7 @@ func (d *demo) kubectlRun(ctx context.Context, args ...string) {
 }
 
 func (d *demo) exchangeRate(ctx context.Context) error {
-	say("ExchangeRate: the article's exchange-rate-usd, fetched by the in-cluster manager")
+	say("ExchangeRate: the sample exchange-rate-usd, fetched by the in-cluster manager")
 	er := &operatorsv1.ExchangeRate{}
 	if err := d.env.Sample("operators_v1_exchangerate.yaml", er, demoNS); err != nil {
 		return err
@@ -170,7 +170,7 @@ func (d *demo) exchangeRate(ctx context.Context) error {
 }
 
 func (d *demo) copyrator(ctx context.Context) error {
-	say("CopyratorRule: the article's main-rule copies ConfigMaps labelled copyrator=true into every namespace")
+	say("CopyratorRule: the sample main-rule copies ConfigMaps labelled copyrator=true into every namespace")
 	if err := d.env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "shared-settings", Namespace: demoNS,
 		Labels: map[string]string{"copyrator": "true"}}, Data: map[string]string{"log-level": "info"}}); err != nil {
 		return err

@@ -24,17 +24,18 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// Versions of the binaries the Makefile builds (hack/build-controlplane.sh).
+// Versions of the binaries the Makefile builds besides the control plane, whose version
+// is KubernetesVersion (version.go).
 const (
-	KubernetesVersion = "v1.37.1"
-	KwokVersion       = "v0.8.0"
-	RegistryVersion   = "v3.0.0"
+	KwokVersion     = "v0.8.0"
+	RegistryVersion = "v3.0.0"
 )
 
 // Options say where the binaries are and what to start.
@@ -131,7 +132,11 @@ func DefaultBinDirs() (binDir, kwokDir string, err error) {
 	}
 	binDir = os.Getenv("KUBEBUILDER_ASSETS")
 	if binDir == "" {
-		binDir = filepath.Join(root, "bin", "k8s", KubernetesVersion)
+		k8s, err := KubernetesVersion()
+		if err != nil {
+			return "", "", err
+		}
+		binDir = filepath.Join(root, "bin", "k8s", k8s)
 	}
 	kwokDir = os.Getenv("QUARTET_KWOK_DIR")
 	if kwokDir == "" {
@@ -375,8 +380,13 @@ func (c *Cluster) startRest(ctx context.Context, p *pki) error {
 	if err != nil {
 		return err
 	}
+	// The fake kubelets claim the API server's own release (its binary carries it).
+	server, err := cs.Discovery().ServerVersion()
+	if err != nil {
+		return fmt.Errorf("localcluster: API server version: %w", err)
+	}
 	for i := 0; i < c.opts.Nodes; i++ {
-		if err := createFakeNode(ctx, cs, fmt.Sprintf("kwok-node-%d", i)); err != nil {
+		if err := createFakeNode(ctx, cs, fmt.Sprintf("kwok-node-%d", i), server.GitVersion); err != nil {
 			return err
 		}
 	}
@@ -400,7 +410,7 @@ func (c *Cluster) startRest(ctx context.Context, p *pki) error {
 	})
 }
 
-func createFakeNode(ctx context.Context, cs kubernetes.Interface, name string) error {
+func createFakeNode(ctx context.Context, cs kubernetes.Interface, name, kubeletVersion string) error {
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        name,
@@ -411,7 +421,7 @@ func createFakeNode(ctx context.Context, cs kubernetes.Interface, name string) e
 		Status: corev1.NodeStatus{
 			Capacity:    fakeResources(),
 			Allocatable: fakeResources(),
-			NodeInfo:    corev1.NodeSystemInfo{Architecture: "amd64", OperatingSystem: "linux", KubeletVersion: KubernetesVersion + "-kwok"},
+			NodeInfo:    corev1.NodeSystemInfo{Architecture: "amd64", OperatingSystem: "linux", KubeletVersion: kubeletVersion + "-kwok"},
 		},
 	}
 	_, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
@@ -472,6 +482,11 @@ func (c *Cluster) RestConfig() *rest.Config {
 	return rest.CopyConfig(c.restConfig)
 }
 
+// Kubectl is the kubectl built beside the control plane's binaries (Options.BinDir).
+func (c *Cluster) Kubectl() string {
+	return filepath.Join(c.opts.BinDir, "kubectl")
+}
+
 func (c *Cluster) waitReady(ctx context.Context, timeout time.Duration) error {
 	cs, err := kubernetes.NewForConfig(c.RestConfig())
 	if err != nil {
@@ -486,25 +501,20 @@ func (c *Cluster) waitReady(ctx context.Context, timeout time.Duration) error {
 	})
 }
 
+// waitFor polls cond every 100 ms until it holds, fails, ctx ends or timeout passes.
 func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, err := cond()
-		if err != nil {
-			return err
-		}
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("localcluster: timed out after %s waiting for %s", timeout, what)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return cond()
+	})
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case wait.Interrupted(err):
+		return fmt.Errorf("localcluster: timed out after %s waiting for %s", timeout, what)
 	}
+	return err
 }
 
 // startProcess starts a component; a real node's components run inside its namespace.
@@ -572,27 +582,20 @@ func (p *Process) exited() bool {
 	}
 }
 
-// stop sends SIGTERM, waits up to 20 s, then SIGKILL.
+// stop sends SIGTERM, waits up to 20 s, then SIGKILL (again every 5 s until it is gone).
 func (p *Process) stop() {
 	if p.exited() {
 		return
 	}
 	_ = syscall.Kill(p.PID, syscall.SIGTERM)
-	deadline := time.Now().Add(20 * time.Second)
-	for !p.exited() {
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(p.PID, syscall.SIGKILL)
-			deadline = time.Now().Add(5 * time.Second)
+	// exited sees a child of ours end through done, and any other process (stopped from
+	// state.json) by its PID being gone.
+	exited := func(context.Context) (bool, error) { return p.exited(), nil }
+	for timeout := 20 * time.Second; ; timeout = 5 * time.Second {
+		if wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, exited) == nil {
+			return
 		}
-		if p.done != nil {
-			select {
-			case <-p.done:
-			case <-time.After(50 * time.Millisecond):
-			}
-		} else {
-			// Not our child (stopped from state.json): poll until the PID is gone.
-			time.Sleep(50 * time.Millisecond)
-		}
+		_ = syscall.Kill(p.PID, syscall.SIGKILL)
 	}
 }
 

@@ -27,6 +27,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 )
@@ -558,16 +559,19 @@ func (n *RealNode) killWorkloads() {
 	if !strings.HasPrefix(n.CgroupRoot, cgroupPrefix) {
 		return // never walk (and kill) anything but a node's own cgroups
 	}
-	for attempt := 0; attempt < 50; attempt++ {
-		pids := cgroupPIDs(n.CgroupRoot)
-		if len(pids) == 0 {
-			return
-		}
-		for _, pid := range pids {
+	_ = killUntilGone(5*time.Second, func() []int { return cgroupPIDs(n.CgroupRoot) })
+}
+
+// killUntilGone sends SIGKILL to every process pids lists, every 100 ms, until it lists
+// none (nil) or timeout passes (wait's timeout error).
+func killUntilGone(timeout time.Duration, pids func() []int) error {
+	return wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		left := pids()
+		for _, pid := range left {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return len(left) == 0, nil
+	})
 }
 
 // cgroupPIDs lists the processes in the cgroup tree root of the pids hierarchy (every
@@ -624,16 +628,7 @@ func processesInNetns(nsPath string) []int {
 func (n *RealNode) teardown(dir string) error {
 	var errs []error
 	n.killWorkloads()
-	for attempt := 0; attempt < 100; attempt++ {
-		pids := processesInNetns(n.Netns)
-		if len(pids) == 0 {
-			break
-		}
-		for _, pid := range pids {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	_ = killUntilGone(10*time.Second, func() []int { return processesInNetns(n.Netns) })
 	n.killWorkloads()
 	if err := unmountBelow(dir); err != nil {
 		errs = append(errs, err)
@@ -723,7 +718,7 @@ func removeCgroupTree(root string) error {
 		return nil
 	}
 	var last error
-	for attempt := 0; attempt < 50; attempt++ {
+	_ = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
 		var dirs []string
 		_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
@@ -745,11 +740,8 @@ func removeCgroupTree(root string) error {
 				last = fmt.Errorf("removing cgroup %s: %w", d, err)
 			}
 		}
-		if last == nil {
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return last == nil, nil
+	})
 	return last
 }
 

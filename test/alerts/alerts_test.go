@@ -78,7 +78,7 @@ func TestEveryAlertIsExpectedToFire(t *testing.T) {
 	}
 }
 
-// The five things an admin alerts on (issue 14's list), each by the metric that tells.
+// The five things an admin alerts on, each by the metric that tells.
 var covered = map[string]string{
 	"reconcile errors":          "controller_runtime_reconcile_errors_total",
 	"chaos actions failing":     "quartet_chaosagent_actions_total",

@@ -104,7 +104,7 @@ func listOf(t *testing.T, l client.ObjectList) client.ObjectList {
 	return l
 }
 
-// TestExchangeRateOverHTTPSFromTheCluster: the in-cluster manager fetches the article's
+// TestExchangeRateOverHTTPSFromTheCluster: the in-cluster manager fetches the sample
 // ExchangeRate over HTTPS from the imitation ECB upstream, whose certificate only the test
 // CA given to the manager (SSL_CERT_DIR next to the image's own bundle) vouches for, and
 // keeps it fresh: a new publication upstream reaches the status within the refresh

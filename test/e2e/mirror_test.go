@@ -241,7 +241,7 @@ func upstreamWithImage(tb testing.TB, port int, user, password, bcrypt, repo str
 	return up, ref, layer
 }
 
-// TestMirrorServesPullsAndOutlivesItsUpstream is the data centre of the seed: a node pulls
+// TestMirrorServesPullsAndOutlivesItsUpstream is RegistryMirror's purpose: a node pulls
 // an image of the upstream's name through the mirror; the outside connection goes (the
 // upstream stops) and the node loses the image; a new pod still starts, served from the
 // mirror's cache, while the mirror's status says the upstream is unreachable. Deleting the

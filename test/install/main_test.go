@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +27,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
-	"github.com/quartet-operator/quartet/internal/localcluster"
 	"github.com/quartet-operator/quartet/test/realnode"
 )
 
@@ -62,7 +60,7 @@ func command(t *testing.T, stdin []byte, name string, args ...string) string {
 }
 
 func kubectl() string {
-	return filepath.Join(env.Root, "bin", "k8s", localcluster.KubernetesVersion, "kubectl")
+	return env.Cluster.Kubectl()
 }
 
 // waitManager waits until the manager Deployment in ns is available with one pod of image

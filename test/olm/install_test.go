@@ -31,7 +31,7 @@ import (
 const (
 	installNS = "quartet-system"
 	targetNS  = "quartet-e2e-target"
-	// sharedConfigMap is what the article's CopyratorRule copies (label copyrator: "true").
+	// sharedConfigMap is what the sample CopyratorRule copies (label copyrator: "true").
 	sharedConfigMap = "e2e-shared-settings"
 )
 

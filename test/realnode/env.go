@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quartet-operator/quartet/internal/localcluster"
-	"github.com/quartet-operator/quartet/internal/testenv"
+	"github.com/quartet-operator/quartet/test/testenv"
 )
 
 // FieldOwner is the server-side apply field manager of everything the tests apply.

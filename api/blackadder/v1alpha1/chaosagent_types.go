@@ -6,18 +6,18 @@ import (
 	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 )
 
-// ChaosAgentSpec and ChaosAgentStatus are v1beta1's. The article's v1alpha1 manifests use
-// only tantrumMode and podTolerance, and they still apply unchanged; serving the full
-// v1beta1 schema here too makes the webhook-free conversion (strategy None) lossless: an
-// agent written through v1alpha1 keeps every v1beta1 field (dryRun included) instead of
-// having them pruned to their defaults.
+// ChaosAgentSpec and ChaosAgentStatus are v1beta1's. The original Python operator's
+// v1alpha1 manifests use only tantrumMode and podTolerance, and they still apply unchanged;
+// serving the full v1beta1 schema here too makes the webhook-free conversion (strategy
+// None) lossless: an agent written through v1alpha1 keeps every v1beta1 field (dryRun
+// included) instead of having them pruned to their defaults.
 type (
 	ChaosAgentSpec   = v1beta1.ChaosAgentSpec
 	ChaosAgentStatus = v1beta1.ChaosAgentStatus
 )
 
-// ChaosAgent is the article's first chaos engineering agent version, kept so its manifests
-// apply unchanged; it has the v1beta1 schema. Prefer v1beta1.
+// ChaosAgent is the chaos engineering agent version of the original Python operator, kept
+// so its manifests apply unchanged; it has the v1beta1 schema. Prefer v1beta1.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=ca
@@ -26,7 +26,10 @@ type (
 // +kubebuilder:printcolumn:name="Tolerance",type=integer,JSONPath=`.spec.podTolerance`,description="Total number of Pods to tolerate before randomly killing Pods"
 // +operator-sdk:csv:customresourcedefinitions:displayName="Chaos Agent (v1alpha1)",resources={{Pod,v1}}
 type ChaosAgent struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec says what the agent may break.
@@ -43,8 +46,4 @@ type ChaosAgentList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ChaosAgent `json:"items"`
-}
-
-func init() {
-	SchemeBuilder.Register(&ChaosAgent{}, &ChaosAgentList{})
 }

@@ -17,7 +17,7 @@ const (
 
 // ChaosAgentSpec is what the agent is allowed to break, how eagerly and how often.
 type ChaosAgentSpec struct {
-	// tantrumMode, when true, lets the agent kill pods at random, but only while at least
+	// tantrumMode lets the agent kill pods at random when true, but only while at least
 	// podTolerance candidate pods exist.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Tantrum Mode",xDescriptors="urn:alm:descriptor:com.tectonic.ui:booleanSwitch"
@@ -30,14 +30,14 @@ type ChaosAgentSpec struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Pod Tolerance",xDescriptors="urn:alm:descriptor:com.tectonic.ui:number"
 	PodTolerance int32 `json:"podTolerance,omitempty"`
 
-	// cancerMode, when true, lets the agent double the replicas of randomly chosen Deployments,
+	// cancerMode lets the agent double the replicas of randomly chosen Deployments when true,
 	// never above 128. Deployments scaled by a HorizontalPodAutoscaler are skipped.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Cancer Mode",xDescriptors="urn:alm:descriptor:com.tectonic.ui:booleanSwitch"
 	CancerMode bool `json:"cancerMode,omitempty"`
 
-	// ipsumMode, when true, lets the agent overwrite every value of randomly chosen ConfigMaps
-	// with lorem ipsum. Immutable ConfigMaps are skipped.
+	// ipsumMode lets the agent overwrite every value of randomly chosen ConfigMaps with
+	// lorem ipsum when true. Immutable ConfigMaps are skipped.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Ipsum Mode",xDescriptors="urn:alm:descriptor:com.tectonic.ui:booleanSwitch"
 	IpsumMode bool `json:"ipsumMode,omitempty"`
@@ -45,7 +45,7 @@ type ChaosAgentSpec struct {
 	// eagerness is the chance, in percent, that any one candidate object is hit in a round.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
-	// +kubebuilder:default=20
+	// +default=20
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Eagerness",xDescriptors="urn:alm:descriptor:com.tectonic.ui:number"
 	Eagerness int32 `json:"eagerness,omitempty"`
@@ -53,7 +53,7 @@ type ChaosAgentSpec struct {
 	// pauseDuration is the number of seconds between two rounds.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=86400
-	// +kubebuilder:default=30
+	// +default=30
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Pause Duration",xDescriptors="urn:alm:descriptor:com.tectonic.ui:number"
 	PauseDuration int32 `json:"pauseDuration,omitempty"`
@@ -68,21 +68,21 @@ type ChaosAgentSpec struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Excluded Namespaces"
 	ExcludedNamespaces []string `json:"excludedNamespaces,omitempty"`
 
-	// namespaceSelector, when set, narrows the targets to namespaces whose labels match.
+	// namespaceSelector narrows the targets to namespaces whose labels match, when set.
 	// +optional
 	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
 
-	// podSelector, when set, narrows tantrum targets to pods whose labels match.
+	// podSelector narrows tantrum targets to pods whose labels match, when set.
 	// +optional
 	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
 
-	// dryRun, when true, records every action the agent would take (in status and Events)
-	// and changes nothing. It wins over every other setting.
+	// dryRun makes the agent record every action it would take (in status and Events) and
+	// change nothing, when true. It wins over every other setting.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Dry Run",xDescriptors="urn:alm:descriptor:com.tectonic.ui:booleanSwitch"
 	DryRun bool `json:"dryRun,omitempty"`
 
-	// paused, when true, stops new rounds. With restoreOnDelete the agent also puts back
+	// paused stops new rounds when true. With restoreOnDelete the agent also puts back
 	// what it changed.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Paused",xDescriptors="urn:alm:descriptor:com.tectonic.ui:booleanSwitch"
@@ -90,24 +90,24 @@ type ChaosAgentSpec struct {
 
 	// killMethod is how a tantrum removes a pod: Evict (default, respects
 	// PodDisruptionBudgets) or Delete.
-	// +kubebuilder:default=Evict
+	// +default="Evict"
 	// +optional
 	KillMethod KillMethod `json:"killMethod,omitempty"`
 
 	// maxActionsPerRound caps the number of actions of one round, whatever eagerness says.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10000
-	// +kubebuilder:default=10
+	// +default=10
 	// +optional
 	MaxActionsPerRound int32 `json:"maxActionsPerRound,omitempty"`
 
-	// restoreOnDelete, when true (the default), puts back the replicas and ConfigMap data the
-	// agent changed when the agent is deleted or paused.
-	// +kubebuilder:default=true
+	// restoreOnDelete puts back the replicas and ConfigMap data the agent changed when the
+	// agent is deleted or paused (true by default).
+	// +default=true
 	// +optional
 	RestoreOnDelete *bool `json:"restoreOnDelete,omitempty"`
 
-	// seed, when set, makes the random choices of every round reproducible.
+	// seed makes the random choices of every round reproducible, when set.
 	// +optional
 	Seed *int64 `json:"seed,omitempty"`
 }
@@ -131,11 +131,14 @@ const (
 // ChaosAction is one thing the agent did, or would have done in dry-run.
 type ChaosAction struct {
 	// time is when the action was taken.
-	Time metav1.Time `json:"time"`
+	// +required
+	Time metav1.Time `json:"time,omitempty"`
 	// kind is what was done.
-	Kind ActionKind `json:"kind"`
+	// +required
+	Kind ActionKind `json:"kind,omitempty"`
 	// target is the object, as namespace/name.
-	Target string `json:"target"`
+	// +required
+	Target string `json:"target,omitempty"`
 	// detail says what changed, for humans.
 	// +optional
 	Detail string `json:"detail,omitempty"`
@@ -166,15 +169,15 @@ type ChaosCounts struct {
 
 // ChaosAgentStatus is what the agent has done.
 type ChaosAgentStatus struct {
-	// observedGeneration is the spec generation the status describes.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// conditions: Ready (the agent is running rounds), Paused, Degraded.
+	// conditions are Ready (the agent is running rounds), Paused and Degraded.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors="urn:alm:descriptor:io.kubernetes.conditions"
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// observedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// lastRoundTime is when the last round ran.
 	// +optional
 	LastRoundTime *metav1.Time `json:"lastRoundTime,omitempty"`
@@ -191,6 +194,7 @@ type ChaosAgentStatus struct {
 	Counts ChaosCounts `json:"counts,omitempty"`
 	// lastActions are the most recent actions, newest first (at most 20).
 	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
 	// +optional
 	LastActions []ChaosAction `json:"lastActions,omitempty"`
 	// changedObjects is the number of Deployments and ConfigMaps this agent changed and has
@@ -220,7 +224,10 @@ type ChaosAgentStatus struct {
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +operator-sdk:csv:customresourcedefinitions:displayName="Chaos Agent",resources={{Pod,v1},{Deployment,v1},{ConfigMap,v1}}
 type ChaosAgent struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec says what the agent may break.
@@ -237,8 +244,4 @@ type ChaosAgentList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ChaosAgent `json:"items"`
-}
-
-func init() {
-	SchemeBuilder.Register(&ChaosAgent{}, &ChaosAgentList{})
 }

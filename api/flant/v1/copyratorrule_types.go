@@ -5,7 +5,8 @@ import (
 )
 
 // RuleType names the kind of object a rule copies.
-// The article writes it in lower case; the Kind spelling is accepted too.
+// The original Python operator's manifests write it in lower case; the Kind spelling is
+// accepted too.
 // +kubebuilder:validation:Enum=configmap;secret;ConfigMap;Secret
 type RuleType string
 
@@ -53,7 +54,7 @@ type CopyratorRuleSpec struct {
 	// accepted too).
 	// +required
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Rule Type"
-	RuleType RuleType `json:"ruleType"`
+	RuleType RuleType `json:"ruleType,omitempty"`
 
 	// selector is a label map: every object of ruleType in the rule's own namespace whose
 	// labels include all of these is a source. A rule never reads other namespaces.
@@ -62,9 +63,9 @@ type CopyratorRuleSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 316 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="spec.selector keys must be valid label keys"
 	// +required
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Selector"
-	Selector map[string]LabelValue `json:"selector"`
+	Selector map[string]LabelValue `json:"selector,omitempty"`
 
-	// namespaces, when set, limits the copies to these namespaces. Without it (and without
+	// namespaces limits the copies to these namespaces, when set. Without it (and without
 	// namespaceSelector) every active namespace receives copies.
 	// +kubebuilder:validation:MaxItems=1024
 	// +kubebuilder:validation:items:MaxLength=63
@@ -73,14 +74,14 @@ type CopyratorRuleSpec struct {
 	// +optional
 	Namespaces []string `json:"namespaces,omitempty"`
 
-	// namespaceSelector, when set, limits the copies to namespaces whose labels match.
+	// namespaceSelector limits the copies to namespaces whose labels match, when set.
 	// Mutually exclusive with namespaces.
 	// +optional
 	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
 
 	// deletionPolicy decides what happens to the copies when the rule is deleted:
 	// Delete (default) removes them, Retain leaves them.
-	// +kubebuilder:default=Delete
+	// +default="Delete"
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Deletion Policy"
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
@@ -90,9 +91,11 @@ type CopyratorRuleSpec struct {
 // Copyrator did not create; it is left alone.
 type CopyConflict struct {
 	// namespace of the foreign object.
-	Namespace string `json:"namespace"`
+	// +required
+	Namespace string `json:"namespace,omitempty"`
 	// name of the foreign object.
-	Name string `json:"name"`
+	// +required
+	Name string `json:"name,omitempty"`
 	// reason says why it is a conflict.
 	// +optional
 	Reason string `json:"reason,omitempty"`
@@ -100,16 +103,16 @@ type CopyConflict struct {
 
 // CopyratorRuleStatus says what the rule copied.
 type CopyratorRuleStatus struct {
-	// observedGeneration is the spec generation the status describes.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// conditions: Ready (every copy this rule may write is in sync), Degraded (conflicts,
+	// conditions are Ready (every copy this rule may write is in sync), Degraded (conflicts,
 	// failed writes or reads, or an invalid spec).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors="urn:alm:descriptor:io.kubernetes.conditions"
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// observedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// sourcesMatched is the number of source objects the selector matches.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Sources Matched"
@@ -126,6 +129,7 @@ type CopyratorRuleStatus struct {
 	ConflictCount int32 `json:"conflictCount,omitempty"`
 	// conflicts lists some of them (at most 20).
 	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
 	// +optional
 	Conflicts []CopyConflict `json:"conflicts,omitempty"`
 }
@@ -145,12 +149,15 @@ type CopyratorRuleStatus struct {
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +operator-sdk:csv:customresourcedefinitions:displayName="Copyrator Rule",resources={{ConfigMap,v1},{Secret,v1}}
 type CopyratorRule struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec selects what is copied where.
 	// +required
-	Spec CopyratorRuleSpec `json:"spec"`
+	Spec CopyratorRuleSpec `json:"spec,omitzero"`
 	// status says what was copied.
 	// +optional
 	Status CopyratorRuleStatus `json:"status,omitempty"`
@@ -162,8 +169,4 @@ type CopyratorRuleList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []CopyratorRule `json:"items"`
-}
-
-func init() {
-	SchemeBuilder.Register(&CopyratorRule{}, &CopyratorRuleList{})
 }

@@ -12,7 +12,7 @@ type SecretReference struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +required
-	Name string `json:"name"`
+	Name string `json:"name,omitempty"`
 }
 
 // RegistryMirrorSpec is the upstream to mirror and how much cache to give it.
@@ -27,10 +27,10 @@ type RegistryMirrorSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!self.contains('@')",message="spec.upstream must not carry credentials (user:password@host): put them in a Secret with keys username and password in the mirror's namespace and name it in spec.credentialsSecretRef"
 	// +required
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Upstream"
-	Upstream string `json:"upstream"`
+	Upstream string `json:"upstream,omitempty"`
 
 	// storage is the size of the cache volume. It may grow but never shrink. Default 10Gi.
-	// +kubebuilder:default="10Gi"
+	// +default="10Gi"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="spec.storage must be greater than zero"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity(string(oldSelf))) >= 0",message="spec.storage may grow but not shrink"
 	// +optional
@@ -61,8 +61,8 @@ type RegistryMirrorSpec struct {
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 
-	// configureNodes, when true, makes the node agent write containerd's hosts.toml for the
-	// upstream's host on every node, so the container runtime pulls through the mirror.
+	// configureNodes makes the node agent write containerd's hosts.toml for the upstream's
+	// host on every node when true, so the container runtime pulls through the mirror.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Configure Nodes",xDescriptors="urn:alm:descriptor:com.tectonic.ui:booleanSwitch"
 	ConfigureNodes bool `json:"configureNodes,omitempty"`
@@ -78,16 +78,16 @@ type RegistryMirrorSpec struct {
 
 // RegistryMirrorStatus says whether the mirror serves and where.
 type RegistryMirrorStatus struct {
-	// observedGeneration is the spec generation the status describes.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// conditions: Ready (registry and node agents ready), Degraded (an object could not be
-	// applied, or one of the same name belongs to someone else).
+	// conditions are Ready (registry and node agents ready) and Degraded (an object could
+	// not be applied, or one of the same name belongs to someone else).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors="urn:alm:descriptor:io.kubernetes.conditions"
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// observedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// endpoint is the in-cluster address of the mirror (http://<service>.<namespace>.svc:5000).
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Endpoint",xDescriptors="urn:alm:descriptor:org.w3:link"
@@ -121,12 +121,15 @@ type RegistryMirrorStatus struct {
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 40 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label of at most 40 characters starting with a letter (the mirror's Services and StatefulSet are named after it)"
 // +operator-sdk:csv:customresourcedefinitions:displayName="Registry Mirror",resources={{Service,v1},{StatefulSet,v1},{DaemonSet,v1},{PersistentVolumeClaim,v1}}
 type RegistryMirror struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec is the upstream and the cache size.
 	// +required
-	Spec RegistryMirrorSpec `json:"spec"`
+	Spec RegistryMirrorSpec `json:"spec,omitzero"`
 	// status says whether the mirror serves.
 	// +optional
 	Status RegistryMirrorStatus `json:"status,omitempty"`
@@ -138,8 +141,4 @@ type RegistryMirrorList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []RegistryMirror `json:"items"`
-}
-
-func init() {
-	SchemeBuilder.Register(&RegistryMirror{}, &RegistryMirrorList{})
 }

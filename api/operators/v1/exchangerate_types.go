@@ -13,14 +13,14 @@ type ExchangeRateSpec struct {
 	// +kubebuilder:validation:MaxLength=3
 	// +required
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Currency"
-	Currency string `json:"currency"`
+	Currency string `json:"currency,omitempty"`
 
 	// base is the ISO 4217 code of the currency the rate is expressed in: the ConfigMap's
 	// rate is how many units of currency one unit of base buys. Default EUR.
 	// +kubebuilder:validation:Pattern=`^[A-Z]{3}$`
 	// +kubebuilder:validation:MinLength=3
 	// +kubebuilder:validation:MaxLength=3
-	// +kubebuilder:default=EUR
+	// +default="EUR"
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Base"
 	Base string `json:"base,omitempty"`
@@ -39,16 +39,16 @@ type ExchangeRateSpec struct {
 
 // ExchangeRateStatus is the rate last written and how fresh it is.
 type ExchangeRateStatus struct {
-	// observedGeneration is the spec generation the status describes.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// conditions: Ready (the ConfigMap holds a rate for the current spec), Stale (the
-	// publication is older than the manager's limit), Degraded (the last fetch failed).
+	// conditions are Ready (the ConfigMap holds a rate for the current spec), Stale (the
+	// publication is older than the manager's limit) and Degraded (the last fetch failed).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors="urn:alm:descriptor:io.kubernetes.conditions"
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// observedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// rate is the rate written to the ConfigMap, as a decimal string.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Rate"
@@ -81,12 +81,15 @@ type ExchangeRateStatus struct {
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +operator-sdk:csv:customresourcedefinitions:displayName="Exchange Rate",resources={{ConfigMap,v1}}
 type ExchangeRate struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec names the currency.
 	// +required
-	Spec ExchangeRateSpec `json:"spec"`
+	Spec ExchangeRateSpec `json:"spec,omitzero"`
 	// status is the rate last written.
 	// +optional
 	Status ExchangeRateStatus `json:"status,omitempty"`
@@ -98,8 +101,4 @@ type ExchangeRateList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ExchangeRate `json:"items"`
-}
-
-func init() {
-	SchemeBuilder.Register(&ExchangeRate{}, &ExchangeRateList{})
 }

@@ -94,7 +94,7 @@ func oldChaosCRD(data []byte) ([]byte, error) {
 		m, _ := v.(map[string]any)
 		if m["name"] == oldVersion {
 			m["served"], m["storage"] = true, true
-			articleSpec(m)
+			v1alpha1Spec(m)
 			kept = append(kept, m)
 		}
 	}
@@ -105,10 +105,10 @@ func oldChaosCRD(data []byte) ([]byte, error) {
 	return yaml.Marshal(crd)
 }
 
-// articleSpec cuts the version's spec schema down to the article's v1alpha1 fields
+// v1alpha1Spec cuts the version's spec schema down to the original v1alpha1 fields
 // (tantrumMode, podTolerance), as v0.1.0 served it; v0.2.0 serves the v1beta1 schema under
 // both names.
-func articleSpec(version map[string]any) {
+func v1alpha1Spec(version map[string]any) {
 	schema, _ := version["schema"].(map[string]any)
 	root, _ := schema["openAPIV3Schema"].(map[string]any)
 	props, _ := root["properties"].(map[string]any)

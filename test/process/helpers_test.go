@@ -1,9 +1,8 @@
-package e2e
+package process
 
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
-	"github.com/quartet-operator/quartet/internal/benchutil"
+	"github.com/quartet-operator/quartet/test/benchutil"
 )
 
 // namespace creates a namespace with labels and deletes it when the test ends.
@@ -148,12 +147,4 @@ func forceDelete(obj client.Object) {
 		cur.SetFinalizers(nil)
 		_ = env.Client.Update(ctx, cur)
 	}
-}
-
-func shortName(t *testing.T) string {
-	n := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
-	if len(n) > 40 {
-		n = n[len(n)-40:]
-	}
-	return strings.Trim(n, "-")
 }

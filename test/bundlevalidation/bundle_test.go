@@ -25,10 +25,6 @@ import (
 	"github.com/quartet-operator/quartet/internal/localcluster"
 )
 
-// k8sVersion is the Kubernetes version the deprecated-API checks target: the one the
-// project builds and tests against.
-const k8sVersion = "1.37.1"
-
 func repoPath(t *testing.T, elem ...string) string {
 	t.Helper()
 	root, err := localcluster.RepoRoot()
@@ -55,7 +51,11 @@ func TestBundleValidates(t *testing.T) {
 		validation.AlphaDeprecatedAPIsValidator,
 		validation.GoodPracticesValidator,
 	)
-	objs := append(b.ObjectsToValidate(), map[string]string{"k8s-version": k8sVersion})
+	// The deprecated-API checks target the Kubernetes release the project builds and
+	// tests against.
+	k8sVersion, err := localcluster.KubernetesVersion()
+	require.NoError(t, err)
+	objs := append(b.ObjectsToValidate(), map[string]string{"k8s-version": strings.TrimPrefix(k8sVersion, "v")})
 	results := validators.Validate(objs...)
 	require.NotEmpty(t, results)
 	for _, r := range results {

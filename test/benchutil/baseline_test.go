@@ -26,7 +26,11 @@ func BenchmarkRawCreate(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer c.Stop()
+	defer func() {
+		if err := c.Stop(); err != nil {
+			b.Errorf("stopping the local cluster: %v", err)
+		}
+	}()
 	cs, err := kubernetes.NewForConfig(TunedConfig(c.RestConfig()))
 	if err != nil {
 		b.Fatal(err)

@@ -1,10 +1,9 @@
-// Package e2e runs the real manager binary as a separate process against the full local
+// Package process runs the real manager binary as a separate process against the full local
 // cluster, to prove what only a process can show: surviving SIGKILL mid-work, a
 // kube-apiserver restart, and leader election between two managers.
-package e2e
+package process
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,7 +15,7 @@ import (
 	"time"
 
 	"github.com/quartet-operator/quartet/internal/localcluster"
-	"github.com/quartet-operator/quartet/internal/testenv"
+	"github.com/quartet-operator/quartet/test/testenv"
 )
 
 var (
@@ -135,16 +134,4 @@ func (m *manager) exited() bool {
 func (m *manager) logs() string {
 	b, _ := os.ReadFile(m.log)
 	return string(b)
-}
-
-// waitLog waits until the manager's log contains s.
-func (m *manager) waitLog(ctx context.Context, s string, timeout time.Duration) bool {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if strings.Contains(m.logs(), s) {
-			return true
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return false
 }

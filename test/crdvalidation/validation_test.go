@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/quartet-operator/quartet/internal/localcluster"
-	"github.com/quartet-operator/quartet/internal/testenv"
+	"github.com/quartet-operator/quartet/test/testenv"
 )
 
 var env *testenv.Env
@@ -50,7 +50,8 @@ func TestSamplesApply(t *testing.T) {
 			if u.GetNamespace() == "" && u.GetKind() != "ChaosAgent" {
 				u.SetNamespace("default")
 			}
-			// Both edmund samples share a name, as in the article: start each from scratch.
+			// Both edmund samples share a name, as in the original operator's examples: start
+			// each from scratch.
 			_ = env.Client.Delete(ctx, u.DeepCopy())
 			require.NoError(t, eventuallyCreate(ctx, u), "sample %s must be accepted", f)
 			got := &unstructured.Unstructured{}
@@ -83,7 +84,7 @@ func eventuallyCreate(ctx context.Context, u *unstructured.Unstructured) error {
 	return err
 }
 
-// TestV1alpha1StoredAsV1beta1 checks the article's v1alpha1 agent survives as v1beta1 with
+// TestV1alpha1StoredAsV1beta1 checks the original operator's v1alpha1 agent survives as v1beta1 with
 // the v1beta1 defaults, and is still readable as v1alpha1.
 func TestV1alpha1StoredAsV1beta1(t *testing.T) {
 	env.Require(t)
@@ -124,7 +125,7 @@ type invalid struct {
 
 var invalidObjects = []invalid{
 	// ChaosAgent
-	{name: "eagerness above 100 (the article's example)", doc: `
+	{name: "eagerness above 100 (the original operator's example)", doc: `
 apiVersion: blackadder.io/v1beta1
 kind: ChaosAgent
 metadata: {name: bad}
@@ -190,7 +191,7 @@ apiVersion: flant.com/v1
 kind: CopyratorRule
 metadata: {name: bad, namespace: default}
 spec: {ruleType: secret, selector: {}}`, wantMsgs: []string{"spec.selector", "at least 1"}},
-	{name: "selector as a string (the article's CRD)", doc: `
+	{name: "selector as a string (the original operator's CRD)", doc: `
 apiVersion: flant.com/v1
 kind: CopyratorRule
 metadata: {name: bad, namespace: default}
@@ -340,7 +341,7 @@ func TestInvalidObjectsRefused(t *testing.T) {
 }
 
 // TestV1alpha1WritesKeepV1beta1Fields: a change made through v1alpha1 (what `kubectl apply`
-// of the article's v1alpha1 manifest does to an existing agent) must not drop the v1beta1
+// of the original operator's v1alpha1 manifest does to an existing agent) must not drop the v1beta1
 // fields — above all dryRun, whose loss would turn a rehearsal into real chaos.
 func TestV1alpha1WritesKeepV1beta1Fields(t *testing.T) {
 	env.Require(t)
