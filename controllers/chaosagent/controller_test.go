@@ -46,7 +46,7 @@ func testKill(t *testing.T, method v1beta1.KillMethod) {
 	ctx := context.Background()
 	sel := selectorFor(t)
 	ns := testenv.Namespace(t, env.Client, "tantrum", selectedBy(sel))
-	require.NoError(t, env.Client.Create(ctx, newDeployment(ns, "web", 2)))
+	require.NoError(t, env.Client.Create(ctx, testenv.Deployment(ns, "web", 2)))
 	before := readyPods(t, ns, "web", 2)
 
 	agent := agentFor("tantrum", sel, func(s *v1beta1.ChaosAgentSpec) {
@@ -90,7 +90,7 @@ func testDisruptionBudget(t *testing.T) {
 	ctx := context.Background()
 	sel := selectorFor(t)
 	ns := testenv.Namespace(t, env.Client, "pdb", selectedBy(sel))
-	require.NoError(t, env.Client.Create(ctx, newDeployment(ns, "db", 2)))
+	require.NoError(t, env.Client.Create(ctx, testenv.Deployment(ns, "db", 2)))
 	pdb := &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
 		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2)),
@@ -119,7 +119,7 @@ func testCancerIpsumRestoreOnDelete(t *testing.T) {
 	sel := selectorFor(t)
 	ns := testenv.Namespace(t, env.Client, "cancer", selectedBy(sel))
 	excluded := testenv.Namespace(t, env.Client, "excluded", selectedBy(sel)) // selected, but listed in excludedNamespaces
-	for _, d := range []*appsv1.Deployment{newDeployment(ns, "web", 2), newDeployment(ns, "autoscaled", 2), newDeployment(excluded, "web", 2)} {
+	for _, d := range []*appsv1.Deployment{testenv.Deployment(ns, "web", 2), testenv.Deployment(ns, "autoscaled", 2), testenv.Deployment(excluded, "web", 2)} {
 		require.NoError(t, env.Client.Create(ctx, d))
 	}
 	hpa := &autoscalingv2.HorizontalPodAutoscaler{
@@ -202,7 +202,7 @@ func testPauseRestores(t *testing.T) {
 	ctx := context.Background()
 	sel := selectorFor(t)
 	ns := testenv.Namespace(t, env.Client, "pause", selectedBy(sel))
-	require.NoError(t, env.Client.Create(ctx, newDeployment(ns, "web", 3)))
+	require.NoError(t, env.Client.Create(ctx, testenv.Deployment(ns, "web", 3)))
 	agent := agentFor("pause", sel, func(s *v1beta1.ChaosAgentSpec) { s.CancerMode, s.PauseDuration = true, 3600 })
 	createAgent(t, agent)
 	got := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool { return a.Status.Counts.DeploymentsScaled == 1 }, "scaled once")
@@ -227,7 +227,7 @@ func testDryRun(t *testing.T) {
 	ctx := context.Background()
 	sel := selectorFor(t)
 	ns := testenv.Namespace(t, env.Client, "dryrun", selectedBy(sel))
-	require.NoError(t, env.Client.Create(ctx, newDeployment(ns, "web", 2)))
+	require.NoError(t, env.Client.Create(ctx, testenv.Deployment(ns, "web", 2)))
 	original := map[string]string{"k": "v"}
 	require.NoError(t, env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}, Data: original}))
 	before := readyPods(t, ns, "web", 2)
@@ -295,7 +295,7 @@ func TestWatchNamespacesAndOperatorNamespace(t *testing.T) {
 	own := testenv.Namespace(t, env.Client, "operator", selectedBy(sel))
 	unwatched := testenv.Namespace(t, env.Client, "unwatched", selectedBy(sel))
 	for _, ns := range []string{watched, own, unwatched} {
-		require.NoError(t, env.Client.Create(ctx, newDeployment(ns, "web", 1)))
+		require.NoError(t, env.Client.Create(ctx, testenv.Deployment(ns, "web", 1)))
 	}
 	startManager(t, env.Config, &Options{}, operator.Shared{WatchNamespaces: []string{watched, own}, OperatorNamespace: own})
 

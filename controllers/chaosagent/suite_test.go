@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -102,25 +101,6 @@ func waitAgent(t *testing.T, name string, ok func(a *v1beta1.ChaosAgent) bool, m
 	}
 	t.Fatalf("agent %s: %s; last status %+v", name, msg, got.Status)
 	return nil
-}
-
-// newDeployment returns a Deployment of fake pods (kwok runs them) labelled app=name.
-func newDeployment(ns, name string, replicas int32) *appsv1.Deployment {
-	lbl := map[string]string{"app": name}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: lbl},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: lbl},
-				Spec: corev1.PodSpec{
-					Containers:                    []corev1.Container{{Name: "app", Image: "registry.invalid/fake:1"}},
-					TerminationGracePeriodSeconds: ptr.To[int64](0),
-				},
-			},
-		},
-	}
 }
 
 // readyPods waits until ns holds exactly n Running, not terminating pods labelled app=app and

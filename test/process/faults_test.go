@@ -18,6 +18,7 @@ import (
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 	"github.com/quartet-operator/quartet/controllers/chaosagent"
 	"github.com/quartet-operator/quartet/controllers/copyratorrule"
+	"github.com/quartet-operator/quartet/test/testenv"
 )
 
 // copies lists the copies a rule made, live from the API server.
@@ -96,7 +97,7 @@ func TestKillDuringChaosRound(t *testing.T) {
 	ns := namespace(t, "chaos-kill", map[string]string{sel: "true"})
 	const deployments, configMaps = 10, 10
 	for i := 0; i < deployments; i++ {
-		require.NoError(t, env.Client.Create(ctx, deployment(ns, fmt.Sprintf("web-%d", i), 1)))
+		require.NoError(t, env.Client.Create(ctx, testenv.Deployment(ns, fmt.Sprintf("web-%d", i), 1)))
 	}
 	originals := map[string]map[string]string{}
 	for i := 0; i < configMaps; i++ {

@@ -74,21 +74,6 @@ func never(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-func deployment(ns, name string, replicas int32) *appsv1.Deployment {
-	labels := map[string]string{"app": name}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: name, Image: "nginx"}}},
-			},
-		},
-	}
-}
-
 func replicas(t *testing.T, ns, name string) int32 {
 	t.Helper()
 	d := &appsv1.Deployment{}

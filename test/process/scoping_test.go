@@ -22,6 +22,7 @@ import (
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
 	"github.com/quartet-operator/quartet/controllers/exchangerate/fakeupstream"
+	"github.com/quartet-operator/quartet/test/testenv"
 )
 
 // persistentVolume gives a mirror's PVC something to bind to on the kwok cluster.
@@ -71,7 +72,7 @@ func TestWatchNamespaceScoping(t *testing.T) {
 	defer rates.Close()
 
 	for _, ns := range []string{a, b} {
-		require.NoError(t, env.Client.Create(ctx, deployment(ns, "web", 1)))
+		require.NoError(t, env.Client.Create(ctx, testenv.Deployment(ns, "web", 1)))
 		require.NoError(t, env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "shared", Namespace: ns,
 			Labels: map[string]string{"copy": "scope"}}, Data: map[string]string{"from": ns}}))
 	}

@@ -30,6 +30,7 @@ import (
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
 	"github.com/quartet-operator/quartet/controllers/exchangerate/fakeupstream"
 	"github.com/quartet-operator/quartet/internal/localcluster"
+	"github.com/quartet-operator/quartet/test/testenv"
 )
 
 // readYAML decodes a file of the repository into obj.
@@ -101,7 +102,7 @@ func TestManagerRunsWithGeneratedRBAC(t *testing.T) {
 	require.NoError(t, err)
 	defer rates.Close()
 
-	require.NoError(t, env.Client.Create(ctx, deployment(dst, "web", 2)))
+	require.NoError(t, env.Client.Create(ctx, testenv.Deployment(dst, "web", 2)))
 	require.NoError(t, env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: dst},
 		Data: map[string]string{"a": "b"}}))
 	require.NoError(t, env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pull", Namespace: src,

@@ -6,11 +6,13 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -55,4 +57,24 @@ func Condition(conds []metav1.Condition, typ string) metav1.Condition {
 		return *c
 	}
 	return metav1.Condition{Type: typ}
+}
+
+// Deployment returns a Deployment of replicas pods labelled app=name whose image is never
+// pulled (kwok runs the pods of the local cluster) and that stop at once when deleted.
+func Deployment(ns, name string, replicas int32) *appsv1.Deployment {
+	lbl := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: lbl},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: lbl},
+				Spec: corev1.PodSpec{
+					Containers:                    []corev1.Container{{Name: "app", Image: "registry.invalid/fake:1"}},
+					TerminationGracePeriodSeconds: ptr.To[int64](0),
+				},
+			},
+		},
+	}
 }
