@@ -289,6 +289,8 @@ func testDelete(t *testing.T) {
 	xr := newXR(ns, "gone", "CHF", "")
 	require.NoError(t, env.Client.Create(ctx, xr))
 	waitConfigMap(t, ns, "gone", map[string]string{"rate": "0.9343"})
+	// The series is set in the pass's status step, after the ConfigMap write: wait for the status.
+	waitCondition(t, ns, "gone", ConditionReady, metav1.ConditionTrue, ReasonRateWritten)
 	series := map[string]string{"exchangerate_namespace": ns, "exchangerate": "gone"}
 	assert.Equal(t, 1, testenv.Series(staleGauge, series), "quartet_exchangerate_stale series")
 	require.NoError(t, env.Client.Delete(ctx, xr))
