@@ -116,7 +116,7 @@ test-unit: ## Unit tests only (no API server).
 	QUARTET_SKIP_INTEGRATION=1 go test -count=1 ./...
 
 .PHONY: bench
-bench: controlplane $(if $(filter real,$(NODE)),registry node-deps node-tools olm-tools $(HELM) images) ## Benchmarks against the local cluster; NODE=real adds the real node's (root); figures go to docs/PERFORMANCE.md.
+bench: controlplane $(if $(filter real,$(NODE)),registry node-deps node-tools olm-tools $(HELM) images) ## Benchmarks against the local cluster; NODE=real adds the real node's (root); QUARTET_PEER_* name peer binaries (docs/PERFORMANCE.md, Peers); figures go to docs/PERFORMANCE.md.
 	{ go test -run '^$$' -bench . -benchtime 1x -timeout 90m ./test/benchutil/ ./controllers/... && \
 	  $(if $(filter real,$(NODE)),QUARTET_REAL_NODE=1 OPM=$(OPM) OPERATOR_SDK=$(OPERATOR_SDK) HELM=$(HELM) go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./test/e2e/,true); } | tee bin/bench.txt
 	go run ./hack/benchreport bin/bench.txt docs/PERFORMANCE.md

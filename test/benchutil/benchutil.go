@@ -121,16 +121,24 @@ func (c *CallCounter) Wrap(cfg *rest.Config) {
 			rt = prev(rt)
 		}
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			verb := req.Method
-			if req.URL.Query().Get("watch") == "true" {
-				verb = "WATCH"
-			}
-			c.mu.Lock()
-			c.counts[verb+" "+req.URL.Path]++
-			c.mu.Unlock()
+			c.count(req)
 			return rt.RoundTrip(req)
 		})
 	}
+}
+
+// count records one request.
+func (c *CallCounter) count(req *http.Request) {
+	verb := req.Method
+	if req.URL.Query().Get("watch") == "true" {
+		verb = "WATCH"
+	}
+	c.mu.Lock()
+	if c.counts == nil {
+		c.counts = map[string]int{}
+	}
+	c.counts[verb+" "+req.URL.Path]++
+	c.mu.Unlock()
 }
 
 // Reset forgets every count.
