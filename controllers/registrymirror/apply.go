@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"sync"
+	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
@@ -20,11 +23,104 @@ func (r *Reconciler) applyChild(ctx context.Context, c child) error {
 	return r.Apply(ctx, c.desired, client.FieldOwner(fieldOwner), client.ForceOwnership)
 }
 
-// patchStatus writes status as the mirror's status (a merge patch of the difference).
+// patchStatus writes status as the mirror's status (a merge patch of the difference) and
+// notes the write in r.statuses.
 func (r *Reconciler) patchStatus(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, status mirrorsv1alpha1.RegistryMirrorStatus) error {
 	patch := client.MergeFrom(m.DeepCopy())
 	m.Status = status
-	return r.Status().Patch(ctx, m, patch)
+	if err := r.Status().Patch(ctx, m, patch); err != nil {
+		return err
+	}
+	r.statuses.wrote(client.ObjectKeyFromObject(m), m, r.Clock.Now())
+	return nil
+}
+
+// cacheLag bounds how long after a status write the cache may not show it yet. Within it,
+// a cached mirror whose resourceVersion is not the one the write returned is taken to be
+// older than the write; after it, the cache is trusted again (so a status someone else
+// wrote is corrected in the end).
+const cacheLag = 10 * time.Second
+
+// statusBook remembers, per mirror, the last status this process wrote and since when a
+// progress-only change has been held back (see decideStatusWrite). A pass that a child's
+// event starts right after a status write often reads the mirror from a cache that does
+// not show the write yet; comparing with that older status would write the same status
+// again.
+type statusBook struct {
+	mu      sync.Mutex
+	written map[types.NamespacedName]writtenStatus
+	held    map[types.NamespacedName]time.Time
+}
+
+// writtenStatus is one status write: what it wrote, to which mirror, when, and the
+// resourceVersion the API server returned.
+type writtenStatus struct {
+	uid             types.UID
+	resourceVersion string
+	status          mirrorsv1alpha1.RegistryMirrorStatus
+	at              time.Time
+}
+
+// wrote notes that m (as the API server returned it) was written at now; nothing is held
+// back any more.
+func (b *statusBook) wrote(key types.NamespacedName, m *mirrorsv1alpha1.RegistryMirror, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.written == nil {
+		b.written = map[types.NamespacedName]writtenStatus{}
+	}
+	b.written[key] = writtenStatus{uid: m.UID, resourceVersion: m.ResourceVersion, status: *m.Status.DeepCopy(), at: now}
+	delete(b.held, key)
+}
+
+// stored returns the status m has on the API server as far as this process knows: the
+// status it wrote last while the cached m may not show that write yet (see cacheLag),
+// else m's own.
+func (b *statusBook) stored(key types.NamespacedName, m *mirrorsv1alpha1.RegistryMirror, now time.Time) mirrorsv1alpha1.RegistryMirrorStatus {
+	b.mu.Lock()
+	w, ok := b.written[key]
+	b.mu.Unlock()
+	if ok && w.uid == m.UID && m.ResourceVersion != w.resourceVersion && now.Sub(w.at) < cacheLag {
+		return *w.status.DeepCopy()
+	}
+	return m.Status
+}
+
+// hold notes that a progress-only change is held back, from now unless one already was.
+func (b *statusBook) hold(key types.NamespacedName, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.held == nil {
+		b.held = map[types.NamespacedName]time.Time{}
+	}
+	if _, ok := b.held[key]; !ok {
+		b.held[key] = now
+	}
+}
+
+// heldFor is how long a progress-only change has been held back (0 when none is).
+func (b *statusBook) heldFor(key types.NamespacedName, now time.Time) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if since, ok := b.held[key]; ok {
+		return now.Sub(since)
+	}
+	return 0
+}
+
+// release notes that nothing is held back: the status is as it should be.
+func (b *statusBook) release(key types.NamespacedName) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.held, key)
+}
+
+// forget drops a deleted mirror.
+func (b *statusBook) forget(key types.NamespacedName) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.written, key)
+	delete(b.held, key)
 }
 
 // roundTrip copies an apply configuration filled from the server's response into a

@@ -12,7 +12,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,12 +48,13 @@ type Reconciler struct {
 	// agents write <upstream host>/hosts.toml.
 	HostsRoot string
 
-	ports portBook
+	ports    portBook
+	statuses statusBook
 }
 
 // Reconcile applies the mirror's children, probes the registry and the upstream, and
 // writes the status once, from the outcome of the pass.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
 	if !r.Shared.Watches(req.Namespace) {
 		return ctrl.Result{}, nil
 	}
@@ -62,6 +62,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err := r.Get(ctx, req.NamespacedName, m); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.ports.release(req.NamespacedName)
+			r.statuses.forget(req.NamespacedName)
 			forgetMirror(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
@@ -79,8 +80,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			// The namespace is going, and the mirror with it: nothing to report.
 			return
 		}
-		if err := r.report(ctx, m, out); err != nil {
+		after, err := r.report(ctx, m, out)
+		if err != nil {
 			retErr = kerrors.NewAggregate([]error{retErr, fmt.Errorf("writing the status: %w", err)})
+		}
+		if retErr == nil && after > 0 && (res.RequeueAfter == 0 || after < res.RequeueAfter) {
+			res.RequeueAfter = after
 		}
 	}()
 
@@ -301,13 +306,23 @@ func (r *Reconciler) probe(ctx context.Context, m *mirrorsv1alpha1.RegistryMirro
 }
 
 // report turns the pass's outcome into the status: it sets the readiness gauge, sends
-// the Events the change is news for, and writes the status when it changed.
-func (r *Reconciler) report(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, out outcome) error {
-	status := computeStatus(m, out, metav1.NewTime(r.Clock.Now().Truncate(time.Second)))
-	recordReady(client.ObjectKeyFromObject(m), meta.IsStatusConditionTrue(status.Conditions, ConditionReady))
-	if equality.Semantic.DeepEqual(m.Status, status) {
-		return nil
+// the Events the change is news for, and writes the status when it changed (progress
+// after progressHold; after then says when to look again).
+func (r *Reconciler) report(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, out outcome) (after time.Duration, err error) {
+	now := r.Clock.Now()
+	key := client.ObjectKeyFromObject(m)
+	m.Status = r.statuses.stored(key, m, now)
+	status := computeStatus(m, out, metav1.NewTime(now.Truncate(time.Second)))
+	recordReady(key, meta.IsStatusConditionTrue(status.Conditions, ConditionReady))
+	write, after := decideStatusWrite(m.Status, status, r.statuses.heldFor(key, now))
+	switch {
+	case after > 0:
+		r.statuses.hold(key, now)
+		return after, nil
+	case !write:
+		r.statuses.release(key)
+		return 0, nil
 	}
 	r.recordEvents(m, statusEvents(m.Status.Conditions, status.Conditions))
-	return r.patchStatus(ctx, m, status)
+	return 0, r.patchStatus(ctx, m, status)
 }

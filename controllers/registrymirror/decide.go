@@ -8,7 +8,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
@@ -99,6 +101,45 @@ func nextProbe(p probeResults) time.Duration {
 	default:
 		return probeSteady
 	}
+}
+
+// progressHold is how long a status change that only reports progress (see
+// progressOnly) is held back before it is written, so that the steps of a rollout that
+// follow each other within it (volume bound, StatefulSet observed, pods scheduled, pods
+// ready) make one write, not one each — like kube-controller-manager's
+// --endpointslice-updates-batch-period. What automation and alerts act on (a condition's
+// status, observedGeneration, an endpoint, a problem) is written at once, and it carries
+// the progress held back with it.
+const progressHold = time.Second
+
+// decideStatusWrite says whether to write the status next over stored. heldFor is how
+// long a progress-only change has been held back (0 when none is). When it holds one
+// back, after says when to look again, so the latest progress is written then.
+func decideStatusWrite(stored, next mirrorsv1alpha1.RegistryMirrorStatus, heldFor time.Duration) (write bool, after time.Duration) {
+	switch {
+	case equality.Semantic.DeepEqual(stored, next):
+		return false, 0
+	case !progressOnly(stored, next) || heldFor >= progressHold:
+		return true, 0
+	default:
+		return false, progressHold - heldFor
+	}
+}
+
+// progressOnly reports whether next differs from stored only in how far the rollout has
+// got: the Ready condition's reason and message and the replica and node counts. Every
+// condition keeps its status (Ready's included), Degraded and UpstreamReachable keep their
+// reasons and messages, and observedGeneration and the endpoints stay the same.
+func progressOnly(stored, next mirrorsv1alpha1.RegistryMirrorStatus) bool {
+	strip := func(st mirrorsv1alpha1.RegistryMirrorStatus) mirrorsv1alpha1.RegistryMirrorStatus {
+		st = *st.DeepCopy()
+		st.ReadyReplicas, st.NodesReady, st.NodesDesired = 0, 0, 0
+		if c := meta.FindStatusCondition(st.Conditions, ConditionReady); c != nil {
+			c.Reason, c.Message = "", ""
+		}
+		return st
+	}
+	return equality.Semantic.DeepEqual(strip(stored), strip(next))
 }
 
 // needsApply reports whether applying desired would change live: whether some field the

@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
+
+	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 )
 
 func TestSubset(t *testing.T) {
@@ -158,4 +160,77 @@ func TestRegistryAddressAndNextProbe(t *testing.T) {
 	down := probedOK().probes
 	down.upstreamErr = errors.New("connection refused")
 	assert.Equal(t, probeSteady, nextProbe(down), "an upstream that is down is not asked more often")
+}
+
+// TestDecideStatusWrite follows a mirror from its first pass to Ready: what automation
+// acts on is written at once, rollout progress after progressHold.
+func TestDecideStatusWrite(t *testing.T) {
+	t0 := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	m := minimalMirror()
+	pending := boundPVC()
+	pending.Status.Phase = corev1.ClaimPending
+	rolling := readySTS()
+	rolling.Status.ReadyReplicas = 0
+	agentsRolling := readyDS()
+	agentsRolling.Status.NumberReady = 1
+	ok := outcome{workloads: workloads{statefulSet: readySTS(), daemonSet: readyDS(), pvc: boundPVC()}, hostPort: 35000, complete: true}
+	statusOf := func(o outcome, prev mirrorsv1alpha1.RegistryMirrorStatus) mirrorsv1alpha1.RegistryMirrorStatus {
+		mm := m.DeepCopy()
+		mm.Status = prev
+		return computeStatus(mm, o, t0)
+	}
+	with := func(edit func(*outcome)) outcome {
+		o := ok
+		edit(&o)
+		return o
+	}
+	first := statusOf(with(func(o *outcome) { o.workloads.pvc = pending }), mirrorsv1alpha1.RegistryMirrorStatus{})
+	notReady := statusOf(with(func(o *outcome) { o.workloads.statefulSet = rolling }), first)
+	agents := statusOf(with(func(o *outcome) { o.workloads.daemonSet = agentsRolling }), first)
+	ready := statusOf(ok, notReady)
+	moreNodes := func() mirrorsv1alpha1.RegistryMirrorStatus {
+		ds := readyDS()
+		ds.Status.DesiredNumberScheduled, ds.Status.NumberReady, ds.Status.UpdatedNumberScheduled = 4, 4, 4
+		return statusOf(with(func(o *outcome) { o.workloads.daemonSet = ds }), ready)
+	}()
+	degraded := statusOf(with(func(o *outcome) {
+		o.workloads.statefulSet = rolling
+		o.problems = []problem{{ReasonConflict, "Service mirrors/x is not controlled by this RegistryMirror"}}
+	}), notReady)
+	nextGen := func() mirrorsv1alpha1.RegistryMirrorStatus {
+		mm := m.DeepCopy()
+		mm.Generation = 2
+		mm.Status = notReady
+		return computeStatus(mm, with(func(o *outcome) { o.workloads.statefulSet = rolling }), t0)
+	}()
+	noPort := statusOf(with(func(o *outcome) { o.workloads.statefulSet, o.hostPort = rolling, 0 }), notReady)
+
+	soon := 300 * time.Millisecond
+	for _, tc := range []struct {
+		name         string
+		stored, next mirrorsv1alpha1.RegistryMirrorStatus
+		heldFor      time.Duration
+		wantWrite    bool
+		wantAfter    time.Duration
+		progressOnly bool
+	}{
+		{"nothing changed", notReady, notReady, 0, false, 0, true},
+		{"the first status is written at once", mirrorsv1alpha1.RegistryMirrorStatus{}, first, 0, true, 0, false},
+		{"progress is held back", first, notReady, 0, false, progressHold, true},
+		{"progress held back for a while waits out the rest", first, notReady, soon, false, progressHold - soon, true},
+		{"progress of the node agents is held back", notReady, agents, 0, false, progressHold, true},
+		{"progress held back long enough is written", first, notReady, progressHold, true, 0, true},
+		{"Ready is written at once", notReady, ready, soon, true, 0, false},
+		{"node count of a Ready mirror is progress", ready, moreNodes, 0, false, progressHold, true},
+		{"a problem is written at once", notReady, degraded, 0, true, 0, false},
+		{"a new generation is written at once", notReady, nextGen, 0, true, 0, false},
+		{"an endpoint change is written at once", notReady, noPort, 0, true, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			write, after := decideStatusWrite(tc.stored, tc.next, tc.heldFor)
+			assert.Equal(t, tc.wantWrite, write)
+			assert.Equal(t, tc.wantAfter, after)
+			assert.Equal(t, tc.progressOnly, progressOnly(tc.stored, tc.next))
+		})
+	}
 }

@@ -1,6 +1,7 @@
 package registrymirror
 
 import (
+	"flag"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,4 +14,14 @@ func TestImagesFromEnv(t *testing.T) {
 	t.Setenv("RELATED_IMAGE_REGISTRY", "mirror.local/registry@sha256:abc")
 	t.Setenv("RELATED_IMAGE_NODE_AGENT", " mirror.local/quartet:v9 ")
 	assert.Equal(t, Images{Registry: "mirror.local/registry@sha256:abc", NodeAgent: "mirror.local/quartet:v9"}, ImagesFromEnv())
+}
+
+func TestFlagDefaults(t *testing.T) {
+	var o Options
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	o.BindFlags(fs)
+	assert.NoError(t, fs.Parse(nil))
+	assert.Equal(t, Options{MaxConcurrentReconciles: defaultWorkers, HostsRoot: DefaultHostsRoot, Probes: true}, o)
+	assert.NoError(t, fs.Parse([]string{"--registrymirror-workers=3"}))
+	assert.Equal(t, 3, o.MaxConcurrentReconciles)
 }

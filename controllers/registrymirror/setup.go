@@ -26,7 +26,7 @@ import (
 func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 	workers := o.MaxConcurrentReconciles
 	if workers < 1 {
-		workers = 2
+		workers = defaultWorkers
 	}
 	r := &Reconciler{
 		Client:    mgr.GetClient(),
