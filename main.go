@@ -6,34 +6,22 @@
 package main
 
 import (
-	"context"
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"maps"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/go-logr/logr"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	authorizationv1 "k8s.io/api/authorization/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
-	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	blackadderv1alpha1 "github.com/quartet-operator/quartet/api/blackadder/v1alpha1"
@@ -56,7 +44,7 @@ import (
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // The metrics endpoint authenticates callers with TokenReviews and authorizes them with
-// SubjectAccessReviews (metricsAuthFilter).
+// SubjectAccessReviews (filters.WithAuthenticationAndAuthorization).
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
@@ -171,7 +159,7 @@ func run() error {
 	opts := operator.ManagerOptions(scheme, shared)
 	opts.Metrics = metricsserver.Options{BindAddress: metricsAddr, SecureServing: metricsSecure, CertDir: metricsCertDir}
 	if metricsSecure {
-		opts.Metrics.FilterProvider = metricsAuthFilter
+		opts.Metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 	if !enableHTTP2 {
 		opts.Metrics.TLSOpts = append(opts.Metrics.TLSOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
@@ -211,180 +199,4 @@ func run() error {
 	}
 	log.Info("Starting manager", "watchNamespaces", shared.WatchNamespaces, "operatorNamespace", shared.OperatorNamespace)
 	return mgr.Start(ctrl.SetupSignalHandler())
-}
-
-// metricsAuthFilter guards the metrics endpoint under --metrics-secure: a caller sends a
-// bearer token the API server accepts (a TokenReview) and must be allowed to use the HTTP
-// method on the path (a SubjectAccessReview of a non-resource URL, like `get /metrics`).
-//
-// It does what controller-runtime's filters.WithAuthenticationAndAuthorization does, with the
-// same status codes and cache lifetimes (token reviews 1 minute, allowed 5 minutes, denied
-// 30 seconds), but without that package's dependency on k8s.io/apiserver: it linked CEL,
-// OpenTelemetry, gRPC and the API server's authentication stack into the manager, 28 MB of
-// the 64 MB binary, and the package initialisation of all that code kept about 19 MB of it
-// resident even with metrics off (BenchmarkManagerIdle, docs/PERFORMANCE.md).
-func metricsAuthFilter(cfg *rest.Config, hc *http.Client) (metricsserver.Filter, error) {
-	authn, err := authenticationv1client.NewForConfigAndClient(cfg, hc)
-	if err != nil {
-		return nil, err
-	}
-	authz, err := authorizationv1client.NewForConfigAndClient(cfg, hc)
-	if err != nil {
-		return nil, err
-	}
-	a := &metricsAuth{tokens: authn.TokenReviews(), access: authz.SubjectAccessReviews(), now: time.Now}
-	return a.filter, nil
-}
-
-const (
-	metricsTokenTTL = time.Minute
-	metricsAllowTTL = 5 * time.Minute
-	metricsDenyTTL  = 30 * time.Second
-	// metricsReviewTimeout bounds one TokenReview or SubjectAccessReview.
-	metricsReviewTimeout = 10 * time.Second
-	// metricsCacheSize bounds each cache; scrapers are few, so a full cache is rare and is
-	// simply emptied.
-	metricsCacheSize = 1024
-)
-
-// metricsAuth is the state of metricsAuthFilter: the review clients and the caches of
-// their answers.
-type metricsAuth struct {
-	tokens   authenticationv1client.TokenReviewInterface
-	access   authorizationv1client.SubjectAccessReviewInterface
-	now      func() time.Time
-	users    ttlCache[[sha256.Size]byte, authenticationv1.TokenReviewStatus]
-	verdicts ttlCache[string, authorizationv1.SubjectAccessReviewStatus]
-}
-
-func (a *metricsAuth) filter(log logr.Logger, next http.Handler) (http.Handler, error) {
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		user, ok, err := a.authenticate(req)
-		if err != nil {
-			log.Error(err, "Authentication failed")
-			http.Error(w, "Authentication failed", http.StatusInternalServerError)
-			return
-		}
-		if !ok {
-			log.V(4).Info("Authentication failed")
-			http.Error(w, "Unauthorized", http.StatusUnauthorized)
-			return
-		}
-		verdict, err := a.authorize(req.Context(), user, strings.ToLower(req.Method), req.URL.Path)
-		if err != nil {
-			msg := fmt.Sprintf("Authorization for user %s failed", user.Username)
-			log.Error(err, msg)
-			http.Error(w, msg, http.StatusInternalServerError)
-			return
-		}
-		if !verdict.Allowed || verdict.Denied {
-			msg := fmt.Sprintf("Authorization denied for user %s", user.Username)
-			log.V(4).Info(msg, "reason", verdict.Reason)
-			http.Error(w, msg, http.StatusForbidden)
-			return
-		}
-		next.ServeHTTP(w, req)
-	}), nil
-}
-
-// authenticate reviews the request's bearer token (`Authorization: Bearer <token>`).
-func (a *metricsAuth) authenticate(req *http.Request) (authenticationv1.UserInfo, bool, error) {
-	scheme, token, _ := strings.Cut(strings.TrimSpace(req.Header.Get("Authorization")), " ")
-	token, _, _ = strings.Cut(token, " ")
-	if !strings.EqualFold(scheme, "bearer") || token == "" {
-		return authenticationv1.UserInfo{}, false, nil
-	}
-	// The cache keeps a hash of the token, never the token.
-	key := sha256.Sum256([]byte(token))
-	status, ok := a.users.get(key, a.now())
-	if !ok {
-		ctx, cancel := context.WithTimeout(req.Context(), metricsReviewTimeout)
-		defer cancel()
-		review, err := a.tokens.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
-		if err != nil {
-			return authenticationv1.UserInfo{}, false, err
-		}
-		status = review.Status
-		a.users.put(key, status, a.now(), metricsTokenTTL)
-	}
-	if !status.Authenticated {
-		return authenticationv1.UserInfo{}, false, nil
-	}
-	user := status.User
-	if !slices.Contains(user.Groups, "system:authenticated") {
-		user.Groups = append(slices.Clip(user.Groups), "system:authenticated")
-	}
-	return user, true, nil
-}
-
-// authorize asks whether user may use verb on the non-resource URL path.
-func (a *metricsAuth) authorize(ctx context.Context, user authenticationv1.UserInfo, verb, path string) (authorizationv1.SubjectAccessReviewStatus, error) {
-	spec := authorizationv1.SubjectAccessReviewSpec{
-		User: user.Username, UID: user.UID, Groups: user.Groups,
-		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: path, Verb: verb},
-	}
-	if len(user.Extra) > 0 {
-		spec.Extra = make(map[string]authorizationv1.ExtraValue, len(user.Extra))
-		for k, v := range user.Extra {
-			spec.Extra[k] = authorizationv1.ExtraValue(v)
-		}
-	}
-	key, err := json.Marshal(spec)
-	if err != nil {
-		return authorizationv1.SubjectAccessReviewStatus{}, err
-	}
-	if status, ok := a.verdicts.get(string(key), a.now()); ok {
-		return status, nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, metricsReviewTimeout)
-	defer cancel()
-	review, err := a.access.Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
-	if err != nil {
-		return authorizationv1.SubjectAccessReviewStatus{}, err
-	}
-	ttl := metricsDenyTTL
-	if review.Status.Allowed && !review.Status.Denied {
-		ttl = metricsAllowTTL
-	}
-	a.verdicts.put(string(key), review.Status, a.now(), ttl)
-	return review.Status, nil
-}
-
-// ttlCache is a small map whose entries expire.
-type ttlCache[K comparable, V any] struct {
-	mu      sync.Mutex
-	entries map[K]ttlEntry[V]
-}
-
-type ttlEntry[V any] struct {
-	value   V
-	expires time.Time
-}
-
-func (c *ttlCache[K, V]) get(key K, now time.Time) (V, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.entries[key]
-	if !ok || !now.Before(e.expires) {
-		var zero V
-		return zero, false
-	}
-	return e.value, true
-}
-
-// put adds an entry that expires ttl after now, first dropping the expired entries when
-// the cache is full, and all of them when it is still full.
-func (c *ttlCache[K, V]) put(key K, value V, now time.Time, ttl time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.entries == nil {
-		c.entries = map[K]ttlEntry[V]{}
-	}
-	if len(c.entries) >= metricsCacheSize {
-		maps.DeleteFunc(c.entries, func(_ K, e ttlEntry[V]) bool { return !now.Before(e.expires) })
-		if len(c.entries) >= metricsCacheSize {
-			clear(c.entries)
-		}
-	}
-	c.entries[key] = ttlEntry[V]{value: value, expires: now.Add(ttl)}
 }

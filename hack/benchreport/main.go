@@ -181,21 +181,42 @@ type goal struct {
 }
 
 var goals = []goal{
-	{"BenchmarkFanOut1000", "x-raw-create", "≤ 1.3× raw create, JSON baseline (issue 5)", func(v float64) bool { return v <= 1.3 }},
-	{"BenchmarkFanOut1000", "x-raw-create-protobuf", "≤ 1.3× raw create, protobuf baseline (issue 5)", func(v float64) bool { return v <= 1.3 }},
-	{"BenchmarkNewNamespaceLatency", "p99-ms", "copies in a new namespace within a second (issue 5)", func(v float64) bool { return v <= 1000 }},
-	{"BenchmarkRSSUnrelatedSecrets", "MB-rss-growth", "≤ 20 MB RSS growth with 10,000 unrelated 10 KB Secrets (issue 5)", func(v float64) bool { return v <= 20 }},
-	{"BenchmarkUpdatePropagation1000", "x-raw-patch", "reported (issue 5 sets no target)", nil},
+	{"BenchmarkFanOut1000", "x-raw-create-protobuf", "≤ 1.05× raw protobuf create, manager as shipped (issue 15)", atMost(1.05)},
+	{"BenchmarkFanOut1000", "api-writes/copy", "≤ 1.01 API writes per copy (issue 15)", atMost(1.01)},
+	{"BenchmarkFanOut1000", "x-raw-create-protobuf-qps200", "reported: the old client limit, 200/s burst 400 (issue 15)", nil},
+	{"BenchmarkFanOut1000", "x-replicator-tuned", "reported: Quartet ÷ kubernetes-replicator, its rate limit raised (issue 15)", nil},
+	{"BenchmarkFanOut1000", "x-replicator", "reported: Quartet ÷ kubernetes-replicator at its defaults (issue 15)", nil},
+	{"BenchmarkUpdatePropagation1000", "x-raw-patch", "≤ 1.1× raw patch (issue 15)", atMost(1.1)},
+	{"BenchmarkUpdatePropagation1000", "api-writes/copy", "≤ 1.01 API writes per copy (issue 15)", atMost(1.01)},
+	{"BenchmarkUpdatePropagation1000", "x-replicator-tuned", "reported: Quartet ÷ kubernetes-replicator, its rate limit raised (issue 15)", nil},
+	{"BenchmarkNewNamespaceLatency", "x-p50-replicator", "p50 ≤ kubernetes-replicator's p50 in the same run (issue 15)", atMost(1)},
+	{"BenchmarkNewNamespaceLatency", "p99-ms", "p99 < 100 ms (issue 15)", func(v float64) bool { return v < 100 }},
+	{"BenchmarkFanOutScale", "x-raw-protobuf-10000", "fan-out to 10,000 namespaces ≤ 1.1× raw protobuf create (issue 15)", atMost(1.1)},
+	{"BenchmarkFanOutScale", "x-idle-rss-10000", "RSS with 10,000 copies ≤ 1.5× idle RSS (issue 15)", atMost(1.5)},
+	{"BenchmarkRSSUnrelatedSecrets", "MB-rss-growth", "≤ 20 MB RSS growth with 10,000 unrelated 10 KB Secrets (issue 5)", atMost(20)},
+	{"BenchmarkRSSUnrelatedSecrets", "MB-rss-growth-replicator", "reported: kubernetes-replicator's growth in the same scenario (issue 15)", nil},
 	{"BenchmarkExchangeRates1000", "upstream-requests/fill-of-1000", "1 upstream request per source per refresh (issue 3)", func(v float64) bool { return v == 1 }},
 	{"BenchmarkExchangeRates1000", "upstream-requests/refresh", "1 upstream request per source per refresh (issue 3)", func(v float64) bool { return v == 1 }},
-	{"BenchmarkExchangeRates1000", "x-raw-create", "reported (issue 3 sets no target)", nil},
+	{"BenchmarkExchangeRates1000", "x-raw-create", "initial fill ≤ 3.3× raw ConfigMap create (issue 15)", atMost(3.3)},
+	{"BenchmarkExchangeRates1000", "api-writes/exchangerate/unchanged-refresh", "0 API writes per ExchangeRate per unchanged refresh (issue 15)", func(v float64) bool { return v == 0 }},
+	{"BenchmarkExchangeRates1000", "configmap-writes/exchangerate/changed-refresh", "≤ 1 ConfigMap write per ExchangeRate per changed refresh (issue 15)", atMost(1)},
+	{"BenchmarkExchangeRates1000", "status-writes/exchangerate/changed-refresh", "≤ 1 status write per ExchangeRate per changed refresh (issue 15)", atMost(1)},
 	{"BenchmarkRoundOver10000Pods", "list-calls/round", "no LIST per round after start-up (issue 4)", func(v float64) bool { return v == 0 }},
 	{"BenchmarkRoundOver10000Pods", "api-calls/round", "reported (issue 4 sets no target)", nil},
 	{"BenchmarkRoundOver10000Pods", "process-cpu-ms/round", "reported (issue 4 sets no target)", nil},
-	{"BenchmarkMirrorsToReady", "x-raw-create-until-workloads-ready", "reported (issue 6 sets no target)", nil},
+	{"BenchmarkRoundOver10000Pods", "x-chaoskube-cpu", "reported: Quartet ÷ chaoskube, CPU per round (issue 15)", nil},
+	{"BenchmarkRoundOver10000Pods", "x-chaoskube-api-calls", "reported: Quartet ÷ chaoskube, API calls per round (issue 15)", nil},
+	{"BenchmarkMirrorsToReady", "api-writes/mirror", "≤ 7 API writes per mirror from create to Ready (issue 15)", atMost(7)},
+	{"BenchmarkMirrorsToReady", "x-raw-create", "100 mirrors to Ready ≤ 2× raw-creating their objects (issue 15)", atMost(2)},
+	{"BenchmarkManagerIdle", "MB-idle-rss", "idle RSS ≤ 45 MB, all four controllers, nothing to do (issue 15)", atMost(45)},
+	{"BenchmarkManagerIdle", "api-writes-other/min", "steady state: no periodic writes but the ChaosAgent's rounds, which write by design (issue 15)", func(v float64) bool { return v == 0 }},
+	{"BenchmarkManagerIdle", "api-reads-not-from-cache/min", "steady state: reads only from caches (issue 15)", func(v float64) bool { return v == 0 }},
+	{"BenchmarkManagerIdle", "cpu-ms/min", "reported: steady-state CPU (issue 15)", nil},
 	{"BenchmarkMirrorPull50MB", "x-direct-pull", "reported: a 50 MB pull through the warm mirror vs straight from the upstream (issue 12)", nil},
 	{"BenchmarkMirrorPull50MB", "s-create-to-first-pull", "reported: RegistryMirror create to the first pod running from a pull through it (issue 12)", nil},
 }
+
+func atMost(limit float64) func(float64) bool { return func(v float64) bool { return v <= limit } }
 
 // writeGoals prints the performance targets next to this run's figures.
 func writeGoals(b *strings.Builder, results []result) {

@@ -27,8 +27,10 @@ var (
 
 func TestMain(m *testing.M) { os.Exit(testenv.RunSuite(m, testenv.Full, &env)) }
 
-// managerBinary builds the manager once per test binary.
-func managerBinary(t *testing.T) string {
+// managerBinary builds the manager once per test binary, as the Dockerfile builds the
+// image's binary (no cgo, trimmed paths, no symbol table or DWARF): what runs in the
+// cluster, down to its resident size.
+func managerBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		root, err := localcluster.RepoRoot()
@@ -42,8 +44,9 @@ func managerBinary(t *testing.T) string {
 			return
 		}
 		managerBin = filepath.Join(dir, "manager")
-		cmd := exec.Command("go", "build", "-o", managerBin, ".")
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", managerBin, ".")
 		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -56,7 +59,7 @@ func managerBinary(t *testing.T) string {
 
 // manager is one running manager process.
 type manager struct {
-	t    *testing.T
+	t    testing.TB
 	cmd  *exec.Cmd
 	log  string
 	done chan struct{}
@@ -64,7 +67,7 @@ type manager struct {
 
 // startManager runs the manager binary against the test cluster with args added to the
 // defaults (no metrics, no probes, the operator namespace quartet-system).
-func startManager(t *testing.T, name string, args ...string) *manager {
+func startManager(t testing.TB, name string, args ...string) *manager {
 	t.Helper()
 	bin := managerBinary(t)
 	logPath := filepath.Join(t.TempDir(), name+".log")
