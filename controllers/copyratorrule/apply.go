@@ -3,6 +3,7 @@ package copyratorrule
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,8 @@ type writer struct {
 	apiReader client.Reader
 	// parallelism bounds the writes in flight for one rule.
 	parallelism int
+	// own notes every copy it writes.
+	own *ownWrites
 }
 
 // writeResult is the outcome of one action.
@@ -29,7 +32,10 @@ type writeResult struct {
 	Done bool
 	// Conflict: the name belongs to someone else; nothing was written.
 	Conflict *conflict
-	Err      error
+	// Found: a create found the rule's own copy, written from the source's content by an
+	// earlier pass, which the copy cache had not reported yet; nothing was written.
+	Found bool
+	Err   error
 }
 
 // execute runs the actions with at most w.parallelism in flight and returns their results
@@ -75,7 +81,11 @@ func (w writer) do(ctx context.Context, rule types.NamespacedName, a action) wri
 		obj.SetNamespace(a.Key.Namespace)
 		obj.SetName(a.Key.Name)
 		patch := client.RawPatch(types.JSONPatchType, updatePatch(rule, desired, a.Existing.HasAnnotations))
+		w.own.expect(a.Key, written(rule, a.Source))
 		err := w.client.Patch(ctx, obj, patch, client.FieldOwner(FieldOwner))
+		if err != nil {
+			w.own.forget(a.Key)
+		}
 		switch {
 		case err == nil:
 			res.Done = true
@@ -118,35 +128,52 @@ func (w writer) do(ctx context.Context, rule types.NamespacedName, a action) wri
 // name exists, so an object someone else made is never merged into.
 func (w writer) create(ctx context.Context, rule types.NamespacedName, a action) writeResult {
 	res := writeResult{Action: a}
+	w.own.expect(a.Key, written(rule, a.Source))
 	err := w.client.Create(ctx, desiredCopy(rule, *a.Source, a.Key.Namespace), client.FieldOwner(FieldOwner))
+	if err != nil {
+		w.own.forget(a.Key)
+	}
 	switch {
 	case err == nil:
 		res.Done = true
 	case apierrors.IsAlreadyExists(err):
-		res.Conflict, res.Err = w.classify(ctx, rule, a.Key)
+		res.Conflict, res.Found, res.Err = w.classify(ctx, rule, a)
 	default:
 		res.Err = fmt.Errorf("creating %s: %w", a.Key, err)
 	}
 	return res
 }
 
-// classify looks at an object that blocked a create: this rule's own copy that the copy
-// cache has not reported yet (no conflict: the cache event brings another pass), another
-// rule's copy, or a foreign object.
-func (w writer) classify(ctx context.Context, rule types.NamespacedName, key copyKey) (*conflict, error) {
+// written is the state of a copy of src written for rule.
+func written(rule types.NamespacedName, src *source) writtenState {
+	return writtenState{Rule: rule, Source: rule.Namespace + "/" + src.Name, Hash: src.Hash}
+}
+
+// classify reads the metadata of the object that blocked a create and tells what it is.
+func (w writer) classify(ctx context.Context, rule types.NamespacedName, a action) (*conflict, bool, error) {
 	meta := &metav1.PartialObjectMetadata{}
-	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(key.Kind))
-	if err := w.apiReader.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: key.Name}, meta); err != nil {
-		return nil, fmt.Errorf("reading %s after its create failed: %w", key, err)
+	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(a.Key.Kind))
+	if err := w.apiReader.Get(ctx, types.NamespacedName{Namespace: a.Key.Namespace, Name: a.Key.Name}, meta); err != nil {
+		return nil, false, fmt.Errorf("reading %s after its create failed: %w", a.Key, err)
 	}
-	owner, managed := ruleOfCopy(meta)
+	c, found := blockedBy(rule, a, meta)
+	return c, found, nil
+}
+
+// blockedBy tells what blocked the create of action a: the rule's own copy that the copy
+// cache has not reported yet (found: written from the source's current content; otherwise
+// neither found nor a conflict, and the cache's event brings another pass), another rule's
+// copy, or a foreign object.
+func blockedBy(rule types.NamespacedName, a action, obj client.Object) (c *conflict, found bool) {
+	owner, managed := ruleOfCopy(obj)
 	switch {
 	case managed && owner == rule:
-		return nil, nil
+		ann := obj.GetAnnotations()
+		return nil, ann[AnnotationContentHash] == a.Source.Hash && ann[AnnotationSource] == rule.Namespace+"/"+a.Source.Name
 	case managed:
-		return &conflict{Key: key, Reason: fmt.Sprintf("%s: copy of CopyratorRule %s", ReasonOtherRule, owner)}, nil
+		return &conflict{Key: a.Key, Reason: fmt.Sprintf("%s: copy of CopyratorRule %s", ReasonOtherRule, owner)}, false
 	default:
-		return &conflict{Key: key, Foreign: true, Reason: ReasonForeignObject + ": an object Copyrator did not create has this name"}, nil
+		return &conflict{Key: a.Key, Foreign: true, Reason: ReasonForeignObject + ": an object Copyrator did not create has this name"}, false
 	}
 }
 
@@ -162,4 +189,53 @@ func (w writer) delete(ctx context.Context, c *copyState) error {
 		return nil // gone already, or the name now holds another object
 	}
 	return err
+}
+
+// ownWrites remembers, per copy, the state the writer last wrote (or is writing) there,
+// until the copy cache reports the copy again. An event that shows exactly that state is
+// the echo of the controller's own write, which the pass that made it has already counted.
+// The state is noted before the write: the cache's event may come before the write's answer.
+type ownWrites struct {
+	mu     sync.Mutex
+	states map[copyKey]writtenState
+}
+
+// writtenState is what a copy looks like in the copy cache after Copyrator wrote it.
+type writtenState struct {
+	Rule   types.NamespacedName
+	Source string // AnnotationSource
+	Hash   string
+}
+
+func newOwnWrites() *ownWrites {
+	return &ownWrites{states: map[copyKey]writtenState{}}
+}
+
+// expect notes that the copy at key is being written.
+func (w *ownWrites) expect(key copyKey, s writtenState) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.states[key] = s
+}
+
+// forget drops the key of a copy that was not written or is gone.
+func (w *ownWrites) forget(key copyKey) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.states, key)
+}
+
+// echo reports whether the cached copy c is in the state last written at its key, and
+// forgets the key either way: the copy's next event is someone else's change.
+func (w *ownWrites) echo(c copyState) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s, ok := w.states[c.Key]
+	delete(w.states, c.Key)
+	return ok && isEcho(s, c)
+}
+
+// isEcho reports whether copy c is in the written state s.
+func isEcho(s writtenState, c copyState) bool {
+	return c.Rule == s.Rule && c.Source == s.Source && c.Hash == s.Hash && c.WrittenAs == s.Hash
 }

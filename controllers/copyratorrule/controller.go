@@ -36,7 +36,10 @@ type Reconciler struct {
 	copies    copyReader
 	sources   *sourceWatcher
 	memo      *conflictMemo
-	writer    writer
+	// fresh are the namespaces each rule's next pass writes first.
+	fresh        *freshNamespaces
+	statusWrites *statusWrites
+	writer       writer
 	// Recorder sends the Events about rules.
 	Recorder events.EventRecorder
 	clock    clock.PassiveClock
@@ -80,8 +83,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 }
 
 // reconcileCopies reads the rule's sources, targets and copies, plans and writes the
-// copies, and reports what it did in Events and metrics. A spec mistake or a failed read
-// ends the pass before any write.
+// copies, and reports what it did in Events and metrics. Namespaces that just appeared (or
+// whose labels changed) are read, planned and written first, then every other namespace:
+// a new namespace gets its copies without waiting for a look at thousands of others, and
+// the pass still covers all of them. A spec mistake or a failed read ends the pass (after
+// the first step's writes, if any, which are reported).
 func (r *Reconciler) reconcileCopies(ctx context.Context, rule *flantv1.CopyratorRule) outcome {
 	key := client.ObjectKeyFromObject(rule)
 	o := outcome{Generation: rule.Generation, Namespace: rule.Namespace, Kind: ruleKind(rule.Spec.RuleType)}
@@ -90,67 +96,103 @@ func (r *Reconciler) reconcileCopies(ctx context.Context, rule *flantv1.Copyrato
 		o.SpecErr = err
 		return o
 	}
-	in, err := r.observe(ctx, rule, o.Kind, filter)
+	sources, err := r.sources.sources(ctx, rule)
 	if err != nil {
-		o.SyncErr = err
+		o.SyncErr = fmt.Errorf("reading sources: %w", err)
 		return o
 	}
 	now := r.clock.Now()
-	in.KnownForeign = r.memo.knownForeign(key, now)
-	p := planCopies(in)
-	results := r.writer.execute(ctx, key, p.Actions)
+	knownForeign := r.memo.knownForeign(key, now)
+	var p plan
+	var results []writeResult
+	for _, s := range passScopes(r.fresh.take(key)) {
+		in, err := r.observe(ctx, key, o.Kind, sources, filter, s)
+		if err != nil {
+			o.SyncErr = err
+			break
+		}
+		in.KnownForeign = knownForeign
+		step := planCopies(in)
+		results = append(results, r.writer.execute(ctx, key, step.Actions)...)
+		p = p.merge(step)
+		o.Targets += len(in.Targets)
+	}
 
-	o.Sources, o.Targets = len(in.Sources), len(in.Targets)
+	o.Sources = len(sources)
 	o = o.withWrites(p, results)
-	fresh := r.memo.update(key, o.Conflicts, o.Checked, now)
 	r.recordWrites(ctx, rule, o.Written)
-	r.recordConflicts(ctx, rule, fresh)
+	if o.SyncErr == nil {
+		fresh := r.memo.update(key, o.Conflicts, o.Checked, now)
+		r.recordConflicts(ctx, rule, fresh)
+	}
 	recordPass(key, o)
 	return o
 }
 
-// observe reads what the planner looks at: the rule's sources, its target namespaces, its
-// copies, and other rules' copies at the names it wants.
-func (r *Reconciler) observe(ctx context.Context, rule *flantv1.CopyratorRule, kind string, filter namespaceFilter) (planInput, error) {
-	key := client.ObjectKeyFromObject(rule)
-	in := planInput{Rule: key, Kind: kind}
+// observe reads what the planner looks at in the namespaces in scope: the rule's target
+// namespaces, its copies, and other rules' copies at the names it wants.
+func (r *Reconciler) observe(ctx context.Context, rule types.NamespacedName, kind string, sources []source,
+	filter namespaceFilter, s scope) (planInput, error) {
+	in := planInput{Rule: rule, Kind: kind, Sources: sources}
 	var err error
-	if in.Sources, err = r.sources.sources(ctx, rule); err != nil {
-		return in, fmt.Errorf("reading sources: %w", err)
-	}
-	if in.Targets, in.Terminating, err = r.targetNamespaces(ctx, filter); err != nil {
+	if in.Targets, in.Terminating, err = r.targetNamespaces(ctx, filter, s); err != nil {
 		return in, err
 	}
-	if in.Owned, err = r.copies.owned(ctx, key); err != nil {
+	if in.Owned, err = r.copies.owned(ctx, rule, s); err != nil {
 		return in, err
 	}
-	if in.Occupied, err = r.copies.occupied(ctx, key, kind, in.Targets, in.Sources, in.Owned); err != nil {
+	if in.Occupied, err = r.copies.occupied(ctx, rule, kind, in.Targets, in.Sources, in.Owned); err != nil {
 		return in, err
 	}
 	return in, nil
 }
 
-// targetNamespaces lists namespace metadata from the cache and picks the rule's targets.
-func (r *Reconciler) targetNamespaces(ctx context.Context, f namespaceFilter) ([]string, map[string]bool, error) {
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
-	if err := r.client.List(ctx, list); err != nil {
-		return nil, nil, fmt.Errorf("listing namespaces: %w", err)
+// targetNamespaces reads namespace metadata from the cache, one by one when the scope
+// names the namespaces, otherwise in a list, and picks the rule's targets in scope.
+func (r *Reconciler) targetNamespaces(ctx context.Context, f namespaceFilter, s scope) ([]string, map[string]bool, error) {
+	var namespaces []metav1.PartialObjectMetadata
+	if s.rest {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
+		// Read-only: the cached objects are not copied (a pass reads every namespace).
+		if err := r.client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, nil, fmt.Errorf("listing namespaces: %w", err)
+		}
+		namespaces = list.Items
+	} else {
+		for name := range s.namespaces {
+			ns := metav1.PartialObjectMetadata{}
+			ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+			switch err := r.client.Get(ctx, types.NamespacedName{Name: name}, &ns); {
+			case apierrors.IsNotFound(err):
+				continue // gone: copies left in it are planned like those of any vanished namespace
+			case err != nil:
+				return nil, nil, fmt.Errorf("reading namespace %s: %w", name, err)
+			}
+			namespaces = append(namespaces, ns)
+		}
 	}
-	targets, terminating := selectTargets(f, list.Items)
+	targets, terminating := selectTargets(f, s, namespaces)
 	return targets, terminating, nil
 }
 
-// writeStatus patches the status when it changed.
+// writeStatus patches the status when it changed. A status that the previous pass wrote,
+// and that the cache has not caught up with yet, is not written again.
 func (r *Reconciler) writeStatus(ctx context.Context, rule *flantv1.CopyratorRule, status flantv1.CopyratorRuleStatus) error {
-	if equality.Semantic.DeepEqual(status, rule.Status) {
+	key := client.ObjectKeyFromObject(rule)
+	if equality.Semantic.DeepEqual(status, rule.Status) || statusWritten(r.statusWrites.last(key), rule, status) {
 		return nil
 	}
+	written := statusWrite{ResourceVersion: rule.ResourceVersion, Status: *status.DeepCopy()}
 	patch := client.MergeFrom(rule.DeepCopy())
 	rule.Status = status
-	if err := r.client.Status().Patch(ctx, rule, patch); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.client.Status().Patch(ctx, rule, patch); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
 		return fmt.Errorf("writing status: %w", err)
 	}
+	r.statusWrites.record(key, written)
 	return nil
 }
 
@@ -223,5 +265,7 @@ func (r *Reconciler) patchFinalizer(ctx context.Context, rule *flantv1.Copyrator
 func (r *Reconciler) forget(rule types.NamespacedName) {
 	r.sources.forget(rule)
 	r.memo.forget(rule)
+	r.fresh.forget(rule)
+	r.statusWrites.forget(rule)
 	forgetMetrics(rule)
 }

@@ -124,6 +124,56 @@ func TestCopiesIntoTargetsAndNewNamespaces(t *testing.T) {
 	}, waitFor, tick)
 }
 
+// A namespace that appears is written first and alone: the other copies are not written
+// again, and the status and Events count the new copy.
+func TestNewNamespaceLeavesOtherCopiesAlone(t *testing.T) {
+	f := newFixture(t, 3)
+	ctx := context.Background()
+	src := f.secret("token", map[string]string{"t": "1"})
+	require.NoError(t, env.Client.Create(ctx, src))
+	rule := ruleFor(f.src, f.id, flantv1.RuleTypeSecret)
+	createRule(t, rule)
+	requireCopies(t, src, f.targets...)
+	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
+		assert.EqualValues(c, 3, st.CopiesInSync)
+	})
+	versions := func() map[string]string {
+		out := map[string]string{}
+		for _, ns := range f.targets {
+			out[ns] = getSecret(t, ns, src.Name).ResourceVersion
+		}
+		return out
+	}
+	before := versions()
+
+	fresh := testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": f.id})
+	requireCopies(t, src, fresh)
+	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
+		assert.EqualValues(c, 4, st.TargetNamespaces)
+		assert.EqualValues(c, 4, st.CopiesInSync)
+		assert.Equal(c, ReasonCopiesInSync, testenv.Condition(st.Conditions, ConditionReady).Reason)
+	})
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		var notes []string
+		for _, e := range testenv.Events(c, env.Client, rule.Namespace, "CopyratorRule", rule.Name) {
+			if e.Reason == EventCopiesCreated {
+				notes = append(notes, e.Note)
+			}
+		}
+		assert.Contains(c, notes, "Created 1 copy: Secret "+fresh+"/"+src.Name)
+	}, waitFor, tick)
+
+	// Taken out of the selection, it loses its copy; the others are still untouched.
+	require.NoError(t, env.Client.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fresh}},
+		client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"labels":{"copytest":null}}}`))))
+	requireNoCopy(t, fresh, src.Name)
+	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
+		assert.EqualValues(c, 3, st.TargetNamespaces)
+		assert.EqualValues(c, 3, st.CopiesInSync)
+	})
+	assert.Equal(t, before, versions(), "the copies in the other namespaces were not written again")
+}
+
 func TestSourceUpdateReachesEveryCopy(t *testing.T) {
 	f := newFixture(t, 3)
 	ctx := context.Background()

@@ -88,22 +88,40 @@ type copyReader struct {
 	cache cache.Cache
 }
 
-// owned returns every copy labelled with the rule, of both kinds.
-func (r copyReader) owned(ctx context.Context, rule types.NamespacedName) ([]copyState, error) {
+// owned returns the copies labelled with the rule, of both kinds, in the namespaces in
+// scope: listed namespace by namespace when the scope names them, otherwise all listed and
+// filtered. The cached copies are read in place, not copied: stateOf only reads them.
+func (r copyReader) owned(ctx context.Context, rule types.NamespacedName, s scope) ([]copyState, error) {
 	var out []copyState
-	var secrets corev1.SecretList
-	if err := r.cache.List(ctx, &secrets, client.MatchingFields{ruleIndex: rule.String()}); err != nil {
-		return nil, fmt.Errorf("listing Secret copies: %w", err)
+	list := func(opts ...client.ListOption) error {
+		opts = append(opts, client.MatchingFields{ruleIndex: rule.String()}, client.UnsafeDisableDeepCopy)
+		var secrets corev1.SecretList
+		if err := r.cache.List(ctx, &secrets, opts...); err != nil {
+			return fmt.Errorf("listing Secret copies: %w", err)
+		}
+		for i := range secrets.Items {
+			if s.covers(secrets.Items[i].Namespace) {
+				out = append(out, stateOf(&secrets.Items[i]))
+			}
+		}
+		var cms corev1.ConfigMapList
+		if err := r.cache.List(ctx, &cms, opts...); err != nil {
+			return fmt.Errorf("listing ConfigMap copies: %w", err)
+		}
+		for i := range cms.Items {
+			if s.covers(cms.Items[i].Namespace) {
+				out = append(out, stateOf(&cms.Items[i]))
+			}
+		}
+		return nil
 	}
-	for i := range secrets.Items {
-		out = append(out, stateOf(&secrets.Items[i]))
+	if s.rest {
+		return out, list()
 	}
-	var cms corev1.ConfigMapList
-	if err := r.cache.List(ctx, &cms, client.MatchingFields{ruleIndex: rule.String()}); err != nil {
-		return nil, fmt.Errorf("listing ConfigMap copies: %w", err)
-	}
-	for i := range cms.Items {
-		out = append(out, stateOf(&cms.Items[i]))
+	for ns := range s.namespaces {
+		if err := list(client.InNamespace(ns)); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

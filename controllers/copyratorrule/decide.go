@@ -51,12 +51,43 @@ func (f namespaceFilter) targets(ns metav1.Object) bool {
 	return true
 }
 
-// selectTargets returns the sorted target namespaces and the terminating ones (whose
-// copies the namespace deletion removes; Copyrator leaves them alone).
-func selectTargets(f namespaceFilter, namespaces []metav1.PartialObjectMetadata) (targets []string, terminating map[string]bool) {
+// scope is the part of the namespaces one step of a pass plans: the named namespaces, or
+// (rest) every namespace but the named ones. A pass plans namespaces that just appeared
+// first and the rest after; planCopies treats namespaces independently, so the two steps
+// together plan what one step over every namespace would.
+type scope struct {
+	namespaces map[string]bool
+	rest       bool
+}
+
+// everyNamespace is the scope of a pass in one step.
+var everyNamespace = scope{rest: true}
+
+// passScopes returns the steps of a pass: the fresh namespaces first, then the rest; or one
+// step over every namespace when there are none.
+func passScopes(fresh []string) []scope {
+	if len(fresh) == 0 {
+		return []scope{everyNamespace}
+	}
+	named := make(map[string]bool, len(fresh))
+	for _, ns := range fresh {
+		named[ns] = true
+	}
+	return []scope{{namespaces: named}, {namespaces: named, rest: true}}
+}
+
+// covers reports whether namespace ns is in the scope.
+func (s scope) covers(ns string) bool { return s.namespaces[ns] != s.rest }
+
+// selectTargets returns the sorted target namespaces in scope and the terminating ones
+// (whose copies the namespace deletion removes; Copyrator leaves them alone).
+func selectTargets(f namespaceFilter, s scope, namespaces []metav1.PartialObjectMetadata) (targets []string, terminating map[string]bool) {
 	terminating = map[string]bool{}
 	for i := range namespaces {
 		ns := &namespaces[i]
+		if !s.covers(ns.Name) {
+			continue
+		}
 		if ns.DeletionTimestamp != nil {
 			terminating[ns.Name] = true
 		}
@@ -193,6 +224,16 @@ func planCopies(in planInput) plan {
 	sort.SliceStable(p.Actions, func(i, j int) bool { return lessKey(p.Actions[i].Key, p.Actions[j].Key) })
 	sort.Slice(p.Conflicts, func(i, j int) bool { return lessKey(p.Conflicts[i].Key, p.Conflicts[j].Key) })
 	return p
+}
+
+// merge returns the plan of two steps of a pass over disjoint namespaces.
+func (p plan) merge(q plan) plan {
+	m := plan{Desired: p.Desired + q.Desired, InSync: p.InSync + q.InSync}
+	m.Actions = append(slices.Clone(p.Actions), q.Actions...)
+	m.Conflicts = append(slices.Clone(p.Conflicts), q.Conflicts...)
+	sort.SliceStable(m.Actions, func(i, j int) bool { return lessKey(m.Actions[i].Key, m.Actions[j].Key) })
+	sort.Slice(m.Conflicts, func(i, j int) bool { return lessKey(m.Conflicts[i].Key, m.Conflicts[j].Key) })
+	return m
 }
 
 // cleanupActions returns the writes that clean up a deleted rule's copies: delete each

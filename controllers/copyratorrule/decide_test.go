@@ -62,7 +62,7 @@ func TestSelectTargets(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			targets, terminating := selectTargets(f, namespaces)
+			targets, terminating := selectTargets(f, everyNamespace, namespaces)
 			assert.Equal(t, tc.want, targets)
 			assert.Equal(t, map[string]bool{"leaving": true}, terminating)
 		})
@@ -231,6 +231,111 @@ func TestPlanCopies(t *testing.T) {
 			assert.Equal(t, tc.want.inSync, p.InSync, "in sync")
 		})
 	}
+}
+
+func TestSelectTargetsInScope(t *testing.T) {
+	namespaces := []metav1.PartialObjectMetadata{
+		nsMeta("src", nil, false),
+		nsMeta("a", nil, false),
+		nsMeta("b", nil, false),
+		nsMeta("new", nil, false),
+		nsMeta("leaving", nil, true),
+		nsMeta("new-leaving", nil, true),
+	}
+	rule := &flantv1.CopyratorRule{ObjectMeta: metav1.ObjectMeta{Namespace: "src", Name: "r"}}
+	f, err := newNamespaceFilter(rule, func(string) bool { return true })
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name            string
+		scope           scope
+		wantTargets     []string
+		wantTerminating map[string]bool
+	}{
+		{"every namespace", everyNamespace, []string{"a", "b", "new"}, map[string]bool{"leaving": true, "new-leaving": true}},
+		{"the named ones", passScopes([]string{"new", "new-leaving", "missing"})[0], []string{"new"}, map[string]bool{"new-leaving": true}},
+		{"all but the named ones", passScopes([]string{"new", "new-leaving", "missing"})[1], []string{"a", "b"}, map[string]bool{"leaving": true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			targets, terminating := selectTargets(f, tc.scope, namespaces)
+			assert.Equal(t, tc.wantTargets, targets)
+			assert.Equal(t, tc.wantTerminating, terminating)
+		})
+	}
+}
+
+func TestPassScopes(t *testing.T) {
+	assert.Equal(t, []scope{everyNamespace}, passScopes(nil), "no fresh namespace: one step over all")
+	steps := passScopes([]string{"x", "y"})
+	require.Len(t, steps, 2)
+	for _, ns := range []string{"x", "y", "z", ""} {
+		assert.NotEqual(t, steps[0].covers(ns), steps[1].covers(ns), "%q is in exactly one step", ns)
+		assert.True(t, everyNamespace.covers(ns))
+	}
+	assert.True(t, steps[0].covers("x"), "the fresh namespaces come first")
+	assert.False(t, steps[0].covers("z"))
+}
+
+// The steps of a pass together plan what one step over every namespace plans.
+func TestPlanCopiesInStepsEqualsOnePass(t *testing.T) {
+	cfg := newSource(configMap("cfg", map[string]string{"k": "v2"}))
+	cfgOld := newSource(configMap("cfg", map[string]string{"k": "v1"}))
+	other := newSource(configMap("other", map[string]string{"k": "o"}))
+	state := func(ns string, src source) copyState {
+		return copyState{Key: copyKey{kindConfigMap, ns, src.Name}, Rule: testRule, Source: "src/" + src.Name,
+			WrittenAs: src.Hash, Hash: src.Hash}
+	}
+	namespaces := []metav1.PartialObjectMetadata{
+		nsMeta("a", nil, false), nsMeta("b", nil, false), nsMeta("new", nil, false),
+		nsMeta("relabelled", map[string]string{LabelIgnore: "true"}, false), nsMeta("leaving", nil, true),
+	}
+	owned := []copyState{state("a", cfg), state("b", cfgOld), state("relabelled", cfg), state("leaving", cfg),
+		state("gone", cfg), state("new", other)}
+	occupied := map[copyKey]copyState{{kindConfigMap, "b", "other"}: {Rule: types.NamespacedName{Namespace: "x", Name: "y"}}}
+	foreign := map[copyKey]bool{{kindConfigMap, "a", "other"}: true}
+	rule := &flantv1.CopyratorRule{ObjectMeta: metav1.ObjectMeta{Namespace: "src", Name: "main-rule"}}
+	f, err := newNamespaceFilter(rule, func(string) bool { return true })
+	require.NoError(t, err)
+	// input is what observe reads in scope s.
+	input := func(s scope) planInput {
+		in := planInput{Rule: testRule, Kind: kindConfigMap, Sources: []source{cfg, other}, KnownForeign: foreign,
+			Occupied: map[copyKey]copyState{}}
+		in.Targets, in.Terminating = selectTargets(f, s, namespaces)
+		for _, c := range owned {
+			if s.covers(c.Key.Namespace) {
+				in.Owned = append(in.Owned, c)
+			}
+		}
+		for k, c := range occupied {
+			if s.covers(k.Namespace) {
+				in.Occupied[k] = c
+			}
+		}
+		return in
+	}
+	whole := planCopies(input(everyNamespace))
+	for _, fresh := range [][]string{{"new"}, {"new", "relabelled"}, {"gone", "leaving", "missing"}, {"a", "b", "new", "relabelled", "leaving", "gone"}} {
+		var steps plan
+		for _, s := range passScopes(fresh) {
+			steps = steps.merge(planCopies(input(s)))
+		}
+		assert.Equal(t, whole, steps, "fresh %v", fresh)
+	}
+	require.NotEmpty(t, whole.Actions)
+	require.NotEmpty(t, whole.Conflicts)
+}
+
+func TestPlanMerge(t *testing.T) {
+	key := func(ns string) copyKey { return copyKey{kindSecret, ns, "reg"} }
+	a := plan{Actions: []action{{Op: opCreate, Key: key("c")}}, Conflicts: []conflict{{Key: key("d")}}, Desired: 3, InSync: 1}
+	b := plan{Actions: []action{{Op: opDelete, Key: key("a")}, {Op: opUpdate, Key: key("e")}}, Conflicts: []conflict{{Key: key("b")}}, Desired: 2, InSync: 1}
+	m := a.merge(b)
+	assert.Equal(t, plan{
+		Actions:   []action{{Op: opDelete, Key: key("a")}, {Op: opCreate, Key: key("c")}, {Op: opUpdate, Key: key("e")}},
+		Conflicts: []conflict{{Key: key("b")}, {Key: key("d")}},
+		Desired:   5, InSync: 2,
+	}, m)
+	assert.Len(t, a.Actions, 1, "the merged plans are not changed")
+	assert.Equal(t, b, plan{}.merge(b))
 }
 
 func TestPlanCopiesIsDeterministic(t *testing.T) {

@@ -44,12 +44,16 @@ var writeActions = map[op]string{
 	opRelease:  actionReleased,
 }
 
-// recordPass counts a pass's writes and sets the rule's gauges.
+// recordPass counts a pass's writes and sets the rule's gauges (only after a pass that
+// read everything: one that failed to read counts the writes it made before).
 func recordPass(rule types.NamespacedName, o outcome) {
 	for w, keys := range o.Written {
 		countCopies(rule, writeActions[w], len(keys))
 	}
 	countCopies(rule, actionFailed, len(o.WriteErrs))
+	if o.SyncErr != nil {
+		return
+	}
 	conflictsGauge.WithLabelValues(rule.Namespace, rule.Name).Set(float64(len(o.Conflicts)))
 	copiesInSyncGauge.WithLabelValues(rule.Namespace, rule.Name).Set(float64(o.InSync))
 }

@@ -3,6 +3,7 @@ package copyratorrule
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -54,21 +55,24 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 		return fmt.Errorf("adding the source watcher: %w", err)
 	}
 	r := &Reconciler{
-		client:    mgr.GetClient(),
-		apiReader: mgr.GetAPIReader(),
-		copies:    copyReader{cache: copyCache},
-		sources:   sources,
-		memo:      newConflictMemo(o.ConflictRecheck),
-		writer:    writer{client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), parallelism: o.WriteParallelism},
-		Recorder:  mgr.GetEventRecorder("copyratorrule-controller"),
-		clock:     clock.RealClock{},
-		shared:    shared,
+		client:       mgr.GetClient(),
+		apiReader:    mgr.GetAPIReader(),
+		copies:       copyReader{cache: copyCache},
+		sources:      sources,
+		memo:         newConflictMemo(o.ConflictRecheck),
+		fresh:        newFreshNamespaces(),
+		statusWrites: newStatusWrites(),
+		writer: writer{client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), parallelism: o.WriteParallelism,
+			own: newOwnWrites()},
+		Recorder: mgr.GetEventRecorder("copyratorrule-controller"),
+		clock:    clock.RealClock{},
+		shared:   shared,
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("copyratorrule").
 		For(&flantv1.CopyratorRule{}, builder.WithPredicates(predicate.Or[client.Object](
 			predicate.GenerationChangedPredicate{}, operator.DeletionStarted()))).
-		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.rulesTargeting),
+		WatchesMetadata(&corev1.Namespace{}, r.namespaceEvents(),
 			builder.WithPredicates(predicate.Or[client.Object](predicate.LabelChangedPredicate{}, operator.DeletionStarted()))).
 		WatchesRawSource(ctrlsource.Kind[client.Object](copyCache, &corev1.Secret{}, r.copyEvents())).
 		WatchesRawSource(ctrlsource.Kind[client.Object](copyCache, &corev1.ConfigMap{}, r.copyEvents())).
@@ -124,29 +128,83 @@ func (r *Reconciler) rulesTargeting(ctx context.Context, ns client.Object) []rec
 	return out
 }
 
-// copyEvents maps copy events to the rule that owns the copy and, when a copy goes away,
-// to the rules that could not write its name.
-func (r *Reconciler) copyEvents() handler.EventHandler {
+// namespaceEvents maps namespace events to the rules that copy into the namespace (before
+// or after the event) and notes the namespace as fresh for those rules, so their next pass
+// writes its copies first. Namespaces of the informer's first list are not fresh: the first
+// passes look at every namespace anyway, and they wait behind other work (low priority).
+func (r *Reconciler) namespaceEvents() handler.EventHandler {
 	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
-	owner := func(obj client.Object, q queue) {
-		if rule, ok := ruleOfCopy(obj); ok {
-			q.Add(reconcile.Request{NamespacedName: rule})
+	mapped := handler.EnqueueRequestsFromMapFunc(r.rulesTargeting)
+	enqueue := func(ctx context.Context, q queue, namespaces ...client.Object) {
+		added := map[reconcile.Request]bool{}
+		for _, ns := range namespaces {
+			for _, req := range r.rulesTargeting(ctx, ns) {
+				r.fresh.add(req.NamespacedName, ns.GetName())
+				if !added[req] {
+					added[req] = true
+					q.Add(req)
+				}
+			}
 		}
 	}
 	return handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q queue) { owner(e.Object, q) },
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) {
+			if e.IsInInitialList {
+				mapped.Create(ctx, e, q)
+				return
+			}
+			enqueue(ctx, q, e.Object)
+		},
+		UpdateFunc:  func(ctx context.Context, e event.UpdateEvent, q queue) { enqueue(ctx, q, e.ObjectOld, e.ObjectNew) },
+		DeleteFunc:  mapped.Delete,
+		GenericFunc: mapped.Generic,
+	}
+}
+
+// echoDelay is how long the echo of the controller's own copy write waits before it wakes
+// the rule. The pass that wrote the copy counted it already; the echo's pass only matters
+// when a pass in between planned without the copy (its cache was behind) and reported it
+// pending. Delayed, the echoes of a burst of writes cost one pass, and they never hold up
+// a pass that has work: any other event wakes the rule at once and the echo joins it.
+const echoDelay = time.Second
+
+// copyEvents maps copy events to the rule that owns the copy and, when a copy goes away,
+// to the rules that could not write its name. A copy event that is only the echo of the
+// controller's own write wakes the owner after echoDelay.
+func (r *Reconciler) copyEvents() handler.EventHandler {
+	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+	owner := func(obj client.Object, q queue, echo bool) {
+		rule, ok := ruleOfCopy(obj)
+		switch {
+		case !ok:
+		case echo:
+			q.AddAfter(reconcile.Request{NamespacedName: rule}, echoDelay)
+		default:
+			q.Add(reconcile.Request{NamespacedName: rule})
+		}
+	}
+	echo := func(obj client.Object) bool { return r.writer.own.echo(stateOf(obj)) }
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q queue) { owner(e.Object, q, echo(e.Object)) },
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q queue) {
-			owner(e.ObjectOld, q)
-			owner(e.ObjectNew, q)
+			isEcho := echo(e.ObjectNew)
+			owner(e.ObjectOld, q, isEcho)
+			owner(e.ObjectNew, q, isEcho)
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q queue) {
-			owner(e.Object, q)
-			key := copyKey{Kind: kindOf(e.Object), Namespace: e.Object.GetNamespace(), Name: e.Object.GetName()}
+			key := keyOf(e.Object)
+			r.writer.own.forget(key)
+			owner(e.Object, q, false)
 			for _, rule := range r.memo.rulesWanting(key) {
 				q.Add(reconcile.Request{NamespacedName: rule})
 			}
 		},
 	}
+}
+
+// keyOf returns the key of a copy the copy cache reports.
+func keyOf(obj client.Object) copyKey {
+	return copyKey{Kind: kindOf(obj), Namespace: obj.GetNamespace(), Name: obj.GetName()}
 }
 
 // kindOf returns the kind of a copy the copy cache reports.

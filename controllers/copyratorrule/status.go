@@ -58,13 +58,13 @@ type outcome struct {
 	// Checked are the foreign conflicts a failed create confirmed in this pass.
 	Checked map[copyKey]bool
 	// Written are the copies each kind of write made equal to their source (or removed),
-	// in the plan's order.
+	// sorted by key.
 	Written map[op][]copyKey
 	// WriteErrs are the failed writes, one message each.
 	WriteErrs []string
 }
 
-// withWrites adds a plan and the results of its writes to what the pass found.
+// withWrites adds a plan and the results of its writes (in any order) to what the pass found.
 func (o outcome) withWrites(p plan, results []writeResult) outcome {
 	o.Desired, o.InSync = p.Desired, p.InSync
 	o.Conflicts = slices.Clone(p.Conflicts)
@@ -77,6 +77,8 @@ func (o outcome) withWrites(p plan, results []writeResult) outcome {
 		case wr.Conflict != nil:
 			o.Conflicts = append(o.Conflicts, *wr.Conflict)
 			o.Checked[wr.Conflict.Key] = true
+		case wr.Found:
+			o.InSync++
 		case wr.Done:
 			o.Written[wr.Action.Op] = append(o.Written[wr.Action.Op], wr.Action.Key)
 			if wr.Action.Op != opDelete {
@@ -85,6 +87,9 @@ func (o outcome) withWrites(p plan, results []writeResult) outcome {
 		}
 	}
 	sort.Slice(o.Conflicts, func(i, j int) bool { return lessKey(o.Conflicts[i].Key, o.Conflicts[j].Key) })
+	for _, keys := range o.Written {
+		sort.Slice(keys, func(i, j int) bool { return lessKey(keys[i], keys[j]) })
+	}
 	return o
 }
 

@@ -102,14 +102,17 @@ func TestWithWrites(t *testing.T) {
 		{Action: action{Op: opRecreate, Key: key("e")}, Done: true},
 		{Action: action{Op: opDelete, Key: key("f")}, Done: true},
 		{Action: action{Op: opUpdate, Key: key("g")}}, // deleted meanwhile: neither done nor failed
+		{Action: action{Op: opCreate, Key: key("h")}, Found: true},
+		{Action: action{Op: opCreate, Key: key("0")}, Done: true}, // a fresh namespace's copy, written first
 	}
 	o := outcome{Kind: kindSecret, Sources: 1, Targets: 5}.withWrites(p, results)
 
 	assert.Equal(t, 6, o.Desired)
-	assert.Equal(t, 3, o.InSync, "the planned copy in sync, the created and the re-created one; a delete is no copy")
+	assert.Equal(t, 5, o.InSync, "the planned copy in sync, the created ones, the re-created one and the one found; a delete is no copy")
 	assert.Equal(t, []conflict{found, planned}, o.Conflicts, "conflicts of the plan and of the writes, sorted")
 	assert.Equal(t, map[copyKey]bool{key("b"): true}, o.Checked)
-	assert.Equal(t, map[op][]copyKey{opCreate: {key("a")}, opRecreate: {key("e")}, opDelete: {key("f")}}, o.Written)
+	assert.Equal(t, map[op][]copyKey{opCreate: {key("0"), key("a")}, opRecreate: {key("e")}, opDelete: {key("f")}}, o.Written,
+		"sorted; a copy found in sync was not written")
 	assert.Equal(t, []string{"updating c: boom"}, o.WriteErrs)
 	assert.Equal(t, []conflict{planned}, p.Conflicts, "the plan is not changed")
 }

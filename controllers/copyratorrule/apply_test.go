@@ -1,0 +1,87 @@
+package copyratorrule
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func TestOwnWritesEcho(t *testing.T) {
+	src := newSource(secret("reg", corev1.SecretTypeOpaque, map[string]string{"k": "v"}))
+	key := copyKey{kindSecret, "team-a", "reg"}
+	inCache := func(f func(*copyState)) copyState {
+		c := copyState{Key: key, Rule: testRule, Source: "src/reg", WrittenAs: src.Hash, Hash: src.Hash}
+		if f != nil {
+			f(&c)
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name   string
+		cached copyState
+		want   bool
+	}{
+		{"the copy as written", inCache(nil), true},
+		{"data edited since", inCache(func(c *copyState) { c.Hash = "edited" }), false},
+		{"hash annotation edited", inCache(func(c *copyState) { c.WrittenAs = "x" }), false},
+		{"source annotation edited", inCache(func(c *copyState) { c.Source = "src/other" }), false},
+		{"another rule's copy", inCache(func(c *copyState) { c.Rule = types.NamespacedName{Namespace: "src", Name: "other"} }), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, isEcho(written(testRule, &src), tc.cached))
+			w := newOwnWrites()
+			w.expect(key, written(testRule, &src))
+			assert.Equal(t, tc.want, w.echo(tc.cached))
+			assert.False(t, w.echo(inCache(nil)), "an event consumes the expectation: the next one is someone else's")
+		})
+	}
+
+	w := newOwnWrites()
+	assert.False(t, w.echo(inCache(nil)), "nothing written")
+	w.expect(key, written(testRule, &src))
+	w.forget(key) // the write failed, or the copy is gone
+	assert.False(t, w.echo(inCache(nil)))
+}
+
+func TestBlockedBy(t *testing.T) {
+	src := newSource(secret("reg", corev1.SecretTypeOpaque, map[string]string{"k": "v"}))
+	a := action{Op: opCreate, Key: copyKey{kindSecret, "team-a", "reg"}, Source: &src}
+	obj := func(labels, annotations map[string]string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "reg",
+			Labels: labels, Annotations: annotations}}
+	}
+	current := map[string]string{AnnotationSource: "src/reg", AnnotationContentHash: src.Hash}
+	otherRule := types.NamespacedName{Namespace: "src", Name: "other"}
+	for _, tc := range []struct {
+		name      string
+		obj       *metav1.PartialObjectMetadata
+		wantFound bool
+		// wantConflict: "" none, else the conflict's reason prefix; foreign says whose.
+		wantConflict string
+		foreign      bool
+	}{
+		{name: "own copy of the current content: in sync", obj: obj(copyLabels(testRule), current), wantFound: true},
+		{name: "own copy of older content: the cache's event brings the update",
+			obj: obj(copyLabels(testRule), map[string]string{AnnotationSource: "src/reg", AnnotationContentHash: "old"})},
+		{name: "own copy of another source's name", obj: obj(copyLabels(testRule), map[string]string{AnnotationSource: "src/x", AnnotationContentHash: src.Hash})},
+		{name: "another rule's copy", obj: obj(copyLabels(otherRule), current), wantConflict: ReasonOtherRule},
+		{name: "foreign object", obj: obj(map[string]string{"app": "x"}, current), wantConflict: ReasonForeignObject, foreign: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, found := blockedBy(testRule, a, tc.obj)
+			assert.Equal(t, tc.wantFound, found)
+			if tc.wantConflict == "" {
+				assert.Nil(t, c)
+				return
+			}
+			if assert.NotNil(t, c) {
+				assert.Equal(t, a.Key, c.Key)
+				assert.Contains(t, c.Reason, tc.wantConflict)
+				assert.Equal(t, tc.foreign, c.Foreign)
+			}
+		})
+	}
+}

@@ -1,0 +1,114 @@
+package copyratorrule
+
+import (
+	"slices"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+
+	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
+)
+
+// maxFreshNamespaces bounds the namespaces a pass plans before the others. Beyond it (a
+// burst of new namespaces) the pass plans every namespace in one step: a first step that
+// reads as many namespaces one by one as the whole pass would read in a list saves nothing.
+const maxFreshNamespaces = 32
+
+// freshNamespaces remembers, per rule, the namespaces whose events (created, labels
+// changed) woke the rule since its last pass. The pass writes their copies before it looks
+// at every other namespace, so a new namespace does not wait for a pass over thousands.
+// It only orders the work: the same pass covers every namespace, these included.
+type freshNamespaces struct {
+	mu    sync.Mutex
+	rules map[types.NamespacedName]map[string]bool
+}
+
+func newFreshNamespaces() *freshNamespaces {
+	return &freshNamespaces{rules: map[types.NamespacedName]map[string]bool{}}
+}
+
+// add notes namespace ns for the rule's next pass. Past maxFreshNamespaces the rule's set
+// stops growing (take then returns nothing).
+func (f *freshNamespaces) add(rule types.NamespacedName, ns string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	set := f.rules[rule]
+	if set == nil {
+		set = map[string]bool{}
+		f.rules[rule] = set
+	}
+	if len(set) <= maxFreshNamespaces {
+		set[ns] = true
+	}
+}
+
+// take returns the rule's noted namespaces, sorted, and forgets them; nothing when there
+// were more than maxFreshNamespaces.
+func (f *freshNamespaces) take(rule types.NamespacedName) []string {
+	f.mu.Lock()
+	set := f.rules[rule]
+	delete(f.rules, rule)
+	f.mu.Unlock()
+	if len(set) > maxFreshNamespaces {
+		return nil
+	}
+	out := make([]string, 0, len(set))
+	for ns := range set {
+		out = append(out, ns)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// forget drops a deleted rule.
+func (f *freshNamespaces) forget(rule types.NamespacedName) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.rules, rule)
+}
+
+// statusWrite is the last status patch of a rule: the resourceVersion of the rule it was
+// computed from, and the status it wrote.
+type statusWrite struct {
+	ResourceVersion string
+	Status          flantv1.CopyratorRuleStatus
+}
+
+// statusWritten reports whether status is already on the API server although the rule
+// read from the cache does not show it: the cache still holds the very version the last
+// patch was computed from, and that patch wrote this status. (The next pass often starts
+// before the cache has seen the pass's own status patch; writing the same status again
+// would be a wasted request in front of the rule's next pass.)
+func statusWritten(last statusWrite, rule *flantv1.CopyratorRule, status flantv1.CopyratorRuleStatus) bool {
+	return last.ResourceVersion != "" && last.ResourceVersion == rule.ResourceVersion &&
+		equality.Semantic.DeepEqual(last.Status, status)
+}
+
+// statusWrites remembers the last status patch of every rule.
+type statusWrites struct {
+	mu    sync.Mutex
+	rules map[types.NamespacedName]statusWrite
+}
+
+func newStatusWrites() *statusWrites {
+	return &statusWrites{rules: map[types.NamespacedName]statusWrite{}}
+}
+
+func (s *statusWrites) last(rule types.NamespacedName) statusWrite {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rules[rule]
+}
+
+func (s *statusWrites) record(rule types.NamespacedName, w statusWrite) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rules[rule] = w
+}
+
+func (s *statusWrites) forget(rule types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.rules, rule)
+}
