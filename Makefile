@@ -117,7 +117,7 @@ test-unit: ## Unit tests only (no API server).
 
 .PHONY: bench
 bench: controlplane $(if $(filter real,$(NODE)),registry node-deps node-tools olm-tools $(HELM) images) ## Benchmarks against the local cluster; NODE=real adds the real node's (root); QUARTET_PEER_* name peer binaries (docs/PERFORMANCE.md, Peers); figures go to docs/PERFORMANCE.md.
-	{ go test -run '^$$' -bench . -benchtime 1x -timeout 90m ./test/benchutil/ ./controllers/... && \
+	{ go test -run '^$$' -bench . -benchtime 1x -timeout 120m ./test/benchutil/ ./controllers/... ./test/process/ && \
 	  $(if $(filter real,$(NODE)),QUARTET_REAL_NODE=1 OPM=$(OPM) OPERATOR_SDK=$(OPERATOR_SDK) HELM=$(HELM) go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./test/e2e/,true); } | tee bin/bench.txt
 	go run ./hack/benchreport bin/bench.txt docs/PERFORMANCE.md
 

@@ -25,6 +25,7 @@ import (
 type result struct {
 	pkg, name string
 	metrics   [][2]string // value, unit
+	kept      bool        // not run this time: figures of the previous report
 }
 
 func main() {
@@ -93,8 +94,9 @@ func run(in, out string) error {
 	if len(results) == 0 {
 		return fmt.Errorf("no benchmark results in %s", in)
 	}
-	// Peers run only where their binaries are given (test/benchutil/peer.go): a run without
-	// them keeps the peer figures of the report it replaces, marked with their run's date.
+	// Peers run only where their binaries are given (test/benchutil/peer.go), the real node's
+	// benchmarks only with NODE=real: a run without them keeps their figures from the report
+	// it replaces, marked with their run's date.
 	if previous, err := os.ReadFile(out); err == nil {
 		results = keepPeerFigures(results, string(previous))
 	}
@@ -291,13 +293,17 @@ func goVersion() string {
 	return strings.TrimSpace(string(out))
 }
 
+// realNodeBenchmarks are the benchmarks only `make bench NODE=real` runs (root, the real
+// node), by the package they are in.
+var realNodeBenchmarks = map[string]string{"BenchmarkMirrorPull50MB": module + "/test/e2e"}
+
 // isPeerMetric tells the metrics measured on a peer, which only runs when its binary is given.
 func isPeerMetric(unit string) bool {
 	return strings.Contains(unit, "replicator") || strings.Contains(unit, "chaoskube")
 }
 
-// keepPeerFigures adds to results the peer metrics that this run did not measure but the
-// previous report had, each value followed by "(run of <date>)" unless it already says
+// keepPeerFigures adds to results the peer metrics (and the real node's benchmarks) that
+// this run did not measure but the previous report had, each value followed by "(run of <date>)" unless it already says
 // which run it is from.
 func keepPeerFigures(results []result, previous string) []result {
 	date := ""
@@ -316,7 +322,7 @@ func keepPeerFigures(results []result, previous string) []result {
 			continue
 		}
 		unit, value := strings.TrimSpace(cells[0]), strings.TrimSpace(cells[1])
-		if !isPeerMetric(unit) || value == "" {
+		if !isPeerMetric(unit) && realNodeBenchmarks[bench] == "" || value == "" || unit == "metric" || strings.HasPrefix(unit, "---") {
 			continue
 		}
 		if !strings.Contains(value, "(run of ") && date != "" {
@@ -324,9 +330,19 @@ func keepPeerFigures(results []result, previous string) []result {
 		}
 		old[bench] = append(old[bench], [2]string{value, unit})
 	}
+	// A run without NODE=real keeps the real node's benchmarks of the previous report.
+	for bench, pkg := range realNodeBenchmarks {
+		ran := false
+		for _, r := range results {
+			ran = ran || r.name == bench
+		}
+		if !ran && len(old[bench]) > 0 {
+			results = append(results, result{pkg: pkg, name: bench, kept: true})
+		}
+	}
 	for i := range results {
 		for _, m := range old[results[i].name] {
-			if !hasMetric(results[i], m[1]) {
+			if (results[i].kept || isPeerMetric(m[1])) && !hasMetric(results[i], m[1]) {
 				results[i].metrics = append(results[i].metrics, m)
 			}
 		}
