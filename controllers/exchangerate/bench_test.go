@@ -3,33 +3,48 @@ package exchangerate
 import (
 	"context"
 	"fmt"
+	"maps"
+	"os"
 	"sort"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/rand"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
 	"github.com/quartet-operator/quartet/controllers/exchangerate/fakeupstream"
 	"github.com/quartet-operator/quartet/internal/operator"
 	"github.com/quartet-operator/quartet/test/benchutil"
 	"github.com/quartet-operator/quartet/test/testenv"
 )
 
-// The benchmark runs on the package's full local cluster and measures its own raw-create
+// The benchmarks run on the package's full local cluster and measure their own raw-create
 // baseline on the same API server in the same run.
 
 const (
-	benchRates      = 1000
-	benchNamespaces = 100 // 10 ExchangeRates per namespace
-	benchWorkers    = 16
-	// benchRefresh is the refresh interval of the benchmark's manager: long enough that the
-	// initial fill ends before the first refresh, short enough to wait for one.
+	benchNamespaces = 100
+	// benchRefresh is the refresh interval of the benchmark's manager (the one flag it sets
+	// besides the upstream's URL): short enough to wait for several refreshes.
 	benchRefresh = 30 * time.Second
+	// benchUnchangedRefreshes is how many refreshes without new data are counted.
+	benchUnchangedRefreshes = 3
+	// benchWorkersEnv overrides --exchangerate-workers for a sweep (unset: the shipped
+	// default): QUARTET_BENCH_EXCHANGERATE_WORKERS=8 go test -bench ….
+	benchWorkersEnv = "QUARTET_BENCH_EXCHANGERATE_WORKERS"
 )
 
 // benchPair is one of the 30 currencies the ExchangeRates price: the 29 the ECB
@@ -47,9 +62,17 @@ func benchPairs() []benchPair {
 
 // BenchmarkExchangeRates1000 creates 1,000 ExchangeRates over 30 currencies and measures
 // how long until every ConfigMap holds the right rate, against raw-creating 1,000
-// ConfigMaps; it counts upstream requests for the initial fill and for one refresh that
-// changes every rate.
-func BenchmarkExchangeRates1000(b *testing.B) {
+// ConfigMaps; it counts upstream requests and API writes for the initial fill, for
+// refreshes that bring no new data and for one refresh that changes every rate.
+func BenchmarkExchangeRates1000(b *testing.B) { benchExchangeRates(b, 1000) }
+
+// BenchmarkExchangeRates10000 is BenchmarkExchangeRates1000 with 10,000 ExchangeRates.
+func BenchmarkExchangeRates10000(b *testing.B) { benchExchangeRates(b, 10000) }
+
+// benchExchangeRates runs the manager as shipped: this controller's default Options
+// (workers included) with only the upstream's URL and a short refresh interval set, and
+// the manager's default client limits (no client-side rate limit).
+func benchExchangeRates(b *testing.B, n int) {
 	env.Require(b)
 	ctx := context.Background()
 	cs, err := kubernetes.NewForConfig(benchutil.TunedConfig(env.Config))
@@ -61,26 +84,43 @@ func BenchmarkExchangeRates1000(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// The benchmark's own informers follow the ConfigMaps and ExchangeRates.
+	observer, err := cache.New(benchutil.TunedConfig(env.Config), cache.Options{Scheme: env.Scheme,
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{managedByLabel: managedByValue})},
+		}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	observeCtx, stopObserving := context.WithCancel(ctx)
+	defer stopObserving()
+	go func() { _ = observer.Start(observeCtx) }()
 	id := rand.String(4)
 	namespaces, err := benchutil.CreateNamespaces(ctx, cs, "xrbench-"+id, benchNamespaces)
 	if err != nil {
 		b.Fatal(err)
 	}
+	// The next benchmark's manager watches all namespaces: it must not find these
+	// ExchangeRates. Cleanups run last in first out, so this runs after the manager stopped.
+	b.Cleanup(func() { deleteNamespaces(b, cs, namespaces) })
 	pairs := benchPairs()
 	if len(pairs) != 30 {
 		b.Fatalf("want 30 currencies, have %d", len(pairs))
 	}
 
 	for i := 0; i < b.N; i++ {
-		// Baseline: 1,000 ConfigMaps, 10 per namespace, created by a tuned client-go loop.
+		// Baseline: n ConfigMaps, n/100 per namespace, created by a tuned client-go loop
+		// (32 workers, no client-side limit).
 		var raw time.Duration
-		for j := 0; j < benchRates/benchNamespaces; j++ {
+		cpuRaw := cpuSeconds()
+		for j := 0; j < n/benchNamespaces; j++ {
 			d, err := benchutil.RawCreateConfigMaps(ctx, cs, namespaces, fmt.Sprintf("raw-%d-%d", i, j), 64)
 			if err != nil {
 				b.Fatal(err)
 			}
 			raw += d
 		}
+		rawCPU := sum(cpuDiffs(cpuRaw, cpuSeconds()))
 
 		srv, err := fakeupstream.Start("127.0.0.1:0", today(), fakeupstream.DefaultRates())
 		if err != nil {
@@ -88,127 +128,385 @@ func BenchmarkExchangeRates1000(b *testing.B) {
 		}
 		b.Cleanup(func() { _ = srv.Close() })
 		calls := &benchutil.CallCounter{}
-		cfg := benchutil.TunedConfig(env.Config)
+		cfg := managerConfig(env.Config)
 		calls.Wrap(cfg)
-		opts := quickOptions(srv, benchRefresh)
-		opts.MaxConcurrentReconciles = benchWorkers
-		testenv.StartManager(b, cfg, operator.Shared{}, opts.Setup) // all namespaces, as without WATCH_NAMESPACE
+		opts := &Options{URL: srv.URL(), RefreshInterval: benchRefresh}
+		if w := os.Getenv(benchWorkersEnv); w != "" {
+			if opts.MaxConcurrentReconciles, err = strconv.Atoi(w); err != nil {
+				b.Fatalf("%s: %v", benchWorkersEnv, err)
+			}
+		}
+		stopManager := testenv.StartManager(b, cfg, operator.Shared{}, opts.Setup) // all namespaces, as without WATCH_NAMESPACE
 
-		expect := func(rates map[string]string) map[string]map[string]string {
+		name := func(k int) (ns, name string) { return namespaces[k%benchNamespaces], fmt.Sprintf("xr-%d-%d", i, k) }
+		expect := func(rates map[string]string) (cms, statuses map[string]map[string]string) {
 			tab := mustTable(b, "ecb", today(), rates)
-			want := map[string]map[string]string{}
-			for k := 0; k < benchRates; k++ {
+			cms, statuses = map[string]map[string]string{}, map[string]map[string]string{}
+			for k := 0; k < n; k++ {
 				p := pairs[k%len(pairs)]
 				r, err := tab.Rate(p.base, p.currency)
 				if err != nil {
 					b.Fatal(err)
 				}
-				want[fmt.Sprintf("%s/xr-%d-%d", namespaces[k%benchNamespaces], i, k)] = map[string]string{KeyRate: r, KeyCurrency: p.currency, KeyBase: p.base}
+				ns, nm := name(k)
+				cms[ns+"/"+nm] = map[string]string{KeyRate: r, KeyCurrency: p.currency, KeyBase: p.base}
+				statuses[ns+"/"+nm] = map[string]string{"rate": r, "ready": string(metav1.ConditionTrue)}
 			}
-			return want
+			return cms, statuses
 		}
 
-		// Fill: create the ExchangeRates, wait until every ConfigMap is right.
-		want := expect(fakeupstream.DefaultRates())
-		w := watchConfigMaps(b, cs)
+		// Fill: create the ExchangeRates, wait until every ConfigMap is right, then until
+		// every status is.
+		wantCMs, wantStatuses := expect(fakeupstream.DefaultRates())
+		cmw := watchObjects(b, observer, &corev1.ConfigMap{})
 		calls.Reset()
+		reconciled := reconciles(b)
+		cpuBefore := cpuSeconds()
 		start := time.Now()
-		err = benchutil.Parallel(ctx, benchRates, func(k int) error {
+		err = benchutil.Parallel(ctx, n, func(k int) error {
 			p := pairs[k%len(pairs)]
-			return creator.Create(ctx, newXR(namespaces[k%benchNamespaces], fmt.Sprintf("xr-%d-%d", i, k), p.currency, p.base))
+			ns, nm := name(k)
+			return creator.Create(ctx, newXR(ns, nm, p.currency, p.base))
 		})
 		if err != nil {
 			b.Fatal(err)
 		}
-		_, last := w.until(b, want, 2*time.Minute)
+		created := time.Since(start)
+		_, last := cmw.until(b, wantCMs, 10*time.Minute)
 		fill := last.Sub(start)
+		fillCPU := cpuDiffs(cpuBefore, cpuSeconds())
 		fillRequests := srv.Requests("")
-		// Status writes trail the ConfigMaps; give them a moment before counting API writes.
-		time.Sleep(2 * time.Second)
-		writes := calls.Total("POST", "PATCH", "PUT")
+		// Statuses trail the ConfigMaps; the benchmark's ExchangeRate informer starts only now,
+		// so that it does not compete with the fill for CPU.
+		xrw := watchObjects(b, observer, &operatorsv1.ExchangeRate{})
+		xrw.until(b, wantStatuses, 5*time.Minute)
+		// Events (one ConfigMapCreated per ExchangeRate) are sent asynchronously: let them land.
+		waitQuiet(b, calls)
+		fillPasses := reconciles(b) - reconciled
+		fillWrites := writes(calls, "")
+		fillCMWrites, fillStatusWrites, fillEvents := writes(calls, "/configmaps"), writes(calls, "/status"), writes(calls, "/events")
 
-		// Refresh: a new publication changes every rate; the next refresh must carry it to
-		// all 1,000 ConfigMaps with one upstream request.
+		// Unchanged refreshes: the upstream answers 304. Every ExchangeRate is reconciled
+		// once per refresh and nothing may be written.
+		calls.Reset()
+		srv.ResetCounts()
+		reconciled = reconciles(b)
+		unchangedStart := time.Now()
+		waitFor(b, time.Duration(benchUnchangedRefreshes+1)*2*benchRefresh, func() bool {
+			return srv.Requests("") >= benchUnchangedRefreshes && reconciles(b)-reconciled >= float64(benchUnchangedRefreshes*n)
+		}, func() string {
+			return fmt.Sprintf("%d upstream requests and %.0f reconciles of %d ExchangeRates, want %d refreshes",
+				srv.Requests(""), reconciles(b)-reconciled, n, benchUnchangedRefreshes)
+		})
+		unchangedWrites := writes(calls, "")
+		unchangedPasses := reconciles(b) - reconciled
+		unchanged := time.Since(unchangedStart)
+		notModified := srv.NotModified()
+		unchangedRequests := srv.Requests("")
+
+		// Changed refresh: a new publication changes every rate; the next refresh must carry
+		// it to all ConfigMaps and statuses with one upstream request.
 		newRates := map[string]string{}
 		for c, r := range fakeupstream.DefaultRates() {
 			newRates[c] = r + "7" // one more digit: every rate changes
 		}
+		wantCMs, wantStatuses = expect(newRates)
+		waitQuiet(b, calls)
+		calls.Reset()
 		srv.ResetCounts()
 		srv.SetRates(today(), newRates)
-		first, lastRefresh := w.until(b, expect(newRates), benchRefresh+2*time.Minute)
+		first, lastRefresh := cmw.until(b, wantCMs, benchRefresh+10*time.Minute)
 		refreshRequests := srv.Requests("")
-		w.stop()
+		xrw.until(b, wantStatuses, 5*time.Minute)
+		waitQuiet(b, calls)
+		stopManager() // before the counts are read: nothing may be in flight
+		changedCMWrites, changedStatusWrites, changedWrites := writes(calls, "/configmaps"), writes(calls, "/status"), writes(calls, "")
 
-		b.ReportMetric(fill.Seconds(), "s-fill-1000-exchangerates")
-		b.ReportMetric(raw.Seconds(), "s-raw-create-1000-configmaps")
+		workers := opts.MaxConcurrentReconciles // Setup applied the defaults
+		b.Logf("%d ExchangeRates, %d workers: created in %s, ConfigMaps right after %s (CPU seconds: %s); "+
+			"fill writes %d (ConfigMaps %d, status %d, Events %d); %s of unchanged refreshes: %d upstream requests (%d not modified), "+
+			"%.0f reconciles, %d writes; changed refresh: %d writes", n, workers, created.Round(time.Millisecond),
+			fill.Round(time.Millisecond), formatCPU(fillCPU), fillWrites, fillCMWrites, fillStatusWrites,
+			fillEvents, unchanged.Round(time.Second), unchangedRequests, notModified, unchangedPasses, unchangedWrites, changedWrites)
+		b.ReportMetric(float64(workers), "workers")
+		b.ReportMetric(fill.Seconds(), fmt.Sprintf("s-fill-%d-exchangerates", n))
+		b.ReportMetric(created.Seconds(), fmt.Sprintf("s-create-%d-exchangerates", n))
+		b.ReportMetric(raw.Seconds(), fmt.Sprintf("s-raw-create-%d-configmaps", n))
 		b.ReportMetric(fill.Seconds()/raw.Seconds(), "x-raw-create")
-		b.ReportMetric(float64(fillRequests), "upstream-requests/fill-of-1000")
+		// CPU time is what the fill costs whatever else the machine runs: all of the local
+		// cluster's processes and the benchmark's, against the same for the raw baseline.
+		b.ReportMetric(sum(fillCPU)/rawCPU, "x-raw-create-cpu")
+		b.ReportMetric(fillCPU["kube-apiserver"]/float64(n)*1000, "apiserver-cpu-ms/exchangerate/fill")
+		b.ReportMetric(float64(fillRequests), fmt.Sprintf("upstream-requests/fill-of-%d", n))
+		b.ReportMetric(float64(fillWrites)/float64(n), "controller-api-writes/exchangerate")
+		b.ReportMetric(float64(fillEvents)/float64(n), "event-writes/exchangerate/fill")
+		b.ReportMetric(float64(unchangedWrites)/float64(benchUnchangedRefreshes*n), "api-writes/exchangerate/unchanged-refresh")
+		b.ReportMetric(unchangedPasses/float64(benchUnchangedRefreshes*n), "reconciles/exchangerate/unchanged-refresh")
+		b.ReportMetric(float64(unchangedRequests)/benchUnchangedRefreshes, "upstream-requests/unchanged-refresh")
 		b.ReportMetric(float64(refreshRequests), "upstream-requests/refresh")
-		b.ReportMetric(lastRefresh.Sub(first).Seconds(), "s-refresh-spread-1000-configmaps")
-		b.ReportMetric(float64(writes)/benchRates, "controller-api-writes/exchangerate")
+		b.ReportMetric(lastRefresh.Sub(first).Seconds(), fmt.Sprintf("s-refresh-spread-%d-configmaps", n))
+		b.ReportMetric(float64(changedCMWrites)/float64(n), "configmap-writes/exchangerate/changed-refresh")
+		b.ReportMetric(float64(changedStatusWrites)/float64(n), "status-writes/exchangerate/changed-refresh")
+		b.ReportMetric(float64(changedWrites)/float64(n), "api-writes/exchangerate/changed-refresh")
+		b.ReportMetric(fillPasses/float64(n), "reconciles/exchangerate/fill")
 	}
 }
 
-// cmWatch records when each ConfigMap of ours last reached its wanted data.
-type cmWatch struct {
-	w    watch.Interface
+// cpuSeconds returns the CPU time used so far by this process (the manager, the
+// ExchangeRate creator, the informers) and by each of its child processes (the local
+// cluster: kube-apiserver, etcd, kube-controller-manager, …), by command name.
+func cpuSeconds() map[string]float64 {
+	out := map[string]float64{}
+	add := func(pid, name string) {
+		stat, err := os.ReadFile("/proc/" + pid + "/stat")
+		if err != nil {
+			return
+		}
+		// Fields after the command name (which may hold spaces) start at state; utime and
+		// stime are fields 14 and 15 of the whole line, in clock ticks (100 per second).
+		_, rest, _ := strings.Cut(string(stat), ") ")
+		f := strings.Fields(rest)
+		if len(f) < 13 {
+			return
+		}
+		utime, _ := strconv.ParseFloat(f[11], 64)
+		stime, _ := strconv.ParseFloat(f[12], 64)
+		out[name] += (utime + stime) / 100
+	}
+	add("self", "benchmark process")
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for _, t := range tasks {
+		children, _ := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+		for _, pid := range strings.Fields(string(children)) {
+			comm, _ := os.ReadFile("/proc/" + pid + "/comm")
+			add(pid, strings.TrimSpace(string(comm)))
+		}
+	}
+	return out
+}
+
+// cpuDiffs is the CPU seconds each process used between before and after.
+func cpuDiffs(before, after map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for name, s := range after {
+		out[name] = s - before[name]
+	}
+	return out
+}
+
+func sum(m map[string]float64) float64 {
+	t := 0.0
+	for _, v := range m {
+		t += v
+	}
+	return t
+}
+
+// formatCPU lists CPU seconds by process, largest first.
+func formatCPU(used map[string]float64) string {
+	type use struct {
+		name string
+		s    float64
+	}
+	var uses []use
+	for name, s := range used {
+		uses = append(uses, use{name, s})
+	}
+	sort.Slice(uses, func(i, j int) bool { return uses[i].s > uses[j].s })
+	var parts []string
+	for _, u := range uses {
+		if u.s >= 0.05 {
+			parts = append(parts, fmt.Sprintf("%s %.1f", u.name, u.s))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// managerConfig is the manager's rest.Config as main.go builds it by default: no
+// client-side rate limit (a negative QPS), the API server's flow control governs.
+func managerConfig(base *rest.Config) *rest.Config {
+	cfg := rest.CopyConfig(base)
+	operator.SetClientLimits(cfg, operator.DefaultKubeAPIQPS, operator.DefaultKubeAPIBurst)
+	if cfg.QPS >= 0 {
+		panic("the manager ships without a client-side rate limit (negative QPS)")
+	}
+	return cfg
+}
+
+// reconciles is how many passes the exchangerate controller has finished in this process.
+func reconciles(b testing.TB) float64 {
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == "exchangerate" {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
+}
+
+// writes counts the write requests (POST, PATCH, PUT, DELETE) whose path contains part
+// ("": all of them).
+func writes(c *benchutil.CallCounter, part string) int {
+	n := 0
+	for k, v := range c.Snapshot() {
+		verb, path, _ := strings.Cut(k, " ")
+		switch verb {
+		case "POST", "PATCH", "PUT", "DELETE":
+			if strings.Contains(path, part) {
+				n += v
+			}
+		}
+	}
+	return n
+}
+
+// deleteNamespaces deletes namespaces and waits until they and everything in them are gone.
+func deleteNamespaces(b testing.TB, cs kubernetes.Interface, namespaces []string) {
+	ctx := context.Background()
+	for _, ns := range namespaces {
+		if err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			b.Error(err)
+			return
+		}
+	}
+	ours := map[string]bool{}
+	for _, ns := range namespaces {
+		ours[ns] = true
+	}
+	left := 0
+	waitFor(b, 10*time.Minute, func() bool {
+		l, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		left = 0
+		for _, ns := range l.Items {
+			if ours[ns.Name] {
+				left++
+			}
+		}
+		return left == 0
+	}, func() string { return fmt.Sprintf("%d of %d namespaces still there", left, len(namespaces)) })
+}
+
+// quiet is how long no write must be counted before a phase is over: Events are sent
+// asynchronously and trail the writes of the reconciles.
+const quiet = 3 * time.Second
+
+// waitQuiet waits until no write was counted for quiet, so a phase's trailing writes are
+// not counted in the next.
+func waitQuiet(b testing.TB, c *benchutil.CallCounter) {
+	b.Helper()
+	last, since := writes(c, ""), time.Now()
+	waitFor(b, 5*time.Minute, func() bool {
+		if w := writes(c, ""); w != last {
+			last, since = w, time.Now()
+		}
+		return time.Since(since) >= quiet
+	}, func() string { return fmt.Sprintf("writes went on (%d)", last) })
+}
+
+// waitFor polls cond until it holds; after timeout it fails with what it saw.
+func waitFor(b testing.TB, timeout time.Duration, cond func() bool, saw func() string) {
+	b.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			b.Fatalf("after %s: %s", timeout, saw())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// objWatch records, from an informer (it lists again when the API server ends a watch
+// that fell behind), what each object last showed (a ConfigMap's data, an ExchangeRate's
+// status rate and Ready) and when that last changed.
+type objWatch struct {
+	mu   sync.Mutex
 	data map[string]map[string]string // ns/name → last seen data
 	at   map[string]time.Time
 }
 
-func watchConfigMaps(b *testing.B, cs kubernetes.Interface) *cmWatch {
+// watchObjects starts recording the objects of obj's kind in c's informer.
+func watchObjects(b testing.TB, c cache.Cache, obj client.Object) *objWatch {
 	b.Helper()
-	w, err := cs.CoreV1().ConfigMaps(metav1.NamespaceAll).Watch(context.Background(),
-		metav1.ListOptions{LabelSelector: managedByLabel + "=" + managedByValue})
+	ow := &objWatch{data: map[string]map[string]string{}, at: map[string]time.Time{}}
+	inf, err := c.GetInformer(context.Background(), obj)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &cmWatch{w: w, data: map[string]map[string]string{}, at: map[string]time.Time{}}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    ow.record,
+		UpdateFunc: func(_, obj any) { ow.record(obj) },
+	}); err != nil {
+		b.Fatal(err)
+	}
+	return ow
 }
 
-func (cw *cmWatch) stop() { cw.w.Stop() }
+func (ow *objWatch) record(obj any) {
+	key, data, ok := observed(obj)
+	if !ok {
+		return
+	}
+	now := time.Now()
+	ow.mu.Lock()
+	defer ow.mu.Unlock()
+	if !maps.Equal(ow.data[key], data) {
+		ow.data[key], ow.at[key] = data, now
+	}
+}
 
-// until consumes events until every ConfigMap in want holds its wanted keys; it returns
-// when the first and the last of them got there.
-func (cw *cmWatch) until(b *testing.B, want map[string]map[string]string, timeout time.Duration) (first, last time.Time) {
+// observed is what until compares of obj.
+func observed(obj any) (key string, data map[string]string, ok bool) {
+	switch o := obj.(type) {
+	case *corev1.ConfigMap:
+		return o.Namespace + "/" + o.Name, o.Data, true
+	case *operatorsv1.ExchangeRate:
+		ready := ""
+		if c := meta.FindStatusCondition(o.Status.Conditions, ConditionReady); c != nil {
+			ready = string(c.Status)
+		}
+		return o.Namespace + "/" + o.Name, map[string]string{"rate": o.Status.Rate, "ready": ready}, true
+	}
+	return "", nil, false
+}
+
+// until waits until every object in want holds its wanted keys; it returns when the first
+// and the last of them got there.
+func (ow *objWatch) until(b testing.TB, want map[string]map[string]string, timeout time.Duration) (first, last time.Time) {
 	b.Helper()
-	matches := func(key string) bool {
-		for k, v := range want[key] {
-			if cw.data[key][k] != v {
-				return false
+	right := 0
+	waitFor(b, timeout, func() bool {
+		ow.mu.Lock()
+		defer ow.mu.Unlock()
+		right = 0
+		for key, kv := range want {
+			ok := true
+			for k, v := range kv {
+				ok = ok && ow.data[key][k] == v
+			}
+			if ok {
+				right++
 			}
 		}
-		return true
-	}
-	done := map[string]time.Time{}
+		return right == len(want)
+	}, func() string { return fmt.Sprintf("%d of %d objects right", right, len(want)) })
+	ow.mu.Lock()
+	defer ow.mu.Unlock()
 	for key := range want {
-		if matches(key) {
-			done[key] = cw.at[key]
-		}
-	}
-	deadline := time.After(timeout)
-	for len(done) < len(want) {
-		select {
-		case ev, ok := <-cw.w.ResultChan():
-			if !ok {
-				b.Fatal("ConfigMap watch closed")
-			}
-			cm, isCM := ev.Object.(*corev1.ConfigMap)
-			if !isCM || (ev.Type != watch.Added && ev.Type != watch.Modified) {
-				continue
-			}
-			key := cm.Namespace + "/" + cm.Name
-			cw.data[key], cw.at[key] = cm.Data, time.Now()
-			if _, ok := want[key]; ok && matches(key) {
-				done[key] = cw.at[key]
-			} else {
-				delete(done, key)
-			}
-		case <-deadline:
-			b.Fatalf("%d of %d ConfigMaps right after %s", len(done), len(want), timeout)
-		}
-	}
-	for _, t := range done {
+		t := ow.at[key]
 		if first.IsZero() || t.Before(first) {
 			first = t
 		}

@@ -33,6 +33,7 @@ func TestExchangeRateOnCluster(t *testing.T) {
 		t.Run("OutageKeepsLastValueAndRecovers", func(t *testing.T) { t.Parallel(); testOutage(t) })
 		t.Run("UnknownCurrencyWaitsForSpecChange", func(t *testing.T) { t.Parallel(); testUnknownCurrency(t) })
 		t.Run("OneUpstreamRequestPerRefresh", func(t *testing.T) { t.Parallel(); testOneRequestPerRefresh(t) })
+		t.Run("UnchangedRefreshWritesNothing", func(t *testing.T) { t.Parallel(); testUnchangedRefreshWritesNothing(t) })
 		t.Run("FrankfurterCrossRate", func(t *testing.T) { t.Parallel(); testFrankfurter(t) })
 		t.Run("ForeignConfigMapNotAdopted", func(t *testing.T) { t.Parallel(); testForeignConfigMap(t) })
 		t.Run("OldPublicationIsStale", func(t *testing.T) { t.Parallel(); testStale(t) })
@@ -226,6 +227,71 @@ func testOneRequestPerRefresh(t *testing.T) {
 	waitConfigMap(t, ns, "eur-gbp", map[string]string{"rate": "0.9"})
 	waitConfigMap(t, ns, "usd-eur", map[string]string{"rate": "0.833333"})
 	assert.Equal(t, 1, srv.Requests(""), "one upstream request for the refresh of all 30")
+}
+
+// testUnchangedRefreshWritesNothing: refreshes that bring no new data (304s, and the 200
+// a restarted manager gets for the same publication) write neither the ExchangeRate nor
+// its ConfigMap; a new rate writes both.
+func testUnchangedRefreshWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	ns := testenv.Namespace(t, env.Client, "xr-quiet", nil)
+	srv := startFakeToday(t)
+	opts := quickOptions(srv, time.Second) // one CR: each refresh is its own reconcile's fetch
+	stop := testenv.StartManager(t, env.Config, operator.Shared{WatchNamespaces: []string{ns}}, opts.Setup)
+
+	require.NoError(t, env.Client.Create(ctx, newXR(ns, "usd", "USD", "")))
+	waitConfigMap(t, ns, "usd", map[string]string{"rate": "1.1625"})
+	xr := waitCondition(t, ns, "usd", ConditionReady, metav1.ConditionTrue, ReasonRateWritten)
+	cm := &corev1.ConfigMap{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "usd"}, cm))
+	require.NotNil(t, xr.Status.LastSuccessfulFetch)
+	fetched := xr.Status.LastSuccessfulFetch.Time
+
+	// unchanged waits until the upstream has seen `more` further requests. With one
+	// ExchangeRate every request is made by its own pass, and passes of one object never
+	// overlap: when request k+1 arrives, the pass that made request k has finished.
+	unchanged := func(more int) {
+		t.Helper()
+		requests, notModified := srv.Requests(""), srv.NotModified()
+		require.Eventually(t, func() bool { return srv.Requests("") >= requests+more }, 60*time.Second, 50*time.Millisecond,
+			"%d more refreshes", more)
+		assert.GreaterOrEqual(t, srv.NotModified(), notModified+more-1, "the refreshes were answered 304")
+		got := &operatorsv1.ExchangeRate{}
+		require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(xr), got))
+		assert.Equal(t, xr.ResourceVersion, got.ResourceVersion, "ExchangeRate written by a refresh without new data: %+v", got.Status)
+		gotCM := &corev1.ConfigMap{}
+		require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(cm), gotCM))
+		assert.Equal(t, cm.ResourceVersion, gotCM.ResourceVersion, "ConfigMap written by a refresh without new data")
+	}
+
+	t.Log("304s: two complete refresh passes (the third request proves the second pass done) write nothing")
+	unchanged(3)
+
+	t.Log("a restarted manager fetches the same publication (200, no validators yet) and writes nothing")
+	stop()
+	requests := srv.Requests("")
+	testenv.StartManager(t, env.Config, operator.Shared{WatchNamespaces: []string{ns}}, opts.Setup)
+	require.Eventually(t, func() bool { return srv.Requests("") > requests }, 60*time.Second, 50*time.Millisecond, "the new manager's first fetch")
+	unchanged(2)
+
+	t.Log("a new rate writes both, and lastSuccessfulFetch moves with it")
+	rates := fakeupstream.DefaultRates()
+	rates["USD"] = "1.1702"
+	srv.SetRates(today(), rates)
+	waitConfigMap(t, ns, "usd", map[string]string{"rate": "1.1702"})
+	got := &operatorsv1.ExchangeRate{}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		require.NoError(c, env.Client.Get(ctx, client.ObjectKeyFromObject(xr), got))
+		assert.Equal(c, "1.1702", got.Status.Rate)
+	}, 60*time.Second, 100*time.Millisecond)
+	assert.NotEqual(t, xr.ResourceVersion, got.ResourceVersion)
+	gotCM := &corev1.ConfigMap{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(cm), gotCM))
+	assert.NotEqual(t, cm.ResourceVersion, gotCM.ResourceVersion)
+	require.NotNil(t, got.Status.LastSuccessfulFetch)
+	assert.True(t, got.Status.LastSuccessfulFetch.After(fetched), "lastSuccessfulFetch %s, was %s", got.Status.LastSuccessfulFetch, fetched)
+	assert.Contains(t, testenv.Condition(got.Status.Conditions, ConditionReady).Message, "1.1702")
+	eventuallyEvent(t, ns, "usd", EventConfigMapUpdated)
 }
 
 func lower(s string) string {

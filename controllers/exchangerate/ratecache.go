@@ -25,6 +25,10 @@ type Snapshot struct {
 	Table *Table
 	// CheckedAt is when the source last confirmed Table (200 or 304).
 	CheckedAt time.Time
+	// FetchedAt is when the source sent Table: the 200 that brought it. A 304 confirms the
+	// table without sending it again and moves only CheckedAt, so FetchedAt changes only
+	// with the table.
+	FetchedAt time.Time
 	// Err is why the last attempt failed (a *FetchError); nil when it succeeded.
 	Err error
 	// RetryAt is when the next attempt is allowed after a failure.
@@ -45,6 +49,7 @@ type RateCache struct {
 	mu        sync.Mutex
 	table     *Table
 	checkedAt time.Time
+	fetchedAt time.Time
 	attempts  uint64
 	// retry is the current run of failures' schedule: one Step per failure, reset to
 	// backoff by a success.
@@ -94,7 +99,7 @@ func (c *RateCache) Snapshot() Snapshot {
 }
 
 func (c *RateCache) snapshotLocked() Snapshot {
-	return Snapshot{Table: c.table, CheckedAt: c.checkedAt, Err: c.lastErr, RetryAt: c.retryAt}
+	return Snapshot{Table: c.table, CheckedAt: c.checkedAt, FetchedAt: c.fetchedAt, Err: c.lastErr, RetryAt: c.retryAt}
 }
 
 // fetch asks the source once, unless an attempt finished since the caller looked (then
@@ -138,6 +143,9 @@ func (c *RateCache) fetch(ctx context.Context, seen uint64) {
 		t = prev
 	}
 	c.retry, c.lastErr, c.retryAt = c.backoff, nil, time.Time{}
+	if t != prev {
+		c.fetchedAt = now
+	}
 	c.table, c.checkedAt = t, now
 	recordFetch(c.source.Name(), result, elapsed)
 	recordSuccess(c.source.Name(), now)

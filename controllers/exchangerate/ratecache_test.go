@@ -114,12 +114,14 @@ func TestRateCacheRefreshFailureAndBackoff(t *testing.T) {
 
 	s := c.Get(ctx, time.Hour)
 	require.Same(t, good, s.Table)
+	assert.Equal(t, t0, s.FetchedAt)
 
-	t.Log("an hour later a 304 confirms the table: same table, new check time")
+	t.Log("an hour later a 304 confirms the table: same table, new check time, same fetch time")
 	clk.SetTime(t0.Add(time.Hour))
 	s = c.Get(ctx, time.Hour)
 	assert.Same(t, good, s.Table)
 	assert.Equal(t, t0.Add(time.Hour), s.CheckedAt)
+	assert.Equal(t, t0, s.FetchedAt, "a 304 does not bring the table again")
 	assert.EqualValues(t, 2, src.calls.Load())
 	assert.Equal(t, 1.0, counterValue(t, upstreamRequests.WithLabelValues("test-backoff", "not_modified")))
 
@@ -130,6 +132,7 @@ func TestRateCacheRefreshFailureAndBackoff(t *testing.T) {
 		s = c.Get(ctx, time.Hour)
 		assert.Same(t, good, s.Table, "failure %d", i)
 		assert.Equal(t, t0.Add(time.Hour), s.CheckedAt, "failure %d", i)
+		assert.Equal(t, t0, s.FetchedAt, "failure %d", i)
 		require.Error(t, s.Err)
 		assert.Equal(t, now.Add(wantWait), s.RetryAt, "failure %d", i)
 		calls := src.calls.Load()
@@ -154,6 +157,7 @@ func TestRateCacheRefreshFailureAndBackoff(t *testing.T) {
 	assert.NoError(t, s.Err)
 	assert.True(t, s.RetryAt.IsZero())
 	assert.Equal(t, now, s.CheckedAt)
+	assert.Equal(t, now, s.FetchedAt, "the new table was fetched now")
 
 	t.Log("after recovery the backoff starts again from Base")
 	src.mu.Lock()
@@ -244,6 +248,7 @@ func TestRateCacheNeverStepsBackToAnOlderPublication(t *testing.T) {
 	s := c.Get(context.Background(), time.Hour)
 	assert.Same(t, newer, s.Table)
 	assert.Equal(t, t0.Add(time.Hour), s.CheckedAt, "the source answered: that counts as a check")
+	assert.Equal(t, t0, s.FetchedAt, "the table kept is the one fetched first")
 	assert.NoError(t, s.Err)
 }
 

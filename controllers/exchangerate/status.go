@@ -58,6 +58,16 @@ type outcome struct {
 
 // computeStatus returns the status for o, keeping the last good rate when this pass
 // wrote none. Condition transition times come from o.Now.
+//
+// The status is a function of state, never of the clock alone: a pass that learns
+// nothing new (a 304, or the same rates and publication date) returns prev unchanged, so
+// an unchanged refresh writes nothing to the API server (patchStatus skips equal
+// statuses). Hence no fetch or check time, no age in days and no next-attempt time in any
+// field or message: each would change on every refresh and cost one status write per
+// ExchangeRate for nothing. When the source last answered is the per-source metric
+// quartet_exchangerate_last_successful_fetch_timestamp_seconds, one series for all
+// ExchangeRates; lastSuccessfulFetch is when the rate in status was fetched and moves
+// only with the rate.
 func computeStatus(prev operatorsv1.ExchangeRateStatus, o outcome) operatorsv1.ExchangeRateStatus {
 	st := *prev.DeepCopy()
 	now := metav1.NewTime(o.Now.Truncate(time.Second))
@@ -67,12 +77,16 @@ func computeStatus(prev operatorsv1.ExchangeRateStatus, o outcome) operatorsv1.E
 	}
 
 	if o.Quote != nil {
+		// lastSuccessfulFetch is the time of the fetch that brought the rate now in status (the
+		// 200 that sent its table), so it changes with the rate and with nothing else: a 304, or
+		// a later fetch of the same publication, confirms the rate without bringing it.
+		newRate := st.Rate != o.Quote.Rate || st.PublicationDate != o.Quote.Date || st.Source != o.Quote.Source
+		if (newRate || st.LastSuccessfulFetch == nil) && !o.Fetch.FetchedAt.IsZero() {
+			t := metav1.NewTime(o.Fetch.FetchedAt.Truncate(time.Second))
+			st.LastSuccessfulFetch = &t
+		}
 		st.Rate, st.PublicationDate, st.Source = o.Quote.Rate, o.Quote.Date, o.Quote.Source
 		st.ConfigMapName = o.ConfigMapName
-	}
-	if o.Fetch.Table != nil && !o.Fetch.CheckedAt.IsZero() {
-		t := metav1.NewTime(o.Fetch.CheckedAt.Truncate(time.Second))
-		st.LastSuccessfulFetch = &t
 	}
 
 	// Ready
@@ -107,24 +121,27 @@ func computeStatus(prev operatorsv1.ExchangeRateStatus, o outcome) operatorsv1.E
 		if st.Rate != "" {
 			kept = fmt.Sprintf("keeping rate %s published %s", st.Rate, st.PublicationDate)
 		}
-		set(ConditionDegraded, metav1.ConditionTrue, reason, fmt.Sprintf("%v; %s; next attempt after %s",
-			o.Fetch.Err, kept, o.Fetch.RetryAt.UTC().Format(time.RFC3339)))
+		// No next-attempt time: it moves with every retry, and the message with it would
+		// write every ExchangeRate's status once per attempt of an outage. The backoff flags
+		// say when the attempts come.
+		set(ConditionDegraded, metav1.ConditionTrue, reason, fmt.Sprintf("%v; %s; retrying with backoff", o.Fetch.Err, kept))
 	} else if o.Fetch.Table != nil {
-		set(ConditionDegraded, metav1.ConditionFalse, ReasonFetchSucceeded, fmt.Sprintf("%s answered at %s",
-			o.Fetch.Table.Source, o.Fetch.CheckedAt.UTC().Format(time.RFC3339)))
+		set(ConditionDegraded, metav1.ConditionFalse, ReasonFetchSucceeded, fmt.Sprintf("the last fetch from %s succeeded", o.Fetch.Table.Source))
 	} else {
 		set(ConditionDegraded, metav1.ConditionUnknown, ReasonReconciling, "no fetch has finished yet")
 	}
 
-	// Stale: about the rate the ConfigMap holds.
+	// Stale: about the rate the ConfigMap holds. The messages name the day it turns Stale,
+	// not the age, which would change the message (and write the status) every day.
 	if age, ok := publicationAgeDays(st.PublicationDate, o.Now); !ok {
 		set(ConditionStale, metav1.ConditionUnknown, ReasonNoPublication, "no rate has been published to the ConfigMap yet")
-	} else if age > o.StaleAfterDays {
+	} else if from := staleFrom(st.PublicationDate, o.StaleAfterDays); age > o.StaleAfterDays {
 		set(ConditionStale, metav1.ConditionTrue, ReasonPublicationOld, fmt.Sprintf(
-			"the rate was published %s, %d days ago; the limit is %d days", st.PublicationDate, age, o.StaleAfterDays))
+			"the rate was published %s, more than %d days ago: Stale since %s (UTC)", st.PublicationDate, o.StaleAfterDays, from))
 	} else {
 		set(ConditionStale, metav1.ConditionFalse, ReasonPublicationCurrent, fmt.Sprintf(
-			"the rate was published %s, %d days ago; the limit is %d days", st.PublicationDate, age, o.StaleAfterDays))
+			"the rate was published %s; the limit is %d days: Stale from %s (UTC) unless a newer rate arrives",
+			st.PublicationDate, o.StaleAfterDays, from))
 	}
 
 	// The status describes this generation unless an API error cut the pass short: exactly
@@ -134,6 +151,13 @@ func computeStatus(prev operatorsv1.ExchangeRateStatus, o outcome) operatorsv1.E
 		st.ObservedGeneration = o.Generation
 	}
 	return st
+}
+
+// staleFrom is the first day (UTC, YYYY-MM-DD) on which a rate published on date is
+// Stale: more than limit whole days after it. date is valid (publicationAgeDays parsed it).
+func staleFrom(date string, limit int) string {
+	d, _ := time.Parse(dateLayout, date)
+	return d.AddDate(0, 0, limit+1).Format(dateLayout)
 }
 
 // publicationAgeDays is the number of whole calendar days (UTC) between the publication

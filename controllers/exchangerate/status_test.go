@@ -2,6 +2,7 @@ package exchangerate
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -31,8 +32,10 @@ func TestComputeStatus(t *testing.T) {
 	now := t0.Add(500 * time.Millisecond) // sub-second part must not reach the status
 	tab := mustTable(t, "ecb", "2026-05-15", map[string]string{"USD": "1.1625"})
 	usd := &Quote{Base: "EUR", Currency: "USD", Rate: "1.1625", Date: "2026-05-15", Source: "ecb"}
+	yesterday := metav1.NewTime(t0.Add(-24 * time.Hour))
 	goodPrev := operatorsv1.ExchangeRateStatus{
 		ObservedGeneration: 2, Rate: "1.1", PublicationDate: "2026-05-14", Source: "ecb", ConfigMapName: "exchange-rate-usd",
+		LastSuccessfulFetch: &yesterday,
 		Conditions: []metav1.Condition{
 			{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonRateWritten, LastTransitionTime: metav1.NewTime(t0.Add(-24 * time.Hour))},
 			{Type: ConditionDegraded, Status: metav1.ConditionFalse, Reason: ReasonFetchSucceeded, LastTransitionTime: metav1.NewTime(t0.Add(-24 * time.Hour))},
@@ -54,7 +57,7 @@ func TestComputeStatus(t *testing.T) {
 	}{
 		{
 			name: "first rate written",
-			o: outcome{Now: now, Generation: 3, Fetch: Snapshot{Table: tab, CheckedAt: now}, Quote: usd,
+			o: outcome{Now: now, Generation: 3, Fetch: Snapshot{Table: tab, CheckedAt: now, FetchedAt: now}, Quote: usd,
 				ConfigMapName: "exchange-rate-usd", StaleAfterDays: 5},
 			wantConds: map[string]cond{
 				ConditionReady:    {metav1.ConditionTrue, ReasonRateWritten},
@@ -67,15 +70,17 @@ func TestComputeStatus(t *testing.T) {
 		{
 			name: "outage: last good table still prices, Degraded says why",
 			prev: goodPrev,
-			o: outcome{Now: now, Generation: 3, Fetch: Snapshot{Table: tab, CheckedAt: t0.Add(-time.Hour), Err: outage, RetryAt: t0.Add(time.Minute)},
+			o: outcome{Now: now, Generation: 3, Fetch: Snapshot{Table: tab, CheckedAt: t0.Add(-time.Hour), FetchedAt: t0.Add(-2 * time.Hour),
+				Err: outage, RetryAt: t0.Add(time.Minute)},
 				Quote: usd, ConfigMapName: "exchange-rate-usd", StaleAfterDays: 5},
 			wantConds: map[string]cond{
 				ConditionReady:    {metav1.ConditionTrue, ReasonRateWritten},
 				ConditionDegraded: {metav1.ConditionTrue, ReasonUpstreamServerError},
 				ConditionStale:    {metav1.ConditionFalse, ReasonPublicationCurrent},
 			},
-			wantRate: "1.1625", wantDate: "2026-05-15", wantObsGen: 3, wantFetched: ptrTime(t0.Add(-time.Hour)),
-			wantMsg: map[string]string{ConditionDegraded: "503 Service Unavailable; keeping rate 1.1625 published 2026-05-15; next attempt after 2026-05-15T16:01:00Z"},
+			// The rate in status is new: it was brought by the fetch of its table, not by the last check.
+			wantRate: "1.1625", wantDate: "2026-05-15", wantObsGen: 3, wantFetched: ptrTime(t0.Add(-2 * time.Hour)),
+			wantMsg: map[string]string{ConditionDegraded: "503 Service Unavailable; keeping rate 1.1625 published 2026-05-15; retrying with backoff"},
 		},
 		{
 			name: "first fetch fails: no rate yet",
@@ -91,62 +96,65 @@ func TestComputeStatus(t *testing.T) {
 		{
 			name: "unknown currency keeps the last good rate",
 			prev: goodPrev,
-			o: outcome{Now: now, Generation: 4, Fetch: Snapshot{Table: tab, CheckedAt: now},
+			o: outcome{Now: now, Generation: 4, Fetch: Snapshot{Table: tab, CheckedAt: now, FetchedAt: now},
 				QuoteErr: &UnknownCurrencyError{Code: "XYZ", Source: "ecb", Known: []string{"EUR", "USD"}}, ConfigMapName: "exchange-rate-usd", StaleAfterDays: 5},
 			wantConds: map[string]cond{
 				ConditionReady:    {metav1.ConditionFalse, ReasonUnknownCurrency},
 				ConditionDegraded: {metav1.ConditionFalse, ReasonFetchSucceeded},
 				ConditionStale:    {metav1.ConditionFalse, ReasonPublicationCurrent},
 			},
-			wantRate: "1.1", wantDate: "2026-05-14", wantObsGen: 4, wantFetched: &t0,
+			// The kept rate keeps the time of the fetch that brought it.
+			wantRate: "1.1", wantDate: "2026-05-14", wantObsGen: 4, wantFetched: ptrTime(yesterday.Time),
 			wantMsg: map[string]string{ConditionReady: "ecb does not publish a rate for XYZ (it publishes EUR, USD); waiting for the spec to change"},
 		},
 		{
 			name: "someone else's ConfigMap",
-			o: outcome{Now: now, Generation: 1, Fetch: Snapshot{Table: tab, CheckedAt: now}, ConfigMapErr: errConfigMapConflict,
+			o: outcome{Now: now, Generation: 1, Fetch: Snapshot{Table: tab, CheckedAt: now, FetchedAt: now}, ConfigMapErr: errConfigMapConflict,
 				ConfigMapName: "exchange-rate-usd", StaleAfterDays: 5},
 			wantConds: map[string]cond{
 				ConditionReady:    {metav1.ConditionFalse, ReasonConfigMapConflict},
 				ConditionDegraded: {metav1.ConditionFalse, ReasonFetchSucceeded},
 				ConditionStale:    {metav1.ConditionUnknown, ReasonNoPublication},
 			},
-			wantObsGen: 1, wantFetched: &t0,
+			// No rate in status, so no fetch brought one.
+			wantObsGen: 1,
 		},
 		{
 			name: "API error writing the ConfigMap: generation not observed",
 			prev: goodPrev,
-			o: outcome{Now: now, Generation: 3, Fetch: Snapshot{Table: tab, CheckedAt: now}, ConfigMapErr: errors.New("etcd timeout"),
+			o: outcome{Now: now, Generation: 3, Fetch: Snapshot{Table: tab, CheckedAt: now, FetchedAt: now}, ConfigMapErr: errors.New("etcd timeout"),
 				ConfigMapName: "exchange-rate-usd", StaleAfterDays: 5},
 			wantConds: map[string]cond{
 				ConditionReady:    {metav1.ConditionFalse, ReasonConfigMapFailed},
 				ConditionDegraded: {metav1.ConditionFalse, ReasonFetchSucceeded},
 				ConditionStale:    {metav1.ConditionFalse, ReasonPublicationCurrent},
 			},
-			wantRate: "1.1", wantDate: "2026-05-14", wantObsGen: 2, wantFetched: &t0,
+			wantRate: "1.1", wantDate: "2026-05-14", wantObsGen: 2, wantFetched: ptrTime(yesterday.Time),
 			wantMsg: map[string]string{ConditionReady: "writing ConfigMap exchange-rate-usd: etcd timeout"},
 		},
 		{
 			name: "publication older than the limit is Stale",
-			o: outcome{Now: t0.AddDate(0, 0, 6), Generation: 1, Fetch: Snapshot{Table: tab, CheckedAt: t0.AddDate(0, 0, 6)}, Quote: usd,
+			o: outcome{Now: t0.AddDate(0, 0, 6), Generation: 1, Fetch: Snapshot{Table: tab, CheckedAt: t0.AddDate(0, 0, 6), FetchedAt: t0}, Quote: usd,
 				ConfigMapName: "exchange-rate-usd", StaleAfterDays: 5},
 			wantConds: map[string]cond{
 				ConditionReady:    {metav1.ConditionTrue, ReasonRateWritten},
 				ConditionDegraded: {metav1.ConditionFalse, ReasonFetchSucceeded},
 				ConditionStale:    {metav1.ConditionTrue, ReasonPublicationOld},
 			},
-			wantRate: "1.1625", wantDate: "2026-05-15", wantObsGen: 1, wantFetched: ptrTime(t0.AddDate(0, 0, 6)),
-			wantMsg: map[string]string{ConditionStale: "published 2026-05-15, 6 days ago; the limit is 5 days"},
+			wantRate: "1.1625", wantDate: "2026-05-15", wantObsGen: 1, wantFetched: &t0,
+			wantMsg: map[string]string{ConditionStale: "the rate was published 2026-05-15, more than 5 days ago: Stale since 2026-05-21 (UTC)"},
 		},
 		{
 			name: "publication exactly at the limit is not Stale",
-			o: outcome{Now: t0.AddDate(0, 0, 5), Generation: 1, Fetch: Snapshot{Table: tab, CheckedAt: t0.AddDate(0, 0, 5)}, Quote: usd,
+			o: outcome{Now: t0.AddDate(0, 0, 5), Generation: 1, Fetch: Snapshot{Table: tab, CheckedAt: t0.AddDate(0, 0, 5), FetchedAt: t0}, Quote: usd,
 				ConfigMapName: "exchange-rate-usd", StaleAfterDays: 5},
 			wantConds: map[string]cond{
 				ConditionReady:    {metav1.ConditionTrue, ReasonRateWritten},
 				ConditionDegraded: {metav1.ConditionFalse, ReasonFetchSucceeded},
 				ConditionStale:    {metav1.ConditionFalse, ReasonPublicationCurrent},
 			},
-			wantRate: "1.1625", wantDate: "2026-05-15", wantObsGen: 1, wantFetched: ptrTime(t0.AddDate(0, 0, 5)),
+			wantRate: "1.1625", wantDate: "2026-05-15", wantObsGen: 1, wantFetched: &t0,
+			wantMsg: map[string]string{ConditionStale: "the rate was published 2026-05-15; the limit is 5 days: Stale from 2026-05-21 (UTC)"},
 		},
 	}
 	for _, tt := range tests {
@@ -180,7 +188,7 @@ func ptrTime(t time.Time) *time.Time { return &t }
 func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
 	tab := mustTable(t, "ecb", "2026-05-15", map[string]string{"USD": "1.1625"})
 	q := &Quote{Base: "EUR", Currency: "USD", Rate: "1.1625", Date: "2026-05-15", Source: "ecb"}
-	o := outcome{Now: t0, Generation: 1, Fetch: Snapshot{Table: tab, CheckedAt: t0}, Quote: q, ConfigMapName: "x", StaleAfterDays: 5}
+	o := outcome{Now: t0, Generation: 1, Fetch: Snapshot{Table: tab, CheckedAt: t0, FetchedAt: t0}, Quote: q, ConfigMapName: "x", StaleAfterDays: 5}
 	first := computeStatus(operatorsv1.ExchangeRateStatus{}, o)
 
 	o.Now = t0.Add(time.Hour)
@@ -191,6 +199,154 @@ func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
 	third := computeStatus(second, o)
 	assert.Equal(t, metav1.NewTime(t0), testenv.Condition(third.Conditions, ConditionReady).LastTransitionTime)
 	assert.Equal(t, metav1.NewTime(t0.Add(time.Hour)), testenv.Condition(third.Conditions, ConditionDegraded).LastTransitionTime)
+}
+
+// TestComputeStatusUnchangedRefresh: a pass that learns nothing new (a 304, the same
+// publication sent again, another day within the limit, the next retry of an outage)
+// returns exactly the status it was given, so patchStatus writes nothing. Each case
+// starts from the status the first fetch wrote, then applies before and after.
+func TestComputeStatusUnchangedRefresh(t *testing.T) {
+	tab := mustTable(t, "ecb", "2026-05-15", map[string]string{"USD": "1.1625", "GBP": "0.86485"})
+	// The same publication as a new table: a 200 instead of a 304 (a mirror without
+	// validators, a restarted manager).
+	again := mustTable(t, "ecb", "2026-05-15", map[string]string{"USD": "1.1625", "GBP": "0.86485"})
+	usd := &Quote{Base: "EUR", Currency: "USD", Rate: "1.1625", Date: "2026-05-15", Source: "ecb"}
+	outage := &FetchError{Reason: ReasonUpstreamServerError, Err: errors.New("https://ecb answered 503 Service Unavailable")}
+	first := outcome{Now: t0, Generation: 1, Fetch: Snapshot{Table: tab, CheckedAt: t0, FetchedAt: t0}, Quote: usd,
+		ConfigMapName: "usd", StaleAfterDays: 5}
+	// at is first, later: now and the cache's answer at that time.
+	at := func(now time.Time, fetch Snapshot) outcome {
+		o := first
+		o.Now, o.Fetch = now, fetch
+		return o
+	}
+	h := time.Hour
+
+	tests := []struct {
+		name          string
+		before, after outcome
+	}{
+		{"304 an hour later", first, at(t0.Add(h), Snapshot{Table: tab, CheckedAt: t0.Add(h), FetchedAt: t0})},
+		{"the same publication sent again (200)", first, at(t0.Add(2*h), Snapshot{Table: again, CheckedAt: t0.Add(2 * h), FetchedAt: t0.Add(2 * h)})},
+		{"days pass within the limit", first, at(t0.AddDate(0, 0, 5), Snapshot{Table: tab, CheckedAt: t0.AddDate(0, 0, 5), FetchedAt: t0})},
+		{"a restarted manager fetches the same publication", first,
+			at(t0.AddDate(0, 0, 1), Snapshot{Table: again, CheckedAt: t0.AddDate(0, 0, 1), FetchedAt: t0.AddDate(0, 0, 1)})},
+		{"days pass beyond the limit: Stale once, then quiet",
+			at(t0.AddDate(0, 0, 6), Snapshot{Table: tab, CheckedAt: t0.AddDate(0, 0, 6), FetchedAt: t0}),
+			at(t0.AddDate(0, 0, 9), Snapshot{Table: tab, CheckedAt: t0.AddDate(0, 0, 9), FetchedAt: t0})},
+		{"the next retry of an outage",
+			at(t0.Add(h), Snapshot{Table: tab, CheckedAt: t0, FetchedAt: t0, Err: outage, RetryAt: t0.Add(h + 30*time.Second)}),
+			at(t0.Add(h+30*time.Second), Snapshot{Table: tab, CheckedAt: t0, FetchedAt: t0, Err: outage, RetryAt: t0.Add(h + 90*time.Second)})},
+		{"recovered by a 304: Degraded clears once, then quiet",
+			at(t0.Add(2*h), Snapshot{Table: tab, CheckedAt: t0.Add(2 * h), FetchedAt: t0}),
+			at(t0.Add(3*h), Snapshot{Table: tab, CheckedAt: t0.Add(3 * h), FetchedAt: t0})},
+		{"unknown currency, refreshed",
+			outcome{Now: t0, Generation: 2, Fetch: first.Fetch, QuoteErr: &UnknownCurrencyError{Code: "XBT", Source: "ecb", Known: tab.Currencies()},
+				ConfigMapName: "usd", StaleAfterDays: 5},
+			outcome{Now: t0.Add(h), Generation: 2, Fetch: Snapshot{Table: tab, CheckedAt: t0.Add(h), FetchedAt: t0},
+				QuoteErr: &UnknownCurrencyError{Code: "XBT", Source: "ecb", Known: tab.Currencies()}, ConfigMapName: "usd", StaleAfterDays: 5}},
+		{"someone else's ConfigMap, refreshed",
+			outcome{Now: t0, Generation: 1, Fetch: first.Fetch, ConfigMapErr: errConfigMapConflict, ConfigMapName: "usd", StaleAfterDays: 5},
+			outcome{Now: t0.Add(h), Generation: 1, Fetch: Snapshot{Table: tab, CheckedAt: t0.Add(h), FetchedAt: t0},
+				ConfigMapErr: errConfigMapConflict, ConfigMapName: "usd", StaleAfterDays: 5}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			prev := computeStatus(computeStatus(operatorsv1.ExchangeRateStatus{}, first), tt.before)
+			assert.Equal(t, prev, computeStatus(prev, tt.after), "nothing new: the same status, so no write")
+		})
+	}
+}
+
+// TestComputeStatusChangesWithState: what does change the status, and how much of it.
+func TestComputeStatusChangesWithState(t *testing.T) {
+	tab := mustTable(t, "ecb", "2026-05-15", map[string]string{"USD": "1.1625"})
+	next := mustTable(t, "ecb", "2026-05-18", map[string]string{"USD": "1.1702"})
+	usd := &Quote{Base: "EUR", Currency: "USD", Rate: "1.1625", Date: "2026-05-15", Source: "ecb"}
+	first := outcome{Now: t0, Generation: 1, Fetch: Snapshot{Table: tab, CheckedAt: t0, FetchedAt: t0}, Quote: usd,
+		ConfigMapName: "usd", StaleAfterDays: 5}
+	prev := computeStatus(operatorsv1.ExchangeRateStatus{}, first)
+	require.NotNil(t, prev.LastSuccessfulFetch)
+	assert.Equal(t, t0, prev.LastSuccessfulFetch.Time)
+	monday := time.Date(2026, 5, 18, 16, 5, 0, 0, time.UTC)
+
+	tests := []struct {
+		name string
+		o    outcome
+		// check looks at the new status; the conditions not named in changed must be as before.
+		check   func(t *testing.T, st operatorsv1.ExchangeRateStatus)
+		changed []string
+	}{
+		{
+			name: "a new publication: rate, date and lastSuccessfulFetch move together",
+			o: outcome{Now: monday.Add(time.Minute), Generation: 1, Fetch: Snapshot{Table: next, CheckedAt: monday, FetchedAt: monday},
+				Quote: &Quote{Base: "EUR", Currency: "USD", Rate: "1.1702", Date: "2026-05-18", Source: "ecb"}, ConfigMapName: "usd", StaleAfterDays: 5},
+			check: func(t *testing.T, st operatorsv1.ExchangeRateStatus) {
+				assert.Equal(t, "1.1702", st.Rate)
+				assert.Equal(t, "2026-05-18", st.PublicationDate)
+				assert.Equal(t, monday, st.LastSuccessfulFetch.Time, "the time of the fetch that brought the rate")
+				assert.Equal(t, metav1.NewTime(t0), testenv.Condition(st.Conditions, ConditionReady).LastTransitionTime, "still Ready")
+			},
+			changed: []string{ConditionReady, ConditionStale}, // messages name the new rate and date
+		},
+		{
+			name: "the limit passes: Stale turns True, nothing else moves",
+			o: outcome{Now: t0.AddDate(0, 0, 6), Generation: 1, Fetch: Snapshot{Table: tab, CheckedAt: t0.AddDate(0, 0, 6), FetchedAt: t0},
+				Quote: usd, ConfigMapName: "usd", StaleAfterDays: 5},
+			check: func(t *testing.T, st operatorsv1.ExchangeRateStatus) {
+				stale := testenv.Condition(st.Conditions, ConditionStale)
+				assert.Equal(t, metav1.ConditionTrue, stale.Status)
+				assert.Equal(t, metav1.NewTime(t0.AddDate(0, 0, 6)), stale.LastTransitionTime)
+				assert.Equal(t, prev.LastSuccessfulFetch, st.LastSuccessfulFetch)
+			},
+			changed: []string{ConditionStale},
+		},
+		{
+			name: "an outage begins: Degraded turns True, the rate and its fetch time stay",
+			o: outcome{Now: t0.Add(time.Hour), Generation: 1, Fetch: Snapshot{Table: tab, CheckedAt: t0, FetchedAt: t0,
+				Err: &FetchError{Reason: ReasonUpstreamTimeout, Err: errors.New("slow")}, RetryAt: t0.Add(time.Hour + time.Minute)},
+				Quote: usd, ConfigMapName: "usd", StaleAfterDays: 5},
+			check: func(t *testing.T, st operatorsv1.ExchangeRateStatus) {
+				degraded := testenv.Condition(st.Conditions, ConditionDegraded)
+				assert.Equal(t, metav1.ConditionTrue, degraded.Status)
+				assert.Equal(t, "slow; keeping rate 1.1625 published 2026-05-15; retrying with backoff", degraded.Message)
+				assert.Equal(t, prev.LastSuccessfulFetch, st.LastSuccessfulFetch)
+				assert.Equal(t, "1.1625", st.Rate)
+			},
+			changed: []string{ConditionDegraded},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := computeStatus(prev, tt.o)
+			tt.check(t, st)
+			for _, c := range prev.Conditions {
+				if !slices.Contains(tt.changed, c.Type) {
+					assert.Equal(t, c, testenv.Condition(st.Conditions, c.Type), "%s unchanged", c.Type)
+				}
+			}
+		})
+	}
+}
+
+func TestStaleFrom(t *testing.T) {
+	tests := []struct {
+		date  string
+		limit int
+		want  string
+	}{
+		{"2026-05-15", 5, "2026-05-21"},
+		{"2026-04-02", 5, "2026-04-08"}, // Easter: Thursday's rate is current until Tuesday
+		{"2026-12-30", 3, "2027-01-03"},
+		{"2028-02-28", 0, "2028-02-29"},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, staleFrom(tt.date, tt.limit), "%s + %d days", tt.date, tt.limit)
+		d, _ := time.Parse(dateLayout, tt.want)
+		age, _ := publicationAgeDays(tt.date, d)
+		before, _ := publicationAgeDays(tt.date, d.Add(-time.Second))
+		assert.True(t, age > tt.limit && before <= tt.limit, "%s is the first Stale day of %s", tt.want, tt.date)
+	}
 }
 
 func TestPublicationAgeDays(t *testing.T) {

@@ -60,7 +60,11 @@ type ExchangeRateStatus struct {
 	// source names the upstream the rate came from (ecb or frankfurter).
 	// +optional
 	Source string `json:"source,omitempty"`
-	// lastSuccessfulFetch is when the source last answered with a usable rate.
+	// lastSuccessfulFetch is when the rate in status was fetched: the time of the fetch that
+	// brought it (the source's full answer, not a 304 confirming it). It changes only with the
+	// rate, so that a refresh bringing no new data writes no status: with a check time here,
+	// every refresh would write every ExchangeRate. When the source last answered at all is
+	// the manager's metric quartet_exchangerate_last_successful_fetch_timestamp_seconds.
 	// +optional
 	LastSuccessfulFetch *metav1.Time `json:"lastSuccessfulFetch,omitempty"`
 	// configMapName is the ConfigMap that holds the rate.
