@@ -23,7 +23,6 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
 	"github.com/quartet-operator/quartet/controllers/exchangerate/fakeupstream"
@@ -160,7 +159,7 @@ func benchExchangeRates(b *testing.B, n int) {
 		wantCMs, wantStatuses := expect(fakeupstream.DefaultRates())
 		cmw := watchObjects(b, observer, &corev1.ConfigMap{})
 		calls.Reset()
-		reconciled := reconciles(b)
+		reconciled := testenv.Reconciles(b, "exchangerate")
 		cpuBefore := cpuSeconds()
 		start := time.Now()
 		err = benchutil.Parallel(ctx, n, func(k int) error {
@@ -182,7 +181,7 @@ func benchExchangeRates(b *testing.B, n int) {
 		xrw.until(b, wantStatuses, 5*time.Minute)
 		// Events (one ConfigMapCreated per ExchangeRate) are sent asynchronously: let them land.
 		waitQuiet(b, calls)
-		fillPasses := reconciles(b) - reconciled
+		fillPasses := testenv.Reconciles(b, "exchangerate") - reconciled
 		fillWrites := writes(calls, "")
 		fillCMWrites, fillStatusWrites, fillEvents := writes(calls, "/configmaps"), writes(calls, "/status"), writes(calls, "/events")
 
@@ -190,16 +189,16 @@ func benchExchangeRates(b *testing.B, n int) {
 		// once per refresh and nothing may be written.
 		calls.Reset()
 		srv.ResetCounts()
-		reconciled = reconciles(b)
+		reconciled = testenv.Reconciles(b, "exchangerate")
 		unchangedStart := time.Now()
 		waitFor(b, time.Duration(benchUnchangedRefreshes+1)*2*benchRefresh, func() bool {
-			return srv.Requests("") >= benchUnchangedRefreshes && reconciles(b)-reconciled >= float64(benchUnchangedRefreshes*n)
+			return srv.Requests("") >= benchUnchangedRefreshes && testenv.Reconciles(b, "exchangerate")-reconciled >= float64(benchUnchangedRefreshes*n)
 		}, func() string {
 			return fmt.Sprintf("%d upstream requests and %.0f reconciles of %d ExchangeRates, want %d refreshes",
-				srv.Requests(""), reconciles(b)-reconciled, n, benchUnchangedRefreshes)
+				srv.Requests(""), testenv.Reconciles(b, "exchangerate")-reconciled, n, benchUnchangedRefreshes)
 		})
 		unchangedWrites := writes(calls, "")
-		unchangedPasses := reconciles(b) - reconciled
+		unchangedPasses := testenv.Reconciles(b, "exchangerate") - reconciled
 		unchanged := time.Since(unchangedStart)
 		notModified := srv.NotModified()
 		unchangedRequests := srv.Requests("")
@@ -331,28 +330,6 @@ func managerConfig(base *rest.Config) *rest.Config {
 		panic("the manager ships without a client-side rate limit (negative QPS)")
 	}
 	return cfg
-}
-
-// reconciles is how many passes the exchangerate controller has finished in this process.
-func reconciles(b testing.TB) float64 {
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		b.Fatal(err)
-	}
-	total := 0.0
-	for _, f := range families {
-		if f.GetName() != "controller_runtime_reconcile_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == "exchangerate" {
-					total += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return total
 }
 
 // writes counts the write requests (POST, PATCH, PUT, DELETE) whose path contains part

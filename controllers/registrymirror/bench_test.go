@@ -255,34 +255,11 @@ func writesByResource(counts map[string]int) map[string]int {
 		default:
 			continue
 		}
-		res := resourceOf(path)
+		res := benchutil.ResourceOf(path)
 		if res == "events" {
 			continue
 		}
 		out[verb+" "+res] += v
 	}
 	return out
-}
-
-// resourceOf is the resource (and subresource) an API path names:
-// /apis/apps/v1/namespaces/ns/statefulsets/x/status → "statefulsets/status".
-func resourceOf(path string) string {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	switch {
-	case len(parts) > 0 && parts[0] == "api":
-		parts = parts[min(2, len(parts)):] // api, version
-	case len(parts) > 0 && parts[0] == "apis":
-		parts = parts[min(3, len(parts)):] // apis, group, version
-	}
-	if len(parts) >= 2 && parts[0] == "namespaces" && len(parts) > 2 {
-		parts = parts[2:]
-	}
-	switch len(parts) {
-	case 0:
-		return path
-	case 1, 2:
-		return parts[0]
-	default:
-		return parts[0] + "/" + parts[2]
-	}
 }

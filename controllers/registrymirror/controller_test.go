@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	"github.com/quartet-operator/quartet/internal/operator"
@@ -148,26 +147,6 @@ func eventCounts(t require.TestingT, m *mirrorsv1alpha1.RegistryMirror) map[stri
 	return out
 }
 
-// reconciles is how many passes the registrymirror controller has finished in this process.
-func reconciles(t require.TestingT) float64 {
-	families, err := metrics.Registry.Gather()
-	require.NoError(t, err)
-	total := 0.0
-	for _, f := range families {
-		if f.GetName() != "controller_runtime_reconcile_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == "registrymirror" {
-					total += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return total
-}
-
 // childWrites counts the requests that wrote a mirror's children (apply PATCHes and
 // creates) in namespace ns.
 func childWrites(c *benchutil.CallCounter, ns string) int {
@@ -231,13 +210,13 @@ func TestMirrorLifecycle(t *testing.T) {
 
 	// Steady state: waking the controller (a foreign label on a child) writes nothing.
 	calls.Reset()
-	before := reconciles(t)
+	before := testenv.Reconciles(t, "registrymirror")
 	svc := &corev1.Service{}
 	require.NoError(t, env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "hub-registry"}, svc))
 	patch := client.MergeFrom(svc.DeepCopy())
 	svc.Labels["team"] = "platform"
 	require.NoError(t, env.Client.Patch(ctx, svc, patch))
-	require.Eventually(t, func() bool { return reconciles(t) > before }, wait, tick, "the label change woke the controller")
+	require.Eventually(t, func() bool { return testenv.Reconciles(t, "registrymirror") > before }, wait, tick, "the label change woke the controller")
 	assert.Zero(t, childWrites(&calls, ns), "no apply when nothing differs: %v", calls.Snapshot())
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(svc), svc))
 	assert.Equal(t, "platform", svc.Labels["team"], "others' fields are kept")

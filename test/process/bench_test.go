@@ -118,16 +118,16 @@ func BenchmarkManagerIdle(b *testing.B) {
 		switch verb {
 		case "POST", "PUT", "PATCH", "DELETE":
 			writes += n
-			res := resourceOf(path)
+			res := benchutil.ResourceOf(path)
 			byResource[verb+" "+res] += n
 			if res == "events" || res == "chaosagents/status" {
 				roundWrites += n
 			}
 		case "GET":
 			reads += n
-			byResource["GET "+resourceOf(path)] += n
+			byResource["GET "+benchutil.ResourceOf(path)] += n
 		default:
-			byResource[verb+" "+resourceOf(path)] += n
+			byResource[verb+" "+benchutil.ResourceOf(path)] += n
 		}
 	}
 	b.Logf("requests in the %s window by verb and resource: %v", t1.Sub(t0).Round(time.Second), byResource)
@@ -307,32 +307,6 @@ func procCPU(b *testing.B, pid int) time.Duration {
 	d, err := benchutil.ProcCPU(pid)
 	require.NoError(b, err)
 	return d
-}
-
-// resourceOf returns the resource (with its subresource) a request path names:
-// /apis/events.k8s.io/v1/namespaces/a/events → events,
-// /apis/blackadder.io/v1beta1/chaosagents/x/status → chaosagents/status.
-func resourceOf(path string) string {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	switch {
-	case len(parts) >= 2 && parts[0] == "api":
-		parts = parts[2:]
-	case len(parts) >= 3 && parts[0] == "apis":
-		parts = parts[3:]
-	default:
-		return path
-	}
-	if len(parts) >= 3 && parts[0] == "namespaces" {
-		parts = parts[2:]
-	}
-	switch len(parts) {
-	case 0:
-		return path
-	case 1, 2:
-		return parts[0]
-	default:
-		return parts[0] + "/" + parts[2]
-	}
 }
 
 func sum(counts map[string]int) int {

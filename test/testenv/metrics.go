@@ -3,6 +3,8 @@ package testenv
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/require"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // Series counts the series a collector holds whose labels include every pair in want
@@ -31,4 +33,25 @@ func Series(c prometheus.Collector, want map[string]string) int {
 		}
 	}
 	return n
+}
+
+// Reconciles is how many passes the named controller has finished in this process
+// (controller-runtime's controller_runtime_reconcile_total, all results).
+func Reconciles(t require.TestingT, controller string) float64 {
+	families, err := ctrlmetrics.Registry.Gather()
+	require.NoError(t, err)
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == controller {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
 }
