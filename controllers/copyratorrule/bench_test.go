@@ -178,6 +178,40 @@ type copyWatch struct {
 	seen  map[string]time.Time
 	match func(metav1.Object) bool
 	stop  context.CancelFunc // ends the watch (it also ends with the benchmark)
+	// waiting is what until still waits for: each namespace is checked once when it is
+	// first seen, so waiting costs the benchmark O(1) per event, not O(targets) per poll
+	// (at 10,000 targets a poll loop took a tenth of a core from the manager it measures).
+	waiting *copyWait
+}
+
+// copyWait is one until call's namespaces not seen yet and the time of the last one seen.
+type copyWait struct {
+	missing map[string]struct{}
+	last    time.Time
+	done    chan struct{}
+}
+
+// seenLocked records ns's first match at t; cw.mu is held.
+func (cw *copyWatch) seenLocked(ns string, t time.Time) {
+	if _, dup := cw.seen[ns]; dup {
+		return
+	}
+	cw.seen[ns] = t
+	w := cw.waiting
+	if w == nil {
+		return
+	}
+	if _, ok := w.missing[ns]; !ok {
+		return
+	}
+	delete(w.missing, ns)
+	if t.After(w.last) {
+		w.last = t
+	}
+	if len(w.missing) == 0 {
+		close(w.done)
+		cw.waiting = nil
+	}
 }
 
 // watchCopies starts watching the rule's copies; start it before the measured action.
@@ -196,9 +230,7 @@ func (be *benchEnv) watchSecrets(b *testing.B, selector string, match func(metav
 		if s, ok := obj.(metav1.Object); ok && cw.match(s) {
 			now := time.Now()
 			cw.mu.Lock()
-			if _, dup := cw.seen[s.GetNamespace()]; !dup {
-				cw.seen[s.GetNamespace()] = now
-			}
+			cw.seenLocked(s.GetNamespace(), now)
 			cw.mu.Unlock()
 		}
 	}
@@ -220,27 +252,29 @@ func (be *benchEnv) watchSecrets(b *testing.B, selector string, match func(metav
 // last one was seen.
 func (cw *copyWatch) until(b *testing.B, nss []string, timeout time.Duration) time.Time {
 	b.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		cw.mu.Lock()
-		var last time.Time
-		missing := 0
-		for _, ns := range nss {
-			t, ok := cw.seen[ns]
-			if !ok {
-				missing++
-			} else if t.After(last) {
-				last = t
-			}
+	w := &copyWait{missing: make(map[string]struct{}, len(nss)), done: make(chan struct{})}
+	cw.mu.Lock()
+	for _, ns := range nss {
+		if t, ok := cw.seen[ns]; !ok {
+			w.missing[ns] = struct{}{}
+		} else if t.After(w.last) {
+			w.last = t
 		}
+	}
+	if len(w.missing) == 0 {
 		cw.mu.Unlock()
-		if missing == 0 {
-			return last
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%d of %d copies missing after %s", missing, len(nss), timeout)
-		}
-		time.Sleep(2 * time.Millisecond)
+		return w.last
+	}
+	cw.waiting = w
+	cw.mu.Unlock()
+	select {
+	case <-w.done:
+		return w.last // written before done was closed
+	case <-time.After(timeout):
+		cw.mu.Lock()
+		defer cw.mu.Unlock()
+		b.Fatalf("%d of %d copies missing after %s", len(w.missing), len(nss), timeout)
+		return time.Time{}
 	}
 }
 
