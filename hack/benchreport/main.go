@@ -218,11 +218,30 @@ var goals = []goal{
 	{"BenchmarkMirrorPull50MB", "s-create-to-first-pull", "reported: RegistryMirror create to the first pod running from a pull through it (issue 12)", nil},
 }
 
+// whyNot says what is known of why a target is missed, keyed by benchmark and metric; it is
+// printed under the Targets table only when the run misses that target.
+var whyNot = map[[2]string]string{
+	{"BenchmarkExchangeRates1000", "x-raw-create"}: "The floor of 3 counts the three writes (ExchangeRate create, owned ConfigMap create, status patch) as equal. They are not: " +
+		"on 2026-11-23, on this machine, the API server's CPU per write relative to a raw protobuf ConfigMap create was 1.0–1.3 for the " +
+		"ExchangeRate create, 0.9 for the owned ConfigMap, 2.7 for the status merge patch of a custom resource (JSON, schema validation, " +
+		"managed fields) and 0.5 for the Event; with the API server CPU-bound on 2 cores the writes alone sum to about 5.3×.",
+	{"BenchmarkMirrorsToReady", "api-writes/mirror"}: "Six server-side applies (two Services, StatefulSet, DaemonSet, PVC, the registry's ConfigMap), the first status " +
+		"(observedGeneration, Ready=False with the reason the mirror is waiting for) and Ready=True make 8; reaching 7 " +
+		"means showing nothing between create and Ready, which can take minutes on a real cluster (image pull, volume binding). " +
+		"Progress-only changes between those two are held for 1 s and written together (docs/registrymirror.md); a figure above 8 " +
+		"is such progress written while the mirrors come up at different times.",
+	{"BenchmarkManagerIdle", "MB-idle-rss"}: "About 19 MB of the idle RSS is code and data of k8s.io/apiserver (and the CEL, OpenTelemetry and gRPC packages it links), " +
+		"which controller-runtime's metrics filter (filters.WithAuthenticationAndAuthorization: TokenReview and SubjectAccessReview " +
+		"for every scrape) brings in; measured 2026-11-23, a hand-written filter in its place gave 35 MB. Quartet keeps the " +
+		"maintained filter: the authentication of the metrics endpoint is security code.",
+}
+
 func atMost(limit float64) func(float64) bool { return func(v float64) bool { return v <= limit } }
 
 // writeGoals prints the performance targets next to this run's figures.
 func writeGoals(b *strings.Builder, results []result) {
 	fmt.Fprintf(b, "\n## Targets\n\n| benchmark | metric | target | this run | met |\n|---|---|---|---|---|\n")
+	var missed []string
 	for _, g := range goals {
 		value, found := "not measured", false
 		for _, r := range results {
@@ -243,6 +262,12 @@ func writeGoals(b *strings.Builder, results []result) {
 			met = "no"
 		}
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", g.bench, g.metric, g.text, value, met)
+		if why := whyNot[[2]string{g.bench, g.metric}]; found && met == "no" && why != "" {
+			missed = append(missed, fmt.Sprintf("- %s %s: %s", g.bench, g.metric, why))
+		}
+	}
+	if len(missed) > 0 {
+		fmt.Fprintf(b, "\nTargets this run misses, and what is known of why:\n\n%s\n", strings.Join(missed, "\n"))
 	}
 }
 
