@@ -20,7 +20,10 @@ type configMapAction int
 const (
 	configMapUnchanged configMapAction = iota
 	configMapCreated
+	// configMapUpdated: a spec change or a repair of someone else's edit.
 	configMapUpdated
+	// configMapRefreshed: a new table from the source, nothing else (routineUpdate).
+	configMapRefreshed
 )
 
 // applyConfigMap creates or patches the ConfigMap to desired. A ConfigMap of that name
@@ -49,6 +52,10 @@ func (r *Reconciler) applyConfigMap(ctx context.Context, xr *operatorsv1.Exchang
 	if configMapUpToDate(existing, desired, xr) {
 		return configMapUnchanged, nil
 	}
+	action := configMapUpdated
+	if routineUpdate(existing, desired, xr) {
+		action = configMapRefreshed
+	}
 	patch := client.MergeFrom(existing.DeepCopy())
 	if existing.Labels == nil {
 		existing.Labels = map[string]string{}
@@ -59,8 +66,9 @@ func (r *Reconciler) applyConfigMap(ctx context.Context, xr *operatorsv1.Exchang
 	if err := r.Client.Patch(ctx, existing, patch, fieldOwner); err != nil {
 		return configMapUnchanged, err
 	}
-	ctrl.LoggerFrom(ctx).Info("Updated ConfigMap", "configMap", klog.KObj(existing), "rate", desired.Data[KeyRate])
-	return configMapUpdated, nil
+	ctrl.LoggerFrom(ctx).Info("Updated ConfigMap", "configMap", klog.KObj(existing), "rate", desired.Data[KeyRate],
+		"newPublicationOnly", action == configMapRefreshed)
+	return action, nil
 }
 
 // patchStatus writes status, only when it changed. An ExchangeRate deleted meanwhile is

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -291,7 +292,27 @@ func testUnchangedRefreshWritesNothing(t *testing.T) {
 	require.NotNil(t, got.Status.LastSuccessfulFetch)
 	assert.True(t, got.Status.LastSuccessfulFetch.After(fetched), "lastSuccessfulFetch %s, was %s", got.Status.LastSuccessfulFetch, fetched)
 	assert.Contains(t, testenv.Condition(got.Status.Conditions, ConditionReady).Message, "1.1702")
-	eventuallyEvent(t, ns, "usd", EventConfigMapUpdated)
+
+	t.Log("the new publication sent no Event; an edit by someone else, undone, sends one")
+	edited := gotCM.DeepCopy()
+	edited.Data[KeyRate] = "42"
+	require.NoError(t, env.Client.Patch(ctx, edited, client.MergeFrom(gotCM)))
+	waitConfigMap(t, ns, "usd", map[string]string{"rate": "1.1702"})
+	// The repair's Event is the sync point: an Event of the refresh would have been handed to
+	// the recorder before the status write waited for above, seconds before the repair's.
+	var updates []eventsv1.Event
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		updates = nil
+		for _, e := range testenv.Events(c, env.Client, ns, "ExchangeRate", "usd") {
+			if e.Reason == EventConfigMapUpdated {
+				updates = append(updates, e)
+			}
+		}
+		assert.NotEmpty(c, updates)
+	}, 30*time.Second, 200*time.Millisecond)
+	require.Len(t, updates, 1, "one ConfigMapUpdated: the repair, not the new publication")
+	assert.Contains(t, updates[0].Note, "1.1702")
+	assert.Equal(t, []string{EventConfigMapCreated, EventConfigMapUpdated}, testenv.EventReasons(t, env.Client, ns, "ExchangeRate", "usd"))
 }
 
 func lower(s string) string {

@@ -71,6 +71,24 @@ func configMapUpToDate(existing, desired *corev1.ConfigMap, xr *operatorsv1.Exch
 		len(existing.BinaryData) == 0
 }
 
+// routineUpdate reports whether a ConfigMap update only brings a new table from the source:
+// the spec is unchanged since the last pass without error, and the ConfigMap holds what
+// that pass wrote (the rate and publication date in status, the same keys, base and
+// currency). Such an update is the controller's everyday work, shown by the ConfigMap and
+// the status; it sends no Event, so a new publication costs one ConfigMap write and one
+// status write per ExchangeRate. A spec change or a ConfigMap someone else edited is not
+// routine.
+func routineUpdate(existing, desired *corev1.ConfigMap, xr *operatorsv1.ExchangeRate) bool {
+	return xr.Generation == xr.Status.ObservedGeneration &&
+		xr.Status.Rate != "" &&
+		existing.Data[KeyRate] == xr.Status.Rate &&
+		existing.Data[KeyDate] == xr.Status.PublicationDate &&
+		len(existing.Data) == len(desired.Data) &&
+		existing.Data[KeyBase] == desired.Data[KeyBase] &&
+		existing.Data[KeyCurrency] == desired.Data[KeyCurrency] &&
+		existing.Data[KeySource] == desired.Data[KeySource]
+}
+
 // lastWriteOurs reports whether the newest managedFields entry of obj is our field
 // manager's, i.e. the last change to the object was ours. A tie with another manager
 // counts as not ours, so an edit is never missed.

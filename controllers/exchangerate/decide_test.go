@@ -100,6 +100,54 @@ func TestConfigMapUpToDate(t *testing.T) {
 	}
 }
 
+func TestRoutineUpdate(t *testing.T) {
+	// The last pass wrote 1.1625 published 2026-05-15 and recorded it in status.
+	written := func() *corev1.ConfigMap {
+		xr := testXR("USD", "EUR")
+		return desiredConfigMap(xr, Quote{Base: "EUR", Currency: "USD", Rate: "1.1625", Date: "2026-05-15", Source: "ecb"})
+	}
+	settled := func() *operatorsv1.ExchangeRate {
+		xr := testXR("USD", "EUR")
+		xr.Generation, xr.Status.ObservedGeneration = 3, 3
+		xr.Status.Rate, xr.Status.PublicationDate = "1.1625", "2026-05-15"
+		return xr
+	}
+	next := Quote{Base: "EUR", Currency: "USD", Rate: "1.1702", Date: "2026-05-18", Source: "ecb"}
+	tests := []struct {
+		name     string
+		xr       func(*operatorsv1.ExchangeRate)
+		existing func(*corev1.ConfigMap)
+		quote    func(*Quote)
+		want     bool
+	}{
+		{name: "a new publication", want: true},
+		{name: "a corrected rate, same publication date", quote: func(q *Quote) { q.Date = "2026-05-15" }, want: true},
+		{name: "spec changed since the last pass", xr: func(xr *operatorsv1.ExchangeRate) { xr.Generation = 4 }, quote: func(q *Quote) { q.Currency = "JPY" }},
+		{name: "rate edited by someone else", existing: func(cm *corev1.ConfigMap) { cm.Data[KeyRate] = "42" }},
+		{name: "date edited by someone else", existing: func(cm *corev1.ConfigMap) { cm.Data[KeyDate] = "2020-01-01" }},
+		{name: "key added by someone else", existing: func(cm *corev1.ConfigMap) { cm.Data["note"] = "x" }},
+		{name: "key removed by someone else", existing: func(cm *corev1.ConfigMap) { delete(cm.Data, KeySource) }},
+		{name: "source changed (another manager flag)", quote: func(q *Quote) { q.Source = "frankfurter" }},
+		{name: "no rate in status yet", xr: func(xr *operatorsv1.ExchangeRate) { xr.Status.Rate, xr.Status.PublicationDate = "", "" },
+			existing: func(cm *corev1.ConfigMap) { cm.Data[KeyRate], cm.Data[KeyDate] = "", "" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			xr, existing, q := settled(), written(), next
+			if tt.xr != nil {
+				tt.xr(xr)
+			}
+			if tt.existing != nil {
+				tt.existing(existing)
+			}
+			if tt.quote != nil {
+				tt.quote(&q)
+			}
+			assert.Equal(t, tt.want, routineUpdate(existing, desiredConfigMap(xr, q), xr))
+		})
+	}
+}
+
 func TestControlledBy(t *testing.T) {
 	xr := testXR("USD", "EUR")
 	cm := &corev1.ConfigMap{}

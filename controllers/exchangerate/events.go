@@ -17,7 +17,8 @@ const (
 	EventConfigMapConflict = "ConfigMapConflict"
 )
 
-// recordConfigMapWrite reports a ConfigMap the pass created or updated.
+// recordConfigMapWrite reports a ConfigMap the pass created, or updated for a spec change or
+// to undo someone else's edit. A new publication alone sends no Event (routineUpdate).
 func (r *Reconciler) recordConfigMapWrite(xr *operatorsv1.ExchangeRate, cm *corev1.ConfigMap, action configMapAction) {
 	switch action {
 	case configMapCreated:
