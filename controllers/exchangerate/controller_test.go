@@ -299,7 +299,8 @@ func testUnchangedRefreshWritesNothing(t *testing.T) {
 	require.NoError(t, env.Client.Patch(ctx, edited, client.MergeFrom(gotCM)))
 	waitConfigMap(t, ns, "usd", map[string]string{"rate": "1.1702"})
 	// The repair's Event is the sync point: an Event of the refresh would have been handed to
-	// the recorder before the status write waited for above, seconds before the repair's.
+	// the recorder before the status write waited for above, so before the edit and the
+	// repair (with the old behaviour this fails: two ConfigMapUpdated, about 20 ms apart).
 	var updates []eventsv1.Event
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		updates = nil
