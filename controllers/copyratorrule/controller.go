@@ -37,7 +37,9 @@ type Reconciler struct {
 	sources   *sourceWatcher
 	memo      *conflictMemo
 	// fresh are the namespaces each rule's next pass writes first.
-	fresh        *freshNamespaces
+	fresh *freshNamespaces
+	// full are the rules whose next pass must look at every namespace.
+	full         *fullPasses
 	statusWrites *statusWrites
 	writer       writer
 	// Recorder sends the Events about rules.
@@ -69,8 +71,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 
 	var o outcome
 	defer func() {
-		status := computeStatus(rule.Status, o, metav1.NewTime(r.clock.Now()))
-		err = errors.Join(err, r.writeStatus(ctx, rule, status))
+		if !o.FreshOnly {
+			status := computeStatus(rule.Status, o, metav1.NewTime(r.clock.Now()))
+			err = errors.Join(err, r.writeStatus(ctx, rule, status))
+		}
+		if err != nil {
+			r.full.mark(req.NamespacedName)
+		}
 	}()
 	o = r.reconcileCopies(ctx, rule)
 	switch {
@@ -78,6 +85,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, o.SyncErr
 	case len(o.WriteErrs) > 0:
 		return ctrl.Result{}, fmt.Errorf("%d writes failed: %s", len(o.WriteErrs), summarize(o.WriteErrs))
+	case o.FreshOnly:
+		// The full pass that looks at everything else and writes the status. Its time
+		// replaces a later one already queued (a conflict's recheck), which it then sets again.
+		return ctrl.Result{RequeueAfter: echoDelay}, nil
 	}
 	return ctrl.Result{RequeueAfter: r.memo.nextRecheck(req.NamespacedName, r.clock.Now())}, nil
 }
@@ -86,7 +97,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 // copies, and reports what it did in Events and metrics. Namespaces that just appeared (or
 // whose labels changed) are read, planned and written first, then every other namespace:
 // a new namespace gets its copies without waiting for a look at thousands of others, and
-// the pass still covers all of them. A spec mistake or a failed read ends the pass (after
+// the pass still covers all of them, unless those namespaces were all that woke the rule
+// (freshOnly): then the pass ends after them. A spec mistake or a failed read ends the pass (after
 // the first step's writes, if any, which are reported).
 func (r *Reconciler) reconcileCopies(ctx context.Context, rule *flantv1.CopyratorRule) outcome {
 	key := client.ObjectKeyFromObject(rule)
@@ -105,7 +117,12 @@ func (r *Reconciler) reconcileCopies(ctx context.Context, rule *flantv1.Copyrato
 	knownForeign := r.memo.knownForeign(key, now)
 	var p plan
 	var results []writeResult
-	for _, s := range passScopes(r.fresh.take(key)) {
+	fresh := r.fresh.take(key)
+	scopes := passScopes(fresh)
+	if freshOnly(fresh, rule.Generation, rule.Status.ObservedGeneration, r.full.take(key)) {
+		scopes, o.FreshOnly = scopes[:1], true
+	}
+	for _, s := range scopes {
 		in, err := r.observe(ctx, key, o.Kind, sources, filter, s)
 		if err != nil {
 			o.SyncErr = err
@@ -121,7 +138,7 @@ func (r *Reconciler) reconcileCopies(ctx context.Context, rule *flantv1.Copyrato
 	o.Sources = len(sources)
 	o = o.withWrites(p, results)
 	r.recordWrites(ctx, rule, o.Written)
-	if o.SyncErr == nil {
+	if o.SyncErr == nil && !o.FreshOnly {
 		fresh := r.memo.update(key, o.Conflicts, o.Checked, now)
 		r.recordConflicts(ctx, rule, fresh)
 	}
@@ -266,6 +283,7 @@ func (r *Reconciler) forget(rule types.NamespacedName) {
 	r.sources.forget(rule)
 	r.memo.forget(rule)
 	r.fresh.forget(rule)
+	r.full.take(rule)
 	r.statusWrites.forget(rule)
 	forgetMetrics(rule)
 }

@@ -174,6 +174,33 @@ func TestNewNamespaceLeavesOtherCopiesAlone(t *testing.T) {
 	assert.Equal(t, before, versions(), "the copies in the other namespaces were not written again")
 }
 
+// A pass woken only by new namespaces writes only their copies; changes that arrive with
+// them (a source edit, a copy deleted by hand) still reach every namespace.
+func TestNewNamespaceTogetherWithOtherChanges(t *testing.T) {
+	f := newFixture(t, 3)
+	ctx := context.Background()
+	src := f.secret("token", map[string]string{"t": "1"})
+	require.NoError(t, env.Client.Create(ctx, src))
+	rule := ruleFor(f.src, f.id, flantv1.RuleTypeSecret)
+	createRule(t, rule)
+	requireCopies(t, src, f.targets...)
+	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
+		assert.EqualValues(c, 3, st.CopiesInSync)
+	})
+
+	fresh := testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": f.id})
+	require.NoError(t, env.Client.Delete(ctx, getSecret(t, f.targets[0], src.Name)))
+	src.Data = map[string][]byte{"t": []byte("2")}
+	require.NoError(t, env.Client.Update(ctx, src))
+	more := testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": f.id})
+
+	requireCopies(t, src, append([]string{fresh, more}, f.targets...)...)
+	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
+		assert.EqualValues(c, 5, st.TargetNamespaces)
+		assert.EqualValues(c, 5, st.CopiesInSync)
+	})
+}
+
 func TestSourceUpdateReachesEveryCopy(t *testing.T) {
 	f := newFixture(t, 3)
 	ctx := context.Background()

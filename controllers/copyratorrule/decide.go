@@ -63,6 +63,19 @@ type scope struct {
 // everyNamespace is the scope of a pass in one step.
 var everyNamespace = scope{rest: true}
 
+// freshOnly reports whether a pass writes only the copies of the namespaces that just
+// appeared (or whose labels changed) and leaves every other namespace, the status and the
+// gauges to a full pass echoDelay later. That holds when such namespaces are all that woke
+// the rule: there are some, the spec is the one the last successful pass acted on, and
+// nothing asked for a full pass (fullPasses). A pass over every namespace reads all of the
+// cluster's namespace metadata and writes the status; done for every new namespace, it
+// held up the next one (measured: 16–47 ms per pass with 33,000 namespaces). Whatever else
+// happened meanwhile (a namespace deleted, a conflict's recheck due, the echo of a write)
+// is seen by that full pass, at most echoDelay later.
+func freshOnly(fresh []string, generation, observedGeneration int64, fullWanted bool) bool {
+	return len(fresh) > 0 && generation == observedGeneration && !fullWanted
+}
+
 // passScopes returns the steps of a pass: the fresh namespaces first, then the rest; or one
 // step over every namespace when there are none.
 func passScopes(fresh []string) []scope {

@@ -374,3 +374,23 @@ func TestCleanupActions(t *testing.T) {
 	}
 	assert.Empty(t, cleanupActions(nil, false))
 }
+
+func TestFreshOnly(t *testing.T) {
+	tests := []struct {
+		name                   string
+		fresh                  []string
+		generation, observed   int64
+		fullWanted, freshAlone bool
+	}{
+		{name: "only new namespaces woke the rule", fresh: []string{"a"}, generation: 2, observed: 2, freshAlone: true},
+		{name: "no new namespace", generation: 2, observed: 2},
+		{name: "spec changed since the last successful pass", fresh: []string{"a"}, generation: 3, observed: 2},
+		{name: "first pass", fresh: []string{"a"}, generation: 1, observed: 0},
+		{name: "a source or copy changed, or the last pass failed", fresh: []string{"a"}, generation: 2, observed: 2, fullWanted: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.freshAlone, freshOnly(tt.fresh, tt.generation, tt.observed, tt.fullWanted))
+		})
+	}
+}

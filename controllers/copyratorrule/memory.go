@@ -18,7 +18,8 @@ const maxFreshNamespaces = 32
 // freshNamespaces remembers, per rule, the namespaces whose events (created, labels
 // changed) woke the rule since its last pass. The pass writes their copies before it looks
 // at every other namespace, so a new namespace does not wait for a pass over thousands.
-// It only orders the work: the same pass covers every namespace, these included.
+// A pass that only these events woke writes only their copies (freshOnly); otherwise it
+// only orders the work: the same pass covers every namespace, these included.
 type freshNamespaces struct {
 	mu    sync.Mutex
 	rules map[types.NamespacedName]map[string]bool
@@ -66,6 +67,34 @@ func (f *freshNamespaces) forget(rule types.NamespacedName) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.rules, rule)
+}
+
+// fullPasses remembers the rules whose next pass must look at every namespace at once,
+// whatever namespaces just appeared: one of its sources changed, someone else changed or
+// deleted one of its copies, or its last pass failed.
+type fullPasses struct {
+	mu    sync.Mutex
+	rules map[types.NamespacedName]bool
+}
+
+func newFullPasses() *fullPasses {
+	return &fullPasses{rules: map[types.NamespacedName]bool{}}
+}
+
+// mark notes that the rule's next pass must be a full one.
+func (f *fullPasses) mark(rule types.NamespacedName) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rules[rule] = true
+}
+
+// take reports whether the rule's next pass must be a full one and forgets it.
+func (f *fullPasses) take(rule types.NamespacedName) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	marked := f.rules[rule]
+	delete(f.rules, rule)
+	return marked
 }
 
 // statusWrite is the last status patch of a rule: the resourceVersion of the rule it was

@@ -71,3 +71,16 @@ func TestStatusWritten(t *testing.T) {
 	s.forget(testRule)
 	assert.Equal(t, statusWrite{}, s.last(testRule))
 }
+
+func TestFullPasses(t *testing.T) {
+	f := newFullPasses()
+	other := types.NamespacedName{Namespace: "src", Name: "other"}
+	assert.False(t, f.take(testRule), "nothing marked")
+	f.mark(testRule)
+	f.mark(testRule)
+	assert.True(t, f.take(testRule))
+	assert.False(t, f.take(testRule), "taken once")
+	f.mark(other)
+	assert.False(t, f.take(testRule), "per rule")
+	assert.True(t, f.take(other))
+}

@@ -51,7 +51,7 @@ func recordPass(rule types.NamespacedName, o outcome) {
 		countCopies(rule, writeActions[w], len(keys))
 	}
 	countCopies(rule, actionFailed, len(o.WriteErrs))
-	if o.SyncErr != nil {
+	if o.SyncErr != nil || o.FreshOnly {
 		return
 	}
 	conflictsGauge.WithLabelValues(rule.Namespace, rule.Name).Set(float64(len(o.Conflicts)))

@@ -50,7 +50,8 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 	if err != nil {
 		return fmt.Errorf("creating a clientset: %w", err)
 	}
-	sources := newSourceWatcher(cs)
+	full := newFullPasses()
+	sources := newSourceWatcher(cs, full)
 	if err := mgr.Add(sources); err != nil {
 		return fmt.Errorf("adding the source watcher: %w", err)
 	}
@@ -61,6 +62,7 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 		sources:      sources,
 		memo:         newConflictMemo(o.ConflictRecheck),
 		fresh:        newFreshNamespaces(),
+		full:         full,
 		statusWrites: newStatusWrites(),
 		writer: writer{client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), parallelism: o.WriteParallelism,
 			own: newOwnWrites()},
@@ -180,6 +182,7 @@ func (r *Reconciler) copyEvents() handler.EventHandler {
 		case echo:
 			q.AddAfter(reconcile.Request{NamespacedName: rule}, echoDelay)
 		default:
+			r.full.mark(rule)
 			q.Add(reconcile.Request{NamespacedName: rule})
 		}
 	}
@@ -196,6 +199,7 @@ func (r *Reconciler) copyEvents() handler.EventHandler {
 			r.writer.own.forget(key)
 			owner(e.Object, q, false)
 			for _, rule := range r.memo.rulesWanting(key) {
+				r.full.mark(rule)
 				q.Add(reconcile.Request{NamespacedName: rule})
 			}
 		},

@@ -36,6 +36,8 @@ type sourceWatcher struct {
 	cancel  context.CancelFunc
 	watches map[types.NamespacedName]*ruleSources
 	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
+	// full notes that a source change needs a pass over every namespace.
+	full *fullPasses
 }
 
 // ruleSources is the informer of one rule's sources.
@@ -46,9 +48,9 @@ type ruleSources struct {
 	stop     context.CancelFunc
 }
 
-func newSourceWatcher(cs kubernetes.Interface) *sourceWatcher {
+func newSourceWatcher(cs kubernetes.Interface, full *fullPasses) *sourceWatcher {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &sourceWatcher{clientset: cs, ctx: ctx, cancel: cancel, watches: map[types.NamespacedName]*ruleSources{}}
+	return &sourceWatcher{clientset: cs, ctx: ctx, cancel: cancel, watches: map[types.NamespacedName]*ruleSources{}, full: full}
 }
 
 // Start implements manager.Runnable: it waits for the manager to stop, then stops every informer.
@@ -71,6 +73,7 @@ func (w *sourceWatcher) enqueue(rule types.NamespacedName) {
 	q := w.queue
 	w.mu.Unlock()
 	if q != nil {
+		w.full.mark(rule)
 		q.Add(reconcile.Request{NamespacedName: rule})
 	}
 }

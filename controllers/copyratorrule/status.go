@@ -62,6 +62,10 @@ type outcome struct {
 	Written map[op][]copyKey
 	// WriteErrs are the failed writes, one message each.
 	WriteErrs []string
+	// FreshOnly: the pass looked only at namespaces that just appeared (freshOnly); the
+	// counts above cover those alone, so neither the status nor the gauges are computed
+	// from them.
+	FreshOnly bool
 }
 
 // withWrites adds a plan and the results of its writes (in any order) to what the pass found.
