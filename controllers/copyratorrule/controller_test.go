@@ -124,19 +124,27 @@ func TestCopiesIntoTargetsAndNewNamespaces(t *testing.T) {
 	}, waitFor, tick)
 }
 
-// A namespace that appears is written first and alone: the other copies are not written
-// again, and the status and Events count the new copy.
-func TestNewNamespaceLeavesOtherCopiesAlone(t *testing.T) {
+// settledSecretRule creates a Secret and a rule copying it into three namespaces, and
+// waits until the status counts the three copies.
+func settledSecretRule(t *testing.T) (fixture, *corev1.Secret, *flantv1.CopyratorRule) {
+	t.Helper()
 	f := newFixture(t, 3)
-	ctx := context.Background()
 	src := f.secret("token", map[string]string{"t": "1"})
-	require.NoError(t, env.Client.Create(ctx, src))
+	require.NoError(t, env.Client.Create(context.Background(), src))
 	rule := ruleFor(f.src, f.id, flantv1.RuleTypeSecret)
 	createRule(t, rule)
 	requireCopies(t, src, f.targets...)
 	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
 		assert.EqualValues(c, 3, st.CopiesInSync)
 	})
+	return f, src, rule
+}
+
+// A namespace that appears is written first and alone: the other copies are not written
+// again, and the status and Events count the new copy.
+func TestNewNamespaceLeavesOtherCopiesAlone(t *testing.T) {
+	f, src, rule := settledSecretRule(t)
+	ctx := context.Background()
 	versions := func() map[string]string {
 		out := map[string]string{}
 		for _, ns := range f.targets {
@@ -177,16 +185,8 @@ func TestNewNamespaceLeavesOtherCopiesAlone(t *testing.T) {
 // A pass woken only by new namespaces writes only their copies; changes that arrive with
 // them (a source edit, a copy deleted by hand) still reach every namespace.
 func TestNewNamespaceTogetherWithOtherChanges(t *testing.T) {
-	f := newFixture(t, 3)
+	f, src, rule := settledSecretRule(t)
 	ctx := context.Background()
-	src := f.secret("token", map[string]string{"t": "1"})
-	require.NoError(t, env.Client.Create(ctx, src))
-	rule := ruleFor(f.src, f.id, flantv1.RuleTypeSecret)
-	createRule(t, rule)
-	requireCopies(t, src, f.targets...)
-	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
-		assert.EqualValues(c, 3, st.CopiesInSync)
-	})
 
 	fresh := testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": f.id})
 	require.NoError(t, env.Client.Delete(ctx, getSecret(t, f.targets[0], src.Name)))
