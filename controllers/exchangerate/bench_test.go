@@ -119,7 +119,7 @@ func benchExchangeRates(b *testing.B, n int) {
 			}
 			raw += d
 		}
-		rawCPU := sum(cpuDiffs(cpuRaw, cpuSeconds()))
+		rawCPU := benchutil.Sum(cpuDiffs(cpuRaw, cpuSeconds()))
 
 		srv, err := fakeupstream.Start("127.0.0.1:0", today(), fakeupstream.DefaultRates())
 		if err != nil {
@@ -234,7 +234,7 @@ func benchExchangeRates(b *testing.B, n int) {
 		b.ReportMetric(fill.Seconds()/raw.Seconds(), "x-raw-create")
 		// CPU time is what the fill costs whatever else the machine runs: all of the local
 		// cluster's processes and the benchmark's, against the same for the raw baseline.
-		b.ReportMetric(sum(fillCPU)/rawCPU, "x-raw-create-cpu")
+		b.ReportMetric(benchutil.Sum(fillCPU)/rawCPU, "x-raw-create-cpu")
 		b.ReportMetric(fillCPU["kube-apiserver"]/float64(n)*1000, "apiserver-cpu-ms/exchangerate/fill")
 		b.ReportMetric(float64(fillRequests), fmt.Sprintf("upstream-requests/fill-of-%d", n))
 		b.ReportMetric(float64(fillWrites)/float64(n), "controller-api-writes/exchangerate")
@@ -291,14 +291,6 @@ func cpuDiffs(before, after map[string]float64) map[string]float64 {
 		out[name] = s - before[name]
 	}
 	return out
-}
-
-func sum(m map[string]float64) float64 {
-	t := 0.0
-	for _, v := range m {
-		t += v
-	}
-	return t
 }
 
 // formatCPU lists CPU seconds by process, largest first.

@@ -206,3 +206,12 @@ func ResourceOf(path string) string {
 		return parts[0] + "/" + parts[2]
 	}
 }
+
+// Sum adds up the values of a map (CPU seconds per process, requests per kind).
+func Sum[K comparable, V int | float64](m map[K]V) V {
+	var t V
+	for _, v := range m {
+		t += v
+	}
+	return t
+}

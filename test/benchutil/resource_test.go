@@ -21,3 +21,9 @@ func TestResourceOf(t *testing.T) {
 		assert.Equal(t, want, ResourceOf(path), path)
 	}
 }
+
+func TestSum(t *testing.T) {
+	assert.Equal(t, 0, Sum(map[string]int{}))
+	assert.Equal(t, 6, Sum(map[string]int{"GET": 1, "LIST": 2, "WATCH": 3}))
+	assert.InDelta(t, 2.5, Sum(map[string]float64{"etcd": 1, "kube-apiserver": 1.5}), 1e-9)
+}

@@ -90,7 +90,7 @@ func BenchmarkManagerIdle(b *testing.B) {
 	idleRSS, samples := medianRSS(b, pid)
 	// The benchmark's log keeps 10 lines: one line per finding.
 	b.Logf("idle: workers started %s after the start; %d requests until measured; RSS samples %.1f MB",
-		synced.Round(time.Millisecond), sum(idleCalls), samples)
+		synced.Round(time.Millisecond), benchutil.Sum(idleCalls), samples)
 
 	arrangeFleet(ctx, b)
 	time.Sleep(idleSettle)
@@ -307,14 +307,6 @@ func procCPU(b *testing.B, pid int) time.Duration {
 	d, err := benchutil.ProcCPU(pid)
 	require.NoError(b, err)
 	return d
-}
-
-func sum(counts map[string]int) int {
-	n := 0
-	for _, v := range counts {
-		n += v
-	}
-	return n
 }
 
 // waitFor polls cond every 50 ms and fails the benchmark after timeout.
