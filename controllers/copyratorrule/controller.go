@@ -98,8 +98,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 // whose labels changed) are read, planned and written first, then every other namespace:
 // a new namespace gets its copies without waiting for a look at thousands of others, and
 // the pass still covers all of them, unless those namespaces were all that woke the rule
-// (freshOnly): then the pass ends after them. A spec mistake or a failed read ends the pass (after
-// the first step's writes, if any, which are reported).
+// (freshOnly): then the pass ends after them. A spec mistake or a failed read ends the
+// pass (after the first step's writes, if any, which are reported).
 func (r *Reconciler) reconcileCopies(ctx context.Context, rule *flantv1.CopyratorRule) outcome {
 	key := client.ObjectKeyFromObject(rule)
 	o := outcome{Generation: rule.Generation, Namespace: rule.Namespace, Kind: ruleKind(rule.Spec.RuleType)}
@@ -283,7 +283,7 @@ func (r *Reconciler) forget(rule types.NamespacedName) {
 	r.sources.forget(rule)
 	r.memo.forget(rule)
 	r.fresh.forget(rule)
-	r.full.take(rule)
+	r.full.forget(rule)
 	r.statusWrites.forget(rule)
 	forgetMetrics(rule)
 }

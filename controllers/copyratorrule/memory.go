@@ -97,6 +97,9 @@ func (f *fullPasses) take(rule types.NamespacedName) bool {
 	return marked
 }
 
+// forget drops a deleted rule.
+func (f *fullPasses) forget(rule types.NamespacedName) { f.take(rule) }
+
 // statusWrite is the last status patch of a rule: the resourceVersion of the rule it was
 // computed from, and the status it wrote.
 type statusWrite struct {
