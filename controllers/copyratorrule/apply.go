@@ -105,7 +105,7 @@ func (w writer) do(ctx context.Context, rule types.NamespacedName, a action) wri
 		obj := newObject(a.Key.Kind)
 		obj.SetNamespace(a.Key.Namespace)
 		obj.SetName(a.Key.Name)
-		patch := client.RawPatch(types.JSONPatchType, releasePatch(rule, a.Existing.Annotations))
+		patch := client.RawPatch(types.JSONPatchType, releasePatch(rule, a.Existing.Annotations, rule.Namespace+"/"+a.Key.Name))
 		if err := w.client.Patch(ctx, obj, patch, client.FieldOwner(FieldOwner)); err != nil && !apierrors.IsNotFound(err) {
 			res.Err = fmt.Errorf("releasing %s: %w", a.Key, err)
 			return res

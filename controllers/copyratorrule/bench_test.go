@@ -78,7 +78,7 @@ func newBenchEnv(b *testing.B, n int) *benchEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
-	be.src = testenv.Namespace(b, env.Client, "bsrc", nil)
+	be.src = sourceNamespace(b, "bsrc")
 	be.targets = be.namespaces(b, "bdst", n, map[string]string{"copytest": be.id, peerTargetLabel: be.id})
 	return be
 }

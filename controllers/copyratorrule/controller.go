@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -41,7 +42,11 @@ type Reconciler struct {
 	// full are the rules whose next pass must look at every namespace.
 	full         *fullPasses
 	statusWrites *statusWrites
-	writer       writer
+	// access asks whether a rule's ServiceAccount may create copies in a namespace.
+	access *accessReviewer
+	// protected are the namespaces that need LabelAcceptCopies besides RBAC's consent.
+	protected sets.Set[string]
+	writer    writer
 	// Recorder sends the Events about rules.
 	Recorder events.EventRecorder
 	clock    clock.PassiveClock
@@ -73,6 +78,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	defer func() {
 		if !o.FreshOnly {
 			status := computeStatus(rule.Status, o, metav1.NewTime(r.clock.Now()))
+			r.recordRefusals(ctx, rule, rule.Status, status)
 			err = errors.Join(err, r.writeStatus(ctx, rule, status))
 		}
 		if err != nil {
@@ -90,7 +96,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		// replaces a later one already queued (a conflict's recheck), which it then sets again.
 		return ctrl.Result{RequeueAfter: echoDelay}, nil
 	}
-	return ctrl.Result{RequeueAfter: r.memo.nextRecheck(req.NamespacedName, r.clock.Now())}, nil
+	return ctrl.Result{RequeueAfter: nextPass(r.memo.nextRecheck(req.NamespacedName, r.clock.Now()), o, r.access.recheck, r.access.refresh)}, nil
 }
 
 // reconcileCopies reads the rule's sources, targets and copies, plans and writes the
@@ -103,11 +109,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 func (r *Reconciler) reconcileCopies(ctx context.Context, rule *flantv1.CopyratorRule) outcome {
 	key := client.ObjectKeyFromObject(rule)
 	o := outcome{Generation: rule.Generation, Namespace: rule.Namespace, Kind: ruleKind(rule.Spec.RuleType)}
-	filter, err := newNamespaceFilter(rule, r.shared.Watches)
+	filter, err := newNamespaceFilter(rule, r.shared.Watches, r.protected)
 	if err != nil {
 		o.SpecErr = err
 		return o
 	}
+	o.ServiceAccount = serviceAccountOf(rule)
 	sources, err := r.sources.sources(ctx, rule)
 	if err != nil {
 		o.SyncErr = fmt.Errorf("reading sources: %w", err)
@@ -123,7 +130,7 @@ func (r *Reconciler) reconcileCopies(ctx context.Context, rule *flantv1.Copyrato
 		scopes, o.FreshOnly = scopes[:1], true
 	}
 	for _, s := range scopes {
-		in, err := r.observe(ctx, key, o.Kind, sources, filter, s)
+		in, refused, err := r.observe(ctx, key, o.Kind, o.ServiceAccount, sources.copyable, filter, s)
 		if err != nil {
 			o.SyncErr = err
 			break
@@ -133,9 +140,11 @@ func (r *Reconciler) reconcileCopies(ctx context.Context, rule *flantv1.Copyrato
 		results = append(results, r.writer.execute(ctx, key, step.Actions)...)
 		p = p.merge(step)
 		o.Targets += len(in.Targets)
+		o.Refused = append(o.Refused, refused...)
 	}
 
-	o.Sources = len(sources)
+	o.Sources = len(sources.copyable)
+	o.Skipped = sources.skipped
 	o = o.withWrites(p, results)
 	r.recordWrites(ctx, rule, o.Written)
 	if o.SyncErr == nil && !o.FreshOnly {
@@ -146,34 +155,47 @@ func (r *Reconciler) reconcileCopies(ctx context.Context, rule *flantv1.Copyrato
 	return o
 }
 
-// observe reads what the planner looks at in the namespaces in scope: the rule's target
-// namespaces, its copies, and other rules' copies at the names it wants.
-func (r *Reconciler) observe(ctx context.Context, rule types.NamespacedName, kind string, sources []source,
-	filter namespaceFilter, s scope) (planInput, error) {
+// observe reads what the planner looks at in the namespaces in scope: the namespaces
+// that consent to the rule's copies (its targets) and those that refuse, its copies, and
+// other rules' copies at the names it wants.
+func (r *Reconciler) observe(ctx context.Context, rule types.NamespacedName, kind string, sa serviceAccountRef,
+	sources []source, filter namespaceFilter, s scope) (planInput, []refusal, error) {
 	in := planInput{Rule: rule, Kind: kind, Sources: sources}
-	var err error
-	if in.Targets, in.Terminating, err = r.targetNamespaces(ctx, filter, s); err != nil {
-		return in, err
+	candidates, refused, terminating, err := r.targetNamespaces(ctx, filter, s)
+	if err != nil {
+		return in, nil, err
 	}
+	in.Terminating = terminating
+	targets, denied, err := r.access.consenting(ctx, sa, resourceOf(kind), candidates)
+	if err != nil {
+		return in, nil, fmt.Errorf("checking consent: %w", err)
+	}
+	in.Targets = targets
+	in.Frozen = map[string]bool{}
+	for _, d := range denied {
+		in.Frozen[d.Namespace] = true
+	}
+	refused = append(refused, denied...)
 	if in.Owned, err = r.copies.owned(ctx, rule, s); err != nil {
-		return in, err
+		return in, nil, err
 	}
 	if in.Occupied, err = r.copies.occupied(ctx, rule, kind, in.Targets, in.Sources, in.Owned); err != nil {
-		return in, err
+		return in, nil, err
 	}
-	return in, nil
+	return in, refused, nil
 }
 
 // targetNamespaces reads namespace metadata from the cache, one by one when the scope
-// names the namespaces, otherwise in a list, and picks the rule's targets in scope.
-func (r *Reconciler) targetNamespaces(ctx context.Context, f namespaceFilter, s scope) ([]string, map[string]bool, error) {
+// names the namespaces, otherwise in a list, and picks the namespaces in scope the rule
+// selects (see selectTargets).
+func (r *Reconciler) targetNamespaces(ctx context.Context, f namespaceFilter, s scope) ([]string, []refusal, map[string]bool, error) {
 	var namespaces []metav1.PartialObjectMetadata
 	if s.rest {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
 		// Read-only: the cached objects are not copied (a pass reads every namespace).
 		if err := r.client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, nil, fmt.Errorf("listing namespaces: %w", err)
+			return nil, nil, nil, fmt.Errorf("listing namespaces: %w", err)
 		}
 		namespaces = list.Items
 	} else {
@@ -184,13 +206,13 @@ func (r *Reconciler) targetNamespaces(ctx context.Context, f namespaceFilter, s 
 			case apierrors.IsNotFound(err):
 				continue // gone: copies left in it are planned like those of any vanished namespace
 			case err != nil:
-				return nil, nil, fmt.Errorf("reading namespace %s: %w", name, err)
+				return nil, nil, nil, fmt.Errorf("reading namespace %s: %w", name, err)
 			}
 			namespaces = append(namespaces, ns)
 		}
 	}
-	targets, terminating := selectTargets(f, s, namespaces)
-	return targets, terminating, nil
+	candidates, protected, terminating := selectTargets(f, s, namespaces)
+	return candidates, protected, terminating, nil
 }
 
 // writeStatus patches the status when it changed. A status that the previous pass wrote,
@@ -227,14 +249,25 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, rule *flantv1.Copyrato
 	if err != nil {
 		return err
 	}
-	retain := rule.Spec.DeletionPolicy == flantv1.DeletionPolicyRetain
-	actions := cleanupActions(copies, retain)
+	var retainIn map[string]bool
+	if rule.Spec.DeletionPolicy == flantv1.DeletionPolicyRetain {
+		if retainIn, err = r.consentingNamespaces(ctx, rule, copies); err != nil {
+			return err
+		}
+	}
+	actions := cleanupActions(copies, retainIn)
 	results := r.writer.execute(ctx, key, actions)
 	errs := writeErrors(results)
-	if n := len(results) - len(errs); n > 0 {
-		countCopies(key, writeActions[actions[0].Op], n) // all actions have the same op
-		r.recordCleanup(ctx, rule, n, retain)
+	done := map[op]int{}
+	for _, wr := range results {
+		if wr.Err == nil {
+			done[wr.Action.Op]++
+		}
 	}
+	for o, n := range done {
+		countCopies(key, writeActions[o], n)
+	}
+	r.recordCleanup(ctx, rule, done[opDelete], done[opRelease])
 	if len(errs) > 0 {
 		return fmt.Errorf("cleaning up %d copies failed: %s", len(errs), summarize(errs))
 	}
@@ -263,6 +296,46 @@ func (r *Reconciler) liveCopies(ctx context.Context, rule types.NamespacedName) 
 				out = append(out, copyState{Key: copyKey{Kind: kind, Namespace: m.Namespace, Name: m.Name},
 					UID: m.UID, Rule: rule, Annotations: m.Annotations})
 			}
+		}
+	}
+	return out, nil
+}
+
+// consentingNamespaces returns "<kind>/<namespace>" of the copies' namespaces where the
+// rule may still write that kind:
+// there a Retain policy releases its copies; elsewhere they are deleted, so that nothing a
+// namespace did not consent to outlives the rule without a trace.
+func (r *Reconciler) consentingNamespaces(ctx context.Context, rule *flantv1.CopyratorRule, copies []copyState) (map[string]bool, error) {
+	byKind := map[string]sets.Set[string]{}
+	for _, c := range copies {
+		if byKind[c.Key.Kind] == nil {
+			byKind[c.Key.Kind] = sets.New[string]()
+		}
+		byKind[c.Key.Kind].Insert(c.Key.Namespace)
+	}
+	out := map[string]bool{}
+	for kind, nss := range byKind {
+		var candidates []string
+		for _, name := range sets.List(nss) {
+			ns := metav1.PartialObjectMetadata{}
+			ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+			switch err := r.client.Get(ctx, types.NamespacedName{Name: name}, &ns); {
+			case apierrors.IsNotFound(err):
+				continue
+			case err != nil:
+				return nil, fmt.Errorf("reading namespace %s: %w", name, err)
+			}
+			if r.protected.Has(name) && !accepts(&ns) {
+				continue
+			}
+			candidates = append(candidates, name)
+		}
+		yes, _, err := r.access.consenting(ctx, serviceAccountOf(rule), resourceOf(kind), candidates)
+		if err != nil {
+			return nil, fmt.Errorf("checking consent: %w", err)
+		}
+		for _, ns := range yes {
+			out[kind+"/"+ns] = true
 		}
 	}
 	return out, nil

@@ -37,7 +37,7 @@ func newFixture(t *testing.T, n int) fixture {
 	t.Helper()
 	env.Require(t)
 	f := fixture{id: suffix()}
-	f.src = testenv.Namespace(t, env.Client, "src", nil)
+	f.src = sourceNamespace(t, "src")
 	for range n {
 		f.targets = append(f.targets, testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": f.id}))
 	}
@@ -258,7 +258,7 @@ func TestForeignObjectIsAConflictAndLeftAlone(t *testing.T) {
 
 	// A second rule (another namespace, same object name, same targets) conflicts with the
 	// first rule's copies and leaves them alone.
-	src2NS := testenv.Namespace(t, env.Client, "src2", nil)
+	src2NS := sourceNamespace(t, "src2")
 	src2 := src.DeepCopy()
 	src2.ObjectMeta = metav1.ObjectMeta{Namespace: src2NS, Name: "shared", Labels: src.Labels}
 	src2.Data = map[string][]byte{"k": []byte("from the second rule")}
@@ -283,7 +283,7 @@ func TestCleanupSurvivesAManagerRestart(t *testing.T) {
 	env.Require(t)
 	ctx := context.Background()
 	id := suffix()
-	src := testenv.Namespace(t, env.Client, "src", nil)
+	src := sourceNamespace(t, "src")
 	dst := testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": id})
 	stop := testenv.StartManager(t, env.Config, operator.Shared{}, new(Options).Setup)
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "survivor", Labels: map[string]string{"copytest": id}},
@@ -311,7 +311,7 @@ func TestForeignObjectIsRecheckedAndReplacedWhenGone(t *testing.T) {
 	env.Require(t)
 	ctx := context.Background()
 	id := suffix()
-	src := testenv.Namespace(t, env.Client, "src", nil)
+	src := sourceNamespace(t, "src")
 	dst := testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": id})
 	opts := Options{ConflictRecheck: time.Second}
 	testenv.StartManager(t, env.Config, operator.Shared{}, opts.Setup)
@@ -433,7 +433,8 @@ func TestRuleDeletion(t *testing.T) {
 					assert.Equal(t, src.Data, got.Data)
 					assert.NotContains(t, got.Labels, LabelManagedBy)
 					assert.NotContains(t, got.Labels, LabelRule)
-					assert.NotContains(t, got.Annotations, AnnotationSource)
+					assert.NotContains(t, got.Annotations, AnnotationContentHash)
+					assert.Equal(t, f.src+"/"+src.Name, got.Annotations[AnnotationSource], "a released copy still says where it came from")
 				}
 			}
 			assert.NotNil(t, getSecret(t, f.src, src.Name), "the source stays")
@@ -588,10 +589,10 @@ func TestWatchNamespaceScoping(t *testing.T) {
 	env.Require(t)
 	ctx := context.Background()
 	id := suffix()
-	src := testenv.Namespace(t, env.Client, "src", nil)
+	src := sourceNamespace(t, "src")
 	watched := testenv.Namespace(t, env.Client, "watched", map[string]string{"copytest": id})
 	outside := testenv.Namespace(t, env.Client, "outside", map[string]string{"copytest": id})
-	outsideSrc := testenv.Namespace(t, env.Client, "src-outside", nil)
+	outsideSrc := sourceNamespace(t, "src-outside")
 	testenv.StartManager(t, env.Config, operator.Shared{WatchNamespaces: []string{src, watched}}, new(Options).Setup)
 
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "scoped", Labels: map[string]string{"copytest": id}},
@@ -650,7 +651,7 @@ func TestNeverListsAllSecrets(t *testing.T) {
 	ctx := context.Background()
 	rec := &queryRecorder{}
 	id := suffix()
-	src := testenv.Namespace(t, env.Client, "src", nil)
+	src := sourceNamespace(t, "src")
 	dst := testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": id})
 	testenv.StartManager(t, rec.wrap(env.Config), operator.Shared{}, new(Options).Setup)
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "lean", Labels: map[string]string{"copytest": id}},

@@ -4,26 +4,30 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 )
 
-// namespaceFilter decides which namespaces a rule copies into.
+// namespaceFilter decides which namespaces a rule selects, and which of those are
+// protected (they receive copies only when a cluster admin labelled them, see consent.go).
 type namespaceFilter struct {
-	rule     *flantv1.CopyratorRule
-	selector labels.Selector // nil when the rule has no namespaceSelector
-	watches  func(string) bool
+	rule      *flantv1.CopyratorRule
+	selector  labels.Selector // nil when the rule has no namespaceSelector
+	watches   func(string) bool
+	protected sets.Set[string]
 }
 
 // newNamespaceFilter compiles the rule's namespace choice. An invalid namespaceSelector is
 // the user's mistake and returned as an error.
-func newNamespaceFilter(rule *flantv1.CopyratorRule, watches func(string) bool) (namespaceFilter, error) {
-	f := namespaceFilter{rule: rule, watches: watches}
+func newNamespaceFilter(rule *flantv1.CopyratorRule, watches func(string) bool, protected sets.Set[string]) (namespaceFilter, error) {
+	f := namespaceFilter{rule: rule, watches: watches, protected: protected}
 	if rule.Spec.NamespaceSelector != nil {
 		sel, err := metav1.LabelSelectorAsSelector(rule.Spec.NamespaceSelector)
 		if err != nil {
@@ -34,10 +38,11 @@ func newNamespaceFilter(rule *flantv1.CopyratorRule, watches func(string) bool) 
 	return f, nil
 }
 
-// targets reports whether namespace ns (its metadata) receives copies: it is not the
-// rule's own namespace, it is watched, active (not terminating), not opted out, and chosen
-// by spec.namespaces or spec.namespaceSelector when either is set.
-func (f namespaceFilter) targets(ns metav1.Object) bool {
+// selects reports whether the rule wants copies in namespace ns (its metadata): it is not
+// the rule's own namespace, it is watched, active (not terminating), not opted out, and
+// chosen by spec.namespaces or spec.namespaceSelector when either is set. Whether it
+// consents is decided afterwards (refusedAsProtected, then RBAC).
+func (f namespaceFilter) selects(ns metav1.Object) bool {
 	name := ns.GetName()
 	switch {
 	case name == f.rule.Namespace, !f.watches(name), ns.GetDeletionTimestamp() != nil,
@@ -49,6 +54,11 @@ func (f namespaceFilter) targets(ns metav1.Object) bool {
 		return f.selector.Matches(labels.Set(ns.GetLabels()))
 	}
 	return true
+}
+
+// refusedAsProtected reports whether namespace ns is protected and not opted in.
+func (f namespaceFilter) refusedAsProtected(ns metav1.Object) bool {
+	return f.protected.Has(ns.GetName()) && !accepts(ns)
 }
 
 // scope is the part of the namespaces one step of a pass plans: the named namespaces, or
@@ -76,6 +86,27 @@ func freshOnly(fresh []string, generation, observedGeneration int64, fullWanted 
 	return len(fresh) > 0 && generation == observedGeneration && !fullWanted
 }
 
+// nextPass says when a rule's next pass is due without any event: when its earliest
+// foreign conflict is due for a recheck (conflictRecheck, 0 for none); when refusing
+// namespaces are asked again (recheck), so that a new RoleBinding takes effect; when the
+// consent of the namespaces it writes to is asked again (refresh), so that a revoked one
+// takes effect. 0: no pass is due.
+func nextPass(conflictRecheck time.Duration, o outcome, recheck, refresh time.Duration) time.Duration {
+	next := conflictRecheck
+	sooner := func(d time.Duration) {
+		if next == 0 || d < next {
+			next = d
+		}
+	}
+	if len(o.Refused) > 0 {
+		sooner(recheck)
+	}
+	if o.Targets > 0 {
+		sooner(refresh)
+	}
+	return next
+}
+
 // passScopes returns the steps of a pass: the fresh namespaces first, then the rest; or one
 // step over every namespace when there are none.
 func passScopes(fresh []string) []scope {
@@ -92,9 +123,11 @@ func passScopes(fresh []string) []scope {
 // covers reports whether namespace ns is in the scope.
 func (s scope) covers(ns string) bool { return s.namespaces[ns] != s.rest }
 
-// selectTargets returns the sorted target namespaces in scope and the terminating ones
-// (whose copies the namespace deletion removes; Copyrator leaves them alone).
-func selectTargets(f namespaceFilter, s scope, namespaces []metav1.PartialObjectMetadata) (targets []string, terminating map[string]bool) {
+// selectTargets returns the namespaces in scope that the rule selects and that are not
+// protected (sorted: candidates for copies, if RBAC agrees), the protected ones it selects
+// (refused), and the terminating ones (whose copies the namespace deletion removes;
+// Copyrator leaves them alone).
+func selectTargets(f namespaceFilter, s scope, namespaces []metav1.PartialObjectMetadata) (candidates []string, protected []refusal, terminating map[string]bool) {
 	terminating = map[string]bool{}
 	for i := range namespaces {
 		ns := &namespaces[i]
@@ -104,12 +137,17 @@ func selectTargets(f namespaceFilter, s scope, namespaces []metav1.PartialObject
 		if ns.DeletionTimestamp != nil {
 			terminating[ns.Name] = true
 		}
-		if f.targets(ns) {
-			targets = append(targets, ns.Name)
+		switch {
+		case !f.selects(ns):
+		case f.refusedAsProtected(ns):
+			protected = append(protected, protectedRefusal(ns.Name))
+		default:
+			candidates = append(candidates, ns.Name)
 		}
 	}
-	sort.Strings(targets)
-	return targets, terminating
+	sort.Strings(candidates)
+	sort.Slice(protected, func(i, j int) bool { return protected[i].Namespace < protected[j].Namespace })
+	return candidates, protected, terminating
 }
 
 // copyState is what the copy cache knows about an existing copy.
@@ -169,6 +207,10 @@ type planInput struct {
 	Sources     []source
 	Targets     []string
 	Terminating map[string]bool
+	// Frozen are selected namespaces that RBAC refuses: copies already there (made before
+	// consent was withdrawn, or by Quartet 0.2) are left as they are, neither updated nor
+	// removed, except copies of a Secret type that is never copied.
+	Frozen map[string]bool
 	// Owned are the copies labelled with this rule, of any kind and namespace.
 	Owned []copyState
 	// Occupied are copies of other rules found at keys this rule wants.
@@ -186,6 +228,8 @@ type plan struct {
 	Desired int
 	// InSync is the number of copies that already match their source.
 	InSync int
+	// Frozen is the number of copies left as they are in Frozen namespaces.
+	Frozen int
 }
 
 // planCopies compares sources × targets with the existing copies and returns the writes
@@ -230,7 +274,11 @@ func planCopies(in planInput) plan {
 	}
 	for i := range in.Owned {
 		c := &in.Owned[i]
-		if !wanted[c.Key] && !in.Terminating[c.Key.Namespace] {
+		switch {
+		case wanted[c.Key], in.Terminating[c.Key.Namespace]:
+		case in.Frozen[c.Key.Namespace] && !forbiddenType(c.Type):
+			p.Frozen++
+		default:
 			p.Actions = append(p.Actions, action{Op: opDelete, Key: c.Key, Existing: c})
 		}
 	}
@@ -241,7 +289,7 @@ func planCopies(in planInput) plan {
 
 // merge returns the plan of two steps of a pass over disjoint namespaces.
 func (p plan) merge(q plan) plan {
-	m := plan{Desired: p.Desired + q.Desired, InSync: p.InSync + q.InSync}
+	m := plan{Desired: p.Desired + q.Desired, InSync: p.InSync + q.InSync, Frozen: p.Frozen + q.Frozen}
 	m.Actions = append(slices.Clone(p.Actions), q.Actions...)
 	m.Conflicts = append(slices.Clone(p.Conflicts), q.Conflicts...)
 	sort.SliceStable(m.Actions, func(i, j int) bool { return lessKey(m.Actions[i].Key, m.Actions[j].Key) })
@@ -249,15 +297,17 @@ func (p plan) merge(q plan) plan {
 	return m
 }
 
-// cleanupActions returns the writes that clean up a deleted rule's copies: delete each
-// one, or release it (deletionPolicy Retain).
-func cleanupActions(copies []copyState, retain bool) []action {
-	o := opDelete
-	if retain {
-		o = opRelease
-	}
+// cleanupActions returns the writes that clean up a deleted rule's copies: release the
+// copies whose "<kind>/<namespace>" is in retainIn (deletionPolicy Retain: the namespaces
+// that still consent to that kind), delete every other one. A copy of a Secret type that is never copied is
+// always deleted.
+func cleanupActions(copies []copyState, retainIn map[string]bool) []action {
 	actions := make([]action, 0, len(copies))
 	for i := range copies {
+		o := opDelete
+		if retainIn[copies[i].Key.Kind+"/"+copies[i].Key.Namespace] && !forbiddenType(copies[i].Type) {
+			o = opRelease
+		}
 		actions = append(actions, action{Op: o, Key: copies[i].Key, Existing: &copies[i]})
 	}
 	return actions

@@ -30,41 +30,85 @@ func TestSelectTargets(t *testing.T) {
 		nsMeta("opted-out", map[string]string{"team": "a", LabelIgnore: "true"}, false),
 		nsMeta("ignore-false", map[string]string{LabelIgnore: "false"}, false),
 		nsMeta("leaving", map[string]string{"team": "a"}, true),
+		nsMeta("kube-system", nil, false),
+		nsMeta("quartet-system", map[string]string{"team": "a"}, false),
+		nsMeta("kube-public", map[string]string{LabelAcceptCopies: "true"}, false),
+		nsMeta("kube-node-lease", map[string]string{LabelAcceptCopies: "yes"}, false),
 	}
+	protected := protectedNamespaces("quartet-system", nil)
 	all := func(string) bool { return true }
 	for _, tc := range []struct {
-		name    string
-		spec    flantv1.CopyratorRuleSpec
-		watches func(string) bool
-		want    []string
-		wantErr string
+		name          string
+		spec          flantv1.CopyratorRuleSpec
+		watches       func(string) bool
+		want          []string
+		wantProtected []string
+		wantErr       string
 	}{
-		{name: "every active namespace but the source's and opted-out ones", watches: all,
-			want: []string{"ignore-false", "team-a", "team-b"}},
-		{name: "namespaces list", spec: flantv1.CopyratorRuleSpec{Namespaces: []string{"team-b", "src", "opted-out", "missing", "leaving"}},
-			watches: all, want: []string{"team-b"}},
+		{name: "every active namespace but the source's, opted-out and protected ones", watches: all,
+			want:          []string{"ignore-false", "kube-public", "team-a", "team-b"},
+			wantProtected: []string{"kube-node-lease", "kube-system", "quartet-system"}},
+		{name: "namespaces list: a protected one named outright is still refused",
+			spec:    flantv1.CopyratorRuleSpec{Namespaces: []string{"team-b", "src", "opted-out", "missing", "leaving", "kube-system"}},
+			watches: all, want: []string{"team-b"}, wantProtected: []string{"kube-system"}},
 		{name: "namespace selector", spec: flantv1.CopyratorRuleSpec{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}},
-			watches: all, want: []string{"team-a"}},
+			watches: all, want: []string{"team-a"}, wantProtected: []string{"quartet-system"}},
 		{name: "empty namespace selector selects all", spec: flantv1.CopyratorRuleSpec{NamespaceSelector: &metav1.LabelSelector{}},
-			watches: all, want: []string{"ignore-false", "team-a", "team-b"}},
+			watches: all, want: []string{"ignore-false", "kube-public", "team-a", "team-b"},
+			wantProtected: []string{"kube-node-lease", "kube-system", "quartet-system"}},
 		{name: "expression selector", spec: flantv1.CopyratorRuleSpec{NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-			{Key: "team", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"a"}}}}},
-			watches: all, want: []string{"ignore-false", "team-b"}},
+			{Key: "team", Operator: metav1.LabelSelectorOpIn, Values: []string{"b"}}}}},
+			watches: all, want: []string{"team-b"}},
 		{name: "watched namespaces only", watches: func(ns string) bool { return ns == "team-b" || ns == "src" }, want: []string{"team-b"}},
 		{name: "invalid selector", spec: flantv1.CopyratorRuleSpec{NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 			{Key: "team", Operator: "Near"}}}}, watches: all, wantErr: "spec.namespaceSelector"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rule := &flantv1.CopyratorRule{ObjectMeta: metav1.ObjectMeta{Namespace: "src", Name: "r"}, Spec: tc.spec}
-			f, err := newNamespaceFilter(rule, tc.watches)
+			f, err := newNamespaceFilter(rule, tc.watches, protected)
 			if tc.wantErr != "" {
 				require.ErrorContains(t, err, tc.wantErr)
 				return
 			}
 			require.NoError(t, err)
-			targets, terminating := selectTargets(f, everyNamespace, namespaces)
+			targets, refused, terminating := selectTargets(f, everyNamespace, namespaces)
 			assert.Equal(t, tc.want, targets)
+			var gotProtected []string
+			for _, r := range refused {
+				assert.True(t, r.Protected)
+				assert.Contains(t, r.Reason, LabelAcceptCopies+"=true", "the refusal says how a cluster admin opts the namespace in")
+				gotProtected = append(gotProtected, r.Namespace)
+			}
+			assert.Equal(t, tc.wantProtected, gotProtected)
 			assert.Equal(t, map[string]bool{"leaving": true}, terminating)
+		})
+	}
+}
+
+func TestProtectedNamespacesAreAdditive(t *testing.T) {
+	got := protectedNamespaces("quartet-system", []string{"istio-system"})
+	assert.ElementsMatch(t, []string{"kube-system", "kube-public", "kube-node-lease", "quartet-system", "istio-system"}, got.UnsortedList())
+	assert.ElementsMatch(t, []string{"kube-system", "kube-public", "kube-node-lease"}, protectedNamespaces("", nil).UnsortedList())
+}
+
+func TestNextPass(t *testing.T) {
+	const recheck, refresh = time.Minute, 10 * time.Minute
+	refused := []refusal{{Namespace: "t2"}}
+	for _, tc := range []struct {
+		name     string
+		conflict time.Duration
+		o        outcome
+		want     time.Duration
+	}{
+		{name: "nothing selected, no conflict: no pass due", want: 0},
+		{name: "writes somewhere: consent refreshed", o: outcome{Targets: 3}, want: refresh},
+		{name: "refused somewhere: asked again soon", o: outcome{Targets: 3, Refused: refused}, want: recheck},
+		{name: "a conflict due sooner wins", conflict: 20 * time.Second, o: outcome{Refused: refused}, want: 20 * time.Second},
+		{name: "a conflict due later loses", conflict: 5 * time.Minute, o: outcome{Targets: 1}, want: 5 * time.Minute},
+		{name: "a conflict alone", conflict: 5 * time.Minute, want: 5 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, nextPass(tc.conflict, tc.o, recheck, refresh))
 		})
 	}
 }
@@ -91,6 +135,7 @@ func TestPlanCopies(t *testing.T) {
 		conflicts map[copyKey]bool // value: Foreign
 		desired   int
 		inSync    int
+		frozen    int
 	}
 	for _, tc := range []struct {
 		name string
@@ -193,6 +238,19 @@ func TestPlanCopies(t *testing.T) {
 			want: want{actions: map[copyKey]op{key(kindConfigMap, "a", "cfg"): opCreate}, desired: 1},
 		},
 		{
+			name: "namespace that refuses (RBAC): its copies are left as they are",
+			in: planInput{Kind: kindConfigMap, Sources: []source{cfg}, Targets: []string{"a"}, Frozen: map[string]bool{"refusing": true},
+				Owned: []copyState{inSync(kindConfigMap, "a", cfg), inSync(kindConfigMap, "refusing", cfgOld)}},
+			want: want{desired: 1, inSync: 1, frozen: 1},
+		},
+		{
+			name: "namespace that refuses: a copy of a Secret type never copied still goes",
+			in: planInput{Kind: kindSecret, Sources: []source{reg}, Targets: []string{"a"}, Frozen: map[string]bool{"refusing": true},
+				Owned: []copyState{inSync(kindSecret, "a", reg),
+					with(inSync(kindSecret, "refusing", reg), func(c *copyState) { c.Key.Name = "token"; c.Type = corev1.SecretTypeBootstrapToken })}},
+			want: want{actions: map[copyKey]op{key(kindSecret, "refusing", "token"): opDelete}, desired: 1, inSync: 1},
+		},
+		{
 			name: "two sources × two targets, mixed states",
 			in: planInput{Kind: kindSecret, Sources: []source{frozen, reg}, Targets: []string{"a", "b"},
 				Owned: []copyState{inSync(kindSecret, "a", reg), inSync(kindSecret, "a", frozen),
@@ -229,6 +287,7 @@ func TestPlanCopies(t *testing.T) {
 			assert.Equal(t, tc.want.conflicts, gotConflicts)
 			assert.Equal(t, tc.want.desired, p.Desired, "desired")
 			assert.Equal(t, tc.want.inSync, p.InSync, "in sync")
+			assert.Equal(t, tc.want.frozen, p.Frozen, "frozen")
 		})
 	}
 }
@@ -243,7 +302,7 @@ func TestSelectTargetsInScope(t *testing.T) {
 		nsMeta("new-leaving", nil, true),
 	}
 	rule := &flantv1.CopyratorRule{ObjectMeta: metav1.ObjectMeta{Namespace: "src", Name: "r"}}
-	f, err := newNamespaceFilter(rule, func(string) bool { return true })
+	f, err := newNamespaceFilter(rule, func(string) bool { return true }, protectedNamespaces("", nil))
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		name            string
@@ -256,7 +315,7 @@ func TestSelectTargetsInScope(t *testing.T) {
 		{"all but the named ones", passScopes([]string{"new", "new-leaving", "missing"})[1], []string{"a", "b"}, map[string]bool{"leaving": true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			targets, terminating := selectTargets(f, tc.scope, namespaces)
+			targets, _, terminating := selectTargets(f, tc.scope, namespaces)
 			assert.Equal(t, tc.wantTargets, targets)
 			assert.Equal(t, tc.wantTerminating, terminating)
 		})
@@ -293,13 +352,13 @@ func TestPlanCopiesInStepsEqualsOnePass(t *testing.T) {
 	occupied := map[copyKey]copyState{{kindConfigMap, "b", "other"}: {Rule: types.NamespacedName{Namespace: "x", Name: "y"}}}
 	foreign := map[copyKey]bool{{kindConfigMap, "a", "other"}: true}
 	rule := &flantv1.CopyratorRule{ObjectMeta: metav1.ObjectMeta{Namespace: "src", Name: "main-rule"}}
-	f, err := newNamespaceFilter(rule, func(string) bool { return true })
+	f, err := newNamespaceFilter(rule, func(string) bool { return true }, protectedNamespaces("", nil))
 	require.NoError(t, err)
 	// input is what observe reads in scope s.
 	input := func(s scope) planInput {
 		in := planInput{Rule: testRule, Kind: kindConfigMap, Sources: []source{cfg, other}, KnownForeign: foreign,
 			Occupied: map[copyKey]copyState{}}
-		in.Targets, in.Terminating = selectTargets(f, s, namespaces)
+		in.Targets, _, in.Terminating = selectTargets(f, s, namespaces)
 		for _, c := range owned {
 			if s.covers(c.Key.Namespace) {
 				in.Owned = append(in.Owned, c)
@@ -326,13 +385,13 @@ func TestPlanCopiesInStepsEqualsOnePass(t *testing.T) {
 
 func TestPlanMerge(t *testing.T) {
 	key := func(ns string) copyKey { return copyKey{kindSecret, ns, "reg"} }
-	a := plan{Actions: []action{{Op: opCreate, Key: key("c")}}, Conflicts: []conflict{{Key: key("d")}}, Desired: 3, InSync: 1}
-	b := plan{Actions: []action{{Op: opDelete, Key: key("a")}, {Op: opUpdate, Key: key("e")}}, Conflicts: []conflict{{Key: key("b")}}, Desired: 2, InSync: 1}
+	a := plan{Actions: []action{{Op: opCreate, Key: key("c")}}, Conflicts: []conflict{{Key: key("d")}}, Desired: 3, InSync: 1, Frozen: 1}
+	b := plan{Actions: []action{{Op: opDelete, Key: key("a")}, {Op: opUpdate, Key: key("e")}}, Conflicts: []conflict{{Key: key("b")}}, Desired: 2, InSync: 1, Frozen: 2}
 	m := a.merge(b)
 	assert.Equal(t, plan{
 		Actions:   []action{{Op: opDelete, Key: key("a")}, {Op: opCreate, Key: key("c")}, {Op: opUpdate, Key: key("e")}},
 		Conflicts: []conflict{{Key: key("b")}, {Key: key("d")}},
-		Desired:   5, InSync: 2,
+		Desired:   5, InSync: 2, Frozen: 3,
 	}, m)
 	assert.Len(t, a.Actions, 1, "the merged plans are not changed")
 	assert.Equal(t, b, plan{}.merge(b))
@@ -358,21 +417,33 @@ func TestCleanupActions(t *testing.T) {
 	copies := []copyState{
 		{Key: copyKey{kindSecret, "a", "reg"}, UID: "u1"},
 		{Key: copyKey{kindConfigMap, "b", "cfg"}, UID: "u2"},
+		{Key: copyKey{kindSecret, "b", "token"}, UID: "u3", Type: corev1.SecretTypeBootstrapToken},
 	}
 	for _, tc := range []struct {
-		retain bool
-		want   op
-	}{{false, opDelete}, {true, opRelease}} {
-		actions := cleanupActions(copies, tc.retain)
-		require.Len(t, actions, 2)
-		for i, a := range actions {
-			assert.Equal(t, tc.want, a.Op)
-			assert.Equal(t, copies[i].Key, a.Key)
-			assert.Same(t, &copies[i], a.Existing, "the copy's UID and annotations guard the write")
-			assert.Nil(t, a.Source)
-		}
+		name     string
+		retainIn map[string]bool
+		want     []op
+	}{
+		{"deletionPolicy Delete", nil, []op{opDelete, opDelete, opDelete}},
+		{"Retain where every namespace consents", map[string]bool{"Secret/a": true, "ConfigMap/b": true, "Secret/b": true},
+			[]op{opRelease, opRelease, opDelete}},
+		{"Retain where one namespace no longer consents: its copy is deleted", map[string]bool{"ConfigMap/b": true},
+			[]op{opDelete, opRelease, opDelete}},
+		{"consent to one kind is not consent to the other", map[string]bool{"ConfigMap/a": true},
+			[]op{opDelete, opDelete, opDelete}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			actions := cleanupActions(copies, tc.retainIn)
+			require.Len(t, actions, 3)
+			for i, a := range actions {
+				assert.Equal(t, tc.want[i], a.Op, copies[i].Key)
+				assert.Equal(t, copies[i].Key, a.Key)
+				assert.Same(t, &copies[i], a.Existing, "the copy's UID and annotations guard the write")
+				assert.Nil(t, a.Source)
+			}
+		})
 	}
-	assert.Empty(t, cleanupActions(nil, false))
+	assert.Empty(t, cleanupActions(nil, nil))
 }
 
 func TestFreshOnly(t *testing.T) {

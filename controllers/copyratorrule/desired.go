@@ -30,6 +30,10 @@ const (
 	LabelRuleNamespace = "copyrator.flant.com/rule-namespace"
 	// LabelIgnore on a namespace with value "true" opts the namespace out of every rule.
 	LabelIgnore = "copyrator.flant.com/ignore"
+	// LabelAcceptCopies on a protected namespace with value "true" lets it receive copies
+	// (from rules whose ServiceAccount RBAC allows there). Only a cluster admin can label
+	// namespaces.
+	LabelAcceptCopies = "copyrator.flant.com/accept-copies"
 	// AnnotationSource names the source object as namespace/name.
 	AnnotationSource = "copyrator.flant.com/source"
 	// AnnotationContentHash is the hash of the source content the copy was written from.
@@ -224,17 +228,21 @@ func updatePatch(rule types.NamespacedName, desired client.Object, hasAnnotation
 }
 
 // releasePatch is the JSON patch that turns a copy into an ordinary object when its rule
-// is deleted with deletionPolicy Retain: Copyrator's labels and annotations go, the
-// content stays. annotations are the copy's current annotations.
-func releasePatch(rule types.NamespacedName, annotations map[string]string) []byte {
+// is deleted with deletionPolicy Retain: Copyrator's labels and its content hash go, the
+// content stays, and so does AnnotationSource (set again in case someone removed it): a
+// released copy still says where it came from. annotations are the copy's current ones.
+func releasePatch(rule types.NamespacedName, annotations map[string]string, source string) []byte {
 	ops := ownershipTests(rule)
 	for _, k := range []string{LabelManagedBy, LabelRule, LabelRuleNamespace} {
 		ops = append(ops, jsonPatchOp{Op: "remove", Path: pointer("metadata", "labels", k)})
 	}
-	for _, k := range []string{AnnotationSource, AnnotationContentHash} {
-		if _, ok := annotations[k]; ok {
-			ops = append(ops, jsonPatchOp{Op: "remove", Path: pointer("metadata", "annotations", k)})
-		}
+	if _, ok := annotations[AnnotationContentHash]; ok {
+		ops = append(ops, jsonPatchOp{Op: "remove", Path: pointer("metadata", "annotations", AnnotationContentHash)})
+	}
+	if annotations == nil {
+		ops = append(ops, jsonPatchOp{Op: "add", Path: "/metadata/annotations", Value: map[string]string{AnnotationSource: source}})
+	} else {
+		ops = append(ops, jsonPatchOp{Op: "add", Path: pointer("metadata", "annotations", AnnotationSource), Value: source})
 	}
 	return mustJSON(ops)
 }

@@ -177,22 +177,25 @@ func TestReleasePatch(t *testing.T) {
 	c.Labels["team"] = "kept"
 	c.Annotations["note"] = "kept"
 
-	got, err := applyPatch(t, c, releasePatch(testRule, c.Annotations))
+	source := testRule.Namespace + "/settings"
+	got, err := applyPatch(t, c, releasePatch(testRule, c.Annotations, source))
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"team": "kept"}, got.GetLabels())
-	assert.Equal(t, map[string]string{"note": "kept"}, got.GetAnnotations())
+	assert.Equal(t, map[string]string{"note": "kept", AnnotationSource: source}, got.GetAnnotations(),
+		"a released copy keeps saying where it came from")
 	assert.Equal(t, c.Data, got.(*corev1.ConfigMap).Data)
 
-	t.Run("annotations already removed", func(t *testing.T) {
+	t.Run("annotations removed by someone", func(t *testing.T) {
 		bare := c.DeepCopy()
 		bare.Annotations = nil
-		_, err := applyPatch(t, bare, releasePatch(testRule, nil))
+		got, err := applyPatch(t, bare, releasePatch(testRule, nil, source))
 		require.NoError(t, err)
+		assert.Equal(t, map[string]string{AnnotationSource: source}, got.GetAnnotations(), "the provenance is put back")
 	})
 	t.Run("not ours any more", func(t *testing.T) {
 		other := c.DeepCopy()
 		other.Labels[LabelRule] = "other"
-		_, err := applyPatch(t, other, releasePatch(testRule, other.Annotations))
+		_, err := applyPatch(t, other, releasePatch(testRule, other.Annotations, source))
 		require.Error(t, err)
 	})
 }

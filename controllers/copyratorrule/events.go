@@ -23,6 +23,10 @@ const (
 	// sums up those beyond maxConflictEvents.
 	EventCopyConflict  = "CopyConflict"
 	EventCopyConflicts = "CopyConflicts"
+	// EventCopyRefused is a Warning per namespace that newly refuses the rule's copies,
+	// EventCopiesRefused the one that sums up those beyond maxConflictEvents.
+	EventCopyRefused   = "CopyRefused"
+	EventCopiesRefused = "CopiesRefused"
 )
 
 // maxConflictEvents bounds the Warning Events of one pass that each name a conflict.
@@ -69,18 +73,57 @@ func (r *Reconciler) recordConflicts(ctx context.Context, rule *flantv1.Copyrato
 	}
 }
 
-// recordCleanup reports the n copies a deleted rule's cleanup deleted or released.
-func (r *Reconciler) recordCleanup(ctx context.Context, rule *flantv1.CopyratorRule, n int, retain bool) {
-	if n == 0 {
-		return
+// recordCleanup reports the copies a deleted rule's cleanup deleted and released.
+func (r *Reconciler) recordCleanup(ctx context.Context, rule *flantv1.CopyratorRule, deleted, released int) {
+	for _, x := range []struct {
+		n                    int
+		reason, action, verb string
+	}{{deleted, EventCopiesDeleted, "Delete", "Deleted"}, {released, EventCopiesReleased, "Release", "Released"}} {
+		if x.n == 0 {
+			continue
+		}
+		r.Recorder.Eventf(rule, nil, corev1.EventTypeNormal, x.reason, x.action,
+			"%s %d %s (deletionPolicy %s)", x.verb, x.n, plural(x.n, "copy", "copies"), rule.Spec.DeletionPolicy)
+		ctrl.LoggerFrom(ctx).Info(x.verb+" copies of a deleted rule", "copyratorRule", klog.KObj(rule), "count", x.n)
 	}
-	reason, action, verb := EventCopiesDeleted, "Delete", "Deleted"
-	if retain {
-		reason, action, verb = EventCopiesReleased, "Release", "Released"
+}
+
+// newRefusals returns the refusals of next that prev does not list, and how many
+// namespaces refuse beyond those listed (when the count grew past the listed ones). The
+// previous status is the memory: a restart sends nothing twice.
+func newRefusals(prev, next flantv1.CopyratorRuleStatus) (fresh []flantv1.RefusedNamespace, unlisted int) {
+	seen := make(map[string]bool, len(prev.Refused))
+	for _, r := range prev.Refused {
+		seen[r.Namespace] = true
 	}
-	r.Recorder.Eventf(rule, nil, corev1.EventTypeNormal, reason, action,
-		"%s %d %s (deletionPolicy %s)", verb, n, plural(n, "copy", "copies"), rule.Spec.DeletionPolicy)
-	ctrl.LoggerFrom(ctx).Info(verb+" copies of a deleted rule", "copyratorRule", klog.KObj(rule), "count", n)
+	for _, r := range next.Refused {
+		if !seen[r.Namespace] {
+			fresh = append(fresh, r)
+		}
+	}
+	if grew := int(next.RefusedCount - prev.RefusedCount); grew > len(fresh) {
+		unlisted = grew - len(fresh)
+	}
+	return fresh, unlisted
+}
+
+// recordRefusals sends a Warning Event for each namespace that newly refuses the rule's
+// copies, up to maxConflictEvents, and one more that counts the rest.
+func (r *Reconciler) recordRefusals(ctx context.Context, rule *flantv1.CopyratorRule, prev, next flantv1.CopyratorRuleStatus) {
+	fresh, unlisted := newRefusals(prev, next)
+	for i, ref := range fresh {
+		if i == maxConflictEvents {
+			unlisted += len(fresh) - maxConflictEvents
+			break
+		}
+		related := &corev1.ObjectReference{APIVersion: "v1", Kind: "Namespace", Name: ref.Namespace}
+		r.Recorder.Eventf(rule, related, corev1.EventTypeWarning, EventCopyRefused, "Skip", "No copies in %s: %s", ref.Namespace, ref.Reason)
+		ctrl.LoggerFrom(ctx).Info("Refused copies into a namespace", "copyratorRule", klog.KObj(rule), "namespace", ref.Namespace, "reason", ref.Reason)
+	}
+	if unlisted > 0 {
+		r.Recorder.Eventf(rule, nil, corev1.EventTypeWarning, EventCopiesRefused, "Skip",
+			"%d more namespaces refuse this rule's copies (%d in all; status.refused lists the first)", unlisted, next.RefusedCount)
+	}
 }
 
 // describeKeys names the first three keys and counts the rest.

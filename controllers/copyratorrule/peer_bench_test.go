@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/quartet-operator/quartet/test/benchutil"
-	"github.com/quartet-operator/quartet/test/testenv"
 )
 
 // The peer of this package's benchmarks is mittwald/kubernetes-replicator (v2.12.4), run as a
@@ -56,7 +55,7 @@ func (be *benchEnv) replicator(b *testing.B) *replicatorPeer {
 	if rp.released == "" && rp.tuned == "" {
 		return rp
 	}
-	rp.src = testenv.Namespace(b, env.Client, "psrc", nil)
+	rp.src = sourceNamespace(b, "psrc")
 	rp.proxy = benchutil.StartCountingProxy(b, env.Config)
 	rp.kubeconfig = rp.proxy.Kubeconfig(b)
 	return rp

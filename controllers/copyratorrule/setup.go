@@ -55,7 +55,10 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 	if err := mgr.Add(sources); err != nil {
 		return fmt.Errorf("adding the source watcher: %w", err)
 	}
+	clk := clock.RealClock{}
 	r := &Reconciler{
+		access:       newAccessReviewer(mgr.GetClient(), clk, o.ConsentRecheck, o.ConsentRefresh, o.WriteParallelism),
+		protected:    protectedNamespaces(shared.OperatorNamespace, operator.ParseNamespaces(o.ProtectedNamespaces)),
 		client:       mgr.GetClient(),
 		apiReader:    mgr.GetAPIReader(),
 		copies:       copyReader{cache: copyCache},
@@ -67,7 +70,7 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 		writer: writer{client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), parallelism: o.WriteParallelism,
 			own: newOwnWrites()},
 		Recorder: mgr.GetEventRecorder("copyratorrule-controller"),
-		clock:    clock.RealClock{},
+		clock:    clk,
 		shared:   shared,
 	}
 	return ctrl.NewControllerManagedBy(mgr).
@@ -122,8 +125,8 @@ func (r *Reconciler) rulesTargeting(ctx context.Context, ns client.Object) []rec
 	}
 	var out []reconcile.Request
 	for i := range rules.Items {
-		f, err := newNamespaceFilter(&rules.Items[i], r.shared.Watches)
-		if err == nil && f.targets(ns) {
+		f, err := newNamespaceFilter(&rules.Items[i], r.shared.Watches, r.protected)
+		if err == nil && f.selects(ns) {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&rules.Items[i])})
 		}
 	}

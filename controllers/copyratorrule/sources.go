@@ -78,39 +78,48 @@ func (w *sourceWatcher) enqueue(rule types.NamespacedName) {
 	}
 }
 
-// sources returns the rule's sources, sorted by name, starting (or restarting, when the
-// rule's kind or selector changed) its informer and waiting for the first list.
-func (w *sourceWatcher) sources(ctx context.Context, rule *flantv1.CopyratorRule) ([]source, error) {
+// sourceSet is what a rule's selector matches: the sources it copies, sorted by name, and
+// the names of those it never copies (forbiddenType).
+type sourceSet struct {
+	copyable []source
+	skipped  []string
+}
+
+// sources returns the rule's sources, starting (or restarting, when the rule's kind or
+// selector changed) its informer and waiting for the first list.
+func (w *sourceWatcher) sources(ctx context.Context, rule *flantv1.CopyratorRule) (sourceSet, error) {
 	sel, err := sourceSelector(rule)
 	if err != nil {
-		return nil, err
+		return sourceSet{}, err
 	}
 	rs := w.ensure(client.ObjectKeyFromObject(rule), ruleKind(rule.Spec.RuleType), sel.String())
 	waitCtx, cancel := context.WithTimeout(ctx, sourceSyncTimeout)
 	defer cancel()
 	if !toolscache.WaitFor(waitCtx, "", rs.informer.HasSyncedChecker()) {
-		return nil, fmt.Errorf("the list of %ss matching %q did not arrive within %s", rs.kind, rs.selector, sourceSyncTimeout)
+		return sourceSet{}, fmt.Errorf("the list of %ss matching %q did not arrive within %s", rs.kind, rs.selector, sourceSyncTimeout)
 	}
 	items := rs.informer.GetStore().List()
-	out := make([]source, 0, len(items))
+	out := sourceSet{copyable: make([]source, 0, len(items))}
 	for _, item := range items {
 		obj, ok := item.(client.Object)
-		if !ok || !copyable(obj) {
-			continue
+		switch {
+		case !ok:
+		case !copyable(obj):
+			out.skipped = append(out.skipped, obj.GetName())
+		default:
+			out.copyable = append(out.copyable, newSource(obj))
 		}
-		out = append(out, newSource(obj))
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	sort.Slice(out.copyable, func(i, j int) bool { return out.copyable[i].Name < out.copyable[j].Name })
+	sort.Strings(out.skipped)
 	return out, nil
 }
 
-// copyable excludes sources that cannot be copied: service account token Secrets belong
-// to a service account of their own namespace (the token controller manages them).
+// copyable excludes sources that are never copied: Secrets whose type grants access to
+// the cluster (a service account's token, a bootstrap token; see forbiddenType).
 func copyable(obj client.Object) bool {
-	if s, ok := obj.(*corev1.Secret); ok && s.Type == corev1.SecretTypeServiceAccountToken {
-		return false
-	}
-	return true
+	s, ok := obj.(*corev1.Secret)
+	return !ok || !forbiddenType(s.Type)
 }
 
 // ensure returns the rule's informer, starting it when missing or out of date.

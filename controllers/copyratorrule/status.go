@@ -14,8 +14,9 @@ import (
 
 // Condition types and reasons.
 const (
-	ConditionReady    = "Ready"
-	ConditionDegraded = "Degraded"
+	ConditionReady      = "Ready"
+	ConditionDegraded   = "Degraded"
+	ConditionAuthorized = "Authorized"
 
 	ReasonCopiesInSync  = "CopiesInSync"
 	ReasonNoSources     = "NoSourcesMatched"
@@ -26,9 +27,13 @@ const (
 	ReasonInvalidSpec   = "InvalidSpec"
 	ReasonConflicts     = "Conflicts"
 	ReasonAsExpected    = "AsExpected"
+	// ReasonTargetsAuthorized and ReasonTargetsRefused are the Authorized condition's
+	// reasons; ReasonTargetsRefused is also Ready's when no namespace the rule selects consents.
+	ReasonTargetsAuthorized = "TargetsAuthorized"
+	ReasonTargetsRefused    = "TargetsRefused"
 )
 
-// maxListedConflicts bounds status.conflicts (the CRD allows 20).
+// maxListedConflicts bounds status.conflicts and status.refused (the CRD allows 20 each).
 const maxListedConflicts = 20
 
 // outcome is what one pass found and did. reconcileCopies returns it; computeStatus turns
@@ -43,11 +48,21 @@ type outcome struct {
 
 	// SpecErr is a mistake in the rule's spec; nothing was copied.
 	SpecErr error
-	// SyncErr is a failure to read the sources, namespaces or copies; nothing was copied.
+	// SyncErr is a failure to read the sources, namespaces or copies, or to ask for
+	// consent; nothing was copied.
 	SyncErr error
 
-	Sources int
+	// ServiceAccount is the identity whose consent the pass asked for.
+	ServiceAccount serviceAccountRef
+	Sources        int
+	// Skipped are the names of the sources never copied (forbiddenType).
+	Skipped []string
+	// Targets are the namespaces that consent and receive copies.
 	Targets int
+	// Refused are the namespaces the rule selects that do not consent, sorted.
+	Refused []refusal
+	// Frozen is the number of copies left as they are in namespaces RBAC refuses.
+	Frozen int
 	// Desired is the number of copies the rule wants (sources × targets).
 	Desired int
 	// InSync is the number of copies that equal their source after the pass's writes.
@@ -70,7 +85,7 @@ type outcome struct {
 
 // withWrites adds a plan and the results of its writes (in any order) to what the pass found.
 func (o outcome) withWrites(p plan, results []writeResult) outcome {
-	o.Desired, o.InSync = p.Desired, p.InSync
+	o.Desired, o.InSync, o.Frozen = p.Desired, p.InSync, p.Frozen
 	o.Conflicts = slices.Clone(p.Conflicts)
 	o.Checked = map[copyKey]bool{}
 	o.Written = map[op][]copyKey{}
@@ -91,6 +106,7 @@ func (o outcome) withWrites(p plan, results []writeResult) outcome {
 		}
 	}
 	sort.Slice(o.Conflicts, func(i, j int) bool { return lessKey(o.Conflicts[i].Key, o.Conflicts[j].Key) })
+	sort.Slice(o.Refused, func(i, j int) bool { return o.Refused[i].Namespace < o.Refused[j].Namespace })
 	for _, keys := range o.Written {
 		sort.Slice(keys, func(i, j int) bool { return lessKey(keys[i], keys[j]) })
 	}
@@ -113,11 +129,15 @@ func computeStatus(prev flantv1.CopyratorRuleStatus, o outcome, now metav1.Time)
 		st.ObservedGeneration = o.Generation
 		set(ConditionReady, metav1.ConditionFalse, ReasonInvalidSpec, o.SpecErr.Error())
 		set(ConditionDegraded, metav1.ConditionTrue, ReasonInvalidSpec, o.SpecErr.Error())
+		set(ConditionAuthorized, metav1.ConditionUnknown, ReasonInvalidSpec, "Not checked: the spec is invalid")
 		return st
 	case o.SyncErr != nil:
 		// Nothing was acted on: observedGeneration and the counts stay as they were.
 		set(ConditionReady, metav1.ConditionFalse, ReasonSyncFailed, o.SyncErr.Error())
 		set(ConditionDegraded, metav1.ConditionTrue, ReasonSyncFailed, o.SyncErr.Error())
+		if meta.FindStatusCondition(st.Conditions, ConditionAuthorized) == nil {
+			set(ConditionAuthorized, metav1.ConditionUnknown, ReasonSyncFailed, "Not checked yet")
+		}
 		return st
 	}
 
@@ -132,6 +152,17 @@ func computeStatus(prev flantv1.CopyratorRuleStatus, o outcome, now metav1.Time)
 	for _, c := range o.Conflicts[:min(len(o.Conflicts), maxListedConflicts)] {
 		st.Conflicts = append(st.Conflicts, flantv1.CopyConflict{Namespace: c.Key.Namespace, Name: c.Key.Name, Reason: c.Reason})
 	}
+	st.RefusedCount = int32(len(o.Refused))
+	st.Refused = nil
+	for _, r := range o.Refused[:min(len(o.Refused), maxListedConflicts)] {
+		st.Refused = append(st.Refused, flantv1.RefusedNamespace{Namespace: r.Namespace, Reason: r.Reason})
+	}
+	if len(o.Refused) == 0 {
+		set(ConditionAuthorized, metav1.ConditionTrue, ReasonTargetsAuthorized,
+			fmt.Sprintf("Every namespace the rule selects lets ServiceAccount %s create %ss", o.ServiceAccount, o.Kind))
+	} else {
+		set(ConditionAuthorized, metav1.ConditionFalse, ReasonTargetsRefused, refusedMessage(o))
+	}
 
 	expected := o.Desired - len(o.Conflicts)
 	switch {
@@ -139,16 +170,22 @@ func computeStatus(prev flantv1.CopyratorRuleStatus, o outcome, now metav1.Time)
 		set(ConditionReady, metav1.ConditionFalse, ReasonWriteFailed,
 			fmt.Sprintf("%d of %d copies in sync; %d writes failed: %s", o.InSync, expected, len(o.WriteErrs), summarize(o.WriteErrs)))
 	case o.Sources == 0:
-		set(ConditionReady, metav1.ConditionTrue, ReasonNoSources,
-			fmt.Sprintf("No %s in namespace %s matches the selector", o.Kind, o.Namespace))
+		set(ConditionReady, metav1.ConditionTrue, ReasonNoSources, noSourcesMessage(o))
+	case o.Targets == 0 && len(o.Refused) > 0:
+		set(ConditionReady, metav1.ConditionFalse, ReasonTargetsRefused,
+			fmt.Sprintf("No namespace the rule selects consents to its copies (%d refuse; see the Authorized condition)", len(o.Refused)))
 	case o.Targets == 0:
 		set(ConditionReady, metav1.ConditionTrue, ReasonNoTargets, "No active namespace is a target")
 	case o.InSync < expected:
 		set(ConditionReady, metav1.ConditionFalse, ReasonCopiesPending,
 			fmt.Sprintf("%d of %d copies in sync", o.InSync, expected))
 	default:
-		set(ConditionReady, metav1.ConditionTrue, ReasonCopiesInSync,
-			fmt.Sprintf("%d copies of %d %ss in %d namespaces are in sync", o.InSync, o.Sources, o.Kind, o.Targets))
+		msg := fmt.Sprintf("%d copies of %d %ss in %d namespaces are in sync", o.InSync, o.Sources, o.Kind, o.Targets)
+		if len(o.Skipped) > 0 {
+			msg += fmt.Sprintf("; %d matching %s never copied (%s: types %s)", len(o.Skipped),
+				plural(len(o.Skipped), "Secret is", "Secrets are"), strings.Join(o.Skipped, ", "), skippedTypes())
+		}
+		set(ConditionReady, metav1.ConditionTrue, ReasonCopiesInSync, msg)
 	}
 	switch {
 	case len(o.WriteErrs) > 0:
@@ -160,6 +197,46 @@ func computeStatus(prev flantv1.CopyratorRuleStatus, o outcome, now metav1.Time)
 		set(ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "No conflicts and no failed writes")
 	}
 	return st
+}
+
+// refusedMessage explains the Authorized condition when namespaces refuse: the first few
+// and why, what to do, and what became of copies already there.
+func refusedMessage(o outcome) string {
+	const shown = 3
+	parts := make([]string, 0, shown)
+	for _, r := range o.Refused[:min(len(o.Refused), shown)] {
+		parts = append(parts, r.Reason)
+	}
+	msg := fmt.Sprintf("%d %s the rule selects receive no copies: %s", len(o.Refused),
+		plural(len(o.Refused), "namespace", "namespaces"), strings.Join(parts, "; "))
+	if len(o.Refused) > shown {
+		msg += fmt.Sprintf("; and %d more (status.refused)", len(o.Refused)-shown)
+	}
+	msg += fmt.Sprintf(". A namespace receives copies when ServiceAccount %s may create %ss there: its owner grants it with a RoleBinding to ClusterRole %s",
+		o.ServiceAccount, o.Kind, TargetClusterRole)
+	if o.Frozen > 0 {
+		msg += fmt.Sprintf(". %d %s already in refusing namespaces %s and no longer updated", o.Frozen,
+			plural(o.Frozen, "copy", "copies"), plural(o.Frozen, "is left as it is", "are left as they are"))
+	}
+	return msg
+}
+
+// noSourcesMessage says that no source matches, and names the matching Secrets that are
+// never copied.
+func noSourcesMessage(o outcome) string {
+	msg := fmt.Sprintf("No %s in namespace %s matches the selector", o.Kind, o.Namespace)
+	if len(o.Skipped) > 0 {
+		msg += fmt.Sprintf(" and may be copied (%s: Secrets of types %s are never copied)", strings.Join(o.Skipped, ", "), skippedTypes())
+	}
+	return msg
+}
+
+func skippedTypes() string {
+	names := make([]string, 0, len(forbiddenSecretTypes))
+	for _, t := range forbiddenSecretTypes {
+		names = append(names, string(t))
+	}
+	return strings.Join(names, " and ")
 }
 
 // summarize joins the first few messages.

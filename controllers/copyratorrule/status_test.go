@@ -71,6 +71,116 @@ func TestComputeStatus(t *testing.T) {
 	}
 }
 
+func TestComputeStatusConsent(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+	sa := serviceAccountRef{Namespace: "t1", Name: "copyrator"}
+	many := make([]refusal, 23)
+	for i := range many {
+		many[i] = rbacRefusal(fmt.Sprintf("ns-%02d", i), sa, "secrets")
+	}
+	type cond struct {
+		status metav1.ConditionStatus
+		reason string
+	}
+	for _, tc := range []struct {
+		name         string
+		pass         outcome
+		ready        cond
+		authorized   cond
+		wantListed   int
+		wantCount    int32
+		wantInMsg    []string
+		wantNotInMsg []string
+	}{
+		{name: "every selected namespace consents",
+			pass:  outcome{Kind: "Secret", Sources: 1, Targets: 2, Desired: 2, InSync: 2},
+			ready: cond{"True", ReasonCopiesInSync}, authorized: cond{"True", ReasonTargetsAuthorized},
+			wantInMsg: []string{"t1/copyrator"}},
+		{name: "some refuse: the rest is served, Authorized says who refused and what to do",
+			pass: outcome{Kind: "Secret", Sources: 1, Targets: 1, Desired: 1, InSync: 1, Frozen: 2,
+				Refused: []refusal{protectedRefusal("kube-system"), rbacRefusal("t2", sa, "secrets")}},
+			ready: cond{"True", ReasonCopiesInSync}, authorized: cond{"False", ReasonTargetsRefused}, wantListed: 2, wantCount: 2,
+			wantInMsg: []string{"kube-system is protected", "t1/copyrator may not create secrets in namespace t2", TargetClusterRole,
+				"2 copies already in refusing namespaces are left as they are"}},
+		{name: "all refuse: not Ready",
+			pass:  outcome{Kind: "Secret", Sources: 1, Refused: many},
+			ready: cond{"False", ReasonTargetsRefused}, authorized: cond{"False", ReasonTargetsRefused}, wantListed: 20, wantCount: 23,
+			wantInMsg: []string{"23 namespaces", "and 20 more"}, wantNotInMsg: []string{"left as they are"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.pass.Generation, tc.pass.Namespace, tc.pass.ServiceAccount = 2, "t1", sa
+			st := computeStatus(flantv1.CopyratorRuleStatus{}, tc.pass, now)
+			ready := meta.FindStatusCondition(st.Conditions, ConditionReady)
+			auth := meta.FindStatusCondition(st.Conditions, ConditionAuthorized)
+			require.NotNil(t, ready)
+			require.NotNil(t, auth)
+			assert.Equal(t, tc.ready, cond{ready.Status, ready.Reason}, ready.Message)
+			assert.Equal(t, tc.authorized, cond{auth.Status, auth.Reason}, auth.Message)
+			for _, want := range tc.wantInMsg {
+				assert.Contains(t, auth.Message, want)
+			}
+			for _, not := range tc.wantNotInMsg {
+				assert.NotContains(t, auth.Message, not)
+			}
+			assert.Len(t, st.Refused, tc.wantListed)
+			assert.Equal(t, tc.wantCount, st.RefusedCount)
+		})
+	}
+
+	t.Run("every condition is set on a spec mistake and on the first failed read", func(t *testing.T) {
+		for _, pass := range []outcome{{SpecErr: errors.New("bad")}, {SyncErr: errors.New("timeout")}} {
+			st := computeStatus(flantv1.CopyratorRuleStatus{}, pass, now)
+			auth := meta.FindStatusCondition(st.Conditions, ConditionAuthorized)
+			require.NotNil(t, auth)
+			assert.Equal(t, metav1.ConditionUnknown, auth.Status)
+		}
+	})
+	t.Run("a never-copied source is named", func(t *testing.T) {
+		st := computeStatus(flantv1.CopyratorRuleStatus{}, outcome{Kind: "Secret", Namespace: "t1", Skipped: []string{"bootstrap-token-abcdef"}}, now)
+		ready := meta.FindStatusCondition(st.Conditions, ConditionReady)
+		assert.Equal(t, ReasonNoSources, ready.Reason)
+		assert.Contains(t, ready.Message, "bootstrap-token-abcdef")
+		assert.Contains(t, ready.Message, "bootstrap.kubernetes.io/token")
+	})
+}
+
+func TestNewRefusals(t *testing.T) {
+	listed := func(nss ...string) []flantv1.RefusedNamespace {
+		var out []flantv1.RefusedNamespace
+		for _, ns := range nss {
+			out = append(out, flantv1.RefusedNamespace{Namespace: ns, Reason: "r"})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name         string
+		prev, next   flantv1.CopyratorRuleStatus
+		wantFresh    []string
+		wantUnlisted int
+	}{
+		{name: "first refusals", next: flantv1.CopyratorRuleStatus{RefusedCount: 2, Refused: listed("a", "b")}, wantFresh: []string{"a", "b"}},
+		{name: "unchanged: nothing new",
+			prev: flantv1.CopyratorRuleStatus{RefusedCount: 2, Refused: listed("a", "b")},
+			next: flantv1.CopyratorRuleStatus{RefusedCount: 2, Refused: listed("a", "b")}},
+		{name: "one more, one consented",
+			prev: flantv1.CopyratorRuleStatus{RefusedCount: 2, Refused: listed("a", "b")},
+			next: flantv1.CopyratorRuleStatus{RefusedCount: 2, Refused: listed("b", "c")}, wantFresh: []string{"c"}},
+		{name: "growth beyond the listed ones is counted",
+			prev: flantv1.CopyratorRuleStatus{RefusedCount: 20, Refused: listed("a")},
+			next: flantv1.CopyratorRuleStatus{RefusedCount: 25, Refused: listed("a")}, wantUnlisted: 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fresh, unlisted := newRefusals(tc.prev, tc.next)
+			var got []string
+			for _, r := range fresh {
+				got = append(got, r.Namespace)
+			}
+			assert.Equal(t, tc.wantFresh, got)
+			assert.Equal(t, tc.wantUnlisted, unlisted)
+		})
+	}
+}
+
 func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
 	t0 := metav1.NewTime(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
 	t1 := metav1.NewTime(t0.Add(time.Hour))

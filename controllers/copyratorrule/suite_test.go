@@ -33,6 +33,15 @@ const (
 	tick    = 50 * time.Millisecond
 )
 
+// sourceNamespace creates a namespace for rules and their sources, whose rules (acting as
+// the default ServiceAccount) may copy into every namespace: the cluster admin's one step.
+func sourceNamespace(t testing.TB, prefix string) string {
+	t.Helper()
+	ns := testenv.Namespace(t, env.Client, prefix, nil)
+	testenv.GrantCopies(t, env.Client, ns, DefaultServiceAccountName)
+	return ns
+}
+
 // suffix returns a short random DNS-label suffix.
 func suffix() string { return strings.ToLower(rand.String(5)) }
 

@@ -9,6 +9,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
@@ -77,4 +79,42 @@ func Deployment(ns, name string, replicas int32) *appsv1.Deployment {
 			},
 		},
 	}
+}
+
+// CopyTargetRole is the ClusterRole of config/rbac/copyrator_target_role.yaml as the
+// installs name it: consent to CopyratorRule copies.
+const CopyTargetRole = "quartet-copyrator-target"
+
+// GrantCopies lets the CopyratorRules of namespace saNamespace that act as ServiceAccount
+// saName copy into the namespaces given, or into every namespace when none is given (a
+// ClusterRoleBinding), as an admin consents: bindings to CopyTargetRole, created here
+// (with the ClusterRole when missing) and deleted by revoke or when the test ends.
+func GrantCopies(t testing.TB, c client.Client, saNamespace, saName string, namespaces ...string) (revoke func()) {
+	t.Helper()
+	ctx := context.Background()
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: CopyTargetRole},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets"}, Verbs: []string{"create"}}}}
+	if err := c.Create(ctx, role); err != nil && !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+	}
+	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: saNamespace, Name: saName}}
+	ref := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: CopyTargetRole}
+	name := fmt.Sprintf("copies-%s-%s-%s", saNamespace, saName, rand.String(4))
+	var objs []client.Object
+	if len(namespaces) == 0 {
+		objs = append(objs, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, RoleRef: ref, Subjects: subjects})
+	}
+	for _, ns := range namespaces {
+		objs = append(objs, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, RoleRef: ref, Subjects: subjects})
+	}
+	for _, o := range objs {
+		require.NoError(t, c.Create(ctx, o))
+	}
+	revoke = func() {
+		for _, o := range objs {
+			_ = c.Delete(context.Background(), o)
+		}
+	}
+	t.Cleanup(revoke)
+	return revoke
 }

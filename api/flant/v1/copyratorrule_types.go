@@ -66,7 +66,8 @@ type CopyratorRuleSpec struct {
 	Selector map[string]LabelValue `json:"selector,omitempty"`
 
 	// namespaces limits the copies to these namespaces, when set. Without it (and without
-	// namespaceSelector) every active namespace receives copies.
+	// namespaceSelector) every active namespace is a candidate. Either way a namespace
+	// receives copies only when serviceAccountName may create ruleType objects there.
 	// +kubebuilder:validation:MaxItems=1024
 	// +kubebuilder:validation:items:MaxLength=63
 	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
@@ -79,8 +80,24 @@ type CopyratorRuleSpec struct {
 	// +optional
 	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
 
+	// serviceAccountName is the ServiceAccount of the rule's namespace that the rule acts
+	// as: a namespace receives copies only when this ServiceAccount may create ConfigMaps
+	// (or Secrets) there, as RBAC decides. The owner of a target namespace consents with a
+	// RoleBinding (for example to the quartet-copyrator-target ClusterRole); a cluster admin
+	// consents for every namespace with a ClusterRoleBinding. The ServiceAccount need not
+	// exist: only its name is checked. Default: copyrator.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +default="copyrator"
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Service Account"
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
 	// deletionPolicy decides what happens to the copies when the rule is deleted:
-	// Delete (default) removes them, Retain leaves them.
+	// Delete (default) removes them, Retain leaves them (in namespaces that still consent;
+	// elsewhere they are removed), without Copyrator's labels but with the
+	// copyrator.flant.com/source annotation that says where they came from.
 	// +default="Delete"
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Deletion Policy"
@@ -101,10 +118,21 @@ type CopyConflict struct {
 	Reason string `json:"reason,omitempty"`
 }
 
+// RefusedNamespace is a namespace the rule selects that receives no copies, and why.
+type RefusedNamespace struct {
+	// namespace that refused.
+	// +required
+	Namespace string `json:"namespace,omitempty"`
+	// reason says what consent is missing.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+}
+
 // CopyratorRuleStatus says what the rule copied.
 type CopyratorRuleStatus struct {
 	// conditions are Ready (every copy this rule may write is in sync), Degraded (conflicts,
-	// failed writes or reads, or an invalid spec).
+	// failed writes or reads, or an invalid spec) and Authorized (every namespace the rule
+	// selects consents to its copies).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -132,6 +160,16 @@ type CopyratorRuleStatus struct {
 	// +listType=atomic
 	// +optional
 	Conflicts []CopyConflict `json:"conflicts,omitempty"`
+	// refusedCount is the number of namespaces the rule selects that receive no copies
+	// because its ServiceAccount may not create objects there, or because they are protected.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Refused Namespaces"
+	RefusedCount int32 `json:"refusedCount,omitempty"`
+	// refused lists some of them (at most 20), with what consent is missing.
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	// +optional
+	Refused []RefusedNamespace `json:"refused,omitempty"`
 }
 
 // CopyratorRule copies the ConfigMaps or Secrets of its namespace that match a label
@@ -145,6 +183,7 @@ type CopyratorRuleStatus struct {
 // +kubebuilder:printcolumn:name="Targets",type=integer,JSONPath=`.status.targetNamespaces`
 // +kubebuilder:printcolumn:name="In-Sync",type=integer,JSONPath=`.status.copiesInSync`
 // +kubebuilder:printcolumn:name="Conflicts",type=integer,JSONPath=`.status.conflictCount`
+// +kubebuilder:printcolumn:name="Refused",type=integer,JSONPath=`.status.refusedCount`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +operator-sdk:csv:customresourcedefinitions:displayName="Copyrator Rule",resources={{ConfigMap,v1},{Secret,v1}}
