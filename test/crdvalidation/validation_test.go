@@ -221,6 +221,11 @@ apiVersion: flant.com/v1
 kind: CopyratorRule
 metadata: {name: bad, namespace: default}
 spec: {ruleType: configmap, selector: {a: b}, namespaces: ["Team_A"]}`, wantMsgs: []string{"spec.namespaces[0]"}},
+	{name: "service account name not a DNS subdomain", doc: `
+apiVersion: flant.com/v1
+kind: CopyratorRule
+metadata: {name: bad, namespace: default}
+spec: {ruleType: configmap, selector: {a: b}, serviceAccountName: "system:serviceaccount:kube-system:admin"}`, wantMsgs: []string{"spec.serviceAccountName", "should match"}},
 	// ExchangeRate
 	{name: "lower-case currency", doc: `
 apiVersion: operators.brennerm.github.io/v1
@@ -273,6 +278,42 @@ apiVersion: mirrors.quartet.dev/v1alpha1
 kind: RegistryMirror
 metadata: {name: m, namespace: default}
 spec: {upstream: "https://puller:s3cret@registry.example"}`, wantMsgs: []string{"spec.upstream", "credentialsSecretRef"}},
+	{name: "upstream _default (containerd's catch-all)", doc: `
+apiVersion: mirrors.quartet.dev/v1alpha1
+kind: RegistryMirror
+metadata: {name: bad, namespace: default}
+spec: {upstream: "https://_default"}`, wantMsgs: []string{"spec.upstream", "DNS name or an IP address"}},
+	{name: "upstream host not a DNS name", doc: `
+apiVersion: mirrors.quartet.dev/v1alpha1
+kind: RegistryMirror
+metadata: {name: bad, namespace: default}
+spec: {upstream: "https://registry_mirror.example"}`, wantMsgs: []string{"spec.upstream", "DNS name or an IP address"}},
+	// RegistryHostGrant
+	{name: "grant of _default", doc: `
+apiVersion: mirrors.quartet.dev/v1alpha1
+kind: RegistryHostGrant
+metadata: {name: bad}
+spec: {host: _default, mirror: {namespace: m, name: hub}}`, wantMsgs: []string{"spec.host", "should match"}},
+	{name: "grant of a host with a scheme", doc: `
+apiVersion: mirrors.quartet.dev/v1alpha1
+kind: RegistryHostGrant
+metadata: {name: bad}
+spec: {host: "https://docker.io", mirror: {namespace: m, name: hub}}`, wantMsgs: []string{"spec.host", "should match"}},
+	{name: "grant without a mirror", doc: `
+apiVersion: mirrors.quartet.dev/v1alpha1
+kind: RegistryHostGrant
+metadata: {name: bad}
+spec: {host: docker.io}`, wantMsgs: []string{"spec.mirror", "Required"}},
+	{name: "grant of resolve without pull", doc: `
+apiVersion: mirrors.quartet.dev/v1alpha1
+kind: RegistryHostGrant
+metadata: {name: bad}
+spec: {host: docker.io, mirror: {namespace: m, name: hub}, capabilities: [resolve]}`, wantMsgs: []string{"spec.capabilities", "must include pull"}},
+	{name: "grant of an unknown capability", doc: `
+apiVersion: mirrors.quartet.dev/v1alpha1
+kind: RegistryHostGrant
+metadata: {name: bad}
+spec: {host: docker.io, mirror: {namespace: m, name: hub}, capabilities: [pull, push]}`, wantMsgs: []string{"spec.capabilities", "Unsupported value"}},
 	{name: "storage not a quantity", doc: `
 apiVersion: mirrors.quartet.dev/v1alpha1
 kind: RegistryMirror

@@ -1,5 +1,6 @@
 // Package v1alpha1 contains API Schema definitions for the mirrors.quartet.dev v1alpha1 API group.
-// It holds RegistryMirror, a pull-through image cache for one upstream registry.
+// It holds RegistryMirror, a pull-through image cache for one upstream registry, and
+// RegistryHostGrant, a cluster admin's consent that a mirror configures the nodes.
 // +kubebuilder:object:generate=true
 // +groupName=mirrors.quartet.dev
 package v1alpha1
@@ -22,7 +23,7 @@ var (
 )
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(GroupVersion, &RegistryMirror{}, &RegistryMirrorList{})
+	scheme.AddKnownTypes(GroupVersion, &RegistryMirror{}, &RegistryMirrorList{}, &RegistryHostGrant{}, &RegistryHostGrantList{})
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil
 }

@@ -25,6 +25,7 @@ type RegistryMirrorSpec struct {
 	// +kubebuilder:validation:Pattern=`^https?://[^/\s]+/?$`
 	// +kubebuilder:validation:XValidation:rule="isURL(self)",message="spec.upstream must be a valid URL"
 	// +kubebuilder:validation:XValidation:rule="!self.contains('@')",message="spec.upstream must not carry credentials (user:password@host): put them in a Secret with keys username and password in the mirror's namespace and name it in spec.credentialsSecretRef"
+	// +kubebuilder:validation:XValidation:rule="self.contains('@') || self.matches('^https?://([a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?([.][a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?)*|[[][0-9a-fA-F:.]+[]])(:[0-9]{1,5})?/?$')",message="spec.upstream's host must be a DNS name or an IP address with an optional port (containerd's _default and other names are refused)"
 	// +required
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Upstream"
 	Upstream string `json:"upstream,omitempty"`
@@ -62,7 +63,9 @@ type RegistryMirrorSpec struct {
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 
 	// configureNodes makes the node agent write containerd's hosts.toml for the upstream's
-	// host on every node when true, so the container runtime pulls through the mirror.
+	// host on every node when true, so the container runtime pulls through the mirror. Node
+	// agents run only for a mirror that a cluster admin's RegistryHostGrant names for the
+	// upstream's host; without one the mirror is an in-cluster cache and says so.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Configure Nodes",xDescriptors="urn:alm:descriptor:com.tectonic.ui:booleanSwitch"
 	ConfigureNodes bool `json:"configureNodes,omitempty"`
