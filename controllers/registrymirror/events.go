@@ -13,7 +13,9 @@ import (
 // Event reasons. Besides these, a Warning Event whose reason is the Degraded
 // condition's (ObjectConflict, ApplyFailed, HostPortConflict, ...) announces a new
 // problem, and the upstream's changes are Events with reason "Upstream" + the
-// UpstreamReachable reason (UpstreamReachable, UpstreamUnreachable, UpstreamNeverReached).
+// UpstreamReachable reason (UpstreamReachable, UpstreamUnreachable, UpstreamNeverReached,
+// UpstreamAddressRefused). Their note is the condition's message, which names a failed
+// probe with a fixed phrase (probeFailure), never with the error's text.
 const (
 	EventCreated = "Created"
 	EventUpdated = "Updated"

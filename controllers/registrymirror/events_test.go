@@ -1,6 +1,9 @@
 package registrymirror
 
 import (
+	"fmt"
+	"net/netip"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -43,5 +46,32 @@ func TestStatusEvents(t *testing.T) {
 				{corev1.EventTypeWarning, "UpstreamUnreachable", "Probe", "https://quay.io Unreachable"}}},
 	} {
 		assert.Equal(t, tc.want, statusEvents(tc.prev, tc.next), tc.name)
+	}
+}
+
+// TestUpstreamEventsCarryNoErrorText: the Events of the upstream's changes, made from the
+// conditions computeStatus writes, name the failure with a phrase and the refused
+// address case with a reason of its own.
+func TestUpstreamEventsCarryNoErrorText(t *testing.T) {
+	t0 := metav1.Now()
+	m := minimalMirror()
+	banner := fmt.Errorf("net/http: HTTP/1.x transport connection broken: %w", fmt.Errorf("malformed HTTP response %q", "SSH-2.0-OpenSSH_9.6 banner-secret"))
+	for _, tc := range []struct {
+		name string
+		err  error
+		want event
+	}{
+		{"a banner", banner, event{corev1.EventTypeWarning, "UpstreamNeverReached", "Probe",
+			"https://registry-1.docker.io has never answered (the answer was not HTTP); the mirror has nothing to serve until it does"}},
+		{"connection refused", dialError("10.213.0.2:5002", syscall.ECONNREFUSED), event{corev1.EventTypeWarning, "UpstreamNeverReached", "Probe",
+			"https://registry-1.docker.io has never answered (connection refused); the mirror has nothing to serve until it does"}},
+		{"a metadata address", dialError("169.254.169.254:80", addressRefusedError{netip.MustParseAddr("169.254.169.254")}),
+			event{corev1.EventTypeWarning, "UpstreamAddressRefused", "Probe", "https://registry-1.docker.io is not probed: address not allowed for probes " +
+				"(loopback, link-local or metadata); a cluster admin can allow its range with --registrymirror-probe-allowed-cidrs"}},
+	} {
+		o := probedOK()
+		o.probes.upstreamErr = tc.err
+		evs := statusEvents(nil, computeStatus(m, o, t0).Conditions)
+		assert.Equal(t, []event{tc.want}, evs, tc.name)
 	}
 }

@@ -2,6 +2,8 @@ package registrymirror
 
 import (
 	"flag"
+	"fmt"
+	"net/netip"
 	"os"
 	"strings"
 )
@@ -21,6 +23,9 @@ type Options struct {
 	HostsRoot string
 	// Probes turns the manager's probes of registries and upstreams on.
 	Probes bool
+	// ProbeAllowedCIDRs are comma-separated ranges the probes may dial although they are
+	// loopback, link-local or metadata addresses (see probeAddressAllowed).
+	ProbeAllowedCIDRs string
 }
 
 // BindFlags registers the controller's flags.
@@ -31,6 +36,26 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.Probes, "registrymirror-probes", true,
 		"Probe each mirror's registry (GET /v2/ through its Service) and its upstream from the manager: Ready then means the registry answers and the upstream has answered once, "+
 			"and UpstreamReachable follows the upstream. Turn off when the manager cannot reach the pod network (Ready then rests on the workloads alone).")
+	fs.StringVar(&o.ProbeAllowedCIDRs, "registrymirror-probe-allowed-cidrs", "",
+		"Comma-separated CIDRs the probes may connect to although they are loopback, link-local, unspecified, multicast or a cloud metadata address "+
+			"(169.254.169.254, fd00:ec2::254, 100.100.100.200), which a mirror's upstream otherwise may not resolve to; private ranges need no entry. "+
+			"Example: 127.0.0.0/8 for an upstream on the manager's own host.")
+}
+
+// probeAllowedPrefixes parses --registrymirror-probe-allowed-cidrs.
+func (o *Options) probeAllowedPrefixes() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range strings.Split(o.ProbeAllowedCIDRs, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("--registrymirror-probe-allowed-cidrs: %q is not a CIDR (like 127.0.0.0/8 or fd00::/8)", s)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // ImagesFromEnv reads the operand images from RELATED_IMAGE_REGISTRY and

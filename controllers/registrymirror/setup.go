@@ -24,6 +24,11 @@ import (
 // Setup registers the controller with the manager: the mirrors (spec changes only), the
 // children they own, and objects of a child's name that nobody controls.
 func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
+	// Checked before anything else, so a bad value stops the manager at start.
+	probeAllowed, err := o.probeAllowedPrefixes()
+	if err != nil {
+		return err
+	}
 	workers := o.MaxConcurrentReconciles
 	if workers < 1 {
 		workers = defaultWorkers
@@ -37,7 +42,7 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 		HostsRoot: o.HostsRoot,
 	}
 	if o.Probes {
-		r.Prober = NewHTTPProber(r.Clock)
+		r.Prober = NewHTTPProber(r.Clock, probeAllowed)
 	}
 	inScope := predicate.NewPredicateFuncs(func(o client.Object) bool { return shared.Watches(o.GetNamespace()) })
 	// Objects of a child's name that nobody controls: their creation or deletion may start

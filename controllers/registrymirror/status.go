@@ -1,6 +1,7 @@
 package registrymirror
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -27,21 +28,25 @@ const (
 
 // Condition reasons.
 const (
-	ReasonReady                = "MirrorReady"
-	ReasonRegistryMissing      = "RegistryMissing"
-	ReasonCacheVolumePending   = "CacheVolumePending"
-	ReasonRegistryRollingOut   = "RegistryRollingOut"
-	ReasonRegistryNotReady     = "RegistryNotReady"
-	ReasonNodeAgentMissing     = "NodeAgentMissing"
-	ReasonNodeAgentsRollingOut = "NodeAgentsRollingOut"
-	ReasonNodeAgentsNotReady   = "NodeAgentsNotReady"
-	ReasonRegistryNotAnswering = "RegistryNotAnswering"
-	ReasonUpstreamNeverReached = "UpstreamNeverReached"
+	ReasonReady                  = "MirrorReady"
+	ReasonRegistryMissing        = "RegistryMissing"
+	ReasonCacheVolumePending     = "CacheVolumePending"
+	ReasonRegistryRollingOut     = "RegistryRollingOut"
+	ReasonRegistryNotReady       = "RegistryNotReady"
+	ReasonNodeAgentMissing       = "NodeAgentMissing"
+	ReasonNodeAgentsRollingOut   = "NodeAgentsRollingOut"
+	ReasonNodeAgentsNotReady     = "NodeAgentsNotReady"
+	ReasonRegistryNotAnswering   = "RegistryNotAnswering"
+	ReasonUpstreamNeverReached   = "UpstreamNeverReached"
+	ReasonUpstreamAddressRefused = "UpstreamAddressRefused"
 
 	ReasonReachable    = "Reachable"
 	ReasonUnreachable  = "Unreachable"
 	ReasonNeverReached = "NeverReached"
 	ReasonNotProbed    = "NotProbed"
+	// ReasonAddressRefused: the upstream resolves to an address the manager's probes may
+	// not dial (loopback, link-local, metadata); a rule, not a network failure.
+	ReasonAddressRefused = "AddressRefused"
 
 	ReasonAsExpected       = "AsExpected"
 	ReasonConflict         = "ObjectConflict"
@@ -145,7 +150,8 @@ func computeStatus(m *mirrorsv1alpha1.RegistryMirror, o outcome, now metav1.Time
 }
 
 // upstreamCondition says whether the upstream answers, and remembers (in the reason)
-// whether it ever did: an upstream that answered once may have filled the cache.
+// whether it ever did: an upstream that answered once may have filled the cache. The
+// message gives a fixed phrase for a failure (probeFailure), never the error's text.
 func upstreamCondition(m *mirrorsv1alpha1.RegistryMirror, p probeResults) metav1.Condition {
 	c := metav1.Condition{Type: ConditionUpstreamReachable}
 	up := upstreamURL(m)
@@ -156,14 +162,17 @@ func upstreamCondition(m *mirrorsv1alpha1.RegistryMirror, p probeResults) metav1
 		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, ReasonNotProbed, "The upstream has not been probed yet"
 	case p.upstreamErr == nil:
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonReachable, fmt.Sprintf("%s answers GET /v2/", up)
+	case errors.Is(p.upstreamErr, errAddressRefused):
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonAddressRefused,
+			fmt.Sprintf("%s is not probed: %s; a cluster admin can allow its range with --registrymirror-probe-allowed-cidrs", up, phraseAddressRefused)
 	default:
 		prev := meta.FindStatusCondition(m.Status.Conditions, ConditionUpstreamReachable)
 		reachedBefore := prev != nil && (prev.Status == metav1.ConditionTrue || prev.Reason == ReasonUnreachable)
 		c.Status = metav1.ConditionFalse
 		if reachedBefore {
-			c.Reason, c.Message = ReasonUnreachable, fmt.Sprintf("%s does not answer (%v); the mirror serves what its cache holds", up, p.upstreamErr)
+			c.Reason, c.Message = ReasonUnreachable, fmt.Sprintf("%s does not answer (%s); the mirror serves what its cache holds", up, probeFailure(p.upstreamErr))
 		} else {
-			c.Reason, c.Message = ReasonNeverReached, fmt.Sprintf("%s has never answered (%v); the mirror has nothing to serve until it does", up, p.upstreamErr)
+			c.Reason, c.Message = ReasonNeverReached, fmt.Sprintf("%s has never answered (%s); the mirror has nothing to serve until it does", up, probeFailure(p.upstreamErr))
 		}
 	}
 	return c
@@ -198,10 +207,13 @@ func readyCondition(o outcome, upstream metav1.Condition) metav1.Condition {
 		add(ReasonNodeAgentsNotReady, "node agents are ready on %d/%d nodes", ds.Status.NumberReady, ds.Status.DesiredNumberScheduled)
 	}
 	if o.probes.registryProbed && o.probes.registryErr != nil {
-		add(ReasonRegistryNotAnswering, "the registry does not answer GET /v2/ through its Service (%s): %v", o.probes.registryAddr, o.probes.registryErr)
+		add(ReasonRegistryNotAnswering, "the registry does not answer GET /v2/ through its Service (%s): %s", o.probes.registryAddr, probeFailure(o.probes.registryErr))
 	}
-	if upstream.Reason == ReasonNeverReached {
+	switch upstream.Reason {
+	case ReasonNeverReached:
 		add(ReasonUpstreamNeverReached, "the upstream has never answered: nothing can be pulled through the mirror yet")
+	case ReasonAddressRefused:
+		add(ReasonUpstreamAddressRefused, "the upstream's address is not allowed for probes: it is not known to answer")
 	}
 	if len(reasons) == 0 {
 		nodes := int32(0)

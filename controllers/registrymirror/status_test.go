@@ -1,8 +1,12 @@
 package registrymirror
 
 import (
-	"errors"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -94,9 +98,19 @@ func TestReadyCondition(t *testing.T) {
 		}, metav1.ConditionTrue, ReasonReady, "The registry answers through its Service and node agents are ready on 3 nodes"},
 		{"probed: registry does not answer through its Service", func() outcome {
 			o := probedOK()
-			o.probes.registryErr = errors.New("connection refused")
+			o.probes.registryErr = dialError("10.0.0.7:5000", syscall.ECONNREFUSED)
 			return o
 		}, metav1.ConditionFalse, ReasonRegistryNotAnswering, "The registry does not answer GET /v2/ through its Service (10.0.0.7:5000): connection refused"},
+		{"probed: registry answers with an error", func() outcome {
+			o := probedOK()
+			o.probes.registryErr = statusError{503}
+			return o
+		}, metav1.ConditionFalse, ReasonRegistryNotAnswering, "The registry does not answer GET /v2/ through its Service (10.0.0.7:5000): answered with an HTTP error status"},
+		{"probed: the upstream's address is refused", func() outcome {
+			o := probedOK()
+			o.probes.upstreamErr = dialError("169.254.169.254:80", addressRefusedError{netip.MustParseAddr("169.254.169.254")})
+			return o
+		}, metav1.ConditionFalse, ReasonUpstreamAddressRefused, "The upstream's address is not allowed for probes: it is not known to answer"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := tc.obs()
@@ -107,6 +121,14 @@ func TestReadyCondition(t *testing.T) {
 			assert.Equal(t, tc.wantMessage, c.Message)
 		})
 	}
+}
+
+// dialError is the error a probe gets when connecting to addr fails with err.
+func dialError(addr string, err error) error {
+	if errno, ok := err.(syscall.Errno); ok {
+		err = os.NewSyscallError("connect", errno)
+	}
+	return &url.Error{Op: "Get", URL: "http://" + addr + "/v2/", Err: &net.OpError{Op: "dial", Net: "tcp", Addr: net.TCPAddrFromAddrPort(netip.MustParseAddrPort(addr)), Err: err}}
 }
 
 func probedOK() outcome {
@@ -120,7 +142,8 @@ func TestUpstreamReachability(t *testing.T) {
 	t0 := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	m := minimalMirror()
 	down := probedOK()
-	down.probes.upstreamErr = errors.New("dial tcp 10.213.0.2:5002: connect: connection refused")
+	down.probes.upstreamErr = dialError("10.213.0.2:5002", syscall.ECONNREFUSED)
+	require.ErrorContains(t, down.probes.upstreamErr, "dial tcp 10.213.0.2:5002: connect: connection refused")
 	steps := []struct {
 		name                   string
 		obs                    outcome
@@ -146,7 +169,31 @@ func TestUpstreamReachability(t *testing.T) {
 		assert.Equal(t, s.wantReadyReason, ready.Reason, s.name)
 		assert.True(t, strings.HasSuffix(ready.Message, s.wantReadyMessageSuffix), "%s: %q", s.name, ready.Message)
 	}
-	assert.Contains(t, meta.FindStatusCondition(computeStatus(m, down, t0).Conditions, ConditionUpstreamReachable).Message, "connection refused")
+	msg := meta.FindStatusCondition(computeStatus(m, down, t0).Conditions, ConditionUpstreamReachable).Message
+	assert.Equal(t, "https://registry-1.docker.io does not answer (connection refused); the mirror serves what its cache holds", msg)
+	assert.NotContains(t, msg, "dial tcp", "the status says what failed, not the error's text")
+
+	// An upstream whose address probes may not dial: a rule, not a failure of the
+	// network, so it has a reason of its own; the mirror is not Ready, as its upstream is
+	// not known to answer.
+	refused := probedOK()
+	refused.probes.upstreamErr = dialError("169.254.169.254:80", addressRefusedError{netip.MustParseAddr("169.254.169.254")})
+	for _, prev := range []string{"never probed", "reached before"} {
+		rm := minimalMirror()
+		if prev == "reached before" {
+			rm.Status = computeStatus(rm, probedOK(), t0)
+		}
+		st := computeStatus(rm, refused, t0)
+		up := meta.FindStatusCondition(st.Conditions, ConditionUpstreamReachable)
+		assert.Equal(t, metav1.ConditionFalse, up.Status, prev)
+		assert.Equal(t, ReasonAddressRefused, up.Reason, prev)
+		assert.Equal(t, "https://registry-1.docker.io is not probed: address not allowed for probes (loopback, link-local or metadata); "+
+			"a cluster admin can allow its range with --registrymirror-probe-allowed-cidrs", up.Message, prev)
+		assert.NotContains(t, up.Message, "169.254.169.254", prev)
+		ready := meta.FindStatusCondition(st.Conditions, ConditionReady)
+		assert.Equal(t, metav1.ConditionFalse, ready.Status, prev)
+		assert.Equal(t, ReasonUpstreamAddressRefused, ready.Reason, prev)
+	}
 
 	off := outcome{workloads: workloads{statefulSet: readySTS(), daemonSet: readyDS(), pvc: boundPVC()}, complete: true, probes: probeResults{off: true}}
 	st := computeStatus(minimalMirror(), off, t0)
