@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -219,32 +220,32 @@ func (r *Reconciler) restoreOneDeployment(ctx context.Context, agent string, dep
 	return rec, nil
 }
 
-// restoreOneConfigMap puts a ConfigMap's original data back and removes the agent's marks in
-// one merge patch built from metadata alone (restoreConfigMapPatch), guarded by the
-// resourceVersion in meta; after a conflict the ConfigMap is read again from the API server.
-// It returns like restoreOneDeployment.
-func (r *Reconciler) restoreOneConfigMap(ctx context.Context, agent string, meta *metav1.ObjectMeta) (*v1beta1.ChaosAction, error) {
-	rec := &v1beta1.ChaosAction{Time: apiTime(r.Clock.Now()), Kind: v1beta1.ActionRestoreConfigMap,
-		Target: meta.Namespace + "/" + meta.Name}
-	key := types.NamespacedName{Namespace: meta.Namespace, Name: meta.Name}
-	var retried, nothingToDo bool
-	var rereadErr error
+// restoreOneConfigMap reads a ConfigMap from the API server (the cache holds metadata only,
+// and cannot tell an immutable one), puts its original data back and removes the agent's marks
+// in one merge patch (restoreConfigMapPatch), guarded by the resourceVersion read; a conflict
+// reads it again. An immutable ConfigMap, or one outside scope (checked again on the fresh
+// object, as a second guard), is left as it is with a Skipped record and no error: retrying
+// could never succeed. It returns like restoreOneDeployment.
+func (r *Reconciler) restoreOneConfigMap(ctx context.Context, agent string, scope Scope, key types.NamespacedName) (*v1beta1.ChaosAction, error) {
+	rec := &v1beta1.ChaosAction{Time: apiTime(r.Clock.Now()), Kind: v1beta1.ActionRestoreConfigMap, Target: key.String()}
+	var nothingToDo bool
 	err := retry.RetryOnConflict(conflictBackoff, func() error {
-		if retried {
-			fresh := &corev1.ConfigMap{}
-			if err := r.APIReader.Get(ctx, key, fresh); err != nil {
-				rereadErr = err
-				return nil
-			}
-			meta = &fresh.ObjectMeta
+		cm := &corev1.ConfigMap{}
+		if err := r.APIReader.Get(ctx, key, cm); err != nil {
+			return err
 		}
-		retried = true
-		if meta.Labels[LabelAgent] != agent {
-			nothingToDo = true
+		if cm.Labels[LabelAgent] != agent {
+			nothingToDo = true // restored already (the cache was stale) or taken over by hand
 			return nil
 		}
-		patch, readErr := restoreConfigMapPatch(meta)
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: meta.Namespace, Name: meta.Name}}
+		if reason, detail := restoreSkip(scope, cm.Namespace, ptr.Deref(cm.Immutable, false)); reason != "" {
+			if reason == SkipImmutable {
+				r.rememberImmutable(cm.UID)
+			}
+			rec.Detail, rec.Result = detail, skipped(reason)
+			return nil
+		}
+		patch, readErr := restoreConfigMapPatch(cm)
 		if err := r.Patch(ctx, cm, client.RawPatch(types.MergePatchType, patch)); err != nil {
 			return err
 		}
@@ -256,8 +257,6 @@ func (r *Reconciler) restoreOneConfigMap(ctx context.Context, agent string, meta
 		return nil
 	})
 	switch {
-	case rereadErr != nil:
-		return nil, client.IgnoreNotFound(rereadErr)
 	case nothingToDo, apierrors.IsNotFound(err):
 		return nil, nil
 	case err != nil:

@@ -124,7 +124,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		if !*o.Spec.RestoreOnDelete {
 			return ctrl.Result{}, nil
 		}
-		o.Restore, err = r.reconcileRestore(ctx, agent)
+		o.Restore, err = r.reconcileRestore(ctx, agent, o.Spec)
 		return ctrl.Result{}, err
 	default:
 		var result ctrl.Result
@@ -140,11 +140,13 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, agent *v1beta1.ChaosAg
 		return nil
 	}
 	spec := withDefaults(agent.Spec)
+	var restored restoreOutcome
 	if *spec.RestoreOnDelete {
 		now := r.Clock.Now()
-		restored, err := r.reconcileRestore(ctx, agent)
-		if err != nil {
-			// Record what was put back so far; the finalizer keeps the agent until the rest is.
+		var err error
+		if restored, err = r.reconcileRestore(ctx, agent, spec); err != nil {
+			// Record what was put back so far; the finalizer keeps the agent until the rest is,
+			// or until spec.restoreOnDelete is set to false (a spec edit wakes the controller).
 			o := outcome{Now: now, Generation: agent.Generation, Spec: spec, Restore: restored, Err: err}
 			return errors.Join(err, r.writeStatus(ctx, agent, o))
 		}
@@ -154,7 +156,8 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, agent *v1beta1.ChaosAg
 	if err := r.Patch(ctx, agent, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("removing finalizer: %w", err))
 	}
-	log.FromContext(ctx).Info("Released ChaosAgent", "chaosAgent", klog.KObj(agent), "restored", *spec.RestoreOnDelete)
+	log.FromContext(ctx).Info("Released ChaosAgent", "chaosAgent", klog.KObj(agent), "restored", *spec.RestoreOnDelete,
+		"leftAsTheyAre", restored.Left)
 	return nil
 }
 
@@ -210,9 +213,9 @@ func (r *Reconciler) runRound(ctx context.Context, agent *v1beta1.ChaosAgent, sp
 }
 
 // reconcileRestore puts back every Deployment and ConfigMap that carries the agent's label, and
-// removes the marks in the same request; it sends an Event and counts a metric for every
-// restore.
-func (r *Reconciler) reconcileRestore(ctx context.Context, agent *v1beta1.ChaosAgent) (restoreOutcome, error) {
+// removes the marks in the same request; objects restoreSkip rules out keep their marks and are
+// reported, not retried. It sends an Event and counts a metric for every restore and skip.
+func (r *Reconciler) reconcileRestore(ctx context.Context, agent *v1beta1.ChaosAgent, spec v1beta1.ChaosAgentSpec) (restoreOutcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, cacheSyncTimeout)
 	defer cancel()
 	deps := &appsv1.DeploymentList{}
@@ -223,11 +226,15 @@ func (r *Reconciler) reconcileRestore(ctx context.Context, agent *v1beta1.ChaosA
 	if err := r.List(ctx, cms, marksSelector(agent.Name)); err != nil {
 		return restoreOutcome{}, fmt.Errorf("listing changed configmaps from cache: %w", err)
 	}
+	scope := r.baseScope(spec)
 	out := restoreOutcome{Attempted: true}
 	var errs []error
 	note := func(rec *v1beta1.ChaosAction, victim client.Object, err error) {
 		if rec != nil {
 			out.Records = append(out.Records, *rec)
+			if isSkipped(rec.Result) {
+				out.Left++
+			}
 			r.recordEventsFor(agent, victim, *rec)
 			recordActionMetric(agent.Name, *rec)
 		}
@@ -235,17 +242,34 @@ func (r *Reconciler) reconcileRestore(ctx context.Context, agent *v1beta1.ChaosA
 			errs = append(errs, err)
 		}
 	}
+	// An object outside the scope is neither read nor written.
+	skipOutOfScope := func(kind v1beta1.ActionKind, victim client.Object) bool {
+		reason, detail := restoreSkip(scope, victim.GetNamespace(), false)
+		if reason == "" {
+			return false
+		}
+		note(&v1beta1.ChaosAction{Time: apiTime(r.Clock.Now()), Kind: kind, Target: victim.GetNamespace() + "/" + victim.GetName(),
+			Detail: detail, Result: skipped(reason)}, victim, nil)
+		return true
+	}
 	for i := range deps.Items {
-		rec, err := r.restoreOneDeployment(ctx, agent.Name, &deps.Items[i])
-		note(rec, &deps.Items[i], err)
+		dep := &deps.Items[i]
+		if skipOutOfScope(v1beta1.ActionRestoreDeployment, dep) {
+			continue
+		}
+		rec, err := r.restoreOneDeployment(ctx, agent.Name, dep)
+		note(rec, dep, err)
 	}
 	for i := range cms.Items {
-		meta := cms.Items[i].ObjectMeta
-		rec, err := r.restoreOneConfigMap(ctx, agent.Name, &meta)
-		note(rec, &corev1.ConfigMap{ObjectMeta: meta}, err)
+		cm := &corev1.ConfigMap{ObjectMeta: cms.Items[i].ObjectMeta}
+		if skipOutOfScope(v1beta1.ActionRestoreConfigMap, cm) {
+			continue
+		}
+		rec, err := r.restoreOneConfigMap(ctx, agent.Name, scope, client.ObjectKeyFromObject(cm))
+		note(rec, cm, err)
 	}
 	out.Failed = len(errs)
-	changedObjects.WithLabelValues(agent.Name).Set(float64(len(errs)))
+	changedObjects.WithLabelValues(agent.Name).Set(float64(out.Failed + out.Left))
 	if len(errs) > 0 {
 		return out, fmt.Errorf("restoring %d object(s): %w", len(errs), errors.Join(errs...))
 	}
@@ -293,9 +317,16 @@ func (r *Reconciler) lastRoundTime(agent *v1beta1.ChaosAgent) *time.Time {
 	return last
 }
 
+// baseScope is the agent's scope without its selectors: the operator's protected namespaces
+// and the agent's excludedNamespaces are out, and so are unwatched namespaces. Restore keeps to
+// it.
+func (r *Reconciler) baseScope(spec v1beta1.ChaosAgentSpec) Scope {
+	return Scope{Protected: r.Protected.Clone().Insert(spec.ExcludedNamespaces...), Watched: r.Watched}
+}
+
 // scopeOf builds the agent's scope; an error is a spec mistake (a selector that does not parse).
 func (r *Reconciler) scopeOf(spec v1beta1.ChaosAgentSpec) (Scope, error) {
-	s := Scope{Protected: r.Protected.Clone().Insert(spec.ExcludedNamespaces...), Watched: r.Watched}
+	s := r.baseScope(spec)
 	var err error
 	if spec.NamespaceSelector != nil {
 		if s.NamespaceSelector, err = metav1.LabelSelectorAsSelector(spec.NamespaceSelector); err != nil {

@@ -2,6 +2,7 @@ package chaosagent
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -13,9 +14,11 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,6 +42,8 @@ func TestChaosAgentOnCluster(t *testing.T) {
 		t.Run("DryRunChangesNothing", func(t *testing.T) { t.Parallel(); testDryRun(t) })
 		t.Run("V1alpha1AgentRuns", func(t *testing.T) { t.Parallel(); testV1alpha1(t) })
 		t.Run("NameLongerThanALabelValueRefused", func(t *testing.T) { t.Parallel(); testLongName(t) })
+		t.Run("RestoreKeepsToScopeAndSkipsImmutable", func(t *testing.T) { t.Parallel(); testRestoreKeepsToScope(t) })
+		t.Run("RestoreOnDeleteFalseReleasesAWedgedAgent", func(t *testing.T) { t.Parallel(); testRestoreOnDeleteFalse(t) })
 	})
 }
 
@@ -321,4 +326,132 @@ func testLongName(t *testing.T) {
 		require.Error(t, err, version)
 		assert.Contains(t, err.Error(), "metadata.name must be at most 63 characters", version)
 	}
+}
+
+// forgedMarks returns the labels and annotations that make obj look changed by agent: anyone who
+// may label an object can write them.
+func forgedMarks(obj client.Object, agent, annotation, original string) {
+	obj.SetLabels(map[string]string{LabelAgent: agent})
+	obj.SetAnnotations(map[string]string{annotation: original})
+}
+
+// waitMarksCached waits until the agent's dry-run ipsum rounds count n objects carrying its
+// marks, so the manager's cache, which restore lists from, holds them all.
+func waitMarksCached(t *testing.T, agent string, n int32) {
+	t.Helper()
+	waitAgent(t, agent, func(a *v1beta1.ChaosAgent) bool {
+		return a.Status.Rounds >= 1 && a.Status.ChangedObjects == n
+	}, fmt.Sprintf("%d marked objects counted", n))
+}
+
+// testRestoreKeepsToScope reproduces the wedge of the security review: a tenant labels an
+// immutable ConfigMap in a namespace the agent may touch with the agent's name and a valid
+// original, and a ConfigMap and a Deployment in a namespace the agent excludes. Pausing the
+// agent reports all three as left as they are, and deleting it releases it without touching them.
+func testRestoreKeepsToScope(t *testing.T) {
+	ctx := context.Background()
+	sel := selectorFor(t)
+	tenant := testenv.Namespace(t, env.Client, "tenant", selectedBy(sel))
+	excluded := testenv.Namespace(t, env.Client, "excluded", selectedBy(sel))
+	agent := agentFor("scope", sel, func(s *v1beta1.ChaosAgentSpec) {
+		s.IpsumMode, s.DryRun, s.PauseDuration, s.ExcludedNamespaces = true, true, 1, []string{excluded}
+	})
+	data := map[string]string{"k": "the tenant's"}
+	frozen := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "frozen"}, Data: data, Immutable: ptr.To(true)}
+	outside := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: excluded, Name: "settings"}, Data: data}
+	for _, cm := range []*corev1.ConfigMap{frozen, outside} {
+		forgedMarks(cm, agent.Name, AnnotationOriginalData, `{"k":"forged"}`)
+		require.NoError(t, env.Client.Create(ctx, cm))
+	}
+	web := testenv.Deployment(excluded, "web", 1)
+	forgedMarks(web, agent.Name, AnnotationOriginalReplicas, "3")
+	require.NoError(t, env.Client.Create(ctx, web))
+	createAgent(t, agent)
+	waitMarksCached(t, agent.Name, 3)
+
+	// Pausing restores: every object is reported as left as it is, none fails.
+	got := waitAgent(t, agent.Name, func(*v1beta1.ChaosAgent) bool { return true }, "")
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Spec.Paused = true
+	require.NoError(t, env.Client.Patch(ctx, got, patch))
+	got = waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
+		return a.Status.ObservedGeneration == a.Generation && meta.IsStatusConditionTrue(a.Status.Conditions, ConditionPaused)
+	}, "restore on pause observed")
+	degraded := testenv.Condition(got.Status.Conditions, ConditionDegraded)
+	assert.Equal(t, metav1.ConditionTrue, degraded.Status)
+	assert.Equal(t, ReasonRestoreSkipped, degraded.Reason, degraded.Message)
+	assert.EqualValues(t, 3, got.Status.ChangedObjects, "the three objects keep the marks")
+	assert.True(t, hasAction(got, v1beta1.ActionRestoreConfigMap, skipped(SkipImmutable)), "frozen is immutable")
+	assert.True(t, hasAction(got, v1beta1.ActionRestoreConfigMap, skipped(SkipOutOfScope)), "settings is in an excluded namespace")
+	assert.True(t, hasAction(got, v1beta1.ActionRestoreDeployment, skipped(SkipOutOfScope)), "web is in an excluded namespace")
+	assert.Zero(t, got.Status.Counts.Restored)
+
+	// Deleting the agent is not wedged by the immutable ConfigMap.
+	require.NoError(t, env.Client.Delete(ctx, got))
+	require.Eventually(t, func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(got), &v1beta1.ChaosAgent{}))
+	}, 60*time.Second, 100*time.Millisecond, "agent released")
+	for _, cm := range []*corev1.ConfigMap{frozen, outside} {
+		require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(cm), cm))
+		assert.Equal(t, data, cm.Data, "%s/%s untouched", cm.Namespace, cm.Name)
+		assert.Equal(t, agent.Name, cm.Labels[LabelAgent], "%s/%s keeps its marks", cm.Namespace, cm.Name)
+		assert.Contains(t, cm.Annotations, AnnotationOriginalData)
+	}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(web), web))
+	assert.EqualValues(t, 1, *web.Spec.Replicas, "web untouched")
+	assert.Equal(t, agent.Name, web.Labels[LabelAgent])
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		reasons := testenv.EventReasons(c, env.Client, "default", "ChaosAgent", agent.Name)
+		assert.Contains(c, reasons, "SkippedRestoreConfigMap")
+		assert.Contains(c, reasons, "SkippedRestoreDeployment")
+		assert.Contains(c, testenv.EventReasons(c, env.Client, tenant, "ConfigMap", "frozen"), "SkippedRestoreConfigMap")
+	}, 30*time.Second, 200*time.Millisecond)
+	assert.Empty(t, testenv.Events(t, env.Client, excluded, "ConfigMap", "settings"), "no Event written in an excluded namespace")
+}
+
+// testRestoreOnDeleteFalse shows the way out when restore keeps failing: a ConfigMap whose
+// data plus its (forged) original would exceed the 1 MiB limit refuses every restore patch,
+// so the deleted agent stays; setting spec.restoreOnDelete to false, as docs/chaosagent.md
+// says, releases it and leaves the ConfigMap with its marks for a person to find.
+func testRestoreOnDeleteFalse(t *testing.T) {
+	ctx := context.Background()
+	sel := selectorFor(t)
+	ns := testenv.Namespace(t, env.Client, "wedged", selectedBy(sel))
+	agent := agentFor("wedged", sel, func(s *v1beta1.ChaosAgentSpec) { s.IpsumMode, s.DryRun = true, true })
+	data := map[string]string{"big": strings.Repeat("x", 1000*1024)}
+	big := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "big"}, Data: data}
+	forgedMarks(big, agent.Name, AnnotationOriginalData, fmt.Sprintf(`{"extra":%q}`, strings.Repeat("y", 100*1024)))
+	require.NoError(t, env.Client.Create(ctx, big))
+	createAgent(t, agent)
+	waitMarksCached(t, agent.Name, 1)
+
+	require.NoError(t, env.Client.Delete(ctx, agent))
+	// The failed passes are retried with the controller's default backoff, which doubles from
+	// 5 ms: after the 12th failure the next retry is more than 10 s away, so a release within
+	// 5 s of the edit below can only come from the edit waking the controller.
+	wedged := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
+		failures := 0
+		for _, act := range a.Status.LastActions {
+			if act.Kind == v1beta1.ActionRestoreConfigMap && act.Result == failed("Invalid") {
+				failures++
+			}
+		}
+		return a.DeletionTimestamp != nil && failures >= 12
+	}, "restore on delete failing and backing off")
+	assert.Contains(t, wedged.Finalizers, Finalizer)
+	assert.Equal(t, ReasonRestoreFailed, testenv.Condition(wedged.Status.Conditions, ConditionDegraded).Reason)
+
+	// kubectl patch chaosagent <name> --type merge -p '{"spec":{"restoreOnDelete":false}}'
+	generation := wedged.Generation
+	require.NoError(t, env.Client.Patch(ctx, wedged, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"restoreOnDelete":false}}`))))
+	assert.Greater(t, wedged.Generation, generation, "the edit of a terminating agent changes its generation")
+	require.Eventually(t, func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(agent), &v1beta1.ChaosAgent{}))
+	}, 5*time.Second, 100*time.Millisecond, "agent released at once")
+
+	left := &corev1.ConfigMapList{}
+	require.NoError(t, env.Client.List(ctx, left, client.MatchingLabels{LabelAgent: agent.Name}))
+	require.Len(t, left.Items, 1, "what is left unrestored is found by the agent's label")
+	assert.Equal(t, data, left.Items[0].Data)
+	assert.Contains(t, left.Items[0].Annotations, AnnotationOriginalData, "with its original")
 }

@@ -119,6 +119,23 @@ func (s Scope) Allows(ns string) bool {
 	return ns != "" && !s.Protected.Has(ns) && (s.Watched.Len() == 0 || s.Watched.Has(ns))
 }
 
+// restoreSkip says why restore leaves an object that carries an agent's marks as it is, or
+// returns an empty reason when the object is to be put back. Anyone who may label an object
+// can put an agent's marks on it, so the marks never take restore where the agent's rounds may
+// not go (Allows: protected, excluded and unwatched namespaces; the namespace selector is not
+// applied, so a namespace relabelled since the change is still put back), and an immutable
+// ConfigMap, whose data the API server refuses to change for ever, is reported instead of
+// retried. A skipped object keeps its marks, so that a person can find it by label.
+func restoreSkip(scope Scope, namespace string, immutable bool) (reason, detail string) {
+	switch {
+	case !scope.Allows(namespace):
+		return SkipOutOfScope, "namespace is protected, excluded or not watched: left as it is, marks kept"
+	case immutable:
+		return SkipImmutable, "immutable, so its data cannot be put back: left as it is, marks kept"
+	}
+	return "", ""
+}
+
 // selectCandidates filters the inventory down to what an agent may hit: outside protected,
 // excluded and unwatched namespaces, inside the namespace selector; pods matching the pod
 // selector and not already terminating (mirror pods never); Deployments not scaled by a

@@ -263,3 +263,32 @@ func TestScopeAllows(t *testing.T) {
 	assert.True(t, s.Allows("a"))
 	assert.False(t, s.Allows("b"))
 }
+
+func TestRestoreSkip(t *testing.T) {
+	scope := Scope{Protected: sets.New("kube-system", "quartet-system", "excluded"), Watched: sets.New("tenant", "kube-system", "excluded")}
+	for _, tc := range []struct {
+		name      string
+		namespace string
+		immutable bool
+		want      string
+	}{
+		{"in scope: put back", "tenant", false, ""},
+		{"protected namespace", "kube-system", false, SkipOutOfScope},
+		{"operator's namespace (protected, not watched)", "quartet-system", false, SkipOutOfScope},
+		{"excluded by the agent", "excluded", false, SkipOutOfScope},
+		{"not watched", "elsewhere", false, SkipOutOfScope},
+		{"no namespace", "", false, SkipOutOfScope},
+		{"immutable ConfigMap in scope: reported, never retried", "tenant", true, SkipImmutable},
+		{"out of scope wins over immutable", "kube-system", true, SkipOutOfScope},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reason, detail := restoreSkip(scope, tc.namespace, tc.immutable)
+			assert.Equal(t, tc.want, reason)
+			if tc.want == "" {
+				assert.Empty(t, detail)
+			} else {
+				assert.Contains(t, detail, "marks kept", "the detail says the object keeps its marks")
+			}
+		})
+	}
+}

@@ -38,6 +38,9 @@ const (
 	SkipAtLimit          = "AtLimit"
 	SkipZeroReplicas     = "ZeroReplicas"
 	SkipAutoscaled       = "Autoscaled"
+	// SkipOutOfScope is a restore left undone: the object is in a namespace the agent may not
+	// touch (protected, excluded or not watched).
+	SkipOutOfScope = "OutOfScope"
 )
 
 // markChanged records original under annotation and labels obj with the agent, unless obj

@@ -34,15 +34,24 @@ func (r *Reconciler) recordEvents(agent *v1beta1.ChaosAgent, t Candidate, rec v1
 }
 
 // recordEventsFor writes an Event on victim (related: the agent) and one on the agent
-// (related: victim); Warning when the action failed.
+// (related: victim). A victim outside the agent's scope gets none: the operator writes nothing
+// in a protected, excluded or unwatched namespace.
 func (r *Reconciler) recordEventsFor(agent *v1beta1.ChaosAgent, victim client.Object, rec v1beta1.ChaosAction) {
-	eventType := corev1.EventTypeNormal
-	if isFailed(rec.Result) {
-		eventType = corev1.EventTypeWarning
+	typ, reason, action := eventType(rec), eventReason(rec), eventAction(rec.Kind)
+	if rec.Result != skipped(SkipOutOfScope) {
+		r.Recorder.Eventf(victim, agent, typ, reason, action, "ChaosAgent %s: %s (%s)", agent.Name, rec.Detail, rec.Result)
 	}
-	reason, action := eventReason(rec), eventAction(rec.Kind)
-	r.Recorder.Eventf(victim, agent, eventType, reason, action, "ChaosAgent %s: %s (%s)", agent.Name, rec.Detail, rec.Result)
-	r.Recorder.Eventf(agent, victim, eventType, reason, action, "%s %s: %s (%s)", victimKind(rec.Kind), rec.Target, rec.Detail, rec.Result)
+	r.Recorder.Eventf(agent, victim, typ, reason, action, "%s %s: %s (%s)", victimKind(rec.Kind), rec.Target, rec.Detail, rec.Result)
+}
+
+// eventType is Warning when an action failed or a restore left an object changed (a person
+// has to look at it), else Normal.
+func eventType(rec v1beta1.ChaosAction) string {
+	restore := rec.Kind == v1beta1.ActionRestoreDeployment || rec.Kind == v1beta1.ActionRestoreConfigMap
+	if isFailed(rec.Result) || (restore && isSkipped(rec.Result)) {
+		return corev1.EventTypeWarning
+	}
+	return corev1.EventTypeNormal
 }
 
 // eventReason is KilledPod, WouldKillPod, SkippedKillPod, FailedKillPod, and so on.

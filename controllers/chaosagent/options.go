@@ -8,9 +8,6 @@ import (
 	"github.com/quartet-operator/quartet/internal/operator"
 )
 
-// DefaultProtectedNamespaces is the default of --chaos-protected-namespaces.
-const DefaultProtectedNamespaces = "kube-system"
-
 // defaultWorkers is the default of --chaosagent-workers, also used when it is below 1.
 const defaultWorkers = 2
 
@@ -18,36 +15,26 @@ const defaultWorkers = 2
 type Options struct {
 	// MaxConcurrentReconciles is the number of agents served in parallel.
 	MaxConcurrentReconciles int
-	// ProtectedNamespaces is a comma-separated list of namespaces no agent ever touches. The
-	// operator's own namespace is always added.
+	// ProtectedNamespaces is a comma-separated list of namespaces no agent ever touches, in
+	// addition to operator.SystemNamespaces and the operator's own namespace.
 	ProtectedNamespaces string
 
-	// flagsBound is true once BindFlags ran; Options used without flags get the flag defaults.
-	flagsBound bool
 	// reconciler is the registered reconciler, for the benchmark.
 	reconciler *Reconciler
 }
 
 // BindFlags registers the controller's flags.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
-	o.flagsBound = true
 	fs.IntVar(&o.MaxConcurrentReconciles, "chaosagent-workers", defaultWorkers, "Parallel workers of the chaosagent controller.")
-	fs.StringVar(&o.ProtectedNamespaces, "chaos-protected-namespaces", DefaultProtectedNamespaces,
-		"Comma-separated namespaces no ChaosAgent ever touches, whatever its spec says. The operator's own namespace is always added.")
+	fs.StringVar(&o.ProtectedNamespaces, "chaos-protected-namespaces", "",
+		"Comma-separated namespaces no ChaosAgent ever touches, whatever its spec says, in addition to kube-system, "+
+			"kube-public, kube-node-lease and the operator's own namespace, which are always protected.")
 }
 
-// protected returns the namespaces no agent touches: the flag's list (its default when the
-// flags were not bound) and the operator's own namespace.
+// protected returns the namespaces no agent touches: operator.SystemNamespaces, the flag's
+// list and the operator's own namespace (when known).
 func (o *Options) protected(operatorNamespace string) sets.Set[string] {
-	list := o.ProtectedNamespaces
-	if !o.flagsBound && list == "" {
-		list = DefaultProtectedNamespaces
-	}
-	out := sets.New(operator.ParseNamespaces(list)...)
-	if operatorNamespace != "" {
-		out.Insert(operatorNamespace)
-	}
-	return out
+	return operator.Shared{OperatorNamespace: operatorNamespace}.Protected(operator.ParseNamespaces(o.ProtectedNamespaces)...)
 }
 
 // workers returns the number of agents served in parallel.

@@ -18,16 +18,20 @@ func TestProtectedNamespaces(t *testing.T) {
 		}
 		return o
 	}
+	always := func(extra ...string) sets.Set[string] {
+		return sets.New("kube-system", "kube-public", "kube-node-lease").Insert(extra...)
+	}
 	for _, tc := range []struct {
 		name      string
 		opts      *Options
 		operator  string
 		protected sets.Set[string]
 	}{
-		{"flag default", bound(), "quartet-system", sets.New("kube-system", "quartet-system")},
-		{"flags not bound get the default", &Options{}, "", sets.New("kube-system")},
-		{"flag list", bound("--chaos-protected-namespaces=a, b,,a"), "", sets.New("a", "b")},
-		{"empty flag protects the operator's namespace only", bound("--chaos-protected-namespaces="), "own", sets.New("own")},
+		{"flag default", bound(), "quartet-system", always("quartet-system")},
+		{"flags not bound", &Options{}, "", always()},
+		{"the flag adds to the cluster's namespaces", bound("--chaos-protected-namespaces=a, b,,a"), "own", always("a", "b", "own")},
+		{"the flag cannot take kube-system out", bound("--chaos-protected-namespaces=a"), "", always("a")},
+		{"empty flag", bound("--chaos-protected-namespaces="), "own", always("own")},
 	} {
 		assert.Equal(t, tc.protected, tc.opts.protected(tc.operator), tc.name)
 	}

@@ -26,6 +26,12 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 		Watched:   sets.New(shared.WatchNamespaces...),
 	}
 	o.reconciler = r
+	if shared.OperatorNamespace == "" {
+		// Run outside a cluster, or without OPERATOR_NAMESPACE / POD_NAMESPACE: nothing marks
+		// the manager's own namespace, so say once that agents are not kept out of it.
+		mgr.GetLogger().WithName("chaosagent").Info("Operator namespace unknown: it is not protected from ChaosAgents; "+
+			"set OPERATOR_NAMESPACE or list it in --chaos-protected-namespaces", "protectedNamespaces", sets.List(r.Protected))
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("chaosagent").
 		// Rounds run on RequeueAfter timers; only spec edits and deletion wake an agent early,

@@ -28,6 +28,7 @@ const (
 	ReasonRoundFailed     = "RoundFailed"
 	ReasonActionsFailed   = "ActionsFailed"
 	ReasonRestoreFailed   = "RestoreFailed"
+	ReasonRestoreSkipped  = "RestoreSkipped"
 	ReasonNoFailures      = "NoFailures"
 )
 
@@ -65,8 +66,12 @@ type restoreOutcome struct {
 	Attempted bool
 	// Records are the restores done, in order.
 	Records []v1beta1.ChaosAction
-	// Failed counts objects that could not be put back; they still carry the agent's marks.
+	// Failed counts objects that could not be put back yet; they still carry the agent's marks
+	// and are retried.
 	Failed int
+	// Left counts objects restoreSkip rules out (outside the agent's scope, or immutable
+	// ConfigMaps): they keep the agent's marks and are not retried.
+	Left int
 }
 
 // outcome is what one reconcile of an agent found and did, gathered by Reconcile from the
@@ -94,7 +99,7 @@ func (o outcome) records() []v1beta1.ChaosAction {
 func (o outcome) changedObjects() (int32, bool) {
 	switch {
 	case o.Restore.Attempted:
-		return int32(o.Restore.Failed), true
+		return int32(o.Restore.Failed + o.Restore.Left), true
 	case o.Round.ChangedObjects != nil:
 		return *o.Round.ChangedObjects, true
 	}
@@ -197,6 +202,9 @@ func setConditions(s *v1beta1.ChaosAgentStatus, o outcome, records []v1beta1.Cha
 	case o.Restore.Failed > 0:
 		set(ConditionDegraded, metav1.ConditionTrue, ReasonRestoreFailed,
 			fmt.Sprintf("%d changed object(s) could not be put back yet; retrying", o.Restore.Failed))
+	case o.Restore.Left > 0:
+		set(ConditionDegraded, metav1.ConditionTrue, ReasonRestoreSkipped,
+			fmt.Sprintf("%d object(s) carrying the agent's marks were left as they are (outside the agent's scope, or immutable); see status.lastActions", o.Restore.Left))
 	case failures > 0:
 		set(ConditionDegraded, metav1.ConditionTrue, ReasonActionsFailed,
 			fmt.Sprintf("%d of %d action(s) failed in the last pass; see status.lastActions", failures, len(records)))

@@ -92,6 +92,22 @@ func TestComputeStatus(t *testing.T) {
 		unlisted := computeStatus(v1beta1.ChaosAgentStatus{ChangedObjects: 3}, outcome{Now: now, Spec: spec, Err: errors.New("listing")})
 		assert.EqualValues(t, 3, unlisted.ChangedObjects, "unknown when the changed objects could not be listed")
 	})
+	t.Run("objects left as they are by restore are reported, not retried", func(t *testing.T) {
+		s := computeStatus(v1beta1.ChaosAgentStatus{ObservedGeneration: 1, ChangedObjects: 3}, outcome{Now: now, Generation: 2, Spec: spec,
+			Restore: restoreOutcome{Attempted: true, Left: 2, Records: []v1beta1.ChaosAction{
+				rec(v1beta1.ActionRestoreDeployment, "a/d", ResultSucceeded, false),
+				rec(v1beta1.ActionRestoreConfigMap, "kube-system/c", skipped(SkipOutOfScope), false),
+				rec(v1beta1.ActionRestoreConfigMap, "a/frozen", skipped(SkipImmutable), false),
+			}}})
+		c := testenv.Condition(s.Conditions, ConditionDegraded)
+		assert.Equal(t, metav1.ConditionTrue, c.Status)
+		assert.Equal(t, ReasonRestoreSkipped, c.Reason)
+		assert.Contains(t, c.Message, "2 object(s)")
+		assert.EqualValues(t, 2, s.ChangedObjects, "the objects left still carry the marks")
+		assert.EqualValues(t, 1, s.Counts.Restored)
+		assert.EqualValues(t, 2, s.ObservedGeneration, "a skip is not an error")
+		assert.Equal(t, "a/frozen", s.LastActions[0].Target)
+	})
 	t.Run("invalid selector waits for an edit", func(t *testing.T) {
 		s := computeStatus(v1beta1.ChaosAgentStatus{}, outcome{Now: now, Generation: 4, Spec: spec, InvalidSpec: "spec.podSelector: bad"})
 		c := testenv.Condition(s.Conditions, ConditionReady)

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
+	"github.com/quartet-operator/quartet/internal/operator"
 )
 
 // A rule writes copies only where someone who may write there agreed (docs/SECURITY.md,
@@ -30,9 +31,6 @@ import (
 //   - protected namespaces (kube-system, kube-public, kube-node-lease, the operator's own and
 //     --copyratorrule-protected-namespaces) also need the label LabelAcceptCopies=true, which
 //     only a cluster admin can set: a grant for "every namespace" does not reach them.
-
-// AlwaysProtectedNamespaces receive copies only with LabelAcceptCopies, whatever the flags say.
-var AlwaysProtectedNamespaces = []string{"kube-system", "kube-public", "kube-node-lease"}
 
 // DefaultServiceAccountName is spec.serviceAccountName's default (the CRD sets it too).
 const DefaultServiceAccountName = "copyrator"
@@ -176,15 +174,10 @@ func (a *accessReviewer) consenting(ctx context.Context, sa serviceAccountRef, r
 	return yes, no, nil
 }
 
-// protectedNamespaces is the set of protected namespaces: the always-protected ones, the
-// operator's own and the flag's.
+// protectedNamespaces is the set of protected namespaces: the cluster's own
+// (operator.SystemNamespaces), the operator's and the flag's.
 func protectedNamespaces(operatorNamespace string, extra []string) sets.Set[string] {
-	s := sets.New(AlwaysProtectedNamespaces...)
-	s.Insert(extra...)
-	if operatorNamespace != "" {
-		s.Insert(operatorNamespace)
-	}
-	return s
+	return operator.Shared{OperatorNamespace: operatorNamespace}.Protected(extra...)
 }
 
 // accepts reports whether namespace ns (its metadata) may receive copies although it is

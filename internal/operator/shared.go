@@ -5,6 +5,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/sets"
 )
 
 // Shared are manager-wide settings passed to every controller's Setup.
@@ -14,6 +16,20 @@ type Shared struct {
 	WatchNamespaces []string
 	// OperatorNamespace is where the manager runs (POD_NAMESPACE / OPERATOR_NAMESPACE).
 	OperatorNamespace string
+}
+
+// SystemNamespaces are the cluster's own namespaces, always protected: no ChaosAgent
+// touches them and no CopyratorRule copies into them unless a cluster admin opted one in.
+var SystemNamespaces = []string{"kube-system", "kube-public", "kube-node-lease"}
+
+// Protected returns the always-protected namespaces: SystemNamespaces, the operator's own
+// (when known) and extra (a controller's flag adds to them, never replaces them).
+func (s Shared) Protected(extra ...string) sets.Set[string] {
+	out := sets.New(SystemNamespaces...).Insert(extra...)
+	if s.OperatorNamespace != "" {
+		out.Insert(s.OperatorNamespace)
+	}
+	return out
 }
 
 // Watches reports whether namespace ns is within the watched namespaces.

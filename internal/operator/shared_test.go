@@ -27,3 +27,9 @@ func TestWatches(t *testing.T) {
 	assert.True(t, s.Watches("team-b"))
 	assert.False(t, s.Watches("team-c"))
 }
+
+func TestProtectedIsAdditive(t *testing.T) {
+	got := Shared{OperatorNamespace: "quartet-system"}.Protected("istio-system")
+	assert.ElementsMatch(t, []string{"kube-system", "kube-public", "kube-node-lease", "quartet-system", "istio-system"}, got.UnsortedList())
+	assert.ElementsMatch(t, SystemNamespaces, Shared{}.Protected().UnsortedList(), "an unknown operator namespace adds nothing")
+}
