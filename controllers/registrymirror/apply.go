@@ -3,10 +3,13 @@ package registrymirror
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,6 +24,45 @@ const fieldOwner = "registrymirror"
 // c.desired (see roundTrip); an error is the API server's, for classifyApplyError.
 func (r *Reconciler) applyChild(ctx context.Context, c child) error {
 	return r.Apply(ctx, c.desired, client.FieldOwner(fieldOwner), client.ForceOwnership)
+}
+
+// revertChild replaces, with a JSON patch guarded by the child's UID, the part of the
+// live child that drift found changed by others with the desired one: the whole pod
+// template of a StatefulSet or DaemonSet, a Service's selector. The API server defaults
+// what the desired part leaves out, so the result is what a fresh apply would create.
+func (r *Reconciler) revertChild(ctx context.Context, c child) error {
+	var path string
+	var value any
+	switch c.live.(type) {
+	case *appsv1.StatefulSet:
+		want := &appsv1.StatefulSet{}
+		if err := roundTrip(c.desired, want); err != nil {
+			return err
+		}
+		path, value = "/spec/template", want.Spec.Template
+	case *appsv1.DaemonSet:
+		want := &appsv1.DaemonSet{}
+		if err := roundTrip(c.desired, want); err != nil {
+			return err
+		}
+		path, value = "/spec/template", want.Spec.Template
+	case *corev1.Service:
+		want := &corev1.Service{}
+		if err := roundTrip(c.desired, want); err != nil {
+			return err
+		}
+		path, value = "/spec/selector", want.Spec.Selector
+	default:
+		return fmt.Errorf("no revert for %T", c.live)
+	}
+	patch, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": "/metadata/uid", "value": c.live.GetUID()},
+		{"op": "replace", "path": path, "value": value},
+	})
+	if err != nil {
+		return err
+	}
+	return r.Patch(ctx, c.live, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(fieldOwner))
 }
 
 // patchStatus writes status as the mirror's status (a merge patch of the difference) and

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
+	"github.com/quartet-operator/quartet/controllers/registrymirror/nodeagent"
 	"github.com/quartet-operator/quartet/internal/operator"
 	"github.com/quartet-operator/quartet/test/benchutil"
 )
@@ -64,7 +65,7 @@ func rawObjects(b *testing.B, m *mirrorsv1alpha1.RegistryMirror, hostPort int32)
 	dir, err := HostsDir(m.Spec.Upstream)
 	require.NoError(b, err)
 	var out []client.Object
-	for _, c := range desiredChildren(m, ImagesFromEnv(), hostPort, hostsPath("", dir)) {
+	for _, c := range desiredChildren(m, ImagesFromEnv(), hostPort, hostsPath("", dir), nodeagent.DefaultCapabilities) {
 		require.NoError(b, roundTrip(c.desired, c.live))
 		c.live.SetOwnerReferences(nil)
 		out = append(out, c.live)

@@ -32,7 +32,9 @@ import (
 // +kubebuilder:rbac:groups=mirrors.quartet.dev,resources=registrymirrors/status,verbs=patch
 // +kubebuilder:rbac:groups=mirrors.quartet.dev,resources=registrymirrors/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=services;configmaps;persistentvolumeclaims,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups=apps,resources=statefulsets;daemonsets,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=mirrors.quartet.dev,resources=registryhostgrants,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch;create;patch;delete
 
 // Reconciler makes a RegistryMirror's six children match its spec and reports on them.
 type Reconciler struct {
@@ -95,13 +97,31 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		out.problems = []problem{{ReasonInvalidUpstream, err.Error()}}
 		return ctrl.Result{}, nil
 	}
-	hostPort, portProblems, err := r.reconcileHostPort(ctx, m)
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("choosing the host port: %w", err)
+	out.wantsNodes = m.Spec.ConfigureNodes
+	if out.access, err = r.reconcileNodeAccess(ctx, m, hostsDir); err != nil {
+		return ctrl.Result{}, err
 	}
-	out.hostPort, out.problems = hostPort, portProblems
+	if out.access.Granted {
+		hostPort, portProblems, err := r.reconcileHostPort(ctx, m)
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("choosing the host port: %w", err)
+		}
+		out.hostPort, out.problems = hostPort, portProblems
+	} else {
+		// No node agents: none running, no port held.
+		r.ports.release(req.NamespacedName)
+		removed, err := r.removeNodeAgents(ctx, m)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if removed {
+			logf.FromContext(ctx).Info("Deleted DaemonSet: no node access", "daemonSet", klog.KRef(m.Namespace, daemonSetName(m)))
+			r.Recorder.Eventf(m, nil, corev1.EventTypeNormal, EventDeleted, "Delete",
+				"Deleted DaemonSet %s/%s: the mirror has no node access (%s)", m.Namespace, daemonSetName(m), out.access.Reason)
+		}
+	}
 
-	kids, err := r.reconcileChildren(ctx, m, hostPort, hostsDir)
+	kids, err := r.reconcileChildren(ctx, m, out.hostPort, hostsDir, out.access.Capabilities)
 	out.workloads, out.problems = kids.workloads, append(out.problems, kids.problems...)
 	out.complete = err == nil && !kids.terminating
 	terminating = kids.terminating
@@ -197,10 +217,10 @@ type childrenResult struct {
 
 // reconcileChildren makes every child of the mirror match, in apply order, going on
 // past a child that fails; the error joins the failures.
-func (r *Reconciler) reconcileChildren(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, hostPort int32, hostsDir string) (childrenResult, error) {
+func (r *Reconciler) reconcileChildren(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, hostPort int32, hostsDir string, caps []string) (childrenResult, error) {
 	var res childrenResult
 	var errs []error
-	for _, c := range desiredChildren(m, r.Images, hostPort, hostsPath(r.HostsRoot, hostsDir)) {
+	for _, c := range desiredChildren(m, r.Images, hostPort, hostsPath(r.HostsRoot, hostsDir), caps) {
 		cr, err := r.reconcileChild(ctx, m, c)
 		if err != nil {
 			errs = append(errs, err)
@@ -256,6 +276,17 @@ func (r *Reconciler) reconcileChild(ctx context.Context, m *mirrorsv1alpha1.Regi
 			fmt.Sprintf("%s %s exists and is not controlled by this RegistryMirror; it is left alone (delete or rename it)", c.kind, key)}}, nil
 	case childUpToDate:
 		return childResult{live: c.live}, nil
+	case childRevert:
+		fields := drift(c)
+		if err := r.revertChild(ctx, c); err != nil {
+			objectWrites.WithLabelValues(c.kind, "failed").Inc()
+			return childResult{problem: &problem{ReasonApplyFailed, fmt.Sprintf("reverting %s of %s %s failed: %v", strings.Join(fields, ", "), c.kind, key, err)}},
+				fmt.Errorf("reverting %s %s: %w", c.kind, key, err)
+		}
+		objectWrites.WithLabelValues(c.kind, "reverted").Inc()
+		logf.FromContext(ctx).Info("Reverted changes by others", strings.ToLower(c.kind[:1])+c.kind[1:], klog.KObj(c.live), "fields", fields)
+		r.Recorder.Eventf(m, c.live, corev1.EventTypeWarning, EventReverted, "Revert",
+			"Reverted %s of %s %s: the operator's objects carry only what it sets", strings.Join(fields, ", "), c.kind, key)
 	}
 	if err := r.applyChild(ctx, c); err != nil {
 		switch classifyApplyError(err) {

@@ -178,6 +178,8 @@ func TestMirrorLifecycle(t *testing.T) {
 
 	m := newMirror(ns, "hub", "https://registry-1.docker.io", class)
 	m.Spec.ConfigureNodes = true
+	testenv.GrantNodes(t, env.Client, "docker.io", ns, "hub", mirrorsv1alpha1.CapabilityResolve)
+	testenv.GrantNodes(t, env.Client, "mirror.gcr.io", ns, "hub")
 	require.NoError(t, env.Client.Create(ctx, m))
 	key := client.ObjectKeyFromObject(m)
 
@@ -202,6 +204,7 @@ func TestMirrorLifecycle(t *testing.T) {
 	assert.Equal(t, class, pvc.Spec.VolumeName, "bound to the test's volume")
 	ds := kids["DaemonSet/hub-node"].(*appsv1.DaemonSet)
 	assert.Contains(t, ds.Spec.Template.Spec.Containers[0].Args, "--server=https://registry-1.docker.io")
+	assert.Contains(t, ds.Spec.Template.Spec.Containers[0].Args, "--capabilities=pull,resolve", "the grant's capabilities")
 	assert.Equal(t, "/etc/containerd/certs.d/docker.io", ds.Spec.Template.Spec.Volumes[0].HostPath.Path)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		reasons := eventCounts(c, m)
@@ -247,6 +250,30 @@ func TestMirrorLifecycle(t *testing.T) {
 	}, wait, tick)
 
 	phase("drift corrected")
+	// Fields an apply would keep but that change what the registry serves are taken away:
+	// `kubectl set env` pointing the registry at another upstream.
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(sts), sts))
+	stsPatch = client.MergeFrom(sts.DeepCopy())
+	sts.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "REGISTRY_PROXY_REMOTEURL", Value: "https://evil.example"}}
+	require.NoError(t, env.Client.Patch(ctx, sts, stsPatch, client.FieldOwner("kubectl-set")))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := &appsv1.StatefulSet{}
+		assert.NoError(c, env.Client.Get(ctx, client.ObjectKeyFromObject(sts), got))
+		assert.Empty(c, got.Spec.Template.Spec.Containers[0].Env, "env reverted")
+		assert.Equal(c, wantImage, got.Spec.Template.Spec.Containers[0].Image)
+		assert.Positive(c, eventCounts(c, m)["Warning/"+EventReverted])
+	}, wait, tick)
+	// A Service narrowed to someone's pods is put back.
+	require.NoError(t, env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "hub-registry"}, svc))
+	svcPatch := client.MergeFrom(svc.DeepCopy())
+	svc.Spec.Selector["evil"] = "1"
+	require.NoError(t, env.Client.Patch(ctx, svc, svcPatch))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := &corev1.Service{}
+		assert.NoError(c, env.Client.Get(ctx, client.ObjectKeyFromObject(svc), got))
+		assert.Equal(c, selectorLabels(m, componentReg), got.Spec.Selector)
+	}, wait, tick)
+	phase("others' additions reverted")
 	// A changed upstream rolls the registry and the node agents.
 	oldHash := sts.Spec.Template.Annotations[annotationConfigHash]
 	editSpec(t, key, func(m *mirrorsv1alpha1.RegistryMirror) { m.Spec.Upstream = "https://mirror.gcr.io" })
@@ -373,6 +400,7 @@ func TestHostPorts(t *testing.T) {
 	startManager(t, env.Config, operator.Shared{}, 4)
 	names := []string{"a", "b", "c", "d"}
 	for _, n := range names {
+		testenv.GrantNodes(t, env.Client, n+".example", ns, n)
 		require.NoError(t, env.Client.Create(ctx, newMirror(ns, n, "https://"+n+".example", "")))
 	}
 	ports := map[int32]string{}
@@ -398,6 +426,7 @@ func TestHostPorts(t *testing.T) {
 	}
 	e := newMirror(ns, "e", "https://e.example", "")
 	e.Spec.HostPort = ptr.To(taken)
+	testenv.GrantNodes(t, env.Client, "e.example", ns, "e")
 	require.NoError(t, env.Client.Create(ctx, e))
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		m := getMirror(c, client.ObjectKeyFromObject(e))
@@ -419,6 +448,7 @@ func TestWatchNamespace(t *testing.T) {
 	outside := newMirror(other, "outside", "https://quay.io", "")
 	require.NoError(t, env.Client.Create(ctx, outside))
 	inside := newMirror(watched, "inside", "https://quay.io", "")
+	testenv.GrantNodes(t, env.Client, "quay.io", watched, "inside")
 	require.NoError(t, env.Client.Create(ctx, inside))
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		m := getMirror(c, client.ObjectKeyFromObject(inside))
@@ -455,6 +485,7 @@ func TestAPIRefusesInvalidMirrors(t *testing.T) {
 		assert.Contains(t, err.Error(), tc.want, tc.name)
 	}
 	ok := newMirror(ns, strings.Repeat("a", 40), "https://quay.io", "")
+	testenv.GrantNodes(t, env.Client, "quay.io", ns, ok.Name)
 	require.NoError(t, env.Client.Create(context.Background(), ok), "40 characters are fine")
 	// ... and every derived name and label fits: the registry pod and node agent pods exist.
 	startManager(t, env.Config, operator.Shared{}, 2)
@@ -467,5 +498,70 @@ func TestAPIRefusesInvalidMirrors(t *testing.T) {
 		}
 		assert.True(c, names[componentReg], "registry pod")
 		assert.True(c, names[componentAgent], "node agent pod")
+	}, wait, tick)
+}
+
+// TestNodeAccessNeedsAGrant: a mirror reaches the nodes only with a cluster admin's
+// RegistryHostGrant naming it; without one it is an in-cluster cache and says so; of two
+// mirrors of one host only the granted one gets node agents; a revoked grant takes them
+// away again.
+func TestNodeAccessNeedsAGrant(t *testing.T) {
+	env.Require(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	host := ns + ".example"
+	startManager(t, env.Config, operator.Shared{}, 2)
+	newVolume(t, "rm-a-"+ns, "10Gi", false)
+	newVolume(t, "rm-b-"+ns, "10Gi", false)
+	a := newMirror(ns, "a", "https://"+host, "rm-a-"+ns)
+	a.Spec.ConfigureNodes = true
+	b := newMirror(ns, "b", "https://"+host, "rm-b-"+ns)
+	for _, m := range []*mirrorsv1alpha1.RegistryMirror{a, b} {
+		require.NoError(t, env.Client.Create(ctx, m))
+	}
+	access := func(c *assert.CollectT, m *mirrorsv1alpha1.RegistryMirror, status metav1.ConditionStatus, reason string) *mirrorsv1alpha1.RegistryMirror {
+		got := getMirror(c, client.ObjectKeyFromObject(m))
+		cond := condition(got, ConditionNodeAccess)
+		assert.Equal(c, status, cond.Status, cond.Message)
+		assert.Equal(c, reason, cond.Reason)
+		return got
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := access(c, a, metav1.ConditionFalse, ReasonNoHostGrant)
+		assert.Equal(c, ReasonNodeAccessNotGranted, condition(got, ConditionReady).Reason, "configureNodes asks for what no grant allows")
+		assert.Empty(c, got.Status.NodeEndpoint)
+		kids := children(c, got)
+		assert.Nil(c, kids["DaemonSet/a-node"], "no node agents without a grant")
+		assert.NotNil(c, kids["StatefulSet/a-registry"], "the in-cluster cache is there")
+		got = access(c, b, metav1.ConditionFalse, ReasonNoHostGrant)
+		assert.Equal(c, metav1.ConditionTrue, condition(got, ConditionReady).Status, "an in-cluster cache is ready: %s", condition(got, ConditionReady).Message)
+	}, wait, tick)
+
+	revokeA := testenv.GrantNodes(t, env.Client, host, ns, "a")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := access(c, a, metav1.ConditionTrue, ReasonNodeAccessGranted)
+		assert.NotNil(c, children(c, got)["DaemonSet/a-node"])
+		assert.Equal(c, metav1.ConditionTrue, condition(got, ConditionReady).Status, condition(got, ConditionReady).Message)
+		got = access(c, b, metav1.ConditionFalse, ReasonHostGrantedElsewhere)
+		assert.Nil(c, children(c, got)["DaemonSet/b-node"])
+	}, wait, tick)
+
+	// A second grant of the host to b changes nothing: the oldest counts (within the same
+	// second of creationTimestamp the first by name, and GrantNodes names a's grant first).
+	testenv.GrantNodes(t, env.Client, host, ns, "b")
+	require.Never(t, func() bool {
+		got := getMirror(t, client.ObjectKeyFromObject(b))
+		return condition(got, ConditionNodeAccess).Status == metav1.ConditionTrue
+	}, 3*time.Second, tick, "a newer grant of a granted host does not take it over")
+
+	// The older grant goes: a loses its node agents, b gets the host.
+	revokeA()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := access(c, a, metav1.ConditionFalse, ReasonHostGrantedElsewhere)
+		assert.Nil(c, children(c, got)["DaemonSet/a-node"], "node agents removed")
+		assert.Positive(c, eventCounts(c, got)["Warning/NodeAccess"+ReasonHostGrantedElsewhere])
+		assert.Positive(c, eventCounts(c, got)["Normal/"+EventDeleted])
+		got = access(c, b, metav1.ConditionTrue, ReasonNodeAccessGranted)
+		assert.NotNil(c, children(c, got)["DaemonSet/b-node"])
 	}, wait, tick)
 }

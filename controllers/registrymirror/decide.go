@@ -29,6 +29,10 @@ const (
 	// childForeign: an object of the child's name exists that the mirror does not
 	// control; it is reported and left alone.
 	childForeign
+	// childRevert: someone added to the mirror's object what an apply would keep but
+	// what changes what its pods run or which pods its Services reach (see drift); the
+	// part is replaced whole, then applied.
+	childRevert
 )
 
 // decideChild chooses what to do with child c of mirror m; exists says whether c.live
@@ -39,11 +43,62 @@ func decideChild(m *mirrorsv1alpha1.RegistryMirror, c child, exists bool) childA
 		return childCreate
 	case !metav1.IsControlledBy(c.live, m):
 		return childForeign
+	case len(drift(c)) > 0:
+		return childRevert
 	case !needsApply(c.desired, c.live):
 		return childUpToDate
 	default:
 		return childUpdate
 	}
+}
+
+// drift names what others added to a live child that Server-Side Apply would keep (the
+// operator does not set those fields) but that changes what the mirror serves: environment
+// variables (the registry reads REGISTRY_* as configuration: an upstream of someone's
+// choosing), host namespaces, another ServiceAccount in a pod template; extra selector
+// labels on a Service (it would send the mirror's traffic to other pods). The operator's
+// own pods set none of these.
+func drift(c child) []string {
+	var out []string
+	var template *corev1.PodTemplateSpec
+	switch live := c.live.(type) {
+	case *appsv1.StatefulSet:
+		template = &live.Spec.Template
+	case *appsv1.DaemonSet:
+		template = &live.Spec.Template
+	case *corev1.Service:
+		want := &corev1.Service{}
+		if err := roundTrip(c.desired, want); err == nil && !equality.Semantic.DeepEqual(want.Spec.Selector, live.Spec.Selector) {
+			out = append(out, "spec.selector")
+		}
+		return out
+	default:
+		return nil
+	}
+	spec := &template.Spec
+	for _, list := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for _, ctr := range list {
+			if len(ctr.Env) > 0 {
+				out = append(out, fmt.Sprintf("env of container %s", ctr.Name))
+			}
+			if len(ctr.EnvFrom) > 0 {
+				out = append(out, fmt.Sprintf("envFrom of container %s", ctr.Name))
+			}
+		}
+	}
+	if len(spec.EphemeralContainers) > 0 {
+		out = append(out, "ephemeralContainers")
+	}
+	if spec.HostNetwork || spec.HostPID || spec.HostIPC {
+		out = append(out, "host namespaces")
+	}
+	if spec.ShareProcessNamespace != nil && *spec.ShareProcessNamespace {
+		out = append(out, "shareProcessNamespace")
+	}
+	if spec.ServiceAccountName != "" && spec.ServiceAccountName != "default" {
+		out = append(out, "serviceAccountName")
+	}
+	return out
 }
 
 // applyFailure is how an apply the API server refused is handled.

@@ -173,7 +173,7 @@ func TestDecideStatusWrite(t *testing.T) {
 	rolling.Status.ReadyReplicas = 0
 	agentsRolling := readyDS()
 	agentsRolling.Status.NumberReady = 1
-	ok := outcome{workloads: workloads{statefulSet: readySTS(), daemonSet: readyDS(), pvc: boundPVC()}, hostPort: 35000, complete: true}
+	ok := outcome{access: granted, workloads: workloads{statefulSet: readySTS(), daemonSet: readyDS(), pvc: boundPVC()}, hostPort: 35000, complete: true}
 	statusOf := func(o outcome, prev mirrorsv1alpha1.RegistryMirrorStatus) mirrorsv1alpha1.RegistryMirrorStatus {
 		mm := m.DeepCopy()
 		mm.Status = prev

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -98,9 +99,10 @@ type child struct {
 }
 
 // desiredChildren lists the mirror's objects in apply order: what the registry pod mounts
-// comes before the StatefulSet. Without a host port there is no DaemonSet to apply.
-// nodeHostsDir is the node directory the agents write hosts.toml into (see hostsPath).
-func desiredChildren(m *mirrorsv1alpha1.RegistryMirror, img Images, hostPort int32, nodeHostsDir string) []child {
+// comes before the StatefulSet. Without a host port (no node access, see nodeaccess.go, or
+// no free port) there is no DaemonSet to apply. nodeHostsDir is the node directory the
+// agents write hosts.toml into (see hostsPath), caps hosts.toml's capabilities.
+func desiredChildren(m *mirrorsv1alpha1.RegistryMirror, img Images, hostPort int32, nodeHostsDir string, caps []string) []child {
 	config := renderRegistryConfig(m)
 	out := []child{
 		{"ConfigMap", configMapName(m), desiredConfigMap(m, config), &corev1.ConfigMap{}},
@@ -110,7 +112,7 @@ func desiredChildren(m *mirrorsv1alpha1.RegistryMirror, img Images, hostPort int
 		{"StatefulSet", statefulSetName(m), desiredStatefulSet(m, img, shortHash([]byte(config))), &appsv1.StatefulSet{}},
 	}
 	if hostPort != 0 {
-		out = append(out, child{"DaemonSet", daemonSetName(m), desiredDaemonSet(m, img, hostPort, nodeHostsDir), &appsv1.DaemonSet{}})
+		out = append(out, child{"DaemonSet", daemonSetName(m), desiredDaemonSet(m, img, hostPort, nodeHostsDir, caps), &appsv1.DaemonSet{}})
 	}
 	return out
 }
@@ -363,7 +365,7 @@ func desiredStatefulSet(m *mirrorsv1alpha1.RegistryMirror, img Images, configHas
 // nodeAgentArgs are the node agent's command line: a relay from agentPort to the
 // registry Service and, with spec.configureNodes, the hosts.toml to keep in the hostPath
 // mounted at hostsMountPath.
-func nodeAgentArgs(m *mirrorsv1alpha1.RegistryMirror, hostPort int32) nodeagent.Args {
+func nodeAgentArgs(m *mirrorsv1alpha1.RegistryMirror, hostPort int32, caps []string) nodeagent.Args {
 	a := nodeagent.DefaultArgs()
 	a.Listen = ":" + strconv.Itoa(agentPort)
 	a.HealthListen = ":" + strconv.Itoa(agentHealthPort)
@@ -373,6 +375,7 @@ func nodeAgentArgs(m *mirrorsv1alpha1.RegistryMirror, hostPort int32) nodeagent.
 		a.HostsDir = hostsMountPath
 		a.Server = upstreamURL(m)
 		a.Mirror = nodeEndpoint(hostPort)
+		a.Capabilities = slices.Clone(caps)
 	}
 	return a
 }
@@ -380,12 +383,12 @@ func nodeAgentArgs(m *mirrorsv1alpha1.RegistryMirror, hostPort int32) nodeagent.
 // desiredDaemonSet runs the node agent on every node: a TCP relay from the node's
 // 127.0.0.1:<hostPort> to the registry Service and, with spec.configureNodes, the
 // writer of containerd's hosts.toml through a hostPath mount of exactly one directory.
-func desiredDaemonSet(m *mirrorsv1alpha1.RegistryMirror, img Images, hostPort int32, hostsPath string) *appsv1ac.DaemonSetApplyConfiguration {
+func desiredDaemonSet(m *mirrorsv1alpha1.RegistryMirror, img Images, hostPort int32, hostsPath string, caps []string) *appsv1ac.DaemonSetApplyConfiguration {
 	container := corev1ac.Container().
 		WithName("node-agent").
 		WithImage(img.NodeAgent).
 		WithCommand(operatorBinary).
-		WithArgs(append([]string{nodeagent.Subcommand}, nodeAgentArgs(m, hostPort).CommandLine()...)...).
+		WithArgs(append([]string{nodeagent.Subcommand}, nodeAgentArgs(m, hostPort, caps).CommandLine()...)...).
 		WithPorts(
 			// hostIP 127.0.0.1: the mirror is published on each node's loopback only.
 			corev1ac.ContainerPort().WithName("mirror").WithContainerPort(agentPort).

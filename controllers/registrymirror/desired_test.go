@@ -61,7 +61,7 @@ func renderAll(t *testing.T, m *mirrorsv1alpha1.RegistryMirror, hostPort int32) 
 	dir, err := HostsDir(m.Spec.Upstream)
 	require.NoError(t, err)
 	var docs []string
-	for _, c := range desiredChildren(m, testImages, hostPort, hostsPath("", dir)) {
+	for _, c := range desiredChildren(m, testImages, hostPort, hostsPath("", dir), nodeagent.DefaultCapabilities) {
 		b, err := yaml.Marshal(c.desired)
 		require.NoError(t, err)
 		docs = append(docs, "# "+c.kind+" "+c.name+"\n"+string(b))
@@ -157,7 +157,7 @@ func TestHostsDir(t *testing.T) {
 
 func TestBuildersOwnAndLabel(t *testing.T) {
 	m := minimalMirror()
-	kids := desiredChildren(m, testImages, 35000, hostsPath("", "docker.io"))
+	kids := desiredChildren(m, testImages, 35000, hostsPath("", "docker.io"), nodeagent.DefaultCapabilities)
 	require.Len(t, kids, 6, "ConfigMap, two Services, PVC, StatefulSet, DaemonSet")
 	names := map[string]bool{}
 	for _, c := range kids {
@@ -285,7 +285,7 @@ func TestDaemonSetHostAccess(t *testing.T) {
 			m := minimalMirror()
 			m.Spec.ConfigureNodes = tc.configure
 			ds := &appsv1.DaemonSet{}
-			require.NoError(t, roundTrip(desiredDaemonSet(m, testImages, 35007, DefaultHostsRoot+"/docker.io"), ds))
+			require.NoError(t, roundTrip(desiredDaemonSet(m, testImages, 35007, DefaultHostsRoot+"/docker.io", nodeagent.DefaultCapabilities), ds))
 			pod := ds.Spec.Template.Spec
 			assert.False(t, pod.HostNetwork, "no host network namespace")
 			assert.False(t, pod.HostPID)
@@ -318,15 +318,15 @@ func TestDaemonSetHostAccess(t *testing.T) {
 func TestNodeAgentArgs(t *testing.T) {
 	for _, m := range []*mirrorsv1alpha1.RegistryMirror{minimalMirror(), fullMirror()} {
 		ds := &appsv1.DaemonSet{}
-		require.NoError(t, roundTrip(desiredDaemonSet(m, testImages, 36000, DefaultHostsRoot+"/x"), ds))
+		require.NoError(t, roundTrip(desiredDaemonSet(m, testImages, 36000, DefaultHostsRoot+"/x", nodeagent.DefaultCapabilities), ds))
 		args := ds.Spec.Template.Spec.Containers[0].Args
 		require.NotEmpty(t, args)
 		assert.Equal(t, nodeagent.Subcommand, args[0])
 		got, err := nodeagent.Parse(args[1:])
 		require.NoError(t, err, "the DaemonSet's own arguments parse")
-		assert.Equal(t, nodeAgentArgs(m, 36000), got)
+		assert.Equal(t, nodeAgentArgs(m, 36000, nodeagent.DefaultCapabilities), got)
 	}
-	a := nodeAgentArgs(fullMirror(), 36000)
+	a := nodeAgentArgs(fullMirror(), 36000, nodeagent.DefaultCapabilities)
 	assert.Equal(t, "/run/quartet/hosts-dir", a.HostsDir)
 	assert.Equal(t, "https://quay.example:8443", a.Server)
 	assert.Equal(t, "http://127.0.0.1:36000", a.Mirror)

@@ -19,6 +19,12 @@ import (
 const (
 	EventCreated = "Created"
 	EventUpdated = "Updated"
+	// EventDeleted: the node agent DaemonSet of a mirror without node access was deleted.
+	EventDeleted = "Deleted"
+	// EventReverted: fields others added to a child (see drift) were taken away.
+	EventReverted = "Reverted"
+	// eventNodeAccessPrefix prefixes the NodeAccess reason in the Events of its changes.
+	eventNodeAccessPrefix = "NodeAccess"
 	// eventUpstreamPrefix prefixes the UpstreamReachable reason in the upstream's Events.
 	eventUpstreamPrefix = "Upstream"
 )
@@ -49,6 +55,17 @@ func statusEvents(prev, next []metav1.Condition) []event {
 			eventType = corev1.EventTypeWarning
 		}
 		out = append(out, event{eventType, eventUpstreamPrefix + upAfter.Reason, "Probe", upAfter.Message})
+	}
+	accBefore := meta.FindStatusCondition(prev, ConditionNodeAccess)
+	accAfter := meta.FindStatusCondition(next, ConditionNodeAccess)
+	if accAfter != nil && accAfter.Status != metav1.ConditionUnknown &&
+		(accBefore == nil || accBefore.Status != accAfter.Status || accBefore.Reason != accAfter.Reason) {
+		// Losing node access is a warning; not having it (an in-cluster cache) is not.
+		eventType := corev1.EventTypeNormal
+		if accAfter.Status == metav1.ConditionFalse && accBefore != nil && accBefore.Status == metav1.ConditionTrue {
+			eventType = corev1.EventTypeWarning
+		}
+		out = append(out, event{eventType, eventNodeAccessPrefix + accAfter.Reason, "Authorize", accAfter.Message})
 	}
 	return out
 }

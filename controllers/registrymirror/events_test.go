@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -17,6 +18,9 @@ func TestStatusEvents(t *testing.T) {
 	}
 	upstream := func(status metav1.ConditionStatus, reason string) metav1.Condition {
 		return metav1.Condition{Type: ConditionUpstreamReachable, Status: status, Reason: reason, Message: "https://quay.io " + reason}
+	}
+	access := func(status metav1.ConditionStatus, reason string) metav1.Condition {
+		return metav1.Condition{Type: ConditionNodeAccess, Status: status, Reason: reason, Message: "access " + reason}
 	}
 	fine := degraded(metav1.ConditionFalse, ReasonAsExpected, "All objects are applied and owned by this mirror")
 	conflict := degraded(metav1.ConditionTrue, ReasonConflict, "Service ns/a-registry exists")
@@ -40,6 +44,14 @@ func TestStatusEvents(t *testing.T) {
 			[]event{{corev1.EventTypeWarning, "UpstreamNeverReached", "Probe", "https://quay.io NeverReached"}}},
 		{"upstream still gone", []metav1.Condition{upstream(metav1.ConditionFalse, ReasonUnreachable)}, []metav1.Condition{upstream(metav1.ConditionFalse, ReasonUnreachable)}, nil},
 		{"probing turned off", []metav1.Condition{upstream(metav1.ConditionTrue, ReasonReachable)}, []metav1.Condition{upstream(metav1.ConditionUnknown, ReasonNotProbed)}, nil},
+		{"node access granted", []metav1.Condition{access(metav1.ConditionFalse, ReasonNoHostGrant)}, []metav1.Condition{access(metav1.ConditionTrue, ReasonNodeAccessGranted)},
+			[]event{{corev1.EventTypeNormal, "NodeAccessGranted", "Authorize", "access " + ReasonNodeAccessGranted}}},
+		{"first pass without node access: news, no warning", nil, []metav1.Condition{access(metav1.ConditionFalse, ReasonNoHostGrant)},
+			[]event{{corev1.EventTypeNormal, "NodeAccessNoHostGrant", "Authorize", "access " + ReasonNoHostGrant}}},
+		{"node access lost: a warning", []metav1.Condition{access(metav1.ConditionTrue, ReasonNodeAccessGranted)},
+			[]metav1.Condition{access(metav1.ConditionFalse, ReasonHostGrantedElsewhere)},
+			[]event{{corev1.EventTypeWarning, "NodeAccessHostGrantedToAnotherMirror", "Authorize", "access " + ReasonHostGrantedElsewhere}}},
+		{"no node access still", []metav1.Condition{access(metav1.ConditionFalse, ReasonNoHostGrant)}, []metav1.Condition{access(metav1.ConditionFalse, ReasonNoHostGrant)}, nil},
 		{"both at once, Degraded first", []metav1.Condition{fine, upstream(metav1.ConditionTrue, ReasonReachable)},
 			[]metav1.Condition{conflict, upstream(metav1.ConditionFalse, ReasonUnreachable)},
 			[]event{{corev1.EventTypeWarning, ReasonConflict, "Reconcile", "Service ns/a-registry exists"},
@@ -71,7 +83,9 @@ func TestUpstreamEventsCarryNoErrorText(t *testing.T) {
 	} {
 		o := probedOK()
 		o.probes.upstreamErr = tc.err
-		evs := statusEvents(nil, computeStatus(m, o, t0).Conditions)
+		st := computeStatus(m, o, t0)
+		prev := []metav1.Condition{*meta.FindStatusCondition(st.Conditions, ConditionNodeAccess)}
+		evs := statusEvents(prev, st.Conditions)
 		assert.Equal(t, []event{tc.want}, evs, tc.name)
 	}
 }

@@ -59,7 +59,29 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 		b = b.Owns(obj, builder.WithPredicates(inScope)).
 			Watches(obj, handler.EnqueueRequestsFromMapFunc(mirrorsNamedAfter), builder.WithPredicates(uncontrolled))
 	}
+	// A grant's change may give or take node access from the mirrors of its host.
+	b = b.Watches(&mirrorsv1alpha1.RegistryHostGrant{}, handler.EnqueueRequestsFromMapFunc(r.mirrorsOfGrant))
 	return b.Complete(r)
+}
+
+// mirrorsOfGrant maps a RegistryHostGrant to the mirrors it may concern.
+func (r *Reconciler) mirrorsOfGrant(ctx context.Context, o client.Object) []reconcile.Request {
+	grant, ok := o.(*mirrorsv1alpha1.RegistryHostGrant)
+	if !ok {
+		return nil
+	}
+	var mirrors mirrorsv1alpha1.RegistryMirrorList
+	if err := r.List(ctx, &mirrors); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Failed to list RegistryMirrors for a RegistryHostGrant event", "registryHostGrant", grant.Name)
+		return nil
+	}
+	var out []reconcile.Request
+	for _, key := range mirrorsOfHost(grant, mirrors.Items) {
+		if r.Shared.Watches(key.Namespace) {
+			out = append(out, reconcile.Request{NamespacedName: key})
+		}
+	}
+	return out
 }
 
 // mirrorsNamedAfter maps an object to the mirrors whose child it would be by name.

@@ -97,6 +97,11 @@ type outcome struct {
 	problems []problem
 	// complete is true when every object was applied or found up to date.
 	complete bool
+	// access is what the RegistryHostGrants allow the mirror on the nodes (Reason empty:
+	// not decided, the upstream being invalid).
+	access nodeAccess
+	// wantsNodes is spec.configureNodes.
+	wantsNodes bool
 }
 
 // computeStatus returns the mirror's new status from the pass's outcome: endpoints,
@@ -125,6 +130,15 @@ func computeStatus(m *mirrorsv1alpha1.RegistryMirror, o outcome, now metav1.Time
 	upstream.ObservedGeneration = m.Generation
 	upstream.LastTransitionTime = now
 	meta.SetStatusCondition(&st.Conditions, upstream)
+
+	access := o.access.condition()
+	if o.access.Reason == "" {
+		access = metav1.Condition{Type: ConditionNodeAccess, Status: metav1.ConditionUnknown, Reason: ReasonInvalidUpstream,
+			Message: "Not decided: the upstream is invalid"}
+	}
+	access.ObservedGeneration = m.Generation
+	access.LastTransitionTime = now
+	meta.SetStatusCondition(&st.Conditions, access)
 
 	ready := readyCondition(o, upstream)
 	ready.ObservedGeneration = m.Generation
@@ -199,6 +213,10 @@ func readyCondition(o outcome, upstream metav1.Condition) metav1.Condition {
 		add(ReasonRegistryNotReady, "registry %s has %d/%d ready replicas", sts.Name, sts.Status.ReadyReplicas, replicasOf(sts))
 	}
 	switch ds := w.daemonSet; {
+	case !o.access.Granted && o.wantsNodes:
+		add(ReasonNodeAccessNotGranted, "spec.configureNodes asks for the nodes and no RegistryHostGrant allows this mirror there (see the NodeAccess condition)")
+	case !o.access.Granted:
+		// An in-cluster cache: no node agents to wait for.
 	case ds == nil:
 		add(ReasonNodeAgentMissing, "the node agent DaemonSet does not exist")
 	case ds.Status.ObservedGeneration < ds.Generation || ds.Status.UpdatedNumberScheduled < ds.Status.DesiredNumberScheduled:
@@ -224,13 +242,19 @@ func readyCondition(o outcome, upstream metav1.Condition) metav1.Condition {
 		if o.probes.registryProbed {
 			msg = fmt.Sprintf("The registry answers through its Service and node agents are ready on %d nodes", nodes)
 		}
+		if !o.access.Granted {
+			msg = "The registry serves in the cluster only (no node access)"
+			if o.probes.registryProbed {
+				msg = "The registry answers through its Service, in the cluster only (no node access)"
+			}
+		}
 		if upstream.Reason == ReasonUnreachable {
 			msg += "; the upstream is unreachable, so only cached content is served"
 		}
 		return metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonReady, Message: msg}
 	}
 	status := metav1.ConditionFalse
-	if !o.complete && (w.statefulSet == nil || w.daemonSet == nil) {
+	if !o.complete && (w.statefulSet == nil || (o.access.Granted && w.daemonSet == nil)) {
 		// The pass could not look at everything: say so instead of guessing.
 		status = metav1.ConditionUnknown
 	}

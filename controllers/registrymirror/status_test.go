@@ -36,6 +36,9 @@ func readyDS() *appsv1.DaemonSet {
 	}
 }
 
+// granted is the node access of a mirror a RegistryHostGrant names.
+var granted = nodeAccess{Granted: true, Capabilities: []string{"pull"}, Reason: ReasonNodeAccessGranted, Message: "granted"}
+
 func boundPVC() *corev1.PersistentVolumeClaim {
 	return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "docker-hub-registry-cache"},
 		Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}}
@@ -50,48 +53,48 @@ func TestReadyCondition(t *testing.T) {
 		wantMessage string
 	}{
 		{"all ready", func() outcome {
-			return outcome{workloads: workloads{statefulSet: readySTS(), daemonSet: readyDS(), pvc: boundPVC()}, complete: true}
+			return outcome{access: granted, workloads: workloads{statefulSet: readySTS(), daemonSet: readyDS(), pvc: boundPVC()}, complete: true}
 		}, metav1.ConditionTrue, ReasonReady, "The registry serves and node agents are ready on 3 nodes"},
 		{"no nodes yet is still ready", func() outcome {
-			return outcome{workloads: workloads{statefulSet: readySTS(), daemonSet: &appsv1.DaemonSet{}, pvc: boundPVC()}, complete: true}
+			return outcome{access: granted, workloads: workloads{statefulSet: readySTS(), daemonSet: &appsv1.DaemonSet{}, pvc: boundPVC()}, complete: true}
 		}, metav1.ConditionTrue, ReasonReady, "The registry serves and node agents are ready on 0 nodes"},
-		{"nothing applied yet", func() outcome { return outcome{} },
+		{"nothing applied yet", func() outcome { return outcome{access: granted} },
 			metav1.ConditionUnknown, ReasonRegistryMissing, "The registry StatefulSet does not exist; the node agent DaemonSet does not exist"},
 		{"registry missing after a complete pass (conflict)", func() outcome {
-			return outcome{workloads: workloads{daemonSet: readyDS()}, complete: true}
+			return outcome{access: granted, workloads: workloads{daemonSet: readyDS()}, complete: true}
 		}, metav1.ConditionFalse, ReasonRegistryMissing, "The registry StatefulSet does not exist"},
 		{"cache volume pending", func() outcome {
 			pvc := boundPVC()
 			pvc.Status.Phase = ""
-			return outcome{workloads: workloads{statefulSet: readySTS(), daemonSet: readyDS(), pvc: pvc}, complete: true}
+			return outcome{access: granted, workloads: workloads{statefulSet: readySTS(), daemonSet: readyDS(), pvc: pvc}, complete: true}
 		}, metav1.ConditionFalse, ReasonCacheVolumePending, "Cache volume docker-hub-registry-cache is Pending (no matching PersistentVolume or provisioner yet)"},
 		{"new StatefulSet not observed yet", func() outcome {
 			sts := readySTS()
 			sts.Generation = 3
-			return outcome{workloads: workloads{statefulSet: sts, daemonSet: readyDS(), pvc: boundPVC()}, complete: true}
+			return outcome{access: granted, workloads: workloads{statefulSet: sts, daemonSet: readyDS(), pvc: boundPVC()}, complete: true}
 		}, metav1.ConditionFalse, ReasonRegistryRollingOut, "Registry docker-hub-registry is rolling out (1/1 updated)"},
 		{"registry revision rolling", func() outcome {
 			sts := readySTS()
 			sts.Status.UpdateRevision = "r3"
 			sts.Status.UpdatedReplicas = 0
-			return outcome{workloads: workloads{statefulSet: sts, daemonSet: readyDS(), pvc: boundPVC()}, complete: true}
+			return outcome{access: granted, workloads: workloads{statefulSet: sts, daemonSet: readyDS(), pvc: boundPVC()}, complete: true}
 		}, metav1.ConditionFalse, ReasonRegistryRollingOut, "Registry docker-hub-registry is rolling out (0/1 updated)"},
 		{"registry not ready", func() outcome {
 			sts := readySTS()
 			sts.Status.ReadyReplicas = 0
-			return outcome{workloads: workloads{statefulSet: sts, daemonSet: readyDS(), pvc: boundPVC()}, complete: true}
+			return outcome{access: granted, workloads: workloads{statefulSet: sts, daemonSet: readyDS(), pvc: boundPVC()}, complete: true}
 		}, metav1.ConditionFalse, ReasonRegistryNotReady, "Registry docker-hub-registry has 0/1 ready replicas"},
 		{"node agents rolling", func() outcome {
 			ds := readyDS()
 			ds.Status.UpdatedNumberScheduled = 1
-			return outcome{workloads: workloads{statefulSet: readySTS(), daemonSet: ds, pvc: boundPVC()}, complete: true}
+			return outcome{access: granted, workloads: workloads{statefulSet: readySTS(), daemonSet: ds, pvc: boundPVC()}, complete: true}
 		}, metav1.ConditionFalse, ReasonNodeAgentsRollingOut, "Node agents are rolling out (1/3 nodes updated)"},
 		{"node agents not ready, registry not ready either", func() outcome {
 			sts := readySTS()
 			sts.Status.ReadyReplicas = 0
 			ds := readyDS()
 			ds.Status.NumberReady = 2
-			return outcome{workloads: workloads{statefulSet: sts, daemonSet: ds, pvc: boundPVC()}, complete: true}
+			return outcome{access: granted, workloads: workloads{statefulSet: sts, daemonSet: ds, pvc: boundPVC()}, complete: true}
 		}, metav1.ConditionFalse, ReasonRegistryNotReady, "Registry docker-hub-registry has 0/1 ready replicas; node agents are ready on 2/3 nodes"},
 		{"probed: registry answers, upstream answers", func() outcome {
 			return probedOK()
@@ -111,6 +114,13 @@ func TestReadyCondition(t *testing.T) {
 			o.probes.upstreamErr = dialError("169.254.169.254:80", addressRefusedError{netip.MustParseAddr("169.254.169.254")})
 			return o
 		}, metav1.ConditionFalse, ReasonUpstreamAddressRefused, "The upstream's address is not allowed for probes: it is not known to answer"},
+		{"no node access: an in-cluster cache, ready without node agents", func() outcome {
+			return outcome{access: nodeAccess{Reason: ReasonNoHostGrant}, workloads: workloads{statefulSet: readySTS(), pvc: boundPVC()}, complete: true}
+		}, metav1.ConditionTrue, ReasonReady, "The registry serves in the cluster only (no node access)"},
+		{"no node access although configureNodes asks for the nodes", func() outcome {
+			return outcome{access: nodeAccess{Reason: ReasonNoHostGrant}, wantsNodes: true,
+				workloads: workloads{statefulSet: readySTS(), pvc: boundPVC()}, complete: true}
+		}, metav1.ConditionFalse, ReasonNodeAccessNotGranted, "Spec.configureNodes asks for the nodes and no RegistryHostGrant allows this mirror there (see the NodeAccess condition)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := tc.obs()
@@ -132,7 +142,7 @@ func dialError(addr string, err error) error {
 }
 
 func probedOK() outcome {
-	return outcome{workloads: workloads{statefulSet: readySTS(), daemonSet: readyDS(), pvc: boundPVC()}, complete: true,
+	return outcome{access: granted, workloads: workloads{statefulSet: readySTS(), daemonSet: readyDS(), pvc: boundPVC()}, complete: true,
 		probes: probeResults{registryProbed: true, registryAddr: "10.0.0.7:5000", upstreamProbed: true}}
 }
 
@@ -195,7 +205,7 @@ func TestUpstreamReachability(t *testing.T) {
 		assert.Equal(t, ReasonUpstreamAddressRefused, ready.Reason, prev)
 	}
 
-	off := outcome{workloads: workloads{statefulSet: readySTS(), daemonSet: readyDS(), pvc: boundPVC()}, complete: true, probes: probeResults{off: true}}
+	off := outcome{access: granted, workloads: workloads{statefulSet: readySTS(), daemonSet: readyDS(), pvc: boundPVC()}, complete: true, probes: probeResults{off: true}}
 	st := computeStatus(minimalMirror(), off, t0)
 	assert.Equal(t, metav1.ConditionUnknown, meta.FindStatusCondition(st.Conditions, ConditionUpstreamReachable).Status)
 	assert.Equal(t, metav1.ConditionTrue, meta.FindStatusCondition(st.Conditions, ConditionReady).Status, "probes off: Ready rests on the workloads")
@@ -207,7 +217,7 @@ func TestComputeStatus(t *testing.T) {
 	m := minimalMirror()
 	m.Generation = 4
 
-	ok := outcome{workloads: workloads{statefulSet: readySTS(), daemonSet: readyDS(), pvc: boundPVC()}, hostPort: 35002, complete: true}
+	ok := outcome{access: granted, workloads: workloads{statefulSet: readySTS(), daemonSet: readyDS(), pvc: boundPVC()}, hostPort: 35002, complete: true}
 	st := computeStatus(m, ok, t0)
 	assert.Equal(t, "http://docker-hub-registry.mirrors.svc:5000", st.Endpoint)
 	assert.Equal(t, "http://127.0.0.1:35002", st.NodeEndpoint)
@@ -215,7 +225,8 @@ func TestComputeStatus(t *testing.T) {
 	assert.Equal(t, int32(3), st.NodesReady)
 	assert.Equal(t, int32(3), st.NodesDesired)
 	assert.Equal(t, int64(4), st.ObservedGeneration)
-	require.Len(t, st.Conditions, 3, "Ready, Degraded and UpstreamReachable are set on every pass")
+	require.Len(t, st.Conditions, 4, "Ready, Degraded, UpstreamReachable and NodeAccess are set on every pass")
+	assert.Equal(t, metav1.ConditionTrue, meta.FindStatusCondition(st.Conditions, ConditionNodeAccess).Status)
 	assert.Equal(t, metav1.ConditionUnknown, meta.FindStatusCondition(st.Conditions, ConditionUpstreamReachable).Status)
 	ready := meta.FindStatusCondition(st.Conditions, ConditionReady)
 	assert.Equal(t, metav1.ConditionTrue, ready.Status)

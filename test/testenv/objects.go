@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 )
 
 // Namespace creates a namespace named prefix-<5 random characters> with the given labels
@@ -115,6 +117,22 @@ func GrantCopies(t testing.TB, c client.Client, saNamespace, saName string, name
 			_ = c.Delete(context.Background(), o)
 		}
 	}
+	t.Cleanup(revoke)
+	return revoke
+}
+
+// GrantNodes lets RegistryMirror namespace/name onto the nodes for registry host, as a
+// cluster admin consents: a RegistryHostGrant (capabilities pull and the ones given),
+// deleted by revoke or when the test ends.
+func GrantNodes(t testing.TB, c client.Client, host, namespace, name string, capabilities ...mirrorsv1alpha1.Capability) (revoke func()) {
+	t.Helper()
+	g := &mirrorsv1alpha1.RegistryHostGrant{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%s-%s", namespace, name, rand.String(4))},
+		Spec: mirrorsv1alpha1.RegistryHostGrantSpec{Host: host, Mirror: mirrorsv1alpha1.MirrorReference{Namespace: namespace, Name: name},
+			Capabilities: append([]mirrorsv1alpha1.Capability{mirrorsv1alpha1.CapabilityPull}, capabilities...)},
+	}
+	require.NoError(t, c.Create(context.Background(), g))
+	revoke = func() { _ = c.Delete(context.Background(), g) }
 	t.Cleanup(revoke)
 	return revoke
 }

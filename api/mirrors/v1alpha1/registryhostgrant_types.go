@@ -74,6 +74,11 @@ type RegistryHostGrantSpec struct {
 	// imagePullSecret. Default false: such a mirror is refused.
 	// +optional
 	AllowCredentials bool `json:"allowCredentials,omitempty"`
+
+	// allowPlainHTTP lets a mirror whose upstream is http:// configure the nodes: their
+	// fallback pulls of host then go over plain HTTP. Default false: such a mirror is refused.
+	// +optional
+	AllowPlainHTTP bool `json:"allowPlainHTTP,omitempty"`
 }
 
 // RegistryHostGrant is a cluster admin's consent that one RegistryMirror configures the

@@ -60,7 +60,7 @@ type agent struct {
 func newAgent(cfg Args, log *slog.Logger) (*agent, error) {
 	a := &agent{cfg: cfg, log: log, open: map[net.Conn]struct{}{}, notReady: "starting"}
 	if cfg.HostsDir != "" {
-		a.hosts = &hostsFile{dir: cfg.HostsDir, owner: cfg.Owner, content: renderHostsTOML(cfg.Owner, cfg.Server, cfg.Mirror)}
+		a.hosts = &hostsFile{dir: cfg.HostsDir, owner: cfg.Owner, content: renderHostsTOML(cfg.Owner, cfg.Server, cfg.Mirror, cfg.Capabilities)}
 	}
 	var err error
 	if a.relay, err = net.Listen("tcp", cfg.Listen); err != nil {

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -24,6 +26,7 @@ const (
 	flagResync       = "resync"
 	flagDrain        = "drain"
 	flagDialTimeout  = "dial-timeout"
+	flagCapabilities = "capabilities"
 )
 
 // Defaults of the optional flags.
@@ -59,7 +62,13 @@ type Args struct {
 	Drain time.Duration
 	// DialTimeout bounds connecting to the registry Service.
 	DialTimeout time.Duration
+	// Capabilities are what containerd may use the mirror for (hosts.toml): pull, and
+	// resolve when a cluster admin's RegistryHostGrant allows it.
+	Capabilities []string
 }
+
+// DefaultCapabilities are hosts.toml's capabilities unless a grant adds resolve.
+var DefaultCapabilities = []string{"pull"}
 
 // DefaultArgs returns Args with every optional flag at its default and the required ones
 // (Target, Owner) empty.
@@ -70,12 +79,13 @@ func DefaultArgs() Args {
 		Resync:       DefaultResync,
 		Drain:        DefaultDrain,
 		DialTimeout:  DefaultDialTimeout,
+		Capabilities: slices.Clone(DefaultCapabilities),
 	}
 }
 
 // CommandLine renders a as the flags that follow Subcommand, in the form Parse reads
 // back: the addresses, target and owner always; hosts-dir, server and mirror when set;
-// the durations only when they differ from their defaults.
+// the durations and capabilities only when they differ from their defaults.
 func (a Args) CommandLine() []string {
 	out := []string{
 		flagArg(flagListen, a.Listen),
@@ -100,6 +110,9 @@ func (a Args) CommandLine() []string {
 			out = append(out, flagArg(f.name, f.value.String()))
 		}
 	}
+	if !slices.Equal(a.Capabilities, DefaultCapabilities) {
+		out = append(out, flagArg(flagCapabilities, strings.Join(a.Capabilities, ",")))
+	}
 	return out
 }
 
@@ -120,6 +133,10 @@ func Parse(args []string) (Args, error) {
 	fs.DurationVar(&a.Resync, flagResync, a.Resync, "How often hosts.toml is checked.")
 	fs.DurationVar(&a.Drain, flagDrain, a.Drain, "How long open connections may finish after SIGTERM.")
 	fs.DurationVar(&a.DialTimeout, flagDialTimeout, a.DialTimeout, "Timeout of connecting to the registry Service.")
+	fs.Func(flagCapabilities, "hosts.toml capabilities, comma-separated: pull, and resolve (default pull).", func(v string) error {
+		a.Capabilities = strings.Split(v, ",")
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return a, err
 	}
@@ -139,6 +156,14 @@ func (a Args) Validate() error {
 	}
 	if a.Resync <= 0 {
 		return errors.New("--resync must be positive")
+	}
+	if !slices.Contains(a.Capabilities, "pull") {
+		return errors.New("--capabilities must include pull")
+	}
+	for _, c := range a.Capabilities {
+		if c != "pull" && c != "resolve" {
+			return fmt.Errorf("--capabilities: unknown capability %q (pull, resolve)", c)
+		}
 	}
 	return nil
 }

@@ -26,6 +26,8 @@ func TestParseRefuses(t *testing.T) {
 		{"--target=x:1", "--owner=ns/a", "--hosts-dir=/d"},
 		{"--target=x:1", "--owner=ns/a", "extra"},
 		{"--target=x:1", "--owner=ns/a", "--resync=0s"},
+		{"--target=x:1", "--owner=ns/a", "--capabilities=resolve"},
+		{"--target=x:1", "--owner=ns/a", "--capabilities=pull,push"},
 		{"--nope"},
 	} {
 		_, err := Parse(bad)
@@ -56,6 +58,13 @@ func TestCommandLineRoundTrip(t *testing.T) {
 		}, []string{
 			"--listen=127.0.0.1:0", "--health-listen=[::1]:9000", "--target=hub-registry.mirrors.svc:5000", "--owner=mirrors/hub",
 			"--resync=50ms", "--drain=2s", "--dial-timeout=1m0s"}},
+		{"resolve granted", func(a *Args) {
+			a.HostsDir, a.Server, a.Mirror = "/run/quartet/hosts-dir", "https://registry-1.docker.io", "http://127.0.0.1:35000"
+			a.Capabilities = []string{"pull", "resolve"}
+		}, []string{
+			"--listen=:5000", "--health-listen=:8081", "--target=hub-registry.mirrors.svc:5000", "--owner=mirrors/hub",
+			"--hosts-dir=/run/quartet/hosts-dir", "--server=https://registry-1.docker.io", "--mirror=http://127.0.0.1:35000",
+			"--capabilities=pull,resolve"}},
 		{"zero drain and dial timeout are written out", func(a *Args) { a.Drain, a.DialTimeout = 0, 0 }, []string{
 			"--listen=:5000", "--health-listen=:8081", "--target=hub-registry.mirrors.svc:5000", "--owner=mirrors/hub",
 			"--drain=0s", "--dial-timeout=0s"}},

@@ -16,7 +16,7 @@ func FuzzHostsTOMLOwner(f *testing.F) {
 		if strings.ContainsAny(owner, ";\n") {
 			return
 		}
-		got, managed := hostsTOMLOwner(renderHostsTOML(owner, "https://quay.io", "http://127.0.0.1:35000"))
+		got, managed := hostsTOMLOwner(renderHostsTOML(owner, "https://quay.io", "http://127.0.0.1:35000", DefaultCapabilities))
 		if !managed || got != owner {
 			t.Fatalf("owner %q read back as %q (managed %v)", owner, got, managed)
 		}

@@ -14,14 +14,19 @@ import (
 const hostsTOMLMarker = "# Managed by the Quartet operator for RegistryMirror "
 
 // renderHostsTOML renders containerd's hosts.toml for one upstream: containerd tries the
-// mirror first for pulls and tag/digest resolution and falls back to the upstream
+// mirror first for what capabilities allow (pull: content by digest, which containerd
+// verifies; resolve: tags, trusted from the mirror) and falls back to the upstream
 // (server) when the mirror fails. owner is the mirror's namespace/name.
-func renderHostsTOML(owner, server, mirror string) string {
+func renderHostsTOML(owner, server, mirror string, capabilities []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s%s; removed when the mirror goes.\n", hostsTOMLMarker, owner)
 	fmt.Fprintf(&b, "server = %q\n\n", server)
 	fmt.Fprintf(&b, "[host.%q]\n", mirror)
-	b.WriteString("  capabilities = [\"pull\", \"resolve\"]\n")
+	quoted := make([]string, len(capabilities))
+	for i, c := range capabilities {
+		quoted[i] = fmt.Sprintf("%q", c)
+	}
+	fmt.Fprintf(&b, "  capabilities = [%s]\n", strings.Join(quoted, ", "))
 	return b.String()
 }
 

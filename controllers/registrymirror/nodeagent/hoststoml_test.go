@@ -12,20 +12,32 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
-// TestHostsTOMLGolden pins the whole hosts.toml the agent writes.
+// TestHostsTOMLGolden pins the whole hosts.toml the agent writes: by default the mirror is
+// trusted with content by digest only (containerd verifies it); resolve (tags) only when a
+// RegistryHostGrant says so.
 func TestHostsTOMLGolden(t *testing.T) {
-	got := renderHostsTOML("mirrors/docker-hub", "https://registry-1.docker.io", "http://127.0.0.1:35000")
-	path := filepath.Join("testdata", "hosts.golden.toml")
-	if *update {
-		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+	for _, tc := range []struct {
+		file string
+		caps []string
+	}{
+		{"hosts.golden.toml", DefaultCapabilities},
+		{"hosts-resolve.golden.toml", []string{"pull", "resolve"}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			got := renderHostsTOML("mirrors/docker-hub", "https://registry-1.docker.io", "http://127.0.0.1:35000", tc.caps)
+			path := filepath.Join("testdata", tc.file)
+			if *update {
+				require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+			}
+			want, err := os.ReadFile(path)
+			require.NoError(t, err, "golden file missing; run go test -run %s -update", t.Name())
+			assert.Equal(t, string(want), got, "output differs from %s; if intended, rerun with -update", path)
+		})
 	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "golden file missing; run go test -run %s -update", t.Name())
-	assert.Equal(t, string(want), got, "output differs from %s; if intended, rerun with -update", path)
 }
 
 func TestHostsTOMLOwner(t *testing.T) {
-	owner, managed := hostsTOMLOwner(renderHostsTOML("ns/a", "https://quay.io", "http://127.0.0.1:35000"))
+	owner, managed := hostsTOMLOwner(renderHostsTOML("ns/a", "https://quay.io", "http://127.0.0.1:35000", DefaultCapabilities))
 	assert.True(t, managed)
 	assert.Equal(t, "ns/a", owner)
 	_, managed = hostsTOMLOwner("server = \"https://quay.io\"\n")
@@ -36,7 +48,7 @@ func TestHostsTOMLOwner(t *testing.T) {
 
 func TestHostsFile(t *testing.T) {
 	dir := t.TempDir()
-	mine := &hostsFile{dir: dir, owner: "ns/a", content: renderHostsTOML("ns/a", "https://quay.io", "http://127.0.0.1:35000")}
+	mine := &hostsFile{dir: dir, owner: "ns/a", content: renderHostsTOML("ns/a", "https://quay.io", "http://127.0.0.1:35000", DefaultCapabilities)}
 	path := filepath.Join(dir, "hosts.toml")
 
 	wrote, prev, err := mine.ensure(false)
@@ -55,7 +67,7 @@ func TestHostsFile(t *testing.T) {
 	assert.False(t, wrote, "already right")
 
 	// Another mirror's file: taken over only when starting.
-	other := &hostsFile{dir: dir, owner: "ns/b", content: renderHostsTOML("ns/b", "https://quay.io", "http://127.0.0.1:35001")}
+	other := &hostsFile{dir: dir, owner: "ns/b", content: renderHostsTOML("ns/b", "https://quay.io", "http://127.0.0.1:35001", DefaultCapabilities)}
 	_, _, err = other.ensure(false)
 	assert.ErrorContains(t, err, "belongs to RegistryMirror ns/a")
 	wrote, prev, err = other.ensure(true)
