@@ -173,6 +173,7 @@ func chart(objs []*unstructured.Unstructured, version, image string) (map[string
 		name := fmt.Sprintf("templates/%s/%s-%s.yaml", dir, strings.ToLower(kind), o.GetName())
 		files[name] = header + text
 	}
+	files["templates/consent/consent.yaml"] = header + consentTemplate
 	if resources == nil {
 		return nil, "", errors.New("no manager Deployment in the input")
 	}
@@ -203,6 +204,22 @@ metrics:
 extraArgs: []
 # More environment variables of the manager; any flag can be set as QUARTET_<FLAG>.
 extraEnv: []
+rbac:
+  # Aggregate the CopyratorRule, ExchangeRate and RegistryMirror editor and viewer roles
+  # into the built-in admin, edit and view roles, so namespace owners can create them.
+  # false: bind the quartet-*-editor-role ClusterRoles yourself.
+  aggregateToBuiltinRoles: true
+copyrator:
+  # ServiceAccounts whose CopyratorRules may copy into every namespace (a ClusterRoleBinding
+  # to quartet-copyrator-target each), e.g. [{namespace: platform, name: copyrator}]; name
+  # defaults to copyrator, the rules' default spec.serviceAccountName. Protected namespaces
+  # (kube-system, ...) still need the label copyrator.flant.com/accept-copies=true.
+  platformServiceAccounts: []
+registryMirror:
+  # RegistryHostGrants to create: which mirror may configure the nodes for which registry
+  # host, e.g. [{name: docker-hub, host: docker.io, mirror: {namespace: registry-mirrors,
+  # name: docker-hub}, capabilities: [pull, resolve]}] (docs/registrymirror.md).
+  hostGrants: []
 crds:
   # Install and upgrade the four CRDs with the chart.
   install: true
@@ -215,6 +232,45 @@ affinity: {}
 `, image, version, registryImage, strings.TrimSpace(string(res)))
 	return files, values, nil
 }
+
+// consentTemplate renders the admin's consents the values ask for: ClusterRoleBindings that
+// let platform ServiceAccounts' CopyratorRules copy everywhere, and RegistryHostGrants.
+const consentTemplate = `{{- range .Values.copyrator.platformServiceAccounts }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: quartet-copyrator-platform-{{ .namespace }}-{{ .name | default "copyrator" }}
+  labels:
+    app.kubernetes.io/name: quartet
+    app.kubernetes.io/managed-by: {{ $.Release.Service }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: quartet-copyrator-target
+subjects:
+- kind: ServiceAccount
+  namespace: {{ .namespace | quote }}
+  name: {{ .name | default "copyrator" | quote }}
+{{- end }}
+{{- range .Values.registryMirror.hostGrants }}
+---
+apiVersion: mirrors.quartet.dev/v1alpha1
+kind: RegistryHostGrant
+metadata:
+  name: {{ .name }}
+  labels:
+    app.kubernetes.io/name: quartet
+    app.kubernetes.io/managed-by: {{ $.Release.Service }}
+spec:
+  host: {{ .host | quote }}
+  mirror:
+    namespace: {{ .mirror.namespace | quote }}
+    name: {{ .mirror.name | quote }}
+  capabilities: {{ .capabilities | default (list "pull") | toJson }}
+  allowCredentials: {{ .allowCredentials | default false }}
+{{- end }}
+`
 
 // templateDeployment puts the placeholders into the manager Deployment and returns its
 // resources (the default of values.resources).
@@ -283,6 +339,8 @@ func fill(doc string) (string, error) {
 			line = strings.ReplaceAll(line, phImage, `"{{ .Values.image.repository }}:{{ .Values.image.tag }}"`)
 		case strings.Contains(line, phRegistry):
 			line = strings.ReplaceAll(line, phRegistry, "{{ .Values.registryImage | quote }}")
+		case strings.HasPrefix(trimmed, "rbac.authorization.k8s.io/aggregate-to-"):
+			line = "{{- if .Values.rbac.aggregateToBuiltinRoles }}\n" + line + "{{- end }}\n"
 		case strings.HasSuffix(strings.TrimSpace(line), "app.kubernetes.io/managed-by: kustomize"):
 			line = strings.Replace(line, "kustomize", "{{ .Release.Service }}", 1)
 		case strings.Contains(line, phPull):

@@ -122,14 +122,22 @@ func GrantCopies(t testing.TB, c client.Client, saNamespace, saName string, name
 }
 
 // GrantNodes lets RegistryMirror namespace/name onto the nodes for registry host, as a
-// cluster admin consents: a RegistryHostGrant (capabilities pull and the ones given),
-// deleted by revoke or when the test ends.
+// cluster admin consents: a RegistryHostGrant with capabilities pull and the ones given
+// (GrantNodesSpec for the other fields), deleted by revoke or when the test ends.
 func GrantNodes(t testing.TB, c client.Client, host, namespace, name string, capabilities ...mirrorsv1alpha1.Capability) (revoke func()) {
 	t.Helper()
+	return GrantNodesSpec(t, c, mirrorsv1alpha1.RegistryHostGrantSpec{Host: host,
+		Mirror:       mirrorsv1alpha1.MirrorReference{Namespace: namespace, Name: name},
+		Capabilities: append([]mirrorsv1alpha1.Capability{mirrorsv1alpha1.CapabilityPull}, capabilities...)})
+}
+
+// GrantNodesSpec creates a RegistryHostGrant of the given spec, named after its mirror,
+// deleted by revoke or when the test ends.
+func GrantNodesSpec(t testing.TB, c client.Client, spec mirrorsv1alpha1.RegistryHostGrantSpec) (revoke func()) {
+	t.Helper()
 	g := &mirrorsv1alpha1.RegistryHostGrant{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%s-%s", namespace, name, rand.String(4))},
-		Spec: mirrorsv1alpha1.RegistryHostGrantSpec{Host: host, Mirror: mirrorsv1alpha1.MirrorReference{Namespace: namespace, Name: name},
-			Capabilities: append([]mirrorsv1alpha1.Capability{mirrorsv1alpha1.CapabilityPull}, capabilities...)},
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%s-%s", spec.Mirror.Namespace, spec.Mirror.Name, rand.String(4))},
+		Spec:       spec,
 	}
 	require.NoError(t, c.Create(context.Background(), g))
 	revoke = func() { _ = c.Delete(context.Background(), g) }
