@@ -153,6 +153,7 @@ func arrangeFleet(ctx context.Context, b *testing.B) {
 
 	// CopyratorRule: one ConfigMap into idleCopies namespaces.
 	src := namespaceList(b, "idle-src", 1, nil)[0]
+	testenv.GrantCopies(b, c, src, copyratorrule.DefaultServiceAccountName)
 	targets := namespaceList(b, "idle-copy", idleCopies, map[string]string{"idle-bench-copy": "true"})
 	require.NoError(b, c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: src,
 		Labels: map[string]string{"copy": "idle"}}, Data: map[string]string{"greeting": "hello"}}))

@@ -38,6 +38,7 @@ func TestKillDuringCopyratorFanOut(t *testing.T) {
 	const n = 500
 	targets := namespaces(t, "fan", n, map[string]string{"fanout-e2e": "true"})
 	src := namespace(t, "fan-src", nil)
+	testenv.GrantCopies(t, env.Client, src, copyratorrule.DefaultServiceAccountName)
 	source := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "shared", Namespace: src, Labels: map[string]string{"copy": "fan-e2e"}},
 		Data:       map[string]string{"log-level": "info", "colour": "blue"},

@@ -21,7 +21,9 @@ import (
 
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
+	"github.com/quartet-operator/quartet/controllers/copyratorrule"
 	"github.com/quartet-operator/quartet/controllers/exchangerate/fakeupstream"
+	"github.com/quartet-operator/quartet/test/testenv"
 )
 
 // TestAPIServerRestart restarts kube-apiserver under a running manager and checks the same
@@ -30,6 +32,7 @@ func TestAPIServerRestart(t *testing.T) {
 	env.Require(t)
 	ctx := context.Background()
 	src := namespace(t, "restart-src", nil)
+	testenv.GrantCopies(t, env.Client, src, copyratorrule.DefaultServiceAccountName)
 	target := namespace(t, "restart-target", map[string]string{"restart-e2e": "true"})
 	m := startManager(t, "restart", "--controllers=copyratorrule")
 	mkRule := func(name string) *flantv1.CopyratorRule {

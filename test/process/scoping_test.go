@@ -21,6 +21,7 @@ import (
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
+	"github.com/quartet-operator/quartet/controllers/copyratorrule"
 	"github.com/quartet-operator/quartet/controllers/exchangerate/fakeupstream"
 	"github.com/quartet-operator/quartet/test/testenv"
 )
@@ -72,6 +73,9 @@ func TestWatchNamespaceScoping(t *testing.T) {
 	defer rates.Close()
 
 	for _, ns := range []string{a, b} {
+		// Consent is not what keeps scope-b's rule out: the manager does not watch it.
+		testenv.GrantCopies(t, env.Client, ns, copyratorrule.DefaultServiceAccountName)
+		testenv.GrantNodes(t, env.Client, "docker.io", ns, "hub")
 		require.NoError(t, env.Client.Create(ctx, testenv.Deployment(ns, "web", 1)))
 		require.NoError(t, env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "shared", Namespace: ns,
 			Labels: map[string]string{"copy": "scope"}}, Data: map[string]string{"from": ns}}))
@@ -150,6 +154,8 @@ func TestKillDuringMirrorRollout(t *testing.T) {
 	mirror := &mirrorsv1alpha1.RegistryMirror{ObjectMeta: metav1.ObjectMeta{Name: "quay", Namespace: ns},
 		Spec: mirrorsv1alpha1.RegistryMirrorSpec{Upstream: "https://quay.io", Storage: resource.MustParse("10Gi")}}
 
+	testenv.GrantNodes(t, env.Client, "quay.io", ns, "quay")
+	testenv.GrantNodes(t, env.Client, "ghcr.io", ns, "quay")
 	first := startManager(t, "first", "--controllers=registrymirror")
 	require.NoError(t, env.Client.Create(ctx, mirror))
 	t.Cleanup(func() { forceDelete(mirror) })

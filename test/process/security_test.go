@@ -28,6 +28,7 @@ import (
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
+	"github.com/quartet-operator/quartet/controllers/copyratorrule"
 	"github.com/quartet-operator/quartet/controllers/exchangerate/fakeupstream"
 	"github.com/quartet-operator/quartet/internal/localcluster"
 	"github.com/quartet-operator/quartet/test/testenv"
@@ -96,6 +97,8 @@ func TestManagerRunsWithGeneratedRBAC(t *testing.T) {
 	kubeconfig := serviceAccountKubeconfig(t, system)
 	sel := "rbac-e2e"
 	src := namespace(t, "rbac-src", nil)
+	testenv.GrantCopies(t, env.Client, src, copyratorrule.DefaultServiceAccountName)
+	testenv.GrantNodes(t, env.Client, "docker.io", src, "hub")
 	dst := namespace(t, "rbac-dst", map[string]string{sel: "true"})
 	persistentVolume(t, "rbac-pv")
 	rates, err := fakeupstream.Start("127.0.0.1:0", "2026-11-20", fakeupstream.DefaultRates())
@@ -176,6 +179,7 @@ func TestRestrictedPodSecurity(t *testing.T) {
 
 	persistentVolume(t, "restricted-pv")
 	m := startManager(t, "restricted", "--controllers=registrymirror")
+	testenv.GrantNodes(t, env.Client, "docker.io", ns, "hub")
 	mirror := &mirrorsv1alpha1.RegistryMirror{ObjectMeta: metav1.ObjectMeta{Name: "hub", Namespace: ns},
 		Spec: mirrorsv1alpha1.RegistryMirrorSpec{Upstream: "https://registry-1.docker.io", Storage: resource.MustParse("10Gi")}}
 	require.NoError(t, env.Client.Create(ctx, mirror))

@@ -14,7 +14,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
+	"github.com/quartet-operator/quartet/controllers/copyratorrule"
 	"github.com/quartet-operator/quartet/test/benchutil"
+	"github.com/quartet-operator/quartet/test/testenv"
 )
 
 const (
@@ -31,6 +33,7 @@ func TestManagerTalksProtobufForBuiltinKinds(t *testing.T) {
 	ctx := context.Background()
 	proxy := benchutil.StartCountingProxy(t, env.Config)
 	src := namespace(t, "wire-src", nil)
+	testenv.GrantCopies(t, env.Client, src, copyratorrule.DefaultServiceAccountName)
 	dst := namespace(t, "wire-dst", map[string]string{"wire-format": "true"})
 	m := startManager(t, "wire", "--kubeconfig="+proxy.Kubeconfig(t), "--controllers=copyratorrule")
 

@@ -1,0 +1,269 @@
+package process
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
+	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
+	"github.com/quartet-operator/quartet/controllers/copyratorrule"
+	"github.com/quartet-operator/quartet/controllers/registrymirror"
+	"github.com/quartet-operator/quartet/test/testenv"
+)
+
+// tenant is a user who holds only the built-in edit role in one namespace, with the
+// Quartet editor roles aggregated into it as the installs ship them.
+type tenant struct {
+	name, namespace string
+	client          client.Client
+}
+
+// editorRoles installs the CopyratorRule, ExchangeRate and RegistryMirror editor roles of
+// config/rbac (aggregated into admin and edit by kube-controller-manager) and waits until
+// edit holds them.
+func editorRoles(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	for _, f := range []string{"copyratorrule", "exchangerate", "registrymirror"} {
+		role := &rbacv1.ClusterRole{}
+		readYAML(t, "config/rbac/"+f+"_editor_role.yaml", role)
+		role.Name = "tenant-test-" + role.Name
+		if err := env.Client.Create(ctx, role); err != nil && !apierrors.IsAlreadyExists(err) {
+			require.NoError(t, err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), role) })
+	}
+	eventually(t, time.Minute, "the editor roles aggregated into edit", func() bool {
+		edit := &rbacv1.ClusterRole{}
+		if env.Client.Get(ctx, client.ObjectKey{Name: "edit"}, edit) != nil {
+			return false
+		}
+		groups := map[string]bool{}
+		for _, r := range edit.Rules {
+			for _, g := range r.APIGroups {
+				groups[g] = true
+			}
+		}
+		return groups["flant.com"] && groups["mirrors.quartet.dev"] && groups["operators.brennerm.github.io"]
+	})
+}
+
+// newTenant makes a namespace and a user holding edit there, and a client acting as them.
+func newTenant(t *testing.T, name string) tenant {
+	t.Helper()
+	ns := namespace(t, name+"-"+strings.ToLower(rand.String(4)), nil)
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name + "-edit", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}}}
+	require.NoError(t, env.Client.Create(context.Background(), binding))
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: name, Groups: []string{"system:authenticated"}}
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	require.NoError(t, err)
+	return tenant{name: name, namespace: ns, client: c}
+}
+
+// ruleStatus waits until the rule's status describes its current generation and returns it.
+func ruleStatus(t *testing.T, rule *flantv1.CopyratorRule, check func(flantv1.CopyratorRuleStatus) bool) flantv1.CopyratorRuleStatus {
+	t.Helper()
+	cur := &flantv1.CopyratorRule{}
+	eventually(t, time.Minute, "the status of CopyratorRule "+rule.Name, func() bool {
+		return env.Client.Get(context.Background(), client.ObjectKeyFromObject(rule), cur) == nil &&
+			cur.Status.ObservedGeneration == cur.Generation && check(cur.Status)
+	})
+	return cur.Status
+}
+
+func mirrorCondition(t *testing.T, m *mirrorsv1alpha1.RegistryMirror, typ string) metav1.Condition {
+	t.Helper()
+	cur := &mirrorsv1alpha1.RegistryMirror{}
+	require.NoError(t, env.Client.Get(context.Background(), client.ObjectKeyFromObject(m), cur))
+	return testenv.Condition(cur.Status.Conditions, typ)
+}
+
+// copiesOf lists the copies (ConfigMaps and Secrets) that rules of namespace from made in
+// the namespaces given.
+func copiesOf(t *testing.T, from string, namespaces ...string) []string {
+	t.Helper()
+	var out []string
+	for _, ns := range namespaces {
+		sel := client.MatchingLabels{copyratorrule.LabelManagedBy: copyratorrule.ManagedByValue, copyratorrule.LabelRuleNamespace: from}
+		cms := &corev1.ConfigMapList{}
+		require.NoError(t, env.Client.List(context.Background(), cms, client.InNamespace(ns), sel))
+		for _, c := range cms.Items {
+			out = append(out, "ConfigMap "+ns+"/"+c.Name)
+		}
+		secrets := &corev1.SecretList{}
+		require.NoError(t, env.Client.List(context.Background(), secrets, client.InNamespace(ns), sel))
+		for _, s := range secrets.Items {
+			out = append(out, "Secret "+ns+"/"+s.Name)
+		}
+	}
+	return out
+}
+
+// TestTenantReachesOnlyWhatTheyCouldWithoutQuartet acts as a user, alice, who holds only
+// edit in one namespace (impersonation, the installs' RBAC, the manager as its
+// ServiceAccount with the generated rules) and tries every attack of the security review:
+// each is refused, with a message that says what permission or consent is missing, and
+// nothing is written outside her namespace. Then a cluster admin takes the documented one
+// step for each platform use, and the article's uses work.
+func TestTenantReachesOnlyWhatTheyCouldWithoutQuartet(t *testing.T) {
+	env.Require(t)
+	ctx := context.Background()
+	editorRoles(t)
+	system := namespace(t, "tenant-system", nil)
+	kubeconfig := serviceAccountKubeconfig(t, system)
+	t.Setenv("POD_NAMESPACE", system)
+	startManager(t, "tenant", "--kubeconfig="+kubeconfig, "--registrymirror-probes=true",
+		"--copyratorrule-consent-recheck=2s", "--controllers=copyratorrule,registrymirror")
+	alice, bob := newTenant(t, "alice"), newTenant(t, "bob")
+	a := alice.client
+	victims := []string{bob.namespace, "kube-system", "kube-public", system}
+
+	// Copyrator: a Secret and a ConfigMap of alice's, copied "everywhere", and named outright
+	// into kube-system, bob's namespace and the operator's.
+	for _, o := range []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "regcred", Namespace: alice.namespace, Labels: map[string]string{"spread": "yes"}},
+			Type: corev1.SecretTypeDockerConfigJson, StringData: map[string]string{corev1.DockerConfigJsonKey: `{"auths":{}}`}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bootstrap-token-abcdef", Namespace: alice.namespace, Labels: map[string]string{"spread": "yes"}},
+			Type: corev1.SecretTypeBootstrapToken, StringData: map[string]string{"token-id": "abcdef", "token-secret": "0123456789abcdef",
+				"usage-bootstrap-authentication": "true", "auth-extra-groups": "system:bootstrappers:kubeadm:default-node-token"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "coredns-custom", Namespace: alice.namespace, Labels: map[string]string{"spread": "yes"}},
+			Data: map[string]string{"evil.override": "rewrite name kubernetes.default attacker.example"}},
+	} {
+		require.NoError(t, a.Create(ctx, o), "alice may write her own namespace")
+	}
+	everywhere := &flantv1.CopyratorRule{ObjectMeta: metav1.ObjectMeta{Name: "everywhere", Namespace: alice.namespace},
+		Spec: flantv1.CopyratorRuleSpec{RuleType: flantv1.RuleTypeSecret, Selector: map[string]flantv1.LabelValue{"spread": "yes"}}}
+	named := &flantv1.CopyratorRule{ObjectMeta: metav1.ObjectMeta{Name: "named", Namespace: alice.namespace},
+		Spec: flantv1.CopyratorRuleSpec{RuleType: flantv1.RuleTypeConfigMap, Selector: map[string]flantv1.LabelValue{"spread": "yes"},
+			Namespaces: victims}}
+	// She even names the ServiceAccount a platform namespace's rules use: it is hers, in her namespace.
+	named.Spec.ServiceAccountName = copyratorrule.DefaultServiceAccountName
+	for _, r := range []*flantv1.CopyratorRule{everywhere, named} {
+		require.NoError(t, a.Create(ctx, r), "edit includes CopyratorRules")
+		t.Cleanup(func() { forceDelete(r) })
+	}
+	st := ruleStatus(t, named, func(st flantv1.CopyratorRuleStatus) bool { return st.RefusedCount == int32(len(victims)) })
+	byNS := map[string]string{}
+	for _, r := range st.Refused {
+		byNS[r.Namespace] = r.Reason
+	}
+	assert.Contains(t, byNS[bob.namespace], "ServiceAccount "+alice.namespace+"/copyrator may not create configmaps in namespace "+bob.namespace)
+	for _, ns := range []string{"kube-system", "kube-public", system} {
+		assert.Contains(t, byNS[ns], "is protected", ns)
+		assert.Contains(t, byNS[ns], copyratorrule.LabelAcceptCopies+"=true", ns)
+	}
+	st = ruleStatus(t, everywhere, func(st flantv1.CopyratorRuleStatus) bool { return st.RefusedCount > 0 })
+	ready := testenv.Condition(st.Conditions, copyratorrule.ConditionReady)
+	assert.Equal(t, metav1.ConditionFalse, ready.Status, "no namespace consents: %s", ready.Message)
+	assert.Equal(t, copyratorrule.ReasonTargetsRefused, ready.Reason)
+	assert.Equal(t, int32(1), st.SourcesMatched, "the bootstrap token is never a source")
+	auth := testenv.Condition(st.Conditions, copyratorrule.ConditionAuthorized)
+	assert.Contains(t, auth.Message, "ClusterRole "+copyratorrule.TargetClusterRole, "the refusal says how consent is given")
+	assert.Contains(t, testenv.EventReasons(t, env.Client, alice.namespace, "CopyratorRule", named.Name), copyratorrule.EventCopyRefused)
+
+	// She cannot give herself the consent: binding in bob's namespace is not hers to do.
+	selfGrant := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "let-me-in", Namespace: bob.namespace},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: testenv.CopyTargetRole},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: alice.namespace, Name: "copyrator"}}}
+	err := a.Create(ctx, selfGrant)
+	require.True(t, apierrors.IsForbidden(err), "alice may not bind roles in bob's namespace: %v", err)
+
+	// RegistryMirror: containerd's catch-all host is refused at admission.
+	defaultHost := &mirrorsv1alpha1.RegistryMirror{ObjectMeta: metav1.ObjectMeta{Name: "all", Namespace: alice.namespace},
+		Spec: mirrorsv1alpha1.RegistryMirrorSpec{Upstream: "https://_default", ConfigureNodes: true, Storage: resource.MustParse("1Gi")}}
+	err = a.Create(ctx, defaultHost)
+	require.True(t, apierrors.IsInvalid(err), "%v", err)
+	assert.Contains(t, err.Error(), "spec.upstream")
+	assert.Contains(t, err.Error(), "_default")
+
+	// She cannot grant herself node access: grants are cluster-scoped, an admin's.
+	err = a.Create(ctx, &mirrorsv1alpha1.RegistryHostGrant{ObjectMeta: metav1.ObjectMeta{Name: "mine"},
+		Spec: mirrorsv1alpha1.RegistryHostGrantSpec{Host: "docker.io", Mirror: mirrorsv1alpha1.MirrorReference{Namespace: alice.namespace, Name: "hub"}}})
+	require.True(t, apierrors.IsForbidden(err), "%v", err)
+	// Nor run chaos: ChaosAgents are cluster-scoped and not aggregated into edit.
+	err = a.Create(ctx, chaosAgent("alice", "x", nil))
+	require.True(t, apierrors.IsForbidden(err), "%v", err)
+
+	// A platform mirror of Docker Hub with the admin's grant; alice's mirror of the same host.
+	platform := namespace(t, "tenant-platform-"+strings.ToLower(rand.String(4)), nil)
+	persistentVolume(t, "tenant-pv-"+platform)
+	testenv.GrantNodes(t, env.Client, "docker.io", platform, "hub", mirrorsv1alpha1.CapabilityResolve)
+	platformHub := &mirrorsv1alpha1.RegistryMirror{ObjectMeta: metav1.ObjectMeta{Name: "hub", Namespace: platform},
+		Spec: mirrorsv1alpha1.RegistryMirrorSpec{Upstream: "https://registry-1.docker.io", ConfigureNodes: true, Storage: resource.MustParse("1Gi")}}
+	require.NoError(t, env.Client.Create(ctx, platformHub))
+	t.Cleanup(func() { forceDelete(platformHub) })
+	hers := &mirrorsv1alpha1.RegistryMirror{ObjectMeta: metav1.ObjectMeta{Name: "hub", Namespace: alice.namespace},
+		Spec: mirrorsv1alpha1.RegistryMirrorSpec{Upstream: "https://registry-1.docker.io", ConfigureNodes: true, Storage: resource.MustParse("1Gi")}}
+	// And a mirror whose upstream is the cloud metadata address: a probe to map the network.
+	probe := &mirrorsv1alpha1.RegistryMirror{ObjectMeta: metav1.ObjectMeta{Name: "meta", Namespace: alice.namespace},
+		Spec: mirrorsv1alpha1.RegistryMirrorSpec{Upstream: "http://169.254.169.254", Storage: resource.MustParse("1Gi")}}
+	for _, m := range []*mirrorsv1alpha1.RegistryMirror{hers, probe} {
+		require.NoError(t, a.Create(ctx, m), "edit includes RegistryMirrors")
+		t.Cleanup(func() { forceDelete(m) })
+	}
+	eventually(t, time.Minute, "alice's mirror to say why it has no node access", func() bool {
+		c := mirrorCondition(t, hers, registrymirror.ConditionNodeAccess)
+		return c.Status == metav1.ConditionFalse && c.Reason == registrymirror.ReasonHostGrantedElsewhere
+	})
+	herReady := mirrorCondition(t, hers, registrymirror.ConditionReady)
+	assert.Equal(t, metav1.ConditionFalse, herReady.Status)
+	assert.Contains(t, herReady.Message, "spec.configureNodes asks for the nodes and no RegistryHostGrant allows this mirror there")
+	eventually(t, time.Minute, "the metadata address never probed", func() bool {
+		c := mirrorCondition(t, probe, "UpstreamReachable")
+		return c.Reason == registrymirror.ReasonAddressRefused
+	})
+	probed := mirrorCondition(t, probe, "UpstreamReachable")
+	assert.NotContains(t, probed.Message, "dial tcp", "a fixed phrase, not the error's text")
+	eventually(t, 2*time.Minute, "the platform's mirror on the nodes", func() bool {
+		ds := &appsv1.DaemonSet{}
+		return exists(t, ds, platform, "hub-node") && mirrorCondition(t, platformHub, registrymirror.ConditionNodeAccess).Status == metav1.ConditionTrue
+	})
+	dss := &appsv1.DaemonSetList{}
+	require.NoError(t, env.Client.List(ctx, dss, client.InNamespace(alice.namespace)))
+	assert.Empty(t, dss.Items, "nothing of alice's runs on the nodes")
+
+	// Nothing was written outside her namespace.
+	assert.Empty(t, copiesOf(t, alice.namespace, victims...))
+
+	// The platform uses, after the admin's one step each. The article's rule, unchanged,
+	// from a platform namespace: "copy this ConfigMap into every namespace".
+	sample := &flantv1.CopyratorRule{}
+	readYAML(t, "config/samples/flant_v1_copyratorrule.yaml", sample)
+	sample.Namespace = platform
+	require.NoError(t, env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "company-ca", Namespace: platform,
+		Labels: map[string]string{"copyrator": "true"}}, Data: map[string]string{"ca.crt": "PEM"}}))
+	require.NoError(t, env.Client.Create(ctx, sample))
+	t.Cleanup(func() { forceDelete(sample) })
+	ruleStatus(t, sample, func(st flantv1.CopyratorRuleStatus) bool {
+		return testenv.Condition(st.Conditions, copyratorrule.ConditionReady).Reason == copyratorrule.ReasonTargetsRefused
+	})
+	assert.Nil(t, configMapData(t, alice.namespace, "company-ca"), "before the admin's step, nothing")
+	// kubectl create clusterrolebinding copyrator-platform --clusterrole=quartet-copyrator-target --serviceaccount=<platform>:copyrator
+	testenv.GrantCopies(t, env.Client, platform, copyratorrule.DefaultServiceAccountName)
+	for _, ns := range []string{alice.namespace, bob.namespace} {
+		eventually(t, time.Minute, "the platform's copy in "+ns, func() bool { return configMapData(t, ns, "company-ca")["ca.crt"] == "PEM" })
+	}
+	assert.Nil(t, configMapData(t, "kube-system", "company-ca"), "protected namespaces still need their label")
+	st = ruleStatus(t, sample, func(st flantv1.CopyratorRuleStatus) bool { return st.TargetNamespaces > 1 })
+	assert.True(t, meta.IsStatusConditionTrue(st.Conditions, copyratorrule.ConditionReady))
+	// Alice's rules are still refused everywhere: the admin's step was for the platform.
+	assert.Empty(t, copiesOf(t, alice.namespace, victims...), "only the platform's copies, none of alice's")
+}
