@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,13 +26,22 @@ func tools(t *testing.T) (helm, kustomize string) {
 
 func run(t *testing.T, name string, args ...string) []byte {
 	t.Helper()
+	out, err := tryRun(name, args...)
+	require.NoError(t, err, "%s %s", name, strings.Join(args, " "))
+	return out
+}
+
+// tryRun runs a command in the repository's root; the error includes its stderr.
+func tryRun(name string, args ...string) ([]byte, error) {
 	cmd := exec.Command(name, args...)
 	cmd.Dir = "../.."
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	require.NoError(t, err, "%s %s: %s", name, strings.Join(args, " "), stderr.String())
-	return out
+	if err != nil {
+		return out, fmt.Errorf("%w: %s", err, stderr.String())
+	}
+	return out, nil
 }
 
 func objects(t *testing.T, b []byte) map[string]*unstructured.Unstructured {
@@ -95,7 +105,9 @@ func normalize(t *testing.T, o *unstructured.Unstructured) {
 // TestChartIsGeneratedFromConfig: the committed chart is exactly what `make helm` makes
 // from config/ today, helm lint finds nothing, and the chart with its default values
 // renders the same objects as `kustomize build config/default` (minus the Namespace,
-// which `helm install --create-namespace` makes).
+// which `helm install --create-namespace` makes): the editor and viewer roles aggregated as
+// config/ has them, and no consent objects (copyrator.platformServiceAccounts and
+// registryMirror.hostGrants are empty).
 func TestChartIsGeneratedFromConfig(t *testing.T) {
 	helm, kustomize := tools(t)
 	config := run(t, kustomize, "build", "config/default")

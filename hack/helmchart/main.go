@@ -3,8 +3,10 @@
 // hand-kept copy of the CRDs, RBAC or the manager: `make helm` regenerates it and CI fails
 // when the committed chart differs. The chart's templates are the kustomize objects with a
 // few fields turned into values (image, replicas, resources, leader election, metrics,
-// WATCH_NAMESPACE, extra flags and environment, scheduling) and the namespace turned into
-// the release's; everything else is copied as is.
+// WATCH_NAMESPACE, extra flags and environment, scheduling, the roles' aggregation labels)
+// and the namespace turned into the release's; everything else is copied as is. One static
+// template adds what config/consent holds for kustomize: the cluster admin's consents
+// (platform ServiceAccounts' ClusterRoleBindings, RegistryHostGrants), empty by default.
 //
 //	kustomize build config/default | go run ./hack/helmchart -out charts/quartet -version 0.2.0
 package main
@@ -173,7 +175,9 @@ func chart(objs []*unstructured.Unstructured, version, image string) (map[string
 		name := fmt.Sprintf("templates/%s/%s-%s.yaml", dir, strings.ToLower(kind), o.GetName())
 		files[name] = header + text
 	}
-	files["templates/consent/consent.yaml"] = header + consentTemplate
+	// The header as a template comment: as a YAML comment it would render as a document of
+	// its own (and the only one with the default, empty lists).
+	files["templates/consent/consent.yaml"] = "{{- /* " + strings.TrimSpace(strings.TrimPrefix(header, "# ")) + " */}}\n" + consentTemplate
 	if resources == nil {
 		return nil, "", errors.New("no manager Deployment in the input")
 	}
@@ -205,26 +209,29 @@ extraArgs: []
 # More environment variables of the manager; any flag can be set as QUARTET_<FLAG>.
 extraEnv: []
 rbac:
-  # Aggregate the CopyratorRule, ExchangeRate and RegistryMirror editor and viewer roles
-  # into the built-in admin, edit and view roles, so namespace owners can create them.
-  # false: bind the quartet-*-editor-role ClusterRoles yourself.
+  # Label the quartet-*-editor-role and -viewer-role ClusterRoles to aggregate into the
+  # built-in admin, edit and view roles, so namespace owners can use the CRs (the ChaosAgent
+  # editor role never is). false: no aggregation; bind those ClusterRoles yourself.
   aggregateToBuiltinRoles: true
 copyrator:
-  # ServiceAccounts whose CopyratorRules may copy into every namespace (a ClusterRoleBinding
-  # to quartet-copyrator-target each), e.g. [{namespace: platform, name: copyrator}]; name
-  # defaults to copyrator, the rules' default spec.serviceAccountName. Protected namespaces
-  # (kube-system, ...) still need the label copyrator.flant.com/accept-copies=true.
+  # ServiceAccounts whose CopyratorRules may copy into every namespace: a ClusterRoleBinding
+  # quartet-copyrator-platform-<namespace>-<name> to quartet-copyrator-target each, e.g.
+  # [{namespace: platform}]; name defaults to copyrator, the rules' default
+  # spec.serviceAccountName. Protected namespaces (kube-system, ...) still need the label
+  # copyrator.flant.com/accept-copies=true.
   platformServiceAccounts: []
 registryMirror:
-  # RegistryHostGrants to create: which mirror may configure the nodes for which registry
-  # host, e.g. [{name: docker-hub, host: docker.io, mirror: {namespace: registry-mirrors,
-  # name: docker-hub}, capabilities: [pull, resolve]}] (docs/registrymirror.md).
+  # RegistryHostGrants: which RegistryMirror may configure every node for which registry host,
+  # e.g. [{host: docker.io, mirror: {namespace: registry-mirrors, name: docker-hub}}]. name
+  # defaults to host (":" as "-"), capabilities to [pull] (add resolve to trust the mirror with
+  # tags), allowCredentials and allowPlainHTTP to false. Helm cannot create them in the install
+  # or upgrade that first brings the RegistryHostGrant CRD: set them in a later helm upgrade.
   hostGrants: []
 crds:
-  # Install and upgrade the four CRDs with the chart.
+  # Install and upgrade the CRDs with the chart.
   install: true
-  # Keep the CRDs (and so every ChaosAgent, CopyratorRule, ExchangeRate and RegistryMirror)
-  # when the release is uninstalled.
+  # Keep the CRDs (and so every ChaosAgent, CopyratorRule, ExchangeRate, RegistryMirror and
+  # RegistryHostGrant) when the release is uninstalled.
   keep: true
 nodeSelector: {}
 tolerations: []
@@ -233,42 +240,51 @@ affinity: {}
 	return files, values, nil
 }
 
-// consentTemplate renders the admin's consents the values ask for: ClusterRoleBindings that
-// let platform ServiceAccounts' CopyratorRules copy everywhere, and RegistryHostGrants.
-const consentTemplate = `{{- range .Values.copyrator.platformServiceAccounts }}
+// consentTemplate renders the consents a cluster admin gives in the values: a ClusterRoleBinding
+// of quartet-copyrator-target per platform ServiceAccount (its CopyratorRules may copy into every
+// namespace) and the RegistryHostGrants (which mirror may configure the nodes for which host).
+// Empty lists, the defaults, render nothing, as do missing values (`helm upgrade --reuse-values`
+// of a release from an older chart). Names and defaults follow config/consent.
+const consentTemplate = `{{- range $i, $sa := (.Values.copyrator | default dict).platformServiceAccounts }}
+{{- $namespace := required (printf "copyrator.platformServiceAccounts[%d].namespace is required" $i) $sa.namespace }}
+{{- $name := $sa.name | default "copyrator" }}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
 metadata:
-  name: quartet-copyrator-platform-{{ .namespace }}-{{ .name | default "copyrator" }}
   labels:
-    app.kubernetes.io/name: quartet
     app.kubernetes.io/managed-by: {{ $.Release.Service }}
+    app.kubernetes.io/name: quartet
+    app.kubernetes.io/part-of: quartet
+  name: {{ printf "quartet-copyrator-platform-%s-%s" $namespace $name | quote }}
 roleRef:
   apiGroup: rbac.authorization.k8s.io
   kind: ClusterRole
   name: quartet-copyrator-target
 subjects:
 - kind: ServiceAccount
-  namespace: {{ .namespace | quote }}
-  name: {{ .name | default "copyrator" | quote }}
+  name: {{ $name | quote }}
+  namespace: {{ $namespace | quote }}
 {{- end }}
-{{- range .Values.registryMirror.hostGrants }}
+{{- range $i, $grant := (.Values.registryMirror | default dict).hostGrants }}
+{{- $host := required (printf "registryMirror.hostGrants[%d].host is required" $i) $grant.host }}
 ---
 apiVersion: mirrors.quartet.dev/v1alpha1
 kind: RegistryHostGrant
 metadata:
-  name: {{ .name }}
   labels:
-    app.kubernetes.io/name: quartet
     app.kubernetes.io/managed-by: {{ $.Release.Service }}
+    app.kubernetes.io/name: quartet
+    app.kubernetes.io/part-of: quartet
+  name: {{ $grant.name | default (replace ":" "-" $host) | quote }}
 spec:
-  host: {{ .host | quote }}
+  host: {{ $host | quote }}
   mirror:
-    namespace: {{ .mirror.namespace | quote }}
-    name: {{ .mirror.name | quote }}
-  capabilities: {{ .capabilities | default (list "pull") | toJson }}
-  allowCredentials: {{ .allowCredentials | default false }}
+    namespace: {{ required (printf "registryMirror.hostGrants[%d].mirror.namespace is required" $i) (dig "mirror" "namespace" "" $grant) | quote }}
+    name: {{ required (printf "registryMirror.hostGrants[%d].mirror.name is required" $i) (dig "mirror" "name" "" $grant) | quote }}
+  capabilities: {{ $grant.capabilities | default (list "pull") | toJson }}
+  allowCredentials: {{ $grant.allowCredentials | default false }}
+  allowPlainHTTP: {{ $grant.allowPlainHTTP | default false }}
 {{- end }}
 `
 
@@ -340,7 +356,9 @@ func fill(doc string) (string, error) {
 		case strings.Contains(line, phRegistry):
 			line = strings.ReplaceAll(line, phRegistry, "{{ .Values.registryImage | quote }}")
 		case strings.HasPrefix(trimmed, "rbac.authorization.k8s.io/aggregate-to-"):
-			line = "{{- if .Values.rbac.aggregateToBuiltinRoles }}\n" + line + "{{- end }}\n"
+			// dig with a default: `helm upgrade --reuse-values` from a chart without the value
+			// keeps the labels instead of failing.
+			line = `{{- if dig "aggregateToBuiltinRoles" true (.Values.rbac | default dict) }}` + "\n" + line + "{{- end }}\n"
 		case strings.HasSuffix(strings.TrimSpace(line), "app.kubernetes.io/managed-by: kustomize"):
 			line = strings.Replace(line, "kustomize", "{{ .Release.Service }}", 1)
 		case strings.Contains(line, phPull):
