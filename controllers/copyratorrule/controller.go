@@ -46,6 +46,9 @@ type Reconciler struct {
 	access *accessReviewer
 	// protected are the namespaces that need LabelAcceptCopies besides RBAC's consent.
 	protected sets.Set[string]
+	// limits bound the copies; ledger counts those that exist.
+	limits limits
+	ledger *ledger
 	writer    writer
 	// Recorder sends the Events about rules.
 	Recorder events.EventRecorder
@@ -79,6 +82,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		if !o.FreshOnly {
 			status := computeStatus(rule.Status, o, metav1.NewTime(r.clock.Now()))
 			r.recordRefusals(ctx, rule, rule.Status, status)
+			r.recordLimit(rule, rule.Status, status)
 			err = errors.Join(err, r.writeStatus(ctx, rule, status))
 		}
 		if err != nil {
@@ -115,7 +119,7 @@ func (r *Reconciler) reconcileCopies(ctx context.Context, rule *flantv1.Copyrato
 		return o
 	}
 	o.ServiceAccount = serviceAccountOf(rule)
-	sources, err := r.sources.sources(ctx, rule)
+	sources, err := r.sources.sources(ctx, rule, r.writer.parallelism)
 	if err != nil {
 		o.SyncErr = fmt.Errorf("reading sources: %w", err)
 		return o
@@ -137,7 +141,18 @@ func (r *Reconciler) reconcileCopies(ctx context.Context, rule *flantv1.Copyrato
 		}
 		in.KnownForeign = knownForeign
 		step := planCopies(in)
-		results = append(results, r.writer.execute(ctx, key, step.Actions)...)
+		ruleTally, all := r.ledger.tallies(key)
+		adm := admit(step.Actions, ruleTally, all, r.limits)
+		o.Dropped += adm.Dropped
+		if o.Limit == "" {
+			o.Limit = adm.Limit
+		}
+		actions, err := r.sources.loadBodies(ctx, rule.Namespace, o.Kind, adm.Actions, r.writer.parallelism)
+		if err != nil {
+			o.SyncErr = fmt.Errorf("reading sources: %w", err)
+			break
+		}
+		results = append(results, r.writer.execute(ctx, key, actions)...)
 		p = p.merge(step)
 		o.Targets += len(in.Targets)
 		o.Refused = append(o.Refused, refused...)

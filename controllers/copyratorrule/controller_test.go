@@ -2,6 +2,7 @@ package copyratorrule
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -644,8 +645,8 @@ type roundTripper func(*http.Request) (*http.Response, error)
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // TestNeverListsAllSecrets proves the lean watches: every list or watch of ConfigMaps or
-// Secrets the manager sends carries a label selector, and every full-body one is either
-// the copies' (managed-by=copyrator) or one rule's sources in the rule's namespace.
+// Secrets the manager sends carries a label selector, and is either the copies'
+// (managed-by=copyrator, bodies dropped in the cache) or, metadata only, the rule's namespace.
 func TestNeverListsAllSecrets(t *testing.T) {
 	env.Require(t)
 	ctx := context.Background()
@@ -671,9 +672,52 @@ func TestNeverListsAllSecrets(t *testing.T) {
 		assert.Contains(t, q, "labelSelector=", "unselected list or watch: %s", q)
 		switch {
 		case strings.Contains(q, "app.kubernetes.io%2Fmanaged-by%3Dcopyrator"), strings.Contains(q, "app.kubernetes.io%2Fmanaged-by%3D%3Dcopyrator"):
-		case strings.Contains(q, "/namespaces/"+src+"/secrets") && strings.Contains(q, "copytest%3D"+id):
+		case strings.Contains(q, "/namespaces/"+src+"/secrets?") && strings.Contains(q, "app.kubernetes.io%2Fmanaged-by%21%3Dcopyrator") &&
+			strings.Contains(q, "accept=application/vnd.kubernetes.protobuf;as=PartialObjectMetadata"):
+			// The rule's namespace, metadata only: the sources are picked from it by the
+			// rule's selector; bodies are read by name.
 		default:
 			t.Errorf("unexpected ConfigMap or Secret request: %s", q)
 		}
 	}
+}
+
+// TestRulesOfOneNamespaceShareOneWatch: rules that copy from one namespace share one
+// metadata-only informer, whatever their selectors, so the API server serves one list and
+// one watch (or one streaming watch list) for all of them, not one per rule; every rule
+// still writes its own copies.
+func TestRulesOfOneNamespaceShareOneWatch(t *testing.T) {
+	env.Require(t)
+	ctx := context.Background()
+	rec := &queryRecorder{}
+	id := suffix()
+	src := sourceNamespace(t, "src")
+	var targets []string
+	for range 3 {
+		targets = append(targets, testenv.Namespace(t, env.Client, "dst", nil))
+	}
+	testenv.StartManager(t, rec.wrap(env.Config), operator.Shared{}, new(Options).Setup)
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "shared",
+		Labels: map[string]string{"copytest": id, "a": "1", "b": "1", "c": "1"}},
+		Data: map[string][]byte{"k": []byte("v")}}
+	require.NoError(t, env.Client.Create(ctx, s))
+	for i, ns := range targets {
+		rule := ruleFor(src, id, flantv1.RuleTypeSecret)
+		rule.Name = fmt.Sprintf("rule-%d-%s", i, id)
+		rule.Spec.Selector[string(rune('a'+i))] = "1" // a selector of its own
+		rule.Spec.NamespaceSelector, rule.Spec.Namespaces = nil, []string{ns}
+		createRule(t, rule)
+	}
+	requireCopies(t, s, targets...)
+
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	requests := 0 // a list and a watch, or one streaming watch list
+	for _, q := range rec.seen {
+		if strings.Contains(q, "/namespaces/"+src+"/secrets?") {
+			requests++
+		}
+	}
+	assert.Positive(t, requests)
+	assert.LessOrEqual(t, requests, 2, "one informer's list and watch of the namespace for three rules: %v", rec.seen)
 }

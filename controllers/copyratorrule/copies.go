@@ -3,6 +3,7 @@ package copyratorrule
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,20 +15,22 @@ import (
 // ruleIndex is the copy cache index from a copy to its rule ("namespace/name").
 const ruleIndex = "copyrator.rule"
 
-// stripCopy is the copy cache transform: it records the hash of the copy's content in an
-// annotation that exists only in the cache and drops the body and managed fields.
-func stripCopy(in any) (any, error) {
+// stripBody is the transform of the copy cache and the source cache: it records the hash
+// and the size of the object's content in annotations that exist only in the cache and
+// drops the body and managed fields, so memory follows the number of objects, not their size.
+func stripBody(in any) (any, error) {
 	obj, ok := in.(client.Object)
 	if !ok {
 		return in, nil // a tombstone
 	}
-	hash := contentHash(obj)
+	hash, size := contentHash(obj), contentSize(obj)
 	obj.SetManagedFields(nil)
-	ann := make(map[string]string, len(obj.GetAnnotations())+1)
+	ann := make(map[string]string, len(obj.GetAnnotations())+2)
 	for k, v := range obj.GetAnnotations() {
 		ann[k] = v
 	}
 	ann[cachedHashAnnotation] = hash
+	ann[cachedSizeAnnotation] = strconv.FormatInt(size, 10)
 	obj.SetAnnotations(ann)
 	switch o := obj.(type) {
 	case *corev1.Secret:
@@ -63,9 +66,10 @@ func stateOf(obj client.Object) copyState {
 		Source:         obj.GetAnnotations()[AnnotationSource],
 		WrittenAs:      obj.GetAnnotations()[AnnotationContentHash],
 		Hash:           obj.GetAnnotations()[cachedHashAnnotation],
-		HasAnnotations: hasAnnotationsBesides(obj.GetAnnotations(), cachedHashAnnotation),
+		HasAnnotations: hasAnnotationsBesides(obj.GetAnnotations(), cachedHashAnnotation, cachedSizeAnnotation),
 	}
 	s.Rule, _ = ruleOfCopy(obj)
+	s.Size, _ = strconv.ParseInt(obj.GetAnnotations()[cachedSizeAnnotation], 10, 64)
 	switch o := obj.(type) {
 	case *corev1.Secret:
 		s.Key.Kind, s.Type, s.Immutable = kindSecret, o.Type, ptrTrue(o.Immutable)
@@ -75,12 +79,15 @@ func stateOf(obj client.Object) copyState {
 	return s
 }
 
-func hasAnnotationsBesides(ann map[string]string, key string) bool {
-	_, has := ann[key]
-	if has {
-		return len(ann) > 1
+// hasAnnotationsBesides reports whether ann has a key other than the cache-only keys.
+func hasAnnotationsBesides(ann map[string]string, cacheOnly ...string) bool {
+	n := len(ann)
+	for _, k := range cacheOnly {
+		if _, has := ann[k]; has {
+			n--
+		}
 	}
-	return len(ann) > 0
+	return n > 0
 }
 
 // copyReader reads copies from the copy cache.

@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-func TestStripCopy(t *testing.T) {
+func TestStripBody(t *testing.T) {
 	src := secret("reg", corev1.SecretTypeDockerConfigJson, map[string]string{".dockerconfigjson": "{}"})
 	src.Immutable = ptr.To(true)
 	c := desiredCopy(testRule, newSource(src), "team-a").(*corev1.Secret)
@@ -20,7 +20,7 @@ func TestStripCopy(t *testing.T) {
 	c.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "copyrator"}}
 	want := contentHash(c)
 
-	out, err := stripCopy(c)
+	out, err := stripBody(c)
 	require.NoError(t, err)
 	s := out.(*corev1.Secret)
 	assert.Nil(t, s.Data)
@@ -29,23 +29,26 @@ func TestStripCopy(t *testing.T) {
 
 	st := stateOf(s)
 	assert.Equal(t, copyState{Key: copyKey{kindSecret, "team-a", "reg"}, UID: "u1", Rule: testRule, Source: "src/reg",
-		WrittenAs: want, Hash: want, Type: corev1.SecretTypeDockerConfigJson, Immutable: true, HasAnnotations: true}, st)
+		WrittenAs: want, Hash: want, Size: int64(len(".dockerconfigjson{}")), Type: corev1.SecretTypeDockerConfigJson, Immutable: true,
+		HasAnnotations: true}, st)
+
 
 	t.Run("configmap without annotations", func(t *testing.T) {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "n", Name: "c", Labels: copyLabels(testRule)},
 			Data: map[string]string{"a": "b"}, BinaryData: map[string][]byte{"x": {1}}}
 		want := contentHash(cm)
-		out, err := stripCopy(cm)
+		out, err := stripBody(cm)
 		require.NoError(t, err)
 		st := stateOf(out.(*corev1.ConfigMap))
 		assert.Equal(t, want, st.Hash)
+		assert.Equal(t, int64(len("ab")+len("x")+1), st.Size)
 		assert.False(t, st.HasAnnotations)
 		assert.Nil(t, out.(*corev1.ConfigMap).Data)
 		assert.Nil(t, out.(*corev1.ConfigMap).BinaryData)
 	})
 	t.Run("tombstones pass through", func(t *testing.T) {
 		tomb := toolscache.DeletedFinalStateUnknown{Key: "a/b"}
-		out, err := stripCopy(tomb)
+		out, err := stripBody(tomb)
 		require.NoError(t, err)
 		assert.Equal(t, tomb, out)
 	})
@@ -74,8 +77,10 @@ func TestRuleOfCopy(t *testing.T) {
 	}
 }
 
-func TestCopyable(t *testing.T) {
-	assert.True(t, copyable(secret("a", corev1.SecretTypeOpaque, nil)))
-	assert.True(t, copyable(configMap("a", nil)))
-	assert.False(t, copyable(secret("a", corev1.SecretTypeServiceAccountToken, nil)))
+func TestForbiddenType(t *testing.T) {
+	assert.False(t, forbiddenType(corev1.SecretTypeOpaque))
+	assert.False(t, forbiddenType(corev1.SecretTypeDockerConfigJson))
+	assert.False(t, forbiddenType(""), "a ConfigMap has no type")
+	assert.True(t, forbiddenType(corev1.SecretTypeServiceAccountToken))
+	assert.True(t, forbiddenType(corev1.SecretTypeBootstrapToken))
 }

@@ -158,6 +158,7 @@ type copyState struct {
 	Source    string               // AnnotationSource
 	WrittenAs string               // AnnotationContentHash
 	Hash      string               // hash of the content the copy really has
+	Size      int64                // bytes of content the copy really has
 	Type      corev1.SecretType
 	Immutable bool
 	// HasAnnotations says whether the copy has an annotations map (JSON patches differ).

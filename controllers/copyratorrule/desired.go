@@ -42,6 +42,9 @@ const (
 	// the copy really has (its body is dropped from the cache to keep memory low). It is
 	// never written to the API server: copies are written from desired state only.
 	cachedHashAnnotation = "copyrator.flant.com/cached-content-hash"
+	// cachedSizeAnnotation, like cachedHashAnnotation, exists only in the caches: the bytes
+	// of content the object carries (contentSize).
+	cachedSizeAnnotation = "copyrator.flant.com/cached-content-size"
 
 	// Finalizer lets a rule's copies be cleaned up (or released) before the rule goes.
 	Finalizer = "copyrator.flant.com/cleanup"
@@ -72,19 +75,29 @@ type copyKey struct {
 
 func (k copyKey) String() string { return k.Kind + " " + k.Namespace + "/" + k.Name }
 
-// source is one object a rule copies, with the hash of its content.
+// source is one object a rule copies, with the hash and size of its content.
 type source struct {
 	Name      string
 	Hash      string
 	Type      corev1.SecretType
 	Immutable bool
-	// Object is the *corev1.ConfigMap or *corev1.Secret read from the API server.
+	// Size is the bytes of content a copy carries (contentSize).
+	Size int64
+	// Object is the whole *corev1.ConfigMap or *corev1.Secret as read from the API server;
+	// nil for a source whose content the pass knew already (sourceWatcher), until
+	// loadBodies reads it.
 	Object client.Object
 }
 
-// newSource wraps a source object and hashes its content.
+// newSource wraps a whole source object and hashes its content.
 func newSource(obj client.Object) source {
-	s := source{Name: obj.GetName(), Hash: contentHash(obj), Object: obj}
+	s := sourceMeta(obj)
+	s.Hash, s.Size, s.Object = contentHash(obj), contentSize(obj), obj
+	return s
+}
+
+func sourceMeta(obj client.Object) source {
+	s := source{Name: obj.GetName()}
 	switch o := obj.(type) {
 	case *corev1.Secret:
 		s.Type, s.Immutable = o.Type, ptrTrue(o.Immutable)
@@ -92,6 +105,25 @@ func newSource(obj client.Object) source {
 		s.Immutable = ptrTrue(o.Immutable)
 	}
 	return s
+}
+
+// contentSize is the bytes of content a copy of obj carries: its keys and values.
+func contentSize(obj client.Object) int64 {
+	var n int
+	switch o := obj.(type) {
+	case *corev1.ConfigMap:
+		for k, v := range o.Data {
+			n += len(k) + len(v)
+		}
+		for k, v := range o.BinaryData {
+			n += len(k) + len(v)
+		}
+	case *corev1.Secret:
+		for k, v := range o.Data {
+			n += len(k) + len(v)
+		}
+	}
+	return int64(n)
 }
 
 func ptrTrue(b *bool) bool { return b != nil && *b }
@@ -269,16 +301,21 @@ func mustJSON(v any) []byte {
 	return b
 }
 
-// sourceSelector is the server-side label selector of a rule's sources: the rule's
-// selector, excluding Copyrator's own copies (a copy is never a source).
-func sourceSelector(rule *flantv1.CopyratorRule) (labels.Selector, error) {
-	notCopies, err := labels.NewRequirement(LabelManagedBy, selection.NotEquals, []string{ManagedByValue})
+// notCopies selects objects that are not Copyrator's copies (a copy is never a source).
+var notCopies = func() labels.Selector {
+	r, err := labels.NewRequirement(LabelManagedBy, selection.NotEquals, []string{ManagedByValue})
 	if err != nil {
-		return nil, err
+		panic(err)
 	}
+	return labels.NewSelector().Add(*r)
+}()
+
+// sourceSelector picks a rule's sources: the rule's selector, excluding Copyrator's own copies.
+func sourceSelector(rule *flantv1.CopyratorRule) (labels.Selector, error) {
 	sel, err := labels.ValidatedSelectorFromSet(rule.Spec.SelectorLabels())
 	if err != nil {
 		return nil, fmt.Errorf("spec.selector: %w", err)
 	}
-	return sel.Add(*notCopies), nil
+	reqs, _ := notCopies.Requirements()
+	return sel.Add(reqs...), nil
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -27,6 +28,8 @@ const (
 	// EventCopiesRefused the one that sums up those beyond maxConflictEvents.
 	EventCopyRefused   = "CopyRefused"
 	EventCopiesRefused = "CopiesRefused"
+	// EventLimitReached is a Warning when a limit starts leaving writes out.
+	EventLimitReached = "CopyLimitReached"
 )
 
 // maxConflictEvents bounds the Warning Events of one pass that each name a conflict.
@@ -105,6 +108,16 @@ func newRefusals(prev, next flantv1.CopyratorRuleStatus) (fresh []flantv1.Refuse
 		unlisted = grew - len(fresh)
 	}
 	return fresh, unlisted
+}
+
+// recordLimit sends a Warning Event when a limit starts leaving the rule's writes out
+// (the Degraded condition's reason becomes LimitReached).
+func (r *Reconciler) recordLimit(rule *flantv1.CopyratorRule, prev, next flantv1.CopyratorRuleStatus) {
+	before := meta.FindStatusCondition(prev.Conditions, ConditionDegraded)
+	after := meta.FindStatusCondition(next.Conditions, ConditionDegraded)
+	if after != nil && after.Reason == ReasonLimitReached && (before == nil || before.Reason != ReasonLimitReached) {
+		r.Recorder.Eventf(rule, nil, corev1.EventTypeWarning, EventLimitReached, "Skip", "%s", after.Message)
+	}
 }
 
 // recordRefusals sends a Warning Event for each namespace that newly refuses the rule's

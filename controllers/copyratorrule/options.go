@@ -2,7 +2,10 @@ package copyratorrule
 
 import (
 	"flag"
+	"fmt"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // Options are the manager flags of the copyratorrule controller.
@@ -22,7 +25,27 @@ type Options struct {
 	// kube-node-lease and the operator's own, receive copies only when labelled
 	// copyrator.flant.com/accept-copies=true (comma-separated).
 	ProtectedNamespaces string
+	// MaxCopiesPerRule and MaxCopies bound the copies of one rule and of all rules.
+	MaxCopiesPerRule, MaxCopies int64
+	// MaxBytesPerRule and MaxBytes bound their content, as quantities (256Mi).
+	MaxBytesPerRule, MaxBytes string
 }
+
+// Flag names of the limits, also named in the status when a limit is reached.
+const (
+	flagMaxCopiesPerRule = "copyratorrule-max-copies-per-rule"
+	flagMaxBytesPerRule  = "copyratorrule-max-bytes-per-rule"
+	flagMaxCopies        = "copyratorrule-max-copies"
+	flagMaxBytes         = "copyratorrule-max-bytes"
+)
+
+// Defaults of the limits.
+const (
+	defaultMaxCopiesPerRule = 20_000
+	defaultMaxBytesPerRule  = "256Mi"
+	defaultMaxCopies        = 200_000
+	defaultMaxBytes         = "1Gi"
+)
 
 // BindFlags registers the controller's flags.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
@@ -33,6 +56,14 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"How often a namespace that refuses a CopyratorRule's copies (its ServiceAccount may not create objects there) is asked again: a new RoleBinding takes effect within this.")
 	fs.DurationVar(&o.ConsentRefresh, "copyratorrule-consent-refresh", defaultConsentRefresh,
 		"How long a namespace's consent to a CopyratorRule's copies is trusted before it is asked again: a revoked RoleBinding takes effect within this.")
+	fs.Int64Var(&o.MaxCopiesPerRule, flagMaxCopiesPerRule, defaultMaxCopiesPerRule,
+		"Most copies one CopyratorRule may have; beyond it the rule writes no more copies and says so (0: no limit).")
+	fs.StringVar(&o.MaxBytesPerRule, flagMaxBytesPerRule, defaultMaxBytesPerRule,
+		"Most bytes of content the copies of one CopyratorRule may hold, a quantity (0: no limit).")
+	fs.Int64Var(&o.MaxCopies, flagMaxCopies, defaultMaxCopies,
+		"Most copies all CopyratorRules together may have (0: no limit).")
+	fs.StringVar(&o.MaxBytes, flagMaxBytes, defaultMaxBytes,
+		"Most bytes of content the copies of all CopyratorRules together may hold, a quantity; keep it well below etcd's quota (0: no limit).")
 	fs.StringVar(&o.ProtectedNamespaces, "copyratorrule-protected-namespaces", "",
 		"Comma-separated namespaces that, like kube-system, kube-public, kube-node-lease and the operator's own (always protected), receive copies only when a cluster admin labels them copyrator.flant.com/accept-copies=true.")
 }
@@ -61,4 +92,30 @@ func (o *Options) defaults() {
 	if o.ConsentRefresh <= 0 {
 		o.ConsentRefresh = defaultConsentRefresh
 	}
+	if o.MaxBytesPerRule == "" {
+		o.MaxBytesPerRule = defaultMaxBytesPerRule
+	}
+	if o.MaxBytes == "" {
+		o.MaxBytes = defaultMaxBytes
+	}
+}
+
+// limits parses the limit flags; a bad quantity is an error naming its flag. Options built
+// in code (tests) leave the copy counts at 0: no limit on them.
+func (o *Options) limits() (limits, error) {
+	l := limits{perRuleCopies: o.MaxCopiesPerRule, copies: o.MaxCopies}
+	for _, q := range []struct {
+		flag, value string
+		into        *int64
+	}{{flagMaxBytesPerRule, o.MaxBytesPerRule, &l.perRuleBytes}, {flagMaxBytes, o.MaxBytes, &l.bytes}} {
+		v, err := resource.ParseQuantity(q.value)
+		if err != nil || v.Sign() < 0 {
+			return l, fmt.Errorf("--%s: %q is not a quantity of bytes such as 256Mi", q.flag, q.value)
+		}
+		*q.into = v.Value()
+	}
+	if l.perRuleCopies < 0 || l.copies < 0 {
+		return l, fmt.Errorf("--%s and --%s must not be negative", flagMaxCopiesPerRule, flagMaxCopies)
+	}
+	return l, nil
 }

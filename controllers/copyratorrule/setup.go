@@ -9,7 +9,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -35,7 +37,12 @@ import (
 // It never starts a watch of all ConfigMaps or Secrets.
 func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 	o.defaults()
-	copyCache, err := newCopyCache(mgr, shared.WatchNamespaces)
+	lim, err := o.limits()
+	if err != nil {
+		return err
+	}
+	copies := newLedger()
+	copyCache, err := newCopyCache(mgr, shared.WatchNamespaces, copies)
 	if err != nil {
 		return err
 	}
@@ -50,8 +57,12 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 	if err != nil {
 		return fmt.Errorf("creating a clientset: %w", err)
 	}
+	md, err := metadata.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return fmt.Errorf("creating a metadata client: %w", err)
+	}
 	full := newFullPasses()
-	sources := newSourceWatcher(cs, full)
+	sources := newSourceWatcher(cs, md, full)
 	if err := mgr.Add(sources); err != nil {
 		return fmt.Errorf("adding the source watcher: %w", err)
 	}
@@ -59,6 +70,8 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 	r := &Reconciler{
 		access:       newAccessReviewer(mgr.GetClient(), clk, o.ConsentRecheck, o.ConsentRefresh, o.WriteParallelism),
 		protected:    protectedNamespaces(shared.OperatorNamespace, operator.ParseNamespaces(o.ProtectedNamespaces)),
+		limits:       lim,
+		ledger:       copies,
 		client:       mgr.GetClient(),
 		apiReader:    mgr.GetAPIReader(),
 		copies:       copyReader{cache: copyCache},
@@ -90,15 +103,15 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 // managed-by=copyrator, in the watched namespaces, without their bodies (the transform
 // keeps the metadata, the Secret type, immutability and a hash of the content). Memory thus
 // follows the number of copies, never the cluster's ConfigMaps and Secrets.
-func newCopyCache(mgr ctrl.Manager, watchNamespaces []string) (cache.Cache, error) {
+func newCopyCache(mgr ctrl.Manager, watchNamespaces []string, copies *ledger) (cache.Cache, error) {
 	managed := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue})
 	c, err := cache.New(mgr.GetConfig(), cache.Options{
 		HTTPClient: mgr.GetHTTPClient(),
 		Scheme:     mgr.GetScheme(),
 		Mapper:     mgr.GetRESTMapper(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}:    {Label: managed, Transform: stripCopy},
-			&corev1.ConfigMap{}: {Label: managed, Transform: stripCopy},
+			&corev1.Secret{}:    {Label: managed, Transform: stripBody},
+			&corev1.ConfigMap{}: {Label: managed, Transform: stripBody},
 		},
 		DefaultNamespaces: operator.CacheNamespaces(watchNamespaces),
 		// Reading any other kind through this cache is a bug, not a reason to start a watch.
@@ -110,6 +123,18 @@ func newCopyCache(mgr ctrl.Manager, watchNamespaces []string) (cache.Cache, erro
 	for _, obj := range []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}} {
 		if err := c.IndexField(context.Background(), obj, ruleIndex, indexByRule); err != nil {
 			return nil, fmt.Errorf("indexing copies by rule: %w", err)
+		}
+		inf, err := c.GetInformer(context.Background(), obj)
+		if err != nil {
+			return nil, fmt.Errorf("the copy cache's informer: %w", err)
+		}
+		// The ledger of copies and their bytes follows the cache (see limits.go).
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(o any) { copies.setFrom(o) },
+			UpdateFunc: func(_, o any) { copies.setFrom(o) },
+			DeleteFunc: func(o any) { copies.removeFrom(o) },
+		}); err != nil {
+			return nil, fmt.Errorf("following the copy cache: %w", err)
 		}
 	}
 	return c, nil

@@ -7,10 +7,15 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,38 +24,69 @@ import (
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 )
 
-// sourceSyncTimeout bounds the wait for a rule's first list of sources.
+// sourceSyncTimeout bounds the wait for the first list of a namespace's sources.
 const sourceSyncTimeout = 30 * time.Second
 
-// sourceWatcher runs one informer per rule that lists and watches exactly the rule's
-// sources: objects of the rule's kind in the rule's namespace, selected by the rule's
-// labels on the server. Unrelated ConfigMaps and Secrets are never sent to the manager, so
-// memory follows what the rules match; a change to a source wakes only its rule.
+// sourceKey names one source informer: the ConfigMaps or the Secrets of one namespace.
+type sourceKey struct {
+	namespace, kind string
+}
+
+// sourceWatcher follows the objects rules copy from, at a cost that follows the rules'
+// namespaces and sources, never the size of the sources or the number of rules:
+//   - one metadata-only informer per namespace and kind that rules copy from (Copyrator's
+//     own copies excluded on the API server), shared by every rule there: the API server
+//     holds at most two watches per such namespace, and a watch carries no bodies (a watch
+//     of full objects keeps a buffer as large as the largest object it sent, per watch);
+//   - a rule's sources are picked from it by the rule's selector, in the manager;
+//   - the content's hash, size, type and immutability, which planning needs, are read once
+//     per version of a source (a GET; contents), and remembered by UID and resourceVersion
+//     until the source goes.
 //
-// It is a manager Runnable: the informers stop with the manager.
+// A change to a source wakes the rules whose selector matches it (before or after the
+// change). It is a manager Runnable: the informers stop with the manager.
 type sourceWatcher struct {
 	clientset kubernetes.Interface
+	metadata  metadata.Interface
+	// contents of the sources, by UID (see sourceContent).
+	contents sync.Map
 
-	mu      sync.Mutex
-	ctx     context.Context
-	cancel  context.CancelFunc
-	watches map[types.NamespacedName]*ruleSources
-	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
+	mu        sync.Mutex
+	ctx       context.Context
+	cancel    context.CancelFunc
+	informers map[sourceKey]*namespaceSources
+	rules     map[types.NamespacedName]ruleSelection
+	queue     workqueue.TypedRateLimitingInterface[reconcile.Request]
 	// full notes that a source change needs a pass over every namespace.
 	full *fullPasses
 }
 
-// ruleSources is the informer of one rule's sources.
-type ruleSources struct {
-	kind     string
-	selector string
+// namespaceSources is the informer of one sourceKey and the rules that use it.
+type namespaceSources struct {
 	informer toolscache.SharedIndexInformer
 	stop     context.CancelFunc
+	rules    map[types.NamespacedName]labels.Selector
 }
 
-func newSourceWatcher(cs kubernetes.Interface, full *fullPasses) *sourceWatcher {
+// ruleSelection is where a rule's sources are and how they are picked.
+type ruleSelection struct {
+	key      sourceKey
+	selector labels.Selector
+}
+
+// sourceContent is what planning needs of one version of a source besides its metadata.
+type sourceContent struct {
+	resourceVersion string
+	hash            string
+	size            int64
+	typ             corev1.SecretType
+	immutable       bool
+}
+
+func newSourceWatcher(cs kubernetes.Interface, md metadata.Interface, full *fullPasses) *sourceWatcher {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &sourceWatcher{clientset: cs, ctx: ctx, cancel: cancel, watches: map[types.NamespacedName]*ruleSources{}, full: full}
+	return &sourceWatcher{clientset: cs, metadata: md, ctx: ctx, cancel: cancel, informers: map[sourceKey]*namespaceSources{},
+		rules: map[types.NamespacedName]ruleSelection{}, full: full}
 }
 
 // Start implements manager.Runnable: it waits for the manager to stop, then stops every informer.
@@ -68,14 +104,38 @@ func (w *sourceWatcher) setQueue(_ context.Context, q workqueue.TypedRateLimitin
 	return nil
 }
 
-func (w *sourceWatcher) enqueue(rule types.NamespacedName) {
+// changed wakes, for a full pass, every rule of key whose selector matches one of objs.
+func (w *sourceWatcher) changed(key sourceKey, objs ...any) {
 	w.mu.Lock()
 	q := w.queue
-	w.mu.Unlock()
-	if q != nil {
-		w.full.mark(rule)
-		q.Add(reconcile.Request{NamespacedName: rule})
+	var rules []types.NamespacedName
+	if s, ok := w.informers[key]; ok {
+		for rule, sel := range s.rules {
+			for _, o := range objs {
+				if m, ok := metaOf(o); ok && sel.Matches(labels.Set(m.GetLabels())) {
+					rules = append(rules, rule)
+					break
+				}
+			}
+		}
 	}
+	w.mu.Unlock()
+	if q == nil {
+		return
+	}
+	for _, r := range rules {
+		w.full.mark(r)
+		q.Add(reconcile.Request{NamespacedName: r})
+	}
+}
+
+// metaOf returns the object of an informer event (or of a tombstone).
+func metaOf(o any) (metav1.Object, bool) {
+	if tomb, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+		o = tomb.Obj
+	}
+	m, ok := o.(metav1.Object)
+	return m, ok
 }
 
 // sourceSet is what a rule's selector matches: the sources it copies, sorted by name, and
@@ -85,29 +145,54 @@ type sourceSet struct {
 	skipped  []string
 }
 
-// sources returns the rule's sources, starting (or restarting, when the rule's kind or
-// selector changed) its informer and waiting for the first list.
-func (w *sourceWatcher) sources(ctx context.Context, rule *flantv1.CopyratorRule) (sourceSet, error) {
+// sources returns the rule's sources (a body only for those whose content had to be read
+// now), starting the informer of its namespace and kind unless another rule already did,
+// and waiting for its first list.
+func (w *sourceWatcher) sources(ctx context.Context, rule *flantv1.CopyratorRule, parallelism int) (sourceSet, error) {
 	sel, err := sourceSelector(rule)
 	if err != nil {
 		return sourceSet{}, err
 	}
-	rs := w.ensure(client.ObjectKeyFromObject(rule), ruleKind(rule.Spec.RuleType), sel.String())
+	key := sourceKey{namespace: rule.Namespace, kind: ruleKind(rule.Spec.RuleType)}
+	inf := w.ensure(client.ObjectKeyFromObject(rule), key, sel)
 	waitCtx, cancel := context.WithTimeout(ctx, sourceSyncTimeout)
 	defer cancel()
-	if !toolscache.WaitFor(waitCtx, "", rs.informer.HasSyncedChecker()) {
-		return sourceSet{}, fmt.Errorf("the list of %ss matching %q did not arrive within %s", rs.kind, rs.selector, sourceSyncTimeout)
+	if !toolscache.WaitFor(waitCtx, "", inf.HasSyncedChecker()) {
+		return sourceSet{}, fmt.Errorf("the list of %ss in namespace %s did not arrive within %s", key.kind, key.namespace, sourceSyncTimeout)
 	}
-	items := rs.informer.GetStore().List()
-	out := sourceSet{copyable: make([]source, 0, len(items))}
-	for _, item := range items {
-		obj, ok := item.(client.Object)
+	var picked []metav1.Object
+	for _, item := range inf.GetStore().List() {
+		if m, ok := item.(metav1.Object); ok && sel.Matches(labels.Set(m.GetLabels())) {
+			picked = append(picked, m)
+		}
+	}
+	srcs := make([]source, len(picked))
+	var g errgroup.Group
+	g.SetLimit(max(parallelism, 1))
+	gone := make([]bool, len(picked))
+	for i, m := range picked {
+		g.Go(func() error {
+			s, err := w.sourceOf(ctx, key, m)
+			if apierrors.IsNotFound(err) {
+				gone[i] = true
+				return nil
+			}
+			srcs[i] = s
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return sourceSet{}, err
+	}
+	out := sourceSet{copyable: make([]source, 0, len(srcs))}
+	for i, s := range srcs {
 		switch {
-		case !ok:
-		case !copyable(obj):
-			out.skipped = append(out.skipped, obj.GetName())
+		case gone[i]:
+			// Deleted since the informer saw it: its delete event brings another pass.
+		case forbiddenType(s.Type):
+			out.skipped = append(out.skipped, s.Name)
 		default:
-			out.copyable = append(out.copyable, newSource(obj))
+			out.copyable = append(out.copyable, s)
 		}
 	}
 	sort.Slice(out.copyable, func(i, j int) bool { return out.copyable[i].Name < out.copyable[j].Name })
@@ -115,59 +200,152 @@ func (w *sourceWatcher) sources(ctx context.Context, rule *flantv1.CopyratorRule
 	return out, nil
 }
 
-// copyable excludes sources that are never copied: Secrets whose type grants access to
-// the cluster (a service account's token, a bootstrap token; see forbiddenType).
-func copyable(obj client.Object) bool {
-	s, ok := obj.(*corev1.Secret)
-	return !ok || !forbiddenType(s.Type)
+// sourceOf returns the source of m: from the remembered content of its version, or read
+// from the API server now (then with its body).
+func (w *sourceWatcher) sourceOf(ctx context.Context, key sourceKey, m metav1.Object) (source, error) {
+	if v, ok := w.contents.Load(m.GetUID()); ok {
+		if c := v.(sourceContent); c.resourceVersion == m.GetResourceVersion() {
+			return source{Name: m.GetName(), Hash: c.hash, Size: c.size, Type: c.typ, Immutable: c.immutable}, nil
+		}
+	}
+	obj, err := w.get(ctx, key.kind, key.namespace, m.GetName())
+	if err != nil {
+		return source{}, err
+	}
+	s := newSource(obj)
+	w.contents.Store(obj.GetUID(), sourceContent{resourceVersion: obj.GetResourceVersion(), hash: s.Hash, size: s.Size,
+		typ: s.Type, immutable: s.Immutable})
+	return s, nil
 }
 
-// ensure returns the rule's informer, starting it when missing or out of date.
-func (w *sourceWatcher) ensure(rule types.NamespacedName, kind, selector string) *ruleSources {
+// ensure returns the informer of key, with rule among its rules, starting it when
+// missing; a rule that copied from another namespace or kind before leaves it.
+func (w *sourceWatcher) ensure(rule types.NamespacedName, key sourceKey, sel labels.Selector) toolscache.SharedIndexInformer {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if rs, ok := w.watches[rule]; ok {
-		if rs.kind == kind && rs.selector == selector {
-			return rs
-		}
-		rs.stop()
+	if old, ok := w.rules[rule]; ok && old.key != key {
+		w.leave(rule, old.key)
 	}
-	resource, example := "configmaps", client.Object(&corev1.ConfigMap{})
-	if kind == kindSecret {
-		resource, example = "secrets", &corev1.Secret{}
+	w.rules[rule] = ruleSelection{key: key, selector: sel}
+	if s, ok := w.informers[key]; ok {
+		s.rules[rule] = sel
+		return s.informer
 	}
-	lw := toolscache.NewFilteredListWatchFromClient(w.clientset.CoreV1().RESTClient(), resource, rule.Namespace,
-		func(o *metav1.ListOptions) { o.LabelSelector = selector })
-	inf := toolscache.NewSharedIndexInformerWithOptions(lw, example, toolscache.SharedIndexInformerOptions{})
+	resource := "configmaps"
+	if key.kind == kindSecret {
+		resource = "secrets"
+	}
+	inf := metadatainformer.NewFilteredMetadataInformer(w.metadata, corev1.SchemeGroupVersion.WithResource(resource), key.namespace, 0,
+		toolscache.Indexers{}, func(o *metav1.ListOptions) { o.LabelSelector = notCopies.String() }).Informer()
 	_ = inf.SetTransform(func(in any) (any, error) {
-		if obj, ok := in.(client.Object); ok {
-			obj.SetManagedFields(nil)
+		if m, ok := in.(metav1.Object); ok {
+			m.SetManagedFields(nil)
 		}
 		return in, nil
 	})
 	_, _ = inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
 		// The first list is read by the reconcile that started the informer.
-		AddFunc: func(_ any, initial bool) {
+		AddFunc: func(o any, initial bool) {
 			if !initial {
-				w.enqueue(rule)
+				w.changed(key, o)
 			}
 		},
-		UpdateFunc: func(_, _ any) { w.enqueue(rule) },
-		DeleteFunc: func(_ any) { w.enqueue(rule) },
+		UpdateFunc: func(old, o any) { w.changed(key, old, o) },
+		DeleteFunc: func(o any) {
+			if m, ok := metaOf(o); ok {
+				w.contents.Delete(m.GetUID())
+			}
+			w.changed(key, o)
+		},
 	})
 	ctx, stop := context.WithCancel(w.ctx)
 	go inf.RunWithContext(ctx)
-	rs := &ruleSources{kind: kind, selector: selector, informer: inf, stop: stop}
-	w.watches[rule] = rs
-	return rs
+	w.informers[key] = &namespaceSources{informer: inf, stop: stop, rules: map[types.NamespacedName]labels.Selector{rule: sel}}
+	return inf
 }
 
-// forget stops the rule's informer.
+// leave takes rule off the informer of key and stops it when no rule uses it. w.mu is held.
+func (w *sourceWatcher) leave(rule types.NamespacedName, key sourceKey) {
+	s, ok := w.informers[key]
+	if !ok {
+		return
+	}
+	delete(s.rules, rule)
+	if len(s.rules) == 0 {
+		s.stop()
+		for _, item := range s.informer.GetStore().List() {
+			if m, ok := item.(metav1.Object); ok {
+				w.contents.Delete(m.GetUID())
+			}
+		}
+		delete(w.informers, key)
+	}
+}
+
+// forget takes a deleted rule off its informer.
 func (w *sourceWatcher) forget(rule types.NamespacedName) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if rs, ok := w.watches[rule]; ok {
-		rs.stop()
-		delete(w.watches, rule)
+	if sel, ok := w.rules[rule]; ok {
+		w.leave(rule, sel.key)
+		delete(w.rules, rule)
 	}
+}
+
+// loadBodies reads from the API server the bodies of the sources that actions create or
+// update copies from and that the pass has not read yet (one GET per source, in parallel),
+// and sets their Object, Hash and Size from what it read (a source may have changed since:
+// the copy then gets the newer content, and the next pass finds it in sync). Actions whose
+// source is gone meanwhile are dropped: the next pass deletes their copies.
+func (w *sourceWatcher) loadBodies(ctx context.Context, namespace, kind string, actions []action, parallelism int) ([]action, error) {
+	need := map[*source]bool{}
+	for _, a := range actions {
+		if a.Source != nil && a.Source.Object == nil {
+			need[a.Source] = true
+		}
+	}
+	if len(need) == 0 {
+		return actions, nil
+	}
+	var mu sync.Mutex
+	gone := map[*source]bool{}
+	var g errgroup.Group
+	g.SetLimit(max(parallelism, 1))
+	for src := range need {
+		g.Go(func() error {
+			obj, err := w.get(ctx, kind, namespace, src.Name)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case apierrors.IsNotFound(err):
+				gone[src] = true
+				return nil
+			case err != nil:
+				return fmt.Errorf("reading %s %s/%s: %w", kind, namespace, src.Name, err)
+			}
+			src.Object, src.Hash, src.Size = obj, contentHash(obj), contentSize(obj)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	if len(gone) == 0 {
+		return actions, nil
+	}
+	kept := actions[:0:0]
+	for _, a := range actions {
+		if a.Source == nil || !gone[a.Source] {
+			kept = append(kept, a)
+		}
+	}
+	return kept, nil
+}
+
+// get reads one source from the API server (the clientset speaks protobuf).
+func (w *sourceWatcher) get(ctx context.Context, kind, namespace, name string) (client.Object, error) {
+	if kind == kindSecret {
+		return w.clientset.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+	}
+	return w.clientset.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
 }

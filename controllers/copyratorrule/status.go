@@ -31,6 +31,8 @@ const (
 	// reasons; ReasonTargetsRefused is also Ready's when no namespace the rule selects consents.
 	ReasonTargetsAuthorized = "TargetsAuthorized"
 	ReasonTargetsRefused    = "TargetsRefused"
+	// ReasonLimitReached: writes were left out because the copies would pass a limit.
+	ReasonLimitReached = "LimitReached"
 )
 
 // maxListedConflicts bounds status.conflicts and status.refused (the CRD allows 20 each).
@@ -63,6 +65,10 @@ type outcome struct {
 	Refused []refusal
 	// Frozen is the number of copies left as they are in namespaces RBAC refuses.
 	Frozen int
+	// Dropped is the number of writes left out because they would pass a limit (limits.go),
+	// Limit the first limit (a flag and its value).
+	Dropped int
+	Limit   string
 	// Desired is the number of copies the rule wants (sources × targets).
 	Desired int
 	// InSync is the number of copies that equal their source after the pass's writes.
@@ -166,6 +172,8 @@ func computeStatus(prev flantv1.CopyratorRuleStatus, o outcome, now metav1.Time)
 
 	expected := o.Desired - len(o.Conflicts)
 	switch {
+	case o.Dropped > 0:
+		set(ConditionReady, metav1.ConditionFalse, ReasonLimitReached, limitMessage(o, expected))
 	case len(o.WriteErrs) > 0:
 		set(ConditionReady, metav1.ConditionFalse, ReasonWriteFailed,
 			fmt.Sprintf("%d of %d copies in sync; %d writes failed: %s", o.InSync, expected, len(o.WriteErrs), summarize(o.WriteErrs)))
@@ -188,6 +196,8 @@ func computeStatus(prev flantv1.CopyratorRuleStatus, o outcome, now metav1.Time)
 		set(ConditionReady, metav1.ConditionTrue, ReasonCopiesInSync, msg)
 	}
 	switch {
+	case o.Dropped > 0:
+		set(ConditionDegraded, metav1.ConditionTrue, ReasonLimitReached, limitMessage(o, expected))
 	case len(o.WriteErrs) > 0:
 		set(ConditionDegraded, metav1.ConditionTrue, ReasonWriteFailed, summarize(o.WriteErrs))
 	case len(o.Conflicts) > 0:
@@ -197,6 +207,12 @@ func computeStatus(prev flantv1.CopyratorRuleStatus, o outcome, now metav1.Time)
 		set(ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "No conflicts and no failed writes")
 	}
 	return st
+}
+
+// limitMessage says how many writes a limit left out.
+func limitMessage(o outcome, expected int) string {
+	return fmt.Sprintf("%d of %d copies in sync; %d %s left out: the copies would pass %s (a cluster admin's limit on copies)",
+		o.InSync, expected, o.Dropped, plural(o.Dropped, "write was", "writes were"), o.Limit)
 }
 
 // refusedMessage explains the Authorized condition when namespaces refuse: the first few

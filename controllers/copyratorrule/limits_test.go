@@ -1,0 +1,139 @@
+package copyratorrule
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
+	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/test/testenv"
+)
+
+func TestAdmit(t *testing.T) {
+	small := &source{Name: "small", Size: 10}
+	big := &source{Name: "big", Size: 1000}
+	existing := &copyState{Size: 10}
+	create := func(ns string, src *source) action {
+		return action{Op: opCreate, Key: copyKey{kindSecret, ns, src.Name}, Source: src}
+	}
+	update := func(ns string, src *source) action {
+		return action{Op: opUpdate, Key: copyKey{kindSecret, ns, src.Name}, Source: src, Existing: existing}
+	}
+	del := action{Op: opDelete, Key: copyKey{kindSecret, "gone", "small"}, Existing: existing}
+	for _, tc := range []struct {
+		name        string
+		actions     []action
+		rule, all   tally
+		limits      limits
+		wantKept    int
+		wantDropped int
+		wantLimit   string
+	}{
+		{name: "no limits", actions: []action{create("a", big), create("b", big)}, wantKept: 2},
+		{name: "copies per rule: the first ones fit", actions: []action{create("a", small), create("b", small), create("c", small)},
+			rule: tally{1, 10}, limits: limits{perRuleCopies: 3}, wantKept: 2, wantDropped: 1, wantLimit: "--copyratorrule-max-copies-per-rule=3"},
+		{name: "a delete makes room first", actions: []action{create("a", small), del},
+			rule: tally{3, 30}, limits: limits{perRuleCopies: 3}, wantKept: 2},
+		{name: "bytes per rule", actions: []action{create("a", big), create("b", small)},
+			limits: limits{perRuleBytes: 500}, wantKept: 1, wantDropped: 1, wantLimit: "--copyratorrule-max-bytes-per-rule=500"},
+		{name: "an update that grows a copy past the bytes", actions: []action{update("a", big)},
+			rule: tally{1, 10}, limits: limits{perRuleBytes: 500}, wantDropped: 1, wantLimit: "--copyratorrule-max-bytes-per-rule=500"},
+		{name: "an update that does not grow is kept even over a limit", actions: []action{update("a", small)},
+			rule: tally{5, 5000}, limits: limits{perRuleBytes: 500}, wantKept: 1},
+		{name: "all copies", actions: []action{create("a", small), create("b", small)},
+			all: tally{99, 990}, limits: limits{copies: 100}, wantKept: 1, wantDropped: 1, wantLimit: "--copyratorrule-max-copies=100"},
+		{name: "all bytes, as a quantity", actions: []action{create("a", big)},
+			all: tally{1, 1 << 30}, limits: limits{bytes: 1 << 30}, wantDropped: 1, wantLimit: "--copyratorrule-max-bytes=1Gi"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := admit(tc.actions, tc.rule, tc.all, tc.limits)
+			assert.Len(t, got.Actions, tc.wantKept)
+			assert.Equal(t, tc.wantDropped, got.Dropped)
+			assert.Equal(t, tc.wantLimit, got.Limit)
+		})
+	}
+}
+
+func TestLedger(t *testing.T) {
+	l := newLedger()
+	r1 := types.NamespacedName{Namespace: "src", Name: "a"}
+	r2 := types.NamespacedName{Namespace: "src", Name: "b"}
+	cm := func(ns, name string, rule types.NamespacedName, size int) *corev1.ConfigMap {
+		c := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: copyLabels(rule)},
+			Data: map[string]string{"k": string(make([]byte, size-1))}}
+		out, err := stripBody(c)
+		require.NoError(t, err)
+		return out.(*corev1.ConfigMap)
+	}
+	l.setFrom(cm("x", "c", r1, 100))
+	l.setFrom(cm("y", "c", r1, 100))
+	l.setFrom(cm("x", "d", r2, 50))
+	rule, all := l.tallies(r1)
+	assert.Equal(t, tally{2, 200}, rule)
+	assert.Equal(t, tally{3, 250}, all)
+	l.setFrom(cm("x", "c", r1, 300)) // an update
+	rule, all = l.tallies(r1)
+	assert.Equal(t, tally{2, 400}, rule)
+	assert.Equal(t, tally{3, 450}, all)
+	l.removeFrom(cm("y", "c", r1, 1))
+	rule, all = l.tallies(r1)
+	assert.Equal(t, tally{1, 300}, rule)
+	assert.Equal(t, tally{2, 350}, all)
+	l.removeFrom(cm("nope", "c", r1, 1))
+	_, all = l.tallies(r1)
+	assert.Equal(t, tally{2, 350}, all, "removing what is not there changes nothing")
+}
+
+func TestLimitFlags(t *testing.T) {
+	o := &Options{MaxBytesPerRule: "lots"}
+	o.defaults()
+	_, err := o.limits()
+	require.ErrorContains(t, err, "--copyratorrule-max-bytes-per-rule")
+	o = &Options{MaxCopiesPerRule: 5}
+	o.defaults()
+	l, err := o.limits()
+	require.NoError(t, err)
+	assert.Equal(t, limits{perRuleCopies: 5, perRuleBytes: 256 << 20, bytes: 1 << 30}, l)
+}
+
+// TestRuleStopsAtItsLimit: a rule whose copies would pass a limit writes those that fit
+// and says which limit stopped the rest (Ready and Degraded, a Warning Event).
+func TestRuleStopsAtItsLimit(t *testing.T) {
+	env.Require(t)
+	ctx := context.Background()
+	id := suffix()
+	src := sourceNamespace(t, "src")
+	var targets []string
+	for range 3 {
+		targets = append(targets, testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": id}))
+	}
+	opts := &Options{MaxCopiesPerRule: 2}
+	testenv.StartManager(t, env.Config, operator.Shared{}, opts.Setup)
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "capped", Labels: map[string]string{"copytest": id}},
+		Data: map[string][]byte{"k": []byte("v")}}
+	require.NoError(t, env.Client.Create(ctx, s))
+	rule := ruleFor(src, id, flantv1.RuleTypeSecret)
+	createRule(t, rule)
+	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
+		assert.EqualValues(c, 2, st.CopiesInSync)
+		ready := testenv.Condition(st.Conditions, ConditionReady)
+		assert.Equal(c, ReasonLimitReached, ready.Reason)
+		assert.Contains(c, ready.Message, "--copyratorrule-max-copies-per-rule=2")
+		assert.Equal(c, ReasonLimitReached, testenv.Condition(st.Conditions, ConditionDegraded).Reason)
+	})
+	written := 0
+	for _, ns := range targets {
+		if getSecret(t, ns, s.Name) != nil {
+			written++
+		}
+	}
+	assert.Equal(t, 2, written, "no more copies than the limit")
+	assert.Contains(t, eventsOf(t, rule), fmt.Sprintf("Warning %s", EventLimitReached))
+}
