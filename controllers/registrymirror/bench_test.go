@@ -65,7 +65,7 @@ func rawObjects(b *testing.B, m *mirrorsv1alpha1.RegistryMirror, hostPort int32)
 	dir, err := HostsDir(m.Spec.Upstream)
 	require.NoError(b, err)
 	var out []client.Object
-	for _, c := range desiredChildren(m, ImagesFromEnv(), hostPort, hostsPath("", dir), nodeagent.DefaultCapabilities) {
+	for _, c := range desiredChildren(m, ImagesFromEnv(), reach{hostPort: hostPort, hostsPath: hostsPath("", dir), capabilities: nodeagent.DefaultCapabilities}) {
 		require.NoError(b, roundTrip(c.desired, c.live))
 		c.live.SetOwnerReferences(nil)
 		out = append(out, c.live)

@@ -35,6 +35,7 @@ import (
 // +kubebuilder:rbac:groups=mirrors.quartet.dev,resources=registryhostgrants,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch;delete
 
 // Reconciler makes a RegistryMirror's six children match its spec and reports on them.
 type Reconciler struct {
@@ -121,7 +122,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		}
 	}
 
-	kids, err := r.reconcileChildren(ctx, m, out.hostPort, hostsDir, out.access.Capabilities)
+	if m.Spec.CredentialsSecretRef == nil {
+		if err := r.removeNetworkPolicy(ctx, m); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	kids, err := r.reconcileChildren(ctx, m, reach{hostPort: out.hostPort, hostsPath: hostsPath(r.HostsRoot, hostsDir),
+		capabilities: out.access.Capabilities, operatorNamespace: r.Shared.OperatorNamespace})
 	out.workloads, out.problems = kids.workloads, append(out.problems, kids.problems...)
 	out.complete = err == nil && !kids.terminating
 	terminating = kids.terminating
@@ -217,10 +224,10 @@ type childrenResult struct {
 
 // reconcileChildren makes every child of the mirror match, in apply order, going on
 // past a child that fails; the error joins the failures.
-func (r *Reconciler) reconcileChildren(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, hostPort int32, hostsDir string, caps []string) (childrenResult, error) {
+func (r *Reconciler) reconcileChildren(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, rch reach) (childrenResult, error) {
 	var res childrenResult
 	var errs []error
-	for _, c := range desiredChildren(m, r.Images, hostPort, hostsPath(r.HostsRoot, hostsDir), caps) {
+	for _, c := range desiredChildren(m, r.Images, rch) {
 		cr, err := r.reconcileChild(ctx, m, c)
 		if err != nil {
 			errs = append(errs, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -564,4 +565,35 @@ func TestNodeAccessNeedsAGrant(t *testing.T) {
 		got = access(c, b, metav1.ConditionTrue, ReasonNodeAccessGranted)
 		assert.NotNil(c, children(c, got)["DaemonSet/b-node"])
 	}, wait, tick)
+}
+
+// TestPrivateUpstreamIsFencedIn: a mirror whose upstream needs credentials gets a
+// NetworkPolicy that lets only its own namespace and the operator's reach the registry;
+// without credentials it has none.
+func TestPrivateUpstreamIsFencedIn(t *testing.T) {
+	env.Require(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startManager(t, env.Config, operator.Shared{OperatorNamespace: "quartet-system"}, 2)
+	m := newMirror(ns, "private", "https://registry.example", "")
+	m.Spec.CredentialsSecretRef = &mirrorsv1alpha1.SecretReference{Name: "pull"}
+	require.NoError(t, env.Client.Create(ctx, m))
+	np := &networkingv1.NetworkPolicy{}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		if !assert.NoError(c, env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "private-registry"}, np)) {
+			return
+		}
+		assert.True(c, metav1.IsControlledBy(np, m))
+	}, wait, tick)
+	assert.Equal(t, selectorLabels(m, componentReg), np.Spec.PodSelector.MatchLabels)
+	require.Len(t, np.Spec.Ingress, 1)
+	assert.Equal(t, []networkingv1.NetworkPolicyPeer{
+		{PodSelector: &metav1.LabelSelector{}},
+		{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: "quartet-system"}}},
+	}, np.Spec.Ingress[0].From)
+
+	editSpec(t, client.ObjectKeyFromObject(m), func(m *mirrorsv1alpha1.RegistryMirror) { m.Spec.CredentialsSecretRef = nil })
+	require.Eventually(t, func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(np), &networkingv1.NetworkPolicy{}))
+	}, wait, tick, "the NetworkPolicy goes with the credentials")
 }

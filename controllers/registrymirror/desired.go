@@ -12,12 +12,14 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
@@ -84,6 +86,9 @@ func statefulSetName(m *mirrorsv1alpha1.RegistryMirror) string {
 func pvcName(m *mirrorsv1alpha1.RegistryMirror) string       { return m.Name + "-registry-cache" }
 func configMapName(m *mirrorsv1alpha1.RegistryMirror) string { return m.Name + "-registry-config" }
 func daemonSetName(m *mirrorsv1alpha1.RegistryMirror) string { return m.Name + "-node" }
+func networkPolicyName(m *mirrorsv1alpha1.RegistryMirror) string {
+	return m.Name + "-registry"
+}
 
 // childSuffixes map a child's name back to its mirror's name (for objects the operator
 // does not own, which Owns() cannot map). Longest first, so "-registry-headless" wins
@@ -98,23 +103,62 @@ type child struct {
 	live    client.Object
 }
 
+// reach is where a mirror's children reach beyond its registry: the node side (hostPort
+// 0: none; hostsPath, the node directory the agents write hosts.toml into, see hostsPath;
+// capabilities, hosts.toml's) and the operator's namespace, from where the manager probes
+// the registry of a private upstream's mirror.
+type reach struct {
+	hostPort          int32
+	hostsPath         string
+	capabilities      []string
+	operatorNamespace string
+}
+
 // desiredChildren lists the mirror's objects in apply order: what the registry pod mounts
 // comes before the StatefulSet. Without a host port (no node access, see nodeaccess.go, or
-// no free port) there is no DaemonSet to apply. nodeHostsDir is the node directory the
-// agents write hosts.toml into (see hostsPath), caps hosts.toml's capabilities.
-func desiredChildren(m *mirrorsv1alpha1.RegistryMirror, img Images, hostPort int32, nodeHostsDir string, caps []string) []child {
+// no free port) there is no DaemonSet to apply; without upstream credentials no
+// NetworkPolicy.
+func desiredChildren(m *mirrorsv1alpha1.RegistryMirror, img Images, r reach) []child {
 	config := renderRegistryConfig(m)
 	out := []child{
 		{"ConfigMap", configMapName(m), desiredConfigMap(m, config), &corev1.ConfigMap{}},
 		{"Service", serviceName(m), desiredService(m), &corev1.Service{}},
 		{"Service", headlessName(m), desiredHeadlessService(m), &corev1.Service{}},
 		{"PersistentVolumeClaim", pvcName(m), desiredPVC(m), &corev1.PersistentVolumeClaim{}},
-		{"StatefulSet", statefulSetName(m), desiredStatefulSet(m, img, shortHash([]byte(config))), &appsv1.StatefulSet{}},
 	}
-	if hostPort != 0 {
-		out = append(out, child{"DaemonSet", daemonSetName(m), desiredDaemonSet(m, img, hostPort, nodeHostsDir, caps), &appsv1.DaemonSet{}})
+	if m.Spec.CredentialsSecretRef != nil {
+		// Before the registry starts with the credentials.
+		out = append(out, child{"NetworkPolicy", networkPolicyName(m), desiredNetworkPolicy(m, r.operatorNamespace), &networkingv1.NetworkPolicy{}})
+	}
+	out = append(out, child{"StatefulSet", statefulSetName(m), desiredStatefulSet(m, img, shortHash([]byte(config))), &appsv1.StatefulSet{}})
+	if r.hostPort != 0 {
+		out = append(out, child{"DaemonSet", daemonSetName(m), desiredDaemonSet(m, img, r.hostPort, r.hostsPath, r.capabilities), &appsv1.DaemonSet{}})
 	}
 	return out
+}
+
+// desiredNetworkPolicy is the private-image boundary of a mirror whose upstream needs
+// credentials: its registry pods accept connections only from pods of the mirror's own
+// namespace (its node agents among them) and of the operator's namespace (the manager's
+// probe). Whoever else could reach the cache would pull the upstream's private images
+// without its credentials. (Enforced where the network plugin implements NetworkPolicy.)
+func desiredNetworkPolicy(m *mirrorsv1alpha1.RegistryMirror, operatorNamespace string) *networkingv1ac.NetworkPolicyApplyConfiguration {
+	peers := []*networkingv1ac.NetworkPolicyPeerApplyConfiguration{
+		networkingv1ac.NetworkPolicyPeer().WithPodSelector(metav1ac.LabelSelector()),
+	}
+	if operatorNamespace != "" && operatorNamespace != m.Namespace {
+		peers = append(peers, networkingv1ac.NetworkPolicyPeer().WithNamespaceSelector(
+			metav1ac.LabelSelector().WithMatchLabels(map[string]string{corev1.LabelMetadataName: operatorNamespace})))
+	}
+	return stampHash(networkingv1ac.NetworkPolicy(networkPolicyName(m), m.Namespace).
+		WithLabels(commonLabels(m, componentReg)).
+		WithOwnerReferences(ownerReference(m)).
+		WithSpec(networkingv1ac.NetworkPolicySpec().
+			WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(m, componentReg))).
+			WithPolicyTypes(networkingv1.PolicyTypeIngress).
+			WithIngress(networkingv1ac.NetworkPolicyIngressRule().
+				WithFrom(peers...).
+				WithPorts(networkingv1ac.NetworkPolicyPort().WithProtocol(corev1.ProtocolTCP).WithPort(intstr.FromInt32(RegistryPort))))))
 }
 
 // hostsPath is the upstream's containerd hosts directory on the nodes: hostsDir (see

@@ -61,7 +61,8 @@ func renderAll(t *testing.T, m *mirrorsv1alpha1.RegistryMirror, hostPort int32) 
 	dir, err := HostsDir(m.Spec.Upstream)
 	require.NoError(t, err)
 	var docs []string
-	for _, c := range desiredChildren(m, testImages, hostPort, hostsPath("", dir), nodeagent.DefaultCapabilities) {
+	for _, c := range desiredChildren(m, testImages, reach{hostPort: hostPort, hostsPath: hostsPath("", dir),
+		capabilities: nodeagent.DefaultCapabilities, operatorNamespace: "quartet-system"}) {
 		b, err := yaml.Marshal(c.desired)
 		require.NoError(t, err)
 		docs = append(docs, "# "+c.kind+" "+c.name+"\n"+string(b))
@@ -157,7 +158,7 @@ func TestHostsDir(t *testing.T) {
 
 func TestBuildersOwnAndLabel(t *testing.T) {
 	m := minimalMirror()
-	kids := desiredChildren(m, testImages, 35000, hostsPath("", "docker.io"), nodeagent.DefaultCapabilities)
+	kids := desiredChildren(m, testImages, reach{hostPort: 35000, hostsPath: hostsPath("", "docker.io"), capabilities: nodeagent.DefaultCapabilities})
 	require.Len(t, kids, 6, "ConfigMap, two Services, PVC, StatefulSet, DaemonSet")
 	names := map[string]bool{}
 	for _, c := range kids {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -135,6 +136,25 @@ func (r *Reconciler) removeNodeAgents(ctx context.Context, m *mirrorsv1alpha1.Re
 	}
 	objectWrites.WithLabelValues("DaemonSet", "deleted").Inc()
 	return true, nil
+}
+
+// removeNetworkPolicy deletes the mirror's NetworkPolicy, if it has one (its upstream no
+// longer needs credentials): its own only, by UID.
+func (r *Reconciler) removeNetworkPolicy(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror) error {
+	np := &networkingv1.NetworkPolicy{}
+	key := types.NamespacedName{Namespace: m.Namespace, Name: networkPolicyName(m)}
+	if err := r.Get(ctx, key, np); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !metav1.IsControlledBy(np, m) {
+		return nil
+	}
+	uid := np.UID
+	if err := r.Delete(ctx, np, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting NetworkPolicy %s: %w", key, err)
+	}
+	objectWrites.WithLabelValues("NetworkPolicy", "deleted").Inc()
+	return nil
 }
 
 // mirrorsOfHost returns the mirrors whose upstream's host is one a grant names, and the

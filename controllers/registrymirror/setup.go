@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -55,7 +56,8 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 		// Generation changes only: the controller's own status writes do not wake it.
 		For(&mirrorsv1alpha1.RegistryMirror{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}, inScope)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers})
-	for _, obj := range []client.Object{&corev1.ConfigMap{}, &corev1.Service{}, &corev1.PersistentVolumeClaim{}, &appsv1.StatefulSet{}, &appsv1.DaemonSet{}} {
+	for _, obj := range []client.Object{&corev1.ConfigMap{}, &corev1.Service{}, &corev1.PersistentVolumeClaim{}, &appsv1.StatefulSet{},
+		&appsv1.DaemonSet{}, &networkingv1.NetworkPolicy{}} {
 		b = b.Owns(obj, builder.WithPredicates(inScope)).
 			Watches(obj, handler.EnqueueRequestsFromMapFunc(mirrorsNamedAfter), builder.WithPredicates(uncontrolled))
 	}
