@@ -188,8 +188,11 @@ done
 normalize "$d"
 layer busybox
 
-# manager: /manager as the Dockerfile's COPY --from=builder /workspace/manager .
+# manager: the Dockerfile's COPY LICENSE /licenses/LICENSE and COPY --from=builder
+# /workspace/manager .
 d=$(stage manager)
+mkdir -p "$d/licenses"
+cp LICENSE "$d/licenses/LICENSE"
 cp "$work/bin/manager" "$d/manager"
 normalize "$d"
 layer manager

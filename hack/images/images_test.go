@@ -127,7 +127,7 @@ func TestImages(t *testing.T) {
 	t.Run("others", func(t *testing.T) { testOthers(t, root, images) })
 }
 
-// testManager: the final stage of Dockerfile (distroless/static:nonroot + /manager), with the
+// testManager: the final stage of Dockerfile (distroless/static:nonroot + /licenses + /manager), with the
 // binary built here exactly as the builder stage's RUN line builds it.
 func testManager(t *testing.T, root string, images *imageReader) {
 	df := parseDockerfile(t, filepath.Join(root, "Dockerfile"))
@@ -176,8 +176,13 @@ func testManager(t *testing.T, root string, images *imageReader) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	sources := map[string]string{"builder:/workspace/manager": manager}
+	sources := map[string]string{"builder:/workspace/manager": manager, ":LICENSE": filepath.Join(root, "LICENSE")}
 	checkCopies(t, managerImage, img, df, final, sources)
+
+	// The licence where OpenShift's preflight (HasLicense) looks: a file under /licenses.
+	if f := img.files["/licenses/LICENSE"]; f == nil || f.sum != fileSum(t, filepath.Join(root, "LICENSE")) {
+		t.Errorf("%s: /licenses/LICENSE is missing or is not the repository's LICENSE", managerImage)
+	}
 }
 
 // testBundles: bundle.Dockerfile for bundle/ (v0.2.0) and hack/olm/bundles/quartet.v0.1.0.

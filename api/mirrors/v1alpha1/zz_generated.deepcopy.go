@@ -3,6 +3,8 @@
 /*
 Copyright 2026 The Quartet Authors.
 
+SPDX-License-Identifier: Apache-2.0
+
 Licensed under the Apache License, Version 2.0 (the "License");
 you may not use this file except in compliance with the License.
 You may obtain a copy of the License at
