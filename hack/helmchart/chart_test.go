@@ -55,14 +55,36 @@ func objects(t *testing.T, b []byte) map[string]*unstructured.Unstructured {
 	return out
 }
 
+// Helm's standard labels, which the chart adds to every object (checked by chartLabels).
+const (
+	labelChart    = "helm.sh/chart"
+	labelInstance = "app.kubernetes.io/instance"
+)
+
+// chartLabels checks that every object the chart renders carries Helm's standard labels:
+// helm.sh/chart with the chart's name and version, app.kubernetes.io/instance with the release.
+func chartLabels(t *testing.T, objs map[string]*unstructured.Unstructured, release string) {
+	t.Helper()
+	version := makefileVersion(t)
+	for key, o := range objs {
+		assert.Equal(t, "quartet-"+version, o.GetLabels()[labelChart], "%s: %s", key, labelChart)
+		assert.Equal(t, release, o.GetLabels()[labelInstance], "%s: %s", key, labelInstance)
+	}
+}
+
 // normalize removes what the chart changes on purpose with its default values: who manages
-// the objects, the CRDs' keep policy, where WATCH_NAMESPACE comes from (OLM's annotation in
-// config/, the release's values in the chart; both empty outside OLM), flag order and the
-// pull policy the API server defaults to.
+// the objects, Helm's standard labels (chartLabels checks them), the CRDs' keep policy, where
+// WATCH_NAMESPACE comes from (OLM's annotation in config/, the release's values in the chart;
+// both empty outside OLM), flag order and the pull policy the API server defaults to.
 func normalize(t *testing.T, o *unstructured.Unstructured) {
 	labels := o.GetLabels()
 	if _, ok := labels["app.kubernetes.io/managed-by"]; ok {
 		labels["app.kubernetes.io/managed-by"] = "-"
+		o.SetLabels(labels)
+	}
+	if _, ok := labels[labelChart]; ok {
+		delete(labels, labelChart)
+		delete(labels, labelInstance)
 		o.SetLabels(labels)
 	}
 	if ann := o.GetAnnotations(); ann != nil {
@@ -103,18 +125,18 @@ func normalize(t *testing.T, o *unstructured.Unstructured) {
 }
 
 // TestChartIsGeneratedFromConfig: the committed chart is exactly what `make helm` makes
-// from config/ today, helm lint finds nothing, and the chart with its default values
-// renders the same objects as `kustomize build config/default` (minus the Namespace,
-// which `helm install --create-namespace` makes): the editor and viewer roles aggregated as
-// config/ has them, and no consent objects (copyrator.platformServiceAccounts and
-// registryMirror.hostGrants are empty).
+// from config/ today (no file more, none less), helm lint finds nothing, and the chart with
+// its default values renders the same objects as `kustomize build config/default` (minus the
+// Namespace, which `helm install --create-namespace` makes) plus Helm's standard labels: the
+// editor and viewer roles aggregated as config/ has them, and no consent objects
+// (copyrator.platformServiceAccounts and registryMirror.hostGrants are empty).
 func TestChartIsGeneratedFromConfig(t *testing.T) {
 	helm, kustomize := tools(t)
 	config := run(t, kustomize, "build", "config/default")
 
 	dir := t.TempDir()
 	version := makefileVersion(t)
-	cmd := exec.Command("go", "run", ".", "-out", dir, "-version", version)
+	cmd := exec.Command("go", "run", ".", "-out", dir, "-version", version, "-samples", "../../config/samples")
 	cmd.Stdin = bytes.NewReader(config)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
@@ -131,12 +153,22 @@ func TestChartIsGeneratedFromConfig(t *testing.T) {
 		assert.Equal(t, string(want), string(got), "charts/quartet/%s differs from config/: run make helm", rel)
 		return nil
 	}))
+	require.NoError(t, filepath.WalkDir(committed, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(committed, path)
+		_, err = os.Stat(filepath.Join(dir, rel))
+		assert.NoError(t, err, "charts/quartet/%s is not generated any more: run make helm (which removes templates/) or delete it", rel)
+		return nil
+	}))
 
 	lint := run(t, helm, "lint", "--strict", "charts/quartet")
 	assert.NotContains(t, string(lint), "[WARNING]", "%s", lint)
 	assert.NotContains(t, string(lint), "[INFO]", "%s", lint)
 
 	rendered := objects(t, run(t, helm, "template", "quartet", "charts/quartet", "--namespace", "quartet-system"))
+	chartLabels(t, rendered, "quartet")
 	want := objects(t, config)
 	for key, o := range want {
 		if o.GetKind() == "Namespace" {

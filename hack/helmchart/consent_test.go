@@ -192,18 +192,31 @@ func grantSpec(t *testing.T, o *unstructured.Unstructured) mirrorsv1alpha1.Regis
 }
 
 // TestChartConsentNamesWhatIsMissing: an entry without a required field fails the render
-// with the value's path.
+// with the value's path: values.schema.json refuses it, and where the schema is skipped
+// (--skip-schema-validation) the template's own required check does.
 func TestChartConsentNamesWhatIsMissing(t *testing.T) {
 	helm, _ := tools(t)
-	for values, want := range map[string]string{
-		"copyrator: {platformServiceAccounts: [{name: sync}]}":                                           "copyrator.platformServiceAccounts[0].namespace is required",
-		"registryMirror: {hostGrants: [{mirror: {namespace: m, name: n}}]}":                              "registryMirror.hostGrants[0].host is required",
-		"registryMirror: {hostGrants: [{host: ghcr.io, mirror: {name: n}}]}":                             "registryMirror.hostGrants[0].mirror.namespace is required",
-		"registryMirror: {hostGrants: [{host: a.io, mirror: {namespace: m, name: n}}, {host: ghcr.io}]}": "registryMirror.hostGrants[1].mirror.namespace is required",
+	for values, want := range map[string][2]string{
+		"copyrator: {platformServiceAccounts: [{name: sync}]}": {
+			"at '/copyrator/platformServiceAccounts/0': missing property 'namespace'",
+			"copyrator.platformServiceAccounts[0].namespace is required"},
+		"registryMirror: {hostGrants: [{mirror: {namespace: m, name: hub}}]}": {
+			"at '/registryMirror/hostGrants/0': missing property 'host'",
+			"registryMirror.hostGrants[0].host is required"},
+		"registryMirror: {hostGrants: [{host: ghcr.io, mirror: {name: hub}}]}": {
+			"at '/registryMirror/hostGrants/0/mirror': missing property 'namespace'",
+			"registryMirror.hostGrants[0].mirror.namespace is required"},
+		"registryMirror: {hostGrants: [{host: a.io, mirror: {namespace: m, name: hub}}, {host: ghcr.io}]}": {
+			"at '/registryMirror/hostGrants/1': missing property 'mirror'",
+			"registryMirror.hostGrants[1].mirror.namespace is required"},
 	} {
-		_, err := tryRun(helm, "template", "quartet", "charts/quartet", "-f", writeValues(t, values))
+		file := writeValues(t, values)
+		_, err := tryRun(helm, "template", "quartet", "charts/quartet", "-f", file)
 		require.Error(t, err, values)
-		assert.Contains(t, err.Error(), want, values)
+		assert.Contains(t, err.Error(), want[0], values)
+		_, err = tryRun(helm, "template", "quartet", "charts/quartet", "-f", file, "--skip-schema-validation")
+		require.Error(t, err, values)
+		assert.Contains(t, err.Error(), want[1], values)
 	}
 }
 
@@ -267,8 +280,9 @@ func TestConsentKustomizations(t *testing.T) {
 }
 
 // TestChartWithoutTheNewValues: `helm upgrade --reuse-values` of a release made by a chart
-// without rbac, copyrator and registryMirror renders with its old values alone; the chart
-// then renders what its defaults render (aggregation on, no consents) instead of failing.
+// without rbac, serviceAccount, copyrator and registryMirror renders with its old values
+// alone (values.schema.json requires none of them); the chart then renders what its defaults
+// render (RBAC and ServiceAccount created, aggregation on, no consents) instead of failing.
 func TestChartWithoutTheNewValues(t *testing.T) {
 	helm, _ := tools(t)
 	dir := filepath.Join(t.TempDir(), "quartet")
@@ -277,9 +291,11 @@ func TestChartWithoutTheNewValues(t *testing.T) {
 	require.NoError(t, err)
 	values := string(b)
 	start, end := strings.Index(values, "\nrbac:\n"), strings.Index(values, "\ncrds:\n")
-	require.True(t, start > 0 && end > start, "values.yaml has rbac, copyrator and registryMirror before crds")
+	require.True(t, start > 0 && end > start, "values.yaml has rbac, serviceAccount, copyrator and registryMirror before crds")
 	old := values[:start] + values[end:]
-	require.NotContains(t, old, "aggregateToBuiltinRoles")
+	for _, v := range []string{"aggregateToBuiltinRoles", "serviceAccount:", "copyrator:", "registryMirror:"} {
+		require.NotContains(t, old, v)
+	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "values.yaml"), []byte(old), 0o644))
 
 	want := objects(t, run(t, helm, "template", "quartet", "charts/quartet", "--namespace", "quartet-system"))

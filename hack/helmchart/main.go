@@ -3,12 +3,20 @@
 // hand-kept copy of the CRDs, RBAC or the manager: `make helm` regenerates it and CI fails
 // when the committed chart differs. The chart's templates are the kustomize objects with a
 // few fields turned into values (image, replicas, resources, leader election, metrics,
-// WATCH_NAMESPACE, extra flags and environment, scheduling, the roles' aggregation labels)
-// and the namespace turned into the release's; everything else is copied as is. One static
-// template adds what config/consent holds for kustomize: the cluster admin's consents
-// (platform ServiceAccounts' ClusterRoleBindings, RegistryHostGrants), empty by default.
+// WATCH_NAMESPACE, extra flags and environment, scheduling, the roles' aggregation labels,
+// whether RBAC and the ServiceAccount are created and the ServiceAccount's name), the
+// namespace turned into the release's and Helm's standard labels (helm.sh/chart,
+// app.kubernetes.io/instance) added; everything else is copied as is. One static template
+// adds what config/consent holds for kustomize: the cluster admin's consents (platform
+// ServiceAccounts' ClusterRoleBindings, RegistryHostGrants), empty by default.
 //
-//	kustomize build config/default | go run ./hack/helmchart -out charts/quartet -version 0.2.0
+// Around the templates it writes what a chart repository and Artifact Hub show: Chart.yaml
+// with maintainers and artifacthub.io annotations (the images, the CRDs and their examples
+// from config/samples, the licence), values.schema.json (Helm refuses a wrong value at
+// install; the RegistryHostGrant entries' rules come from that CRD), README.md with every
+// value (from values.yaml's comments and the schema), and NOTES.txt.
+//
+//	kustomize build config/default | go run ./hack/helmchart -out charts/quartet -version 0.2.0 -samples config/samples
 package main
 
 import (
@@ -42,12 +50,22 @@ const (
 	phKeep      = "__CRD_KEEP__"
 	phSchedule  = "__SCHEDULING__"
 	phRegistry  = "__REGISTRY_IMAGE__"
+	phLabels    = "__CHART_LABELS__"
+	phSA        = "__SERVICE_ACCOUNT__"
+)
+
+// Guards of the templates: dig with a default, so that `helm upgrade --reuse-values` of a
+// release made by a chart without the value renders what the default renders.
+const (
+	guardRBAC           = `dig "create" true (.Values.rbac | default dict)`
+	guardServiceAccount = `dig "create" true (.Values.serviceAccount | default dict)`
 )
 
 func main() {
 	out := flag.String("out", "charts/quartet", "chart folder to (re)write")
 	version := flag.String("version", "", "chart version (the operator's, without v)")
 	image := flag.String("image", "quay.io/quartet-operator/quartet", "operator image repository")
+	samples := flag.String("samples", "config/samples", "kustomization folder of the CR examples (artifacthub.io/crdsExamples)")
 	flag.Parse()
 	if *version == "" {
 		fail(errors.New("-version is required"))
@@ -56,15 +74,17 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	files, values, err := chart(objs, *version, *image)
+	examples, err := readSamples(*samples)
+	if err != nil {
+		fail(err)
+	}
+	files, err := chart(objs, *version, *image, examples)
 	if err != nil {
 		fail(err)
 	}
 	if err := os.RemoveAll(filepath.Join(*out, "templates")); err != nil {
 		fail(err)
 	}
-	files["values.yaml"] = values
-	files["Chart.yaml"] = chartYAML(*version)
 	for name, content := range files {
 		path := filepath.Join(*out, name)
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -98,40 +118,52 @@ func decode(r io.Reader) ([]*unstructured.Unstructured, error) {
 	}
 }
 
-func chartYAML(version string) string {
-	return header + fmt.Sprintf(`apiVersion: v2
-name: quartet
-description: Four day-2 controllers in one manager (ChaosAgent, CopyratorRule, ExchangeRate, RegistryMirror).
-type: application
-version: %[1]s
-appVersion: v%[1]s
-kubeVersion: ">=1.31.0-0"
-home: https://github.com/quartet-operator/quartet
-icon: https://raw.githubusercontent.com/quartet-operator/quartet/main/docs/icon.svg
-sources:
-- https://github.com/quartet-operator/quartet
-keywords: [chaos, configmap, secret, copy, exchange-rate, registry-mirror]
-`, version)
-}
-
-// chart turns the kustomize objects into template files and values.yaml.
-func chart(objs []*unstructured.Unstructured, version, image string) (map[string]string, string, error) {
+// chart turns the kustomize objects into the chart's files: templates, values.yaml,
+// values.schema.json, README.md and Chart.yaml.
+func chart(objs []*unstructured.Unstructured, version, image string, examples []map[string]any) (map[string]string, error) {
 	files := map[string]string{}
 	var resources map[string]any
-	var registryImage string
+	var registryImage, serviceAccount string
+	var crds []crdInfo
+	var grantSpec map[string]any
+	for _, o := range objs {
+		if o.GetKind() == "ServiceAccount" {
+			if serviceAccount != "" {
+				return nil, errors.New("more than one ServiceAccount in the input")
+			}
+			serviceAccount = o.GetName()
+		}
+	}
+	if serviceAccount == "" {
+		return nil, errors.New("no ServiceAccount in the input")
+	}
 	for _, o := range objs {
 		kind := o.GetKind()
 		if kind == "Namespace" {
 			continue // the release's namespace: helm install --create-namespace
 		}
+		name := fmt.Sprintf("%s-%s", strings.ToLower(kind), o.GetName())
 		if o.GetNamespace() != "" {
 			o.SetNamespace(phNamespace)
 		}
+		labels := o.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[phLabels] = "x"
+		o.SetLabels(labels)
 		if kind == "RoleBinding" || kind == "ClusterRoleBinding" {
 			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
 			for _, s := range subjects {
-				if m, ok := s.(map[string]any); ok && m["namespace"] != nil {
+				m, ok := s.(map[string]any)
+				if !ok {
+					continue
+				}
+				if m["namespace"] != nil {
 					m["namespace"] = phNamespace
+				}
+				if m["kind"] == "ServiceAccount" && m["name"] == serviceAccount {
+					m["name"] = phSA
 				}
 			}
 			_ = unstructured.SetNestedSlice(o.Object, subjects, "subjects")
@@ -139,113 +171,122 @@ func chart(objs []*unstructured.Unstructured, version, image string) (map[string
 		var guard string
 		dir := "other"
 		switch kind {
-		case "ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding":
-			dir = "rbac"
+		case "ServiceAccount":
+			dir, guard = "rbac", guardServiceAccount
+			o.SetName(phSA)
+		case "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding":
+			dir, guard = "rbac", guardRBAC
 		case "CustomResourceDefinition":
 			dir, guard = "crds", ".Values.crds.install"
+			info, spec, err := describeCRD(o)
+			if err != nil {
+				return nil, err
+			}
+			crds = append(crds, info)
+			if info.Kind == "RegistryHostGrant" {
+				grantSpec = spec
+			}
 			ann := o.GetAnnotations()
 			if ann == nil {
 				ann = map[string]string{}
 			}
 			ann[phKeep] = "x"
 			o.SetAnnotations(ann)
+		case "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
+			dir = "policy"
 		case "Service":
 			if strings.HasSuffix(o.GetName(), "-metrics-service") {
 				dir, guard = "metrics", ".Values.metrics.enabled"
 			}
 		case "Deployment":
 			dir = "manager"
-			r, reg, err := templateDeployment(o)
+			r, reg, err := templateDeployment(o, serviceAccount)
 			if err != nil {
-				return nil, "", err
+				return nil, err
 			}
 			resources, registryImage = r, reg
 		}
 		b, err := yaml.Marshal(o.Object)
 		if err != nil {
-			return nil, "", err
+			return nil, err
 		}
 		text, err := fill(string(b))
 		if err != nil {
-			return nil, "", fmt.Errorf("%s %s: %w", kind, o.GetName(), err)
+			return nil, fmt.Errorf("%s %s: %w", kind, o.GetName(), err)
 		}
 		if guard != "" {
 			text = "{{- if " + guard + " }}\n" + text + "{{- end }}\n"
 		}
-		name := fmt.Sprintf("templates/%s/%s-%s.yaml", dir, strings.ToLower(kind), o.GetName())
-		files[name] = header + text
+		files["templates/"+dir+"/"+name+".yaml"] = header + text
 	}
 	// The header as a template comment: as a YAML comment it would render as a document of
 	// its own (and the only one with the default, empty lists).
-	files["templates/consent/consent.yaml"] = "{{- /* " + strings.TrimSpace(strings.TrimPrefix(header, "# ")) + " */}}\n" + consentTemplate
+	comment := "{{- /* " + strings.TrimSpace(strings.TrimPrefix(header, "# ")) + " */}}\n"
+	files["templates/consent/consent.yaml"] = comment + consentTemplate
+	files["templates/_helpers.tpl"] = comment + fmt.Sprintf(helpersTemplate, serviceAccount)
+	files["templates/NOTES.txt"] = comment + notesTemplate
 	if resources == nil {
-		return nil, "", errors.New("no manager Deployment in the input")
+		return nil, errors.New("no manager Deployment in the input")
 	}
-	res, err := yaml.Marshal(map[string]any{"resources": resources})
+	if grantSpec == nil {
+		return nil, errors.New("no RegistryHostGrant CRD in the input")
+	}
+	values, err := valuesYAML(image, version, registryImage, resources)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	values := header + fmt.Sprintf(`image:
-  repository: %s
-  tag: v%s
-  pullPolicy: IfNotPresent
-# The CNCF distribution registry image every RegistryMirror runs (mirror it for air-gapped
-# clusters). The node agent runs the operator's own image.
-registryImage: %s
-# Manager replicas; more than one needs leaderElection.enabled.
-replicaCount: 1
-# Resources of the manager container.
-%s
-# Namespaces the manager acts in, comma-separated; empty: every namespace.
-watchNamespace: ""
-leaderElection:
-  enabled: true
-metrics:
-  # Serve /metrics over HTTPS on :8443 to callers bound to the quartet-metrics-reader
-  # ClusterRole, and create the metrics Service.
-  enabled: true
-# More manager flags, for example [--controllers=copyratorrule,exchangerate].
-extraArgs: []
-# More environment variables of the manager; any flag can be set as QUARTET_<FLAG>.
-extraEnv: []
-rbac:
-  # Label the quartet-*-editor-role and -viewer-role ClusterRoles to aggregate into the
-  # built-in admin, edit and view roles, so namespace owners can use the CRs (the ChaosAgent
-  # editor role never is). false: no aggregation; bind those ClusterRoles yourself.
-  aggregateToBuiltinRoles: true
-copyrator:
-  # ServiceAccounts whose CopyratorRules may copy into every namespace: a ClusterRoleBinding
-  # quartet-copyrator-platform-<namespace>-<name> to quartet-copyrator-target each, e.g.
-  # [{namespace: platform}]; name defaults to copyrator, the rules' default
-  # spec.serviceAccountName. Protected namespaces (kube-system, ...) still need the label
-  # copyrator.flant.com/accept-copies=true.
-  platformServiceAccounts: []
-registryMirror:
-  # RegistryHostGrants: which RegistryMirror may configure every node for which registry host,
-  # e.g. [{host: docker.io, mirror: {namespace: registry-mirrors, name: docker-hub}}]. name
-  # defaults to host (":" as "-"), capabilities to [pull] (add resolve to trust the mirror with
-  # tags), allowCredentials and allowPlainHTTP to false. Helm cannot create them in the install
-  # or upgrade that first brings the RegistryHostGrant CRD: set them in a later helm upgrade.
-  hostGrants: []
-crds:
-  # Install and upgrade the CRDs with the chart.
-  install: true
-  # Keep the CRDs (and so every ChaosAgent, CopyratorRule, ExchangeRate, RegistryMirror and
-  # RegistryHostGrant) when the release is uninstalled.
-  keep: true
-nodeSelector: {}
-tolerations: []
-affinity: {}
-`, image, version, registryImage, strings.TrimSpace(string(res)))
-	return files, values, nil
+	schema, err := valuesSchema(grantSpec)
+	if err != nil {
+		return nil, err
+	}
+	readme, err := readmeMarkdown(values, schema, serviceAccount)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := chartYAML(version, []artifactImage{
+		{Name: "quartet", Image: fmt.Sprintf("%s:v%s", image, version)},
+		{Name: "registry", Image: registryImage},
+	}, crds, examples)
+	if err != nil {
+		return nil, err
+	}
+	files["values.yaml"] = header + values
+	files["values.schema.json"] = schema
+	files["README.md"] = readme
+	files["Chart.yaml"] = meta
+	return files, nil
 }
+
+// helpersTemplate holds the named templates; %[1]s is config/'s ServiceAccount name.
+const helpersTemplate = `{{- /* The chart's name and version, as the helm.sh/chart label carries them. */}}
+{{- define "quartet.chart" -}}
+{{ printf "%%s-%%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- /* Helm's standard labels, on every object of the chart. */}}
+{{- define "quartet.chartLabels" -}}
+helm.sh/chart: {{ include "quartet.chart" . | quote }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
+{{- end }}
+
+{{- /* The manager's ServiceAccount: serviceAccount.name, else config/'s. */}}
+{{- define "quartet.serviceAccountName" -}}
+{{ dig "name" "" (.Values.serviceAccount | default dict) | default "%[1]s" }}
+{{- end }}
+`
 
 // consentTemplate renders the consents a cluster admin gives in the values: a ClusterRoleBinding
 // of quartet-copyrator-target per platform ServiceAccount (its CopyratorRules may copy into every
 // namespace) and the RegistryHostGrants (which mirror may configure the nodes for which host).
 // Empty lists, the defaults, render nothing, as do missing values (`helm upgrade --reuse-values`
-// of a release from an older chart). Names and defaults follow config/consent.
-const consentTemplate = `{{- range $i, $sa := (.Values.copyrator | default dict).platformServiceAccounts }}
+// of a release from an older chart). Names and defaults follow config/consent. values.schema.json
+// refuses an entry without a required field first; the required calls still name it where the
+// schema is skipped (--skip-schema-validation).
+const consentTemplate = `{{- $sas := (.Values.copyrator | default dict).platformServiceAccounts }}
+{{- if and $sas (not (dig "create" true (.Values.rbac | default dict))) }}
+{{- fail "copyrator.platformServiceAccounts: rbac.create=false makes no RBAC objects, these ClusterRoleBindings neither; bind quartet-copyrator-target yourself" }}
+{{- end }}
+{{- range $i, $sa := $sas }}
 {{- $namespace := required (printf "copyrator.platformServiceAccounts[%d].namespace is required" $i) $sa.namespace }}
 {{- $name := $sa.name | default "copyrator" }}
 ---
@@ -253,6 +294,7 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
 metadata:
   labels:
+    {{- include "quartet.chartLabels" $ | nindent 4 }}
     app.kubernetes.io/managed-by: {{ $.Release.Service }}
     app.kubernetes.io/name: quartet
     app.kubernetes.io/part-of: quartet
@@ -273,6 +315,7 @@ apiVersion: mirrors.quartet.dev/v1alpha1
 kind: RegistryHostGrant
 metadata:
   labels:
+    {{- include "quartet.chartLabels" $ | nindent 4 }}
     app.kubernetes.io/managed-by: {{ $.Release.Service }}
     app.kubernetes.io/name: quartet
     app.kubernetes.io/part-of: quartet
@@ -289,9 +332,15 @@ spec:
 `
 
 // templateDeployment puts the placeholders into the manager Deployment and returns its
-// resources (the default of values.resources).
-func templateDeployment(o *unstructured.Unstructured) (resources map[string]any, registryImage string, err error) {
+// resources (the default of values.resources) and the registry image.
+func templateDeployment(o *unstructured.Unstructured, serviceAccount string) (resources map[string]any, registryImage string, err error) {
 	if err := unstructured.SetNestedField(o.Object, phReplicas, "spec", "replicas"); err != nil {
+		return nil, "", err
+	}
+	if sa, _, _ := unstructured.NestedString(o.Object, "spec", "template", "spec", "serviceAccountName"); sa != serviceAccount {
+		return nil, "", fmt.Errorf("the Deployment runs as ServiceAccount %q, the input has %q", sa, serviceAccount)
+	}
+	if err := unstructured.SetNestedField(o.Object, phSA, "spec", "template", "spec", "serviceAccountName"); err != nil {
 		return nil, "", err
 	}
 	containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
@@ -351,6 +400,10 @@ func fill(doc string) (string, error) {
 		switch {
 		case strings.Contains(line, phNamespace):
 			line = strings.ReplaceAll(line, phNamespace, "{{ .Release.Namespace }}")
+		case strings.HasPrefix(trimmed, phLabels+":"):
+			line = pad + fmt.Sprintf("{{- include \"quartet.chartLabels\" . | nindent %d }}\n", indent)
+		case strings.Contains(line, phSA):
+			line = strings.ReplaceAll(line, phSA, `{{ include "quartet.serviceAccountName" . }}`)
 		case strings.Contains(line, phImage):
 			line = strings.ReplaceAll(line, phImage, `"{{ .Values.image.repository }}:{{ .Values.image.tag }}"`)
 		case strings.Contains(line, phRegistry):
@@ -391,7 +444,7 @@ func fill(doc string) (string, error) {
 		out.WriteString(line)
 	}
 	s := out.String()
-	for _, ph := range []string{phNamespace, phImage, phPull, phReplicas, phResources, phArgs, phEnv, phKeep, phSchedule, phRegistry} {
+	for _, ph := range []string{phNamespace, phImage, phPull, phReplicas, phResources, phArgs, phEnv, phKeep, phSchedule, phRegistry, phLabels, phSA} {
 		if strings.Contains(s, ph) {
 			return "", fmt.Errorf("placeholder %s left in the output", ph)
 		}
