@@ -34,8 +34,11 @@ const (
 	RegistryPort    = 5000
 	agentPort       = 5000
 	agentHealthPort = 8081
+	// registryUID is the registry pod's UID, GID and fsGroup where the platform assigns
+	// none (see Images.AssignedUIDs): the registry image (docker.io/library/registry, and
+	// distribution's own) has no USER and would run as root, and a fresh volume is writable
+	// by a non-root UID only through fsGroup.
 	registryUID     = 1000
-	agentUID        = 65532
 	configFileName  = "config.yml"
 	configMountPath = "/etc/distribution"
 	cacheMountPath  = "/var/lib/registry"
@@ -69,12 +72,19 @@ const (
 	annotationConfigHash = "mirrors.quartet.dev/config-hash"
 )
 
-// Images are the operand images (RELATED_IMAGE_* environment variables, as OLM expects).
+// Images are the operand images (RELATED_IMAGE_* environment variables, as OLM expects)
+// and how the cluster runs them.
 type Images struct {
 	// Registry is the CNCF distribution registry image.
 	Registry string
 	// NodeAgent is the operator's own image; its binary runs `node-agent` (package nodeagent).
 	NodeAgent string
+	// AssignedUIDs is true where the platform gives every pod a UID and fsGroup from its
+	// namespace's range and refuses any other (OpenShift: the restricted-v2 SCC's
+	// MustRunAsRange and MustRunAs). The registry pod then names none; elsewhere it names
+	// registryUID. The node agent never names a non-root UID: the operator image's USER
+	// 65532 serves where nothing is assigned.
+	AssignedUIDs bool
 }
 
 // Names of a mirror's children: deterministic, so a pass finds them by name.
@@ -314,6 +324,20 @@ func restrictedContainerSecurity() *corev1ac.SecurityContextApplyConfiguration {
 		WithCapabilities(corev1ac.Capabilities().WithDrop("ALL"))
 }
 
+// registryPodSecurity is the registry pod's part of the restricted pod security standard,
+// with a UID and fsGroup of its own only where the platform assigns none: the cache volume
+// is writable through the fsGroup either way.
+func registryPodSecurity(img Images) *corev1ac.PodSecurityContextApplyConfiguration {
+	sc := corev1ac.PodSecurityContext().
+		WithRunAsNonRoot(true).
+		WithFSGroupChangePolicy(corev1.FSGroupChangeOnRootMismatch).
+		WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
+	if img.AssignedUIDs {
+		return sc
+	}
+	return sc.WithRunAsUser(registryUID).WithRunAsGroup(registryUID).WithFSGroup(registryUID)
+}
+
 // desiredStatefulSet runs one registry in proxy mode on the cache volume. configHash is
 // the hash of the rendered config.yml; a new hash rolls the pod.
 func desiredStatefulSet(m *mirrorsv1alpha1.RegistryMirror, img Images, configHash string) *appsv1ac.StatefulSetApplyConfiguration {
@@ -385,13 +409,7 @@ func desiredStatefulSet(m *mirrorsv1alpha1.RegistryMirror, img Images, configHas
 			// into the environment, which the registry reads as configuration.
 			WithEnableServiceLinks(false).
 			WithAutomountServiceAccountToken(false).
-			WithSecurityContext(corev1ac.PodSecurityContext().
-				WithRunAsNonRoot(true).
-				WithRunAsUser(registryUID).
-				WithRunAsGroup(registryUID).
-				WithFSGroup(registryUID).
-				WithFSGroupChangePolicy(corev1.FSGroupChangeOnRootMismatch).
-				WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+			WithSecurityContext(registryPodSecurity(img)).
 			WithInitContainers(helper).
 			WithContainers(container).
 			WithVolumes(volumes...))
@@ -460,7 +478,8 @@ func desiredDaemonSet(m *mirrorsv1alpha1.RegistryMirror, img Images, hostPort in
 		WithTolerations(corev1ac.Toleration().WithOperator(corev1.TolerationOpExists))
 	if m.Spec.ConfigureNodes {
 		// Writing into the root-owned certs.d directory needs UID 0 — but no capability:
-		// the directory's owner may write to it without CAP_DAC_OVERRIDE.
+		// the directory's owner may write to it without CAP_DAC_OVERRIDE. The one fixed UID
+		// that stays where the platform assigns UIDs (docs/SECURITY.md, Pod security).
 		podSecurity = podSecurity.WithRunAsNonRoot(false).WithRunAsUser(0).WithRunAsGroup(0)
 		// The node's <containerd hosts root>/<host> (containerd spells host:port with a
 		// colon) appears at a fixed path in the container.
@@ -468,7 +487,8 @@ func desiredDaemonSet(m *mirrorsv1alpha1.RegistryMirror, img Images, hostPort in
 		spec = spec.WithVolumes(corev1ac.Volume().WithName("hosts-dir").WithHostPath(
 			corev1ac.HostPathVolumeSource().WithPath(hostsPath).WithType(corev1.HostPathDirectoryOrCreate)))
 	} else {
-		podSecurity = podSecurity.WithRunAsNonRoot(true).WithRunAsUser(agentUID).WithRunAsGroup(agentUID)
+		// The relay runs as whoever the platform assigns, else as the image's USER 65532.
+		podSecurity = podSecurity.WithRunAsNonRoot(true)
 	}
 	spec = spec.WithSecurityContext(podSecurity).WithContainers(container)
 

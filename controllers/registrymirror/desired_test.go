@@ -220,6 +220,17 @@ func TestStatefulSet(t *testing.T) {
 	assert.Equal(t, []string{"install-credential-helper", "/quartet/bin"}, init.Args)
 	assert.True(t, *init.SecurityContext.ReadOnlyRootFilesystem)
 
+	// Where the platform assigns UIDs (OpenShift's restricted-v2), the pod names none: a
+	// fixed UID or fsGroup outside the namespace's range would be refused.
+	assigned := &appsv1.StatefulSet{}
+	require.NoError(t, roundTrip(desiredStatefulSet(fullMirror(), Images{Registry: "r", NodeAgent: "n", AssignedUIDs: true}, "abc"), assigned))
+	sc := assigned.Spec.Template.Spec.SecurityContext
+	assert.Nil(t, sc.RunAsUser)
+	assert.Nil(t, sc.RunAsGroup)
+	assert.Nil(t, sc.FSGroup)
+	assert.True(t, *sc.RunAsNonRoot)
+	assert.Equal(t, corev1.FSGroupChangeOnRootMismatch, *sc.FSGroupChangePolicy, "applies to the fsGroup the platform assigns")
+
 	noCreds := &appsv1.StatefulSet{}
 	require.NoError(t, roundTrip(desiredStatefulSet(minimalMirror(), testImages, "abc"), noCreds))
 	for _, v := range noCreds.Spec.Template.Spec.Volumes {
@@ -270,13 +281,13 @@ func TestDaemonSetHostAccess(t *testing.T) {
 		name          string
 		configure     bool
 		wantHostPath  string
-		wantRunAsUser int64
+		wantRunAsUser *int64 // nil: the platform's or the image's (USER 65532)
 		wantArgs      []string
 	}{
-		{"relay only", false, "", agentUID, []string{
+		{"relay only", false, "", nil, []string{
 			"node-agent", "--listen=:5000", "--health-listen=:8081",
 			"--target=docker-hub-registry.mirrors.svc:5000", "--owner=mirrors/docker-hub"}},
-		{"configures containerd", true, "/etc/containerd/certs.d/docker.io", 0, []string{
+		{"configures containerd", true, "/etc/containerd/certs.d/docker.io", ptr.To[int64](0), []string{
 			"node-agent", "--listen=:5000", "--health-listen=:8081",
 			"--target=docker-hub-registry.mirrors.svc:5000", "--owner=mirrors/docker-hub",
 			"--hosts-dir=/run/quartet/hosts-dir", "--server=https://registry-1.docker.io",
@@ -300,7 +311,7 @@ func TestDaemonSetHostAccess(t *testing.T) {
 			assert.Equal(t, []corev1.Capability{"ALL"}, c.SecurityContext.Capabilities.Drop)
 			assert.False(t, *c.SecurityContext.AllowPrivilegeEscalation)
 			assert.Nil(t, c.SecurityContext.Privileged)
-			assert.Equal(t, tc.wantRunAsUser, *pod.SecurityContext.RunAsUser)
+			assert.Equal(t, tc.wantRunAsUser, pod.SecurityContext.RunAsUser)
 			if tc.wantHostPath == "" {
 				assert.Empty(t, pod.Volumes)
 				assert.True(t, *pod.SecurityContext.RunAsNonRoot)

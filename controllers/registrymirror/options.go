@@ -26,6 +26,9 @@ type Options struct {
 	// ProbeAllowedCIDRs are comma-separated ranges the probes may dial although they are
 	// loopback, link-local or metadata addresses (see probeAddressAllowed).
 	ProbeAllowedCIDRs string
+	// AssignedUIDs says whether the platform assigns pods their UIDs (Images.AssignedUIDs):
+	// "auto" (OpenShift's SecurityContextConstraints API is served), "true" or "false".
+	AssignedUIDs string
 }
 
 // BindFlags registers the controller's flags.
@@ -36,6 +39,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.Probes, "registrymirror-probes", true,
 		"Probe each mirror's registry (GET /v2/ through its Service) and its upstream from the manager: Ready then means the registry answers and the upstream has answered once, "+
 			"and UpstreamReachable follows the upstream. Turn off when the manager cannot reach the pod network (Ready then rests on the workloads alone).")
+	fs.StringVar(&o.AssignedUIDs, "registrymirror-assigned-uids", "auto",
+		"Whether the platform assigns every pod its UID and fsGroup (OpenShift's restricted-v2), so the registry pod names none: "+
+			"auto (when the cluster serves security.openshift.io SecurityContextConstraints), true or false.")
 	fs.StringVar(&o.ProbeAllowedCIDRs, "registrymirror-probe-allowed-cidrs", "",
 		"Comma-separated CIDRs the probes may connect to although they are loopback, link-local, unspecified, multicast or a cloud metadata address "+
 			"(169.254.169.254, fd00:ec2::254, 100.100.100.200), which a mirror's upstream otherwise may not resolve to; private ranges need no entry. "+
@@ -56,6 +62,20 @@ func (o *Options) probeAllowedPrefixes() ([]netip.Prefix, error) {
 		out = append(out, p.Masked())
 	}
 	return out, nil
+}
+
+// assignedUIDs decides --registrymirror-assigned-uids; hasSCC tells whether the cluster
+// serves OpenShift's SecurityContextConstraints.
+func (o *Options) assignedUIDs(hasSCC func() bool) (bool, error) {
+	switch o.AssignedUIDs {
+	case "", "auto":
+		return hasSCC(), nil
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, fmt.Errorf("--registrymirror-assigned-uids: %q is not auto, true or false", o.AssignedUIDs)
 }
 
 // ImagesFromEnv reads the operand images from RELATED_IMAGE_REGISTRY and

@@ -25,7 +25,7 @@ func TestFlagDefaults(t *testing.T) {
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	o.BindFlags(fs)
 	assert.NoError(t, fs.Parse(nil))
-	assert.Equal(t, Options{MaxConcurrentReconciles: defaultWorkers, HostsRoot: DefaultHostsRoot, Probes: true}, o)
+	assert.Equal(t, Options{MaxConcurrentReconciles: defaultWorkers, HostsRoot: DefaultHostsRoot, Probes: true, AssignedUIDs: "auto"}, o)
 	assert.NoError(t, fs.Parse([]string{"--registrymirror-workers=3"}))
 	assert.Equal(t, 3, o.MaxConcurrentReconciles)
 }
@@ -61,4 +61,24 @@ func TestProbeAllowedCIDRs(t *testing.T) {
 		assert.ErrorContains(t, err, "--registrymirror-probe-allowed-cidrs: ", bad)
 		assert.ErrorContains(t, err, "is not a CIDR", bad)
 	}
+}
+
+func TestAssignedUIDs(t *testing.T) {
+	openShift := func() bool { return true }
+	plain := func() bool { return false }
+	for _, tc := range []struct {
+		flag   string
+		hasSCC func() bool
+		want   bool
+	}{
+		{"auto", openShift, true}, {"auto", plain, false}, {"", openShift, true},
+		{"true", plain, true}, {"false", openShift, false},
+	} {
+		o := Options{AssignedUIDs: tc.flag}
+		got, err := o.assignedUIDs(tc.hasSCC)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, got, "%q", tc.flag)
+	}
+	_, err := (&Options{AssignedUIDs: "yes"}).assignedUIDs(plain)
+	require.ErrorContains(t, err, "--registrymirror-assigned-uids")
 }

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -30,6 +31,13 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 	if err != nil {
 		return err
 	}
+	images := ImagesFromEnv()
+	if images.AssignedUIDs, err = o.assignedUIDs(func() bool {
+		_, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: "security.openshift.io", Kind: "SecurityContextConstraints"})
+		return err == nil
+	}); err != nil {
+		return err
+	}
 	workers := o.MaxConcurrentReconciles
 	if workers < 1 {
 		workers = defaultWorkers
@@ -38,7 +46,7 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 		Client:    mgr.GetClient(),
 		Recorder:  mgr.GetEventRecorder("registrymirror"),
 		Clock:     clock.RealClock{},
-		Images:    ImagesFromEnv(),
+		Images:    images,
 		Shared:    shared,
 		HostsRoot: o.HostsRoot,
 	}
