@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -19,8 +18,9 @@ import (
 )
 
 // TestSetupLogsUnknownOperatorNamespace registers the controller with a manager that is never
-// started (no API server is contacted) and reads what Setup logged.
+// started (the API server is asked only for its resources) and reads what Setup logged.
 func TestSetupLogsUnknownOperatorNamespace(t *testing.T) {
+	env.Require(t)
 	for _, tc := range []struct {
 		name      string
 		namespace string
@@ -35,7 +35,7 @@ func TestSetupLogsUnknownOperatorNamespace(t *testing.T) {
 			opts.Metrics = metricsserver.Options{BindAddress: "0"}
 			opts.Controller = config.Controller{SkipNameValidation: ptr.To(true)}
 			opts.Logger = crzap.New(crzap.WriteTo(&out))
-			mgr, err := ctrl.NewManager(&rest.Config{Host: "https://127.0.0.1:1"}, opts)
+			mgr, err := ctrl.NewManager(env.Config, opts)
 			require.NoError(t, err)
 			o := &Options{}
 			require.NoError(t, o.Setup(mgr, operator.Shared{OperatorNamespace: tc.namespace}))

@@ -39,8 +39,14 @@ import (
 
 // Reconciler makes a RegistryMirror's six children match its spec and reports on them.
 type Reconciler struct {
+	// Client reads mirrors and grants from the manager's cache and writes.
 	client.Client
-	Recorder events.EventRecorder
+	// Children reads the mirrors' children from a cache that holds only objects labelled
+	// managed-by quartet-registrymirror (see newChildCache); APIReader reads the API server,
+	// to see whether someone else's object holds a child's name.
+	Children  client.Reader
+	APIReader client.Reader
+	Recorder  events.EventRecorder
 	Clock    clock.PassiveClock
 	Images   Images
 	Shared   operator.Shared
@@ -138,7 +144,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 
 	probes, next := r.probe(ctx, m, kids.workloads.statefulSet, kids.service)
 	out.probes = probes
-	return ctrl.Result{RequeueAfter: next}, nil
+	return ctrl.Result{RequeueAfter: nextPass(next, out.problems)}, nil
 }
 
 // reconcileDelete handles a mirror being deleted. No finalizer is needed: the garbage
@@ -154,7 +160,7 @@ func (r *Reconciler) reconcileDelete(m *mirrorsv1alpha1.RegistryMirror) {
 func (r *Reconciler) reconcileHostPort(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror) (int32, []problem, error) {
 	var current int32
 	ds := &appsv1.DaemonSet{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: daemonSetName(m)}, ds); err == nil {
+	if err := r.Children.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: daemonSetName(m)}, ds); err == nil {
 		if metav1.IsControlledBy(ds, m) {
 			current = hostPortOf(&ds.Spec.Template.Spec)
 		}
@@ -184,7 +190,7 @@ func (r *Reconciler) reconcileHostPort(ctx context.Context, m *mirrorsv1alpha1.R
 func (r *Reconciler) portsOfOthers(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror) (held, requested map[int32]string, err error) {
 	held, requested = map[int32]string{}, map[int32]string{}
 	var dss appsv1.DaemonSetList
-	if err := r.List(ctx, &dss, client.MatchingLabels{labelManagedBy: managedBy, labelComponent: componentAgent}); err != nil {
+	if err := r.Children.List(ctx, &dss, client.MatchingLabels{labelManagedBy: managedBy, labelComponent: componentAgent}); err != nil {
 		return nil, nil, fmt.Errorf("listing node agent DaemonSets: %w", err)
 	}
 	for i := range dss.Items {
@@ -263,17 +269,33 @@ type childResult struct {
 	terminating bool
 }
 
+// readChild reads child c into c.live and says whether it exists. The child cache holds
+// only objects labelled as the mirrors' own; when it has none of the name, the API server
+// is asked whether someone else's object (or one of ours whose labels were removed) holds
+// it, so decideChild sees who controls it. That read happens while a child is missing or
+// held by someone else, not in a steady state.
+func (r *Reconciler) readChild(ctx context.Context, key types.NamespacedName, c child) (bool, error) {
+	err := r.Children.Get(ctx, key, c.live)
+	if apierrors.IsNotFound(err) {
+		err = r.APIReader.Get(ctx, key, c.live)
+	}
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err):
+		return false, nil
+	}
+	return false, fmt.Errorf("reading %s %s: %w", c.kind, key, err)
+}
+
 // reconcileChild makes one child match (see decideChild): an object of the same name
 // that this mirror does not control is reported and left alone; an up-to-date one is
 // left as is; otherwise the desired fields are applied.
 func (r *Reconciler) reconcileChild(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, c child) (childResult, error) {
 	key := types.NamespacedName{Namespace: m.Namespace, Name: c.name}
-	exists := true
-	if err := r.Get(ctx, key, c.live); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return childResult{}, fmt.Errorf("reading %s %s: %w", c.kind, key, err)
-		}
-		exists = false
+	exists, err := r.readChild(ctx, key, c)
+	if err != nil {
+		return childResult{}, err
 	}
 	action := decideChild(m, c, exists)
 	switch action {

@@ -158,6 +158,21 @@ func nextProbe(p probeResults) time.Duration {
 	}
 }
 
+// conflictRecheck is how often a mirror looks again at a child's name that someone else's
+// object holds: such objects are not watched (the child cache holds the mirrors' own only).
+const conflictRecheck = time.Minute
+
+// nextPass is when to look at a mirror again: at the probes' pace (probeAfter, 0: never),
+// and within conflictRecheck while an object of someone else holds a child's name.
+func nextPass(probeAfter time.Duration, problems []problem) time.Duration {
+	for _, p := range problems {
+		if p.Reason == ReasonConflict && (probeAfter == 0 || probeAfter > conflictRecheck) {
+			return conflictRecheck
+		}
+	}
+	return probeAfter
+}
+
 // progressHold is how long a status change that only reports progress (see
 // progressOnly) is held back before it is written, so that the steps of a rollout that
 // follow each other within it (volume bound, StatefulSet observed, pods scheduled, pods

@@ -234,3 +234,12 @@ func TestDecideStatusWrite(t *testing.T) {
 		})
 	}
 }
+
+func TestNextPass(t *testing.T) {
+	conflict := []problem{{ReasonConflict, "Service x exists"}}
+	other := []problem{{ReasonApplyFailed, "refused"}}
+	assert.Equal(t, probeSteady, nextPass(probeSteady, nil))
+	assert.Equal(t, time.Duration(0), nextPass(0, other), "probes off and nothing to look at again")
+	assert.Equal(t, conflictRecheck, nextPass(0, conflict), "a foreign object is looked at again although nothing watches it")
+	assert.Equal(t, probeSteady, nextPass(probeSteady, conflict), "the probes come sooner")
+}

@@ -100,11 +100,6 @@ func networkPolicyName(m *mirrorsv1alpha1.RegistryMirror) string {
 	return m.Name + "-registry"
 }
 
-// childSuffixes map a child's name back to its mirror's name (for objects the operator
-// does not own, which Owns() cannot map). Longest first, so "-registry-headless" wins
-// over "-registry".
-var childSuffixes = []string{"-registry-headless", "-registry-config", "-registry-cache", "-registry", "-node"}
-
 // child is one object a mirror owns: what it should be and an empty object to read it into.
 type child struct {
 	kind    string

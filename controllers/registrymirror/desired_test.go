@@ -175,13 +175,6 @@ func TestBuildersOwnAndLabel(t *testing.T) {
 		assert.NotEmpty(t, obj.GetAnnotations()[annotationAppliedHash])
 	}
 	assert.Len(t, names, 6, "names are distinct")
-	for _, s := range childSuffixes {
-		found := false
-		for n := range names {
-			found = found || strings.HasSuffix(n, "/"+m.Name+s)
-		}
-		assert.True(t, found, "suffix %s is a child name", s)
-	}
 }
 
 func TestStatefulSet(t *testing.T) {

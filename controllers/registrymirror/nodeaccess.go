@@ -121,7 +121,7 @@ func (r *Reconciler) reconcileNodeAccess(ctx context.Context, m *mirrorsv1alpha1
 func (r *Reconciler) removeNodeAgents(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror) (bool, error) {
 	ds := &appsv1.DaemonSet{}
 	key := types.NamespacedName{Namespace: m.Namespace, Name: daemonSetName(m)}
-	if err := r.Get(ctx, key, ds); err != nil {
+	if err := r.Children.Get(ctx, key, ds); err != nil {
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
@@ -143,7 +143,7 @@ func (r *Reconciler) removeNodeAgents(ctx context.Context, m *mirrorsv1alpha1.Re
 func (r *Reconciler) removeNetworkPolicy(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror) error {
 	np := &networkingv1.NetworkPolicy{}
 	key := types.NamespacedName{Namespace: m.Namespace, Name: networkPolicyName(m)}
-	if err := r.Get(ctx, key, np); err != nil {
+	if err := r.Children.Get(ctx, key, np); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	if !metav1.IsControlledBy(np, m) {

@@ -2,22 +2,23 @@ package registrymirror
 
 import (
 	"context"
-	"strings"
+	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	"github.com/quartet-operator/quartet/internal/operator"
@@ -42,8 +43,17 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 	if workers < 1 {
 		workers = defaultWorkers
 	}
+	children, err := newChildCache(mgr, shared.WatchNamespaces)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(children); err != nil {
+		return fmt.Errorf("adding the child cache: %w", err)
+	}
 	r := &Reconciler{
 		Client:    mgr.GetClient(),
+		Children:  children,
+		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder("registrymirror"),
 		Clock:     clock.RealClock{},
 		Images:    images,
@@ -54,20 +64,18 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 		r.Prober = NewHTTPProber(r.Clock, probeAllowed)
 	}
 	inScope := predicate.NewPredicateFuncs(func(o client.Object) bool { return shared.Watches(o.GetNamespace()) })
-	// Objects of a child's name that nobody controls: their creation or deletion may start
-	// or end a conflict, which Owns() cannot see.
-	uncontrolled := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return metav1.GetControllerOf(o) == nil && shared.Watches(o.GetNamespace())
-	})
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("registrymirror").
 		// Generation changes only: the controller's own status writes do not wake it.
 		For(&mirrorsv1alpha1.RegistryMirror{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}, inScope)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers})
-	for _, obj := range []client.Object{&corev1.ConfigMap{}, &corev1.Service{}, &corev1.PersistentVolumeClaim{}, &appsv1.StatefulSet{},
-		&appsv1.DaemonSet{}, &networkingv1.NetworkPolicy{}} {
-		b = b.Owns(obj, builder.WithPredicates(inScope)).
-			Watches(obj, handler.EnqueueRequestsFromMapFunc(mirrorsNamedAfter), builder.WithPredicates(uncontrolled))
+	// A child's change wakes its mirror. An object of a child's name that someone else
+	// made is not watched (that would be a watch of every object of the kind in the
+	// cluster): a mirror that finds one looks again every conflictRecheck.
+	for _, obj := range childKinds() {
+		b = b.WatchesRawSource(source.Kind[client.Object](children, obj,
+			handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &mirrorsv1alpha1.RegistryMirror{}, handler.OnlyControllerOwner()),
+			inScope))
 	}
 	// A grant's change may give or take node access from the mirrors of its host.
 	b = b.Watches(&mirrorsv1alpha1.RegistryHostGrant{}, handler.EnqueueRequestsFromMapFunc(r.mirrorsOfGrant))
@@ -94,13 +102,37 @@ func (r *Reconciler) mirrorsOfGrant(ctx context.Context, o client.Object) []reco
 	return out
 }
 
-// mirrorsNamedAfter maps an object to the mirrors whose child it would be by name.
-func mirrorsNamedAfter(_ context.Context, o client.Object) []reconcile.Request {
-	var out []reconcile.Request
-	for _, suffix := range childSuffixes {
-		if name, ok := strings.CutSuffix(o.GetName(), suffix); ok && name != "" {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}})
+// childKinds are the kinds of a mirror's children.
+func childKinds() []client.Object {
+	return []client.Object{&corev1.ConfigMap{}, &corev1.Service{}, &corev1.PersistentVolumeClaim{}, &appsv1.StatefulSet{},
+		&appsv1.DaemonSet{}, &networkingv1.NetworkPolicy{}}
+}
+
+// newChildCache builds the cache of the mirrors' children: objects of childKinds labelled
+// managed-by quartet-registrymirror only, in the watched namespaces, without managed
+// fields. Memory follows the mirrors, never the cluster's ConfigMaps, Services or
+// StatefulSets; reading any other kind through it is a bug, not a reason to start a watch.
+func newChildCache(mgr ctrl.Manager, watchNamespaces []string) (cache.Cache, error) {
+	ours := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{labelManagedBy: managedBy}), Transform: cache.TransformStripManagedFields()}
+	byObject := map[client.Object]cache.ByObject{}
+	for _, obj := range childKinds() {
+		byObject[obj] = ours
+	}
+	c, err := cache.New(mgr.GetConfig(), cache.Options{
+		HTTPClient:                  mgr.GetHTTPClient(),
+		Scheme:                      mgr.GetScheme(),
+		Mapper:                      mgr.GetRESTMapper(),
+		ByObject:                    byObject,
+		DefaultNamespaces:           operator.CacheNamespaces(watchNamespaces),
+		ReaderFailOnMissingInformer: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the child cache: %w", err)
+	}
+	for _, obj := range childKinds() {
+		if _, err := c.GetInformer(context.Background(), obj); err != nil {
+			return nil, fmt.Errorf("the child cache's informer: %w", err)
 		}
 	}
-	return out
+	return c, nil
 }

@@ -1,32 +1,25 @@
 package registrymirror
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/quartet-operator/quartet/controllers/registrymirror/nodeagent"
 )
 
-func TestMirrorsNamedAfter(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		want []string
-	}{
-		{"hub-registry", []string{"hub"}},
-		{"hub-registry-headless", []string{"hub"}},
-		{"hub-registry-config", []string{"hub"}},
-		{"hub-registry-cache", []string{"hub"}},
-		{"hub-node", []string{"hub"}},
-		{"-node", nil},
-		{"kube-root-ca.crt", nil},
-	} {
-		obj := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: tc.name}}
-		var got []string
-		for _, r := range mirrorsNamedAfter(t.Context(), obj) {
-			assert.Equal(t, "ns", r.Namespace)
-			got = append(got, r.Name)
-		}
-		assert.ElementsMatch(t, tc.want, got, tc.name)
+// TestChildCacheHoldsEveryChildKind: the child cache has an informer for every kind a
+// mirror makes (it refuses reads of any other), so no child is read from nowhere.
+func TestChildCacheHoldsEveryChildKind(t *testing.T) {
+	cached := map[string]bool{}
+	for _, obj := range childKinds() {
+		cached[fmt.Sprintf("%T", obj)] = true
+	}
+	m := fullMirror()
+	m.Spec.HostPort = ptr.To[int32](35000)
+	for _, c := range desiredChildren(m, testImages, reach{hostPort: 35000, hostsPath: "/x", capabilities: nodeagent.DefaultCapabilities}) {
+		assert.True(t, cached[fmt.Sprintf("%T", c.live)], "%s %s is not in the child cache", c.kind, c.name)
 	}
 }
