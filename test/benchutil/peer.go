@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -63,6 +64,7 @@ type CountingProxy struct {
 	URL      string
 	mu       sync.Mutex
 	formats  map[string]map[string]int // "VERB /path" → response Content-Type → count
+	reads    []Read
 	listener net.Listener
 	server   *http.Server
 }
@@ -93,6 +95,11 @@ func StartCountingProxy(b testing.TB, cfg *rest.Config) *CountingProxy {
 	p.URL = "http://" + p.listener.Addr().String()
 	p.server = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.Calls.count(r)
+		if r.Method == http.MethodGet {
+			p.mu.Lock()
+			p.reads = append(p.reads, Read{URL: *r.URL, Accept: r.Header.Get("Accept")})
+			p.mu.Unlock()
+		}
 		rp.ServeHTTP(w, r)
 	}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = p.server.Serve(p.listener) }()
@@ -128,6 +135,19 @@ func (p *CountingProxy) Formats() map[string]map[string]int {
 		out[k] = maps.Clone(v)
 	}
 	return out
+}
+
+// Read is one GET the proxy passed on (a get, a list or a watch).
+type Read struct {
+	URL    url.URL
+	Accept string
+}
+
+// Reads returns every GET so far, in order.
+func (p *CountingProxy) Reads() []Read {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.reads)
 }
 
 // Kubeconfig writes a kubeconfig that points at the proxy and returns its path.
