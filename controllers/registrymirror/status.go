@@ -214,7 +214,7 @@ func readyCondition(o outcome, upstream metav1.Condition) metav1.Condition {
 	}
 	switch ds := w.daemonSet; {
 	case !o.access.Granted && o.wantsNodes:
-		add(ReasonNodeAccessNotGranted, "spec.configureNodes asks for the nodes and no RegistryHostGrant allows this mirror there (see the NodeAccess condition)")
+		add(ReasonNodeAccessNotGranted, "no node access: spec.configureNodes asks for the nodes and no RegistryHostGrant allows this mirror there (see the NodeAccess condition)")
 	case !o.access.Granted:
 		// An in-cluster cache: no node agents to wait for.
 	case ds == nil:

@@ -120,7 +120,7 @@ func TestReadyCondition(t *testing.T) {
 		{"no node access although configureNodes asks for the nodes", func() outcome {
 			return outcome{access: nodeAccess{Reason: ReasonNoHostGrant}, wantsNodes: true,
 				workloads: workloads{statefulSet: readySTS(), pvc: boundPVC()}, complete: true}
-		}, metav1.ConditionFalse, ReasonNodeAccessNotGranted, "Spec.configureNodes asks for the nodes and no RegistryHostGrant allows this mirror there (see the NodeAccess condition)"},
+		}, metav1.ConditionFalse, ReasonNodeAccessNotGranted, "No node access: spec.configureNodes asks for the nodes and no RegistryHostGrant allows this mirror there (see the NodeAccess condition)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := tc.obs()
