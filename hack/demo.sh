@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make demo: start a private local cluster (etcd, kube-apiserver, controller-manager,
-# scheduler, kwok with one fake node), install the CRDs, run the manager, apply the samples
-# and show what each controller did. Ctrl-C stops everything it started.
+# scheduler, kwok with one fake node), install the CRDs, run the manager, take the cluster
+# admin's consent steps (copies everywhere, the mirror's node access), apply the samples and
+# show what each controller did. Ctrl-C stops everything it started.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -12,6 +13,8 @@ export KUBECONFIG="$dir/kubeconfig"
 pids=()
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# run shows a kubectl command as an admin types it, then runs it.
+run() { echo "\$ kubectl $*"; "$kubectl" "$@"; }
 cleanup() {
   trap - EXIT INT TERM
   say "stopping the demo"
@@ -27,9 +30,11 @@ go run ./hack/cluster -dir "$dir" down >/dev/null 2>&1 || true
 go run ./hack/cluster -dir "$dir" up
 "$kubectl" get nodes -o wide
 
-say "installing the CRDs"
+say "installing the CRDs and the ClusterRole quartet-copyrator-target (consent to copies; every install ships it)"
 "$kubectl" apply --server-side -f config/crd/bases >/dev/null
 "$kubectl" wait --for condition=Established crd --all --timeout=60s
+# The installs name it with config/default's namePrefix.
+sed 's/^  name: copyrator-target$/  name: quartet-copyrator-target/' config/rbac/copyrator_target_role.yaml | "$kubectl" apply -f -
 
 say "building the manager and the IMITATION exchange-rate server"
 go build -o bin/manager .
@@ -92,6 +97,10 @@ metadata:
 data: {log-level: info}
 ---
 apiVersion: v1
+kind: Namespace
+metadata: {name: registry-mirrors}
+---
+apiVersion: v1
 kind: PersistentVolume
 metadata: {name: demo-cache}
 spec:
@@ -100,11 +109,21 @@ spec:
   hostPath: {path: /tmp/quartet-demo-cache}
 EOF
 
+say "the cluster admin's consent: what the samples may do beyond their own namespace"
+echo "The sample CopyratorRule main-rule (namespace default) acts as ServiceAccount default/copyrator and copies"
+echo "only where that ServiceAccount may create ConfigMaps. One ClusterRoleBinding lets it copy everywhere (kube-system,"
+echo "kube-public, kube-node-lease and quartet-system stay protected unless labelled copyrator.flant.com/accept-copies=true):"
+run create clusterrolebinding copyrator-platform --clusterrole=quartet-copyrator-target --serviceaccount=default:copyrator
+echo "The sample RegistryMirror docker-hub (in registry-mirrors, a namespace only admins edit) reaches the nodes (a host"
+echo "port on each, with configureNodes containerd's hosts.toml) only with the sample RegistryHostGrant for docker.io:"
+run apply -f config/samples/mirrors_v1alpha1_registryhostgrant.yaml
+
 say "applying the samples"
-for f in config/samples/operators_v1_exchangerate.yaml config/samples/flant_v1_copyratorrule.yaml \
-         config/samples/mirrors_v1alpha1_registrymirror.yaml; do
+for f in config/samples/operators_v1_exchangerate.yaml config/samples/flant_v1_copyratorrule.yaml; do
   echo "--- $f"; "$kubectl" apply -n default -f "$f"
 done
+echo "--- config/samples/mirrors_v1alpha1_registrymirror.yaml, in registry-mirrors (the namespace the grant names)"
+"$kubectl" apply -n registry-mirrors -f config/samples/mirrors_v1alpha1_registrymirror.yaml
 echo "--- config/samples/blackadder_v1beta1_chaosagent.yaml, narrowed to namespaces labelled quartet-demo/chaos=true"
 echo "    so the demo's chaos stays in chaos-demo (the sample as written targets every namespace but kube-system)"
 sed 's/^spec:/spec:\n  namespaceSelector: {matchLabels: {quartet-demo\/chaos: "true"}}/' \
@@ -114,12 +133,16 @@ show() {
   say "ExchangeRate: the rate ConfigMap (IMITATION upstream)"
   "$kubectl" get exchangerates -n default
   "$kubectl" get configmap exchange-rate-usd -n default -o jsonpath='{.data}{"\n"}' 2>/dev/null || echo "(not yet)"
-  say "CopyratorRule: copies of default/shared-settings"
+  say "CopyratorRule: copies of default/shared-settings (everywhere the admin consented)"
   "$kubectl" get copyrators -n default
   "$kubectl" get configmaps -A -l copyrator.flant.com/rule=main-rule 2>/dev/null || true
-  say "RegistryMirror: the six objects and the mirror's status"
-  "$kubectl" get registrymirrors -n default
-  "$kubectl" get services,statefulsets,daemonsets,pvc,configmaps -n default -l app.kubernetes.io/instance=docker-hub 2>/dev/null | grep -v '^service/kubernetes' || true
+  echo "refused (protected namespaces):"
+  "$kubectl" get copyrators main-rule -n default -o jsonpath='{range .status.refused[*]}  {.namespace}: {.reason}{"\n"}{end}' 2>/dev/null || true
+  say "RegistryMirror: the six objects, the admin's grant and the mirror's status"
+  "$kubectl" get registryhostgrants
+  "$kubectl" get registrymirrors -n registry-mirrors
+  "$kubectl" get services,statefulsets,daemonsets,pvc,configmaps -n registry-mirrors -l app.kubernetes.io/instance=docker-hub 2>/dev/null || true
+  "$kubectl" get registrymirror docker-hub -n registry-mirrors -o jsonpath='{range .status.conditions[*]}  {.type}={.status} ({.reason}): {.message}{"\n"}{end}' 2>/dev/null || true
   say "ChaosAgent: what the agent did"
   "$kubectl" get chaosagents
   "$kubectl" get deployment web -n chaos-demo

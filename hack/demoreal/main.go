@@ -33,6 +33,7 @@ import (
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
+	"github.com/quartet-operator/quartet/controllers/copyratorrule"
 	"github.com/quartet-operator/quartet/internal/localcluster"
 	"github.com/quartet-operator/quartet/test/realnode"
 )
@@ -41,6 +42,9 @@ const (
 	installNS = "quartet-system"
 	demoNS    = "demo"
 	chaosNS   = "chaos-demo"
+	// mirrorNS holds the mirror a cluster admin lets onto the nodes: a namespace only
+	// admins edit, as the RegistryHostGrant sample asks.
+	mirrorNS = "registry-mirrors"
 )
 
 func main() {
@@ -142,13 +146,27 @@ type demo struct {
 
 // kubectlRun shows what an admin's kubectl would show.
 func (d *demo) kubectlRun(ctx context.Context, args ...string) {
+	_ = d.kubectl1(ctx, "", args...)
+}
+
+// kubectl1 runs kubectl as an admin would, stdin (when set) shown as the file it reads,
+// prints its output and returns its failure.
+func (d *demo) kubectl1(ctx context.Context, stdin string, args ...string) error {
 	fmt.Printf("  $ kubectl %s\n", strings.Join(args, " "))
 	cmd := exec.CommandContext(ctx, d.kubectl, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+d.env.Cluster.Kubeconfig)
-	out, _ := cmd.CombinedOutput()
+	if stdin != "" {
+		fmt.Printf("    %s\n", strings.ReplaceAll(strings.TrimSpace(stdin), "\n", "\n    "))
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
 	for _, l := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
 		fmt.Println("    " + l)
 	}
+	if err != nil {
+		return fmt.Errorf("kubectl %s: %w", strings.Join(args, " "), err)
+	}
+	return nil
 }
 
 func (d *demo) exchangeRate(ctx context.Context) error {
@@ -170,6 +188,14 @@ func (d *demo) exchangeRate(ctx context.Context) error {
 }
 
 func (d *demo) copyrator(ctx context.Context) error {
+	sa := demoNS + ":" + copyratorrule.DefaultServiceAccountName
+	say("the cluster admin's consent: CopyratorRules of namespace %s, acting as ServiceAccount %s, may copy into every namespace", demoNS, sa)
+	fmt.Printf("  a rule writes only where its ServiceAccount may create the copies; the install shipped the ClusterRole %s for this\n", copyratorrule.TargetClusterRole)
+	if err := d.kubectl1(ctx, "", "create", "clusterrolebinding", "copyrator-platform",
+		"--clusterrole="+copyratorrule.TargetClusterRole, "--serviceaccount="+sa); err != nil {
+		return err
+	}
+
 	say("CopyratorRule: the sample main-rule copies ConfigMaps labelled copyrator=true into every namespace")
 	if err := d.env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "shared-settings", Namespace: demoNS,
 		Labels: map[string]string{"copyrator": "true"}}, Data: map[string]string{"log-level": "info"}}); err != nil {
@@ -194,6 +220,19 @@ func (d *demo) copyrator(ctx context.Context) error {
 		fmt.Printf("  %s: copy in place %s after the namespace was created\n", ns, time.Since(since).Round(time.Millisecond))
 	}
 	d.kubectlRun(ctx, "get", "configmaps", "-A", "-l", "copyrator.flant.com/rule=main-rule")
+	// The status follows the copies (a full pass a second after the new namespaces').
+	if err := realnode.WaitFor(ctx, "the rule's status", time.Minute, func(ctx context.Context) (bool, string, error) {
+		err := d.env.Client.Get(ctx, client.ObjectKeyFromObject(rule), rule)
+		return err == nil && rule.Status.CopiesInSync >= 2 && rule.Status.RefusedCount > 0, fmt.Sprintf("%+v", rule.Status), err
+	}); err != nil {
+		return err
+	}
+	d.kubectlRun(ctx, "get", "copyrators", "-n", demoNS)
+	fmt.Printf("  refused: %d namespaces; the protected ones take copies only once an admin labels them %s=true:\n",
+		rule.Status.RefusedCount, copyratorrule.LabelAcceptCopies)
+	for _, r := range rule.Status.Refused {
+		fmt.Printf("    %-16s %s\n", r.Namespace, r.Reason)
+	}
 	return nil
 }
 
@@ -291,15 +330,38 @@ func (d *demo) mirror(ctx context.Context) error {
 		return err
 	}
 	fmt.Printf("  an upstream registry at http://%s (standing in for docker.io) holds %s\n", up.Host, ref)
-	m := &mirrorsv1alpha1.RegistryMirror{ObjectMeta: metav1.ObjectMeta{Name: "upstream", Namespace: demoNS},
+	m := &mirrorsv1alpha1.RegistryMirror{ObjectMeta: metav1.ObjectMeta{Name: "upstream", Namespace: mirrorNS},
 		Spec: mirrorsv1alpha1.RegistryMirrorSpec{Upstream: "http://" + up.Host, Storage: resource.MustParse("1Gi"), ConfigureNodes: true}}
+
+	say("the cluster admin's consent: RegistryMirror %s/%s may serve every node's pulls of %s", mirrorNS, m.Name, up.Host)
+	fmt.Println("  a mirror touches the nodes (a host port, containerd's hosts.toml) only with a RegistryHostGrant, which only a")
+	fmt.Println("  cluster admin can create; resolve lets pods start by tag while the upstream is down, allowPlainHTTP because")
+	fmt.Println("  this stand-in upstream speaks plain HTTP")
+	if err := d.env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mirrorNS}}); err != nil {
+		return err
+	}
+	grant := fmt.Sprintf(`apiVersion: mirrors.quartet.dev/v1alpha1
+kind: RegistryHostGrant
+metadata:
+  name: %s
+spec:
+  host: "%s"
+  mirror: {namespace: %s, name: %s}
+  capabilities: [pull, resolve]
+  allowPlainHTTP: true
+`, m.Name, up.Host, mirrorNS, m.Name)
+	if err := d.kubectl1(ctx, grant, "apply", "-f", "-"); err != nil {
+		return err
+	}
+
+	say("RegistryMirror %s/%s: a pull-through cache of http://%s, configuring the nodes", mirrorNS, m.Name, up.Host)
 	if err := d.env.Client.Create(ctx, m); err != nil {
 		return err
 	}
-	if err := d.env.WaitMirrorReady(ctx, demoNS, m.Name, 4*time.Minute); err != nil {
+	if err := d.env.WaitMirrorReady(ctx, mirrorNS, m.Name, 4*time.Minute); err != nil {
 		return err
 	}
-	d.kubectlRun(ctx, "get", "registrymirrors", "-n", demoNS, "-o", "wide")
+	d.kubectlRun(ctx, "get", "registrymirrors", "-n", mirrorNS, "-o", "wide")
 	hosts, err := os.ReadFile(filepath.Join(d.env.Cluster.Node.CertsDir, up.Host, "hosts.toml"))
 	if err != nil {
 		return err
@@ -309,7 +371,7 @@ func (d *demo) mirror(ctx context.Context) error {
 		if i == 1 {
 			up.Stop()
 		}
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("app-%d", i), Namespace: demoNS},
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("app-%d", i), Namespace: mirrorNS},
 			Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr.To[int64](1), Containers: []corev1.Container{{
 				Name: "app", Image: ref, ImagePullPolicy: corev1.PullAlways, Command: []string{"sleep", "3600"}}}}}
 		if err := d.env.Client.Create(ctx, pod); err != nil {
@@ -322,7 +384,7 @@ func (d *demo) mirror(ctx context.Context) error {
 			return err
 		}
 		fmt.Printf("  pod %s (image %s, pulled at start) runs %s; the mirror's registry log says:\n", pod.Name, ref, phase)
-		logs, err := d.env.Clientset.CoreV1().Pods(demoNS).GetLogs(m.Name+"-registry-0", &corev1.PodLogOptions{Container: "registry"}).DoRaw(ctx)
+		logs, err := d.env.Clientset.CoreV1().Pods(mirrorNS).GetLogs(m.Name+"-registry-0", &corev1.PodLogOptions{Container: "registry"}).DoRaw(ctx)
 		if err != nil {
 			return err
 		}

@@ -1,5 +1,6 @@
 // Package demo runs `make demo NODE=real` (hack/demoreal) as a user does and checks what it
-// prints and what it leaves: the four stories told, the host as before, also when it is
+// prints and what it leaves: the four stories told (with the cluster admin's consent steps
+// before the copies and the mirror's node access), the host as before, also when it is
 // interrupted with Ctrl-C halfway. It starts its own real node, so it is a package of its
 // own (real-node packages run one at a time). Run with `make e2e` (root); without
 // QUARTET_REAL_NODE=1 it skips.
@@ -64,9 +65,16 @@ func TestDemoTellsTheFourStories(t *testing.T) {
 	for _, want := range []string{
 		"ClusterServiceVersion quartet.v0.2.0 Succeeded",
 		"holds rate=1.1625",
+		// The cluster admin's consent, then the copies it allows.
+		"$ kubectl create clusterrolebinding copyrator-platform --clusterrole=quartet-copyrator-target --serviceaccount=demo:copyrator",
+		"clusterrolebinding.rbac.authorization.k8s.io/copyrator-platform created",
 		"team-a: copy in place", "team-b: copy in place",
+		"kube-system      namespace kube-system is protected",
 		"pods evicted; the budget refused the rest",
+		// The cluster admin's grant, then the mirror on the node.
+		"registryhostgrant.mirrors.quartet.dev/upstream created",
 		"runs with the upstream STOPPED",
+		"NodeAccess=True (Granted)",
 		"UpstreamReachable=False (Unreachable)",
 		"Ready=True (MirrorReady)",
 		"stopping the demo",

@@ -229,10 +229,13 @@ func TestAlertsFireOnTheManagersMetrics(t *testing.T) {
 	}
 
 	// Copy conflicts: a target namespace already holds a ConfigMap of the source's name
-	// that the rule did not make. A second rule without conflicts must not alert.
+	// that the rule did not make. A second rule without conflicts must not alert. The
+	// target's owner consents to both rules' copies (a RoleBinding): a refused namespace
+	// would hold no conflict.
 	const copyNS, targetNS, label = "alerts-copy", "alerts-copy-target", "e2e.quartet.dev/alerts-copy"
 	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: copyNS}}))
 	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: targetNS, Labels: map[string]string{label: "yes"}}}))
+	grantCopies(t, "copyrator-alerts", copyNS, targetNS)
 	// Someone else's ConfigMap is there before the rule.
 	require.NoError(t, env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: targetNS},
 		Data: map[string]string{"k": "someone else's"}}))

@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -41,10 +42,11 @@ func waitSecretCopies(t *testing.T, rule *flantv1.CopyratorRule, src *corev1.Sec
 	}))
 }
 
-// TestCopyratorCopiesSecretsToNewNamespaces: the in-cluster manager copies a Secret into
-// namespaces created after its rule; the copies are Secrets of the source's type (never
-// ConfigMaps), follow a change of the source, and no password appears in the rule's
-// status, its Events or any ConfigMap.
+// TestCopyratorCopiesSecretsToNewNamespaces: once a cluster admin let the rule's
+// ServiceAccount copy everywhere (one ClusterRoleBinding), the in-cluster manager copies a
+// Secret into namespaces created after its rule; the copies are Secrets of the source's
+// type (never ConfigMaps), follow a change of the source, and no password appears in the
+// rule's status, its Events or any ConfigMap.
 func TestCopyratorCopiesSecretsToNewNamespaces(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
@@ -57,6 +59,7 @@ func TestCopyratorCopiesSecretsToNewNamespaces(t *testing.T) {
 		Data:       map[string][]byte{"username": []byte("app"), "password": []byte(pw1)},
 	}
 	require.NoError(t, env.Client.Create(ctx, secret))
+	grantCopies(t, "copyrator-e2e-secrets", src)
 	rule := &flantv1.CopyratorRule{
 		ObjectMeta: metav1.ObjectMeta{Name: "db-login", Namespace: src},
 		Spec: flantv1.CopyratorRuleSpec{RuleType: flantv1.RuleTypeSecret, Selector: map[string]flantv1.LabelValue{"copyrator": "yes"},
@@ -90,7 +93,9 @@ func TestCopyratorCopiesSecretsToNewNamespaces(t *testing.T) {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(rule), rule); err != nil {
 			return false, "", err
 		}
-		return rule.Status.CopiesInSync == 3 && rule.Status.TargetNamespaces == 3, fmt.Sprintf("status: %+v", rule.Status), nil
+		authorized := meta.IsStatusConditionTrue(rule.Status.Conditions, copyratorrule.ConditionAuthorized)
+		return rule.Status.CopiesInSync == 3 && rule.Status.TargetNamespaces == 3 && rule.Status.RefusedCount == 0 && authorized,
+			fmt.Sprintf("status: %+v", rule.Status), nil
 	}))
 	var haystack []string
 	for _, o := range []any{rule, listOf(t, &corev1.ConfigMapList{}), listOf(t, &corev1.EventList{})} {

@@ -82,7 +82,7 @@ func TestFaultsOnTheRealNode(t *testing.T) {
 
 	// A mirror serving pulls.
 	up, ref, _ := upstreamWithImage(t, 5005, "", "", "", "library/steady", 64<<10)
-	m := newMirror(t, ns, "faults", "http://"+up.Host, "")
+	m := newMirror(t, ns, "faults", "http://"+up.Host, "", pullResolve)
 	const manifest = "/v2/library/steady/manifests/1"
 	pullThroughMirror(t, m, ns, "pull-0", ref, manifest)
 	hostsPath := filepath.Join(env.Cluster.Node.CertsDir, up.Host, "hosts.toml")
@@ -101,7 +101,9 @@ func TestFaultsOnTheRealNode(t *testing.T) {
 		IpsumMode: true, Eagerness: 50, PauseDuration: 2, MaxActionsPerRound: 10,
 	})
 
-	// The rule copies into every labelled namespace; the namespaces appear over two minutes.
+	// The rule copies into every labelled namespace (the cluster admin consented for every
+	// namespace); the namespaces appear over two minutes.
+	grantCopies(t, "copyrator-e2e-faults", ns)
 	require.NoError(t, env.Client.Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "shared", Namespace: ns, Labels: map[string]string{"copy": "yes"}},
 		Data:       map[string]string{"greeting": "hello"}}))

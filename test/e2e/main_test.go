@@ -20,9 +20,11 @@ import (
 	"time"
 
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/quartet-operator/quartet/controllers/copyratorrule"
 	"github.com/quartet-operator/quartet/test/realnode"
 )
 
@@ -144,4 +146,17 @@ func requireEnv(t *testing.T) {
 	if env == nil {
 		t.Skip("set QUARTET_REAL_NODE=1 to run the end-to-end tests on the real node (make e2e; needs root)")
 	}
+}
+
+// grantCopies is the consent a CopyratorRule of saNamespace (acting as its default
+// ServiceAccount, copyrator) needs before it copies: with no namespace given, the cluster
+// admin's one step for "copy everywhere" (`kubectl create clusterrolebinding <name>
+// --clusterrole=quartet-copyrator-target --serviceaccount=<saNamespace>:copyrator`), else a
+// RoleBinding to the same ClusterRole in each namespace (its owner's consent). The
+// ClusterRole is the one the OLM install shipped; the bindings go when the test ends.
+func grantCopies(t *testing.T, name, saNamespace string, namespaces ...string) {
+	t.Helper()
+	objs, err := env.ConsentToCopies(context.Background(), name, saNamespace, copyratorrule.DefaultServiceAccountName, namespaces...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = env.DeleteAll(context.Background(), objs...) })
 }

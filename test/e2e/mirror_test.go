@@ -31,17 +31,42 @@ import (
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	"github.com/quartet-operator/quartet/controllers/registrymirror"
 	"github.com/quartet-operator/quartet/test/realnode"
+	"github.com/quartet-operator/quartet/test/testenv"
 )
 
-// newMirror creates a RegistryMirror that configures the node for upstream and waits
+// Node access a cluster admin grants the test mirrors (RegistryHostGrant capabilities):
+// the tests pull by tag through the mirror, also while the upstream is down, so the mirror
+// resolves tags too.
+var (
+	pullOnly    = []mirrorsv1alpha1.Capability{mirrorsv1alpha1.CapabilityPull}
+	pullResolve = []mirrorsv1alpha1.Capability{mirrorsv1alpha1.CapabilityPull, mirrorsv1alpha1.CapabilityResolve}
+)
+
+// grantNodes is the cluster admin's consent that mirror ns/name configures the nodes for
+// upstream's host: a RegistryHostGrant with the capabilities given, allowing a plain-HTTP
+// upstream (every upstream of these tests is one) and, when withCredentials, a mirror
+// with upstream credentials. The grant is deleted when the test ends.
+func grantNodes(t testing.TB, ns, name, upstream string, withCredentials bool, capabilities []mirrorsv1alpha1.Capability) {
+	t.Helper()
+	host, err := registrymirror.HostsDir(upstream)
+	require.NoError(t, err)
+	testenv.GrantNodesSpec(t, env.Client, mirrorsv1alpha1.RegistryHostGrantSpec{
+		Host: host, Mirror: mirrorsv1alpha1.MirrorReference{Namespace: ns, Name: name}, Capabilities: capabilities,
+		AllowPlainHTTP: strings.HasPrefix(upstream, "http://"), AllowCredentials: withCredentials,
+	})
+}
+
+// newMirror creates a RegistryMirror that configures the node for upstream, with the
+// cluster admin's grant (capabilities; allowCredentials when secret is set), and waits
 // until it is Ready (its registry answers through its Service, the node agent wrote
-// hosts.toml, the upstream answered).
-func newMirror(t testing.TB, ns, name, upstream string, secret string) *mirrorsv1alpha1.RegistryMirror {
+// hosts.toml, the upstream answered) with node access granted.
+func newMirror(t testing.TB, ns, name, upstream string, secret string, capabilities []mirrorsv1alpha1.Capability) *mirrorsv1alpha1.RegistryMirror {
 	t.Helper()
 	ctx := context.Background()
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		require.NoError(t, err)
 	}
+	grantNodes(t, ns, name, upstream, secret != "", capabilities)
 	m := &mirrorsv1alpha1.RegistryMirror{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec:       mirrorsv1alpha1.RegistryMirrorSpec{Upstream: upstream, Storage: resource.MustParse("1Gi"), ConfigureNodes: true},
@@ -54,6 +79,9 @@ func newMirror(t testing.TB, ns, name, upstream string, secret string) *mirrorsv
 	require.NoError(t, env.WaitMirrorReady(ctx, ns, name, 4*time.Minute))
 	timing("RegistryMirror "+name+": create to Ready (registry answering, hosts.toml written)", since)
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(m), m))
+	access := meta.FindStatusCondition(m.Status.Conditions, registrymirror.ConditionNodeAccess)
+	require.NotNil(t, access, "the NodeAccess condition")
+	require.Equal(t, metav1.ConditionTrue, access.Status, "%s: %s", access.Reason, access.Message)
 	return m
 }
 
@@ -241,11 +269,12 @@ func upstreamWithImage(tb testing.TB, port int, user, password, bcrypt, repo str
 	return up, ref, layer
 }
 
-// TestMirrorServesPullsAndOutlivesItsUpstream is RegistryMirror's purpose: a node pulls
-// an image of the upstream's name through the mirror; the outside connection goes (the
-// upstream stops) and the node loses the image; a new pod still starts, served from the
-// mirror's cache, while the mirror's status says the upstream is unreachable. Deleting the
-// mirror takes its hosts.toml off the node and leaves every other one as it was.
+// TestMirrorServesPullsAndOutlivesItsUpstream is RegistryMirror's purpose: with a cluster
+// admin's grant of pull and resolve for the upstream's host, a node pulls an image of the
+// upstream's name through the mirror; the outside connection goes (the upstream stops)
+// and the node loses the image; a new pod still starts by tag, served from the mirror's
+// cache, while the mirror's status says the upstream is unreachable. Deleting the mirror
+// takes its hosts.toml off the node and leaves every other one as it was.
 func TestMirrorServesPullsAndOutlivesItsUpstream(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
@@ -253,11 +282,12 @@ func TestMirrorServesPullsAndOutlivesItsUpstream(t *testing.T) {
 	before := hostsFiles(t)
 	up, ref, layer := upstreamWithImage(t, 5002, "", "", "", "library/app", 1<<20)
 
-	m := newMirror(t, ns, "upstream", "http://"+up.Host, "")
+	m := newMirror(t, ns, "upstream", "http://"+up.Host, "", pullResolve)
 	hostsPath := filepath.Join(env.Cluster.Node.CertsDir, up.Host, "hosts.toml")
 	hosts, err := os.ReadFile(hostsPath)
 	require.NoError(t, err, "the node agent wrote containerd's hosts.toml")
 	require.Contains(t, string(hosts), m.Status.NodeEndpoint)
+	require.Contains(t, string(hosts), `capabilities = ["pull", "resolve"]`, "the grant's capabilities")
 	t.Logf("hosts.toml written by the node agent:\n%s", hosts)
 
 	since := time.Now()
@@ -328,7 +358,7 @@ func TestMirrorCredentialsFromSecret(t *testing.T) {
 		StringData: map[string]string{"username": "puller", "password": pw1}}
 	require.NoError(t, env.Client.Create(ctx, secret))
 
-	m := newMirror(t, ns, "private", "http://"+up.Host, secret.Name)
+	m := newMirror(t, ns, "private", "http://"+up.Host, secret.Name, pullResolve)
 	runImage(t, ns, "with-login", ref)
 	regPod := &corev1.Pod{}
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: m.Name + "-registry-0"}, regPod))
@@ -422,7 +452,7 @@ func TestMirrorPullsMultiArchIndex(t *testing.T) {
 	amdDigest, err := amd.Digest()
 	require.NoError(t, err)
 
-	m := newMirror(t, ns, "multiarch", "http://"+up.Host, "")
+	m := newMirror(t, ns, "multiarch", "http://"+up.Host, "", pullResolve)
 	runImage(t, ns, "multiarch", ref)
 	log := registryLog(t, m)
 	require.NotEmpty(t, fetchers(log, "/v2/library/multi/manifests/1"), "the index, through the mirror")

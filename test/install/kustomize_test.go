@@ -16,7 +16,8 @@ import (
 )
 
 // TestKustomizeDeployUndeploy: `make deploy` (the image `make images` built) runs the
-// manager as a pod in quartet-system that reconciles a CopyratorRule; `make undeploy`, after
+// manager as a pod in quartet-system that reconciles a CopyratorRule (copying into a
+// namespace whose owner consented with the ClusterRole make deploy ships); `make undeploy`, after
 // the CRs are deleted, removes everything, CRDs and namespace included.
 func TestKustomizeDeployUndeploy(t *testing.T) {
 	requireEnv(t)

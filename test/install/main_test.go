@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
+	"github.com/quartet-operator/quartet/controllers/copyratorrule"
 	"github.com/quartet-operator/quartet/test/realnode"
 )
 
@@ -85,8 +86,10 @@ func waitManager(t *testing.T, ns, image string) *corev1.Pod {
 	return pod
 }
 
-// copyRule creates a source ConfigMap and a CopyratorRule in ns and a target namespace,
-// and waits for the running manager's copy: one CR reconciled.
+// copyRule creates a source ConfigMap and a CopyratorRule in ns and a target namespace
+// whose owner consents to the rule's copies (a RoleBinding of the ClusterRole
+// quartet-copyrator-target, which the install must have shipped, to the rule's
+// ServiceAccount), and waits for the running manager's copy: one CR reconciled.
 func copyRule(t *testing.T, ns, target string) *flantv1.CopyratorRule {
 	t.Helper()
 	ctx := context.Background()
@@ -95,6 +98,9 @@ func copyRule(t *testing.T, ns, target string) *flantv1.CopyratorRule {
 			require.NoError(t, err)
 		}
 	}
+	bindings, err := env.ConsentToCopies(ctx, "copyrator-"+ns, ns, copyratorrule.DefaultServiceAccountName, target)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = env.DeleteAll(context.Background(), bindings...) })
 	require.NoError(t, env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "shared", Namespace: ns,
 		Labels: map[string]string{"copy": "yes"}}, Data: map[string]string{"k": "v"}}))
 	rule := &flantv1.CopyratorRule{ObjectMeta: metav1.ObjectMeta{Name: "shared", Namespace: ns},

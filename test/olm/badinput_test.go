@@ -124,35 +124,40 @@ func TestMissingPermissionFails(t *testing.T) {
 	require.Contains(t, err.Error(), "ConfigMapWriteFailed")
 }
 
-// withoutConfigMapCreate takes `create` on ConfigMaps out of the CSV's cluster
-// permissions (and nothing else: ConfigMaps get a rule of their own without it).
+// withoutConfigMapCreate takes `create` on ConfigMaps out of the CSV's permissions and
+// cluster permissions (the namespaced rules live in permissions since the CSV grants only
+// cluster-scoped resources cluster-wide), and nothing else: ConfigMaps get a rule of
+// their own without it.
 func withoutConfigMapCreate(t *testing.T, raw []byte) []byte {
 	t.Helper()
 	csv := &operatorsv1alpha1.ClusterServiceVersion{}
 	require.NoError(t, yaml.UnmarshalStrict(raw, csv))
 	removed := false
-	perms := csv.Spec.InstallStrategy.StrategySpec.ClusterPermissions
-	for i := range perms {
-		var rules []rbacv1.PolicyRule
-		for _, r := range perms[i].Rules {
-			if slices.Contains(r.Resources, "configmaps") && slices.Contains(r.Verbs, "create") {
-				removed = true
-				others := slices.DeleteFunc(slices.Clone(r.Resources), func(s string) bool { return s == "configmaps" })
-				if len(others) > 0 {
-					kept := r.DeepCopy()
-					kept.Resources = others
-					rules = append(rules, *kept)
+	strip := func(perms []operatorsv1alpha1.StrategyDeploymentPermissions) {
+		for i := range perms {
+			var rules []rbacv1.PolicyRule
+			for _, r := range perms[i].Rules {
+				if slices.Contains(r.Resources, "configmaps") && slices.Contains(r.Verbs, "create") {
+					removed = true
+					others := slices.DeleteFunc(slices.Clone(r.Resources), func(s string) bool { return s == "configmaps" })
+					if len(others) > 0 {
+						kept := r.DeepCopy()
+						kept.Resources = others
+						rules = append(rules, *kept)
+					}
+					cm := r.DeepCopy()
+					cm.Resources = []string{"configmaps"}
+					cm.Verbs = slices.DeleteFunc(slices.Clone(r.Verbs), func(s string) bool { return s == "create" })
+					rules = append(rules, *cm)
+					continue
 				}
-				cm := r.DeepCopy()
-				cm.Resources = []string{"configmaps"}
-				cm.Verbs = slices.DeleteFunc(slices.Clone(r.Verbs), func(s string) bool { return s == "create" })
-				rules = append(rules, *cm)
-				continue
+				rules = append(rules, r)
 			}
-			rules = append(rules, r)
+			perms[i].Rules = rules
 		}
-		perms[i].Rules = rules
 	}
+	strip(csv.Spec.InstallStrategy.StrategySpec.Permissions)
+	strip(csv.Spec.InstallStrategy.StrategySpec.ClusterPermissions)
 	require.True(t, removed, "the CSV grants no create on configmaps to take away")
 	out, err := yaml.Marshal(csv)
 	require.NoError(t, err)

@@ -25,6 +25,7 @@ import (
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
+	"github.com/quartet-operator/quartet/controllers/copyratorrule"
 	"github.com/quartet-operator/quartet/test/realnode"
 )
 
@@ -37,8 +38,11 @@ const (
 
 // TestInstallUpgradeAndTheFourControllers installs 0.1.0 from the catalog image with manual
 // approval (MultiNamespace: the install namespace and one more), drives the samples of
-// config/samples through the in-cluster manager, upgrades to 0.2.0 and checks that the
-// manager pod was replaced, every CR survived and the four controllers act.
+// config/samples through the in-cluster manager with the cluster admin's consent (a
+// ClusterRoleBinding for the rule's ServiceAccount, the accept-copies label on the
+// protected operator namespace, the sample RegistryHostGrant for the mirror), upgrades to
+// 0.2.0 and checks that the manager pod was replaced, every CR survived and the four
+// controllers act.
 func TestInstallUpgradeAndTheFourControllers(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
@@ -58,7 +62,20 @@ func TestInstallUpgradeAndTheFourControllers(t *testing.T) {
 	require.ElementsMatch(t, []string{installNS, targetNS}, strings.Split(oldPod.Annotations["olm.targetNamespaces"], ","),
 		"OLM hands the OperatorGroup's targets to the manager (WATCH_NAMESPACE)")
 
-	// The samples users apply, unchanged, reconciled by the in-cluster 0.1.0 manager.
+	// The samples users apply, unchanged, reconciled by the in-cluster 0.1.0 manager, with
+	// the cluster admin's consent where they act beyond their namespace: the rule's
+	// ServiceAccount may copy everywhere (one ClusterRoleBinding to the ClusterRole the
+	// bundle ships), and the sample RegistryHostGrant gives docker.io's node access to the
+	// sample mirror (in targetNS here, where the samples go, instead of registry-mirrors).
+	bindings, err := env.ConsentToCopies(ctx, "copyrator-platform", targetNS, copyratorrule.DefaultServiceAccountName)
+	require.NoError(t, err)
+	grant := &mirrorsv1alpha1.RegistryHostGrant{}
+	require.NoError(t, env.Sample("mirrors_v1alpha1_registryhostgrant.yaml", grant, ""))
+	grant.Spec.Mirror.Namespace = targetNS
+	require.NoError(t, c.Create(ctx, grant))
+	t.Logf("the admin's consent: ClusterRoleBinding %s (%s to ServiceAccount %s/%s); RegistryHostGrant %s (%s to %s/%s, %v)",
+		bindings[0].GetName(), copyratorrule.TargetClusterRole, targetNS, copyratorrule.DefaultServiceAccountName,
+		grant.Name, grant.Spec.Host, grant.Spec.Mirror.Namespace, grant.Spec.Mirror.Name, grant.Spec.Capabilities)
 	source := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: sharedConfigMap, Namespace: targetNS, Labels: map[string]string{"copyrator": "true"}},
 		Data:       map[string]string{"greeting": "hello from 0.1.0"},
@@ -77,6 +94,10 @@ func TestInstallUpgradeAndTheFourControllers(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, c.Create(ctx, agent), "0.1.0 serves ChaosAgents as v1alpha1 only")
 
+	// The only other watched namespace is the operator's own: protected, so the
+	// ClusterRoleBinding does not reach it until the admin labels it.
+	requireRefused(t, rule, installNS, "is protected")
+	require.NoError(t, env.AcceptCopies(ctx, installNS))
 	require.NoError(t, env.WaitCopies(ctx, rule, sharedConfigMap, []string{installNS}, 2*time.Minute))
 	usd, err := env.WaitExchangeRate(ctx, targetNS, rate.Name, 2*time.Minute)
 	require.NoError(t, err)
@@ -183,7 +204,8 @@ func TestInstallUpgradeAndTheFourControllers(t *testing.T) {
 	for _, o := range []client.Object{dry, edmund, rule, mirror, rate} {
 		require.NoError(t, c.Delete(ctx, o))
 	}
-	for _, o := range []client.Object{dry, edmund, rule, mirror, rate} {
+	require.NoError(t, env.DeleteAll(ctx, append(bindings, grant)...))
+	for _, o := range []client.Object{dry, edmund, rule, mirror, rate, grant} {
 		require.NoError(t, realnode.WaitFor(ctx, "deletion of "+o.GetName(), 2*time.Minute, func(ctx context.Context) (bool, string, error) {
 			err := c.Get(ctx, client.ObjectKeyFromObject(o), o)
 			return apierrors.IsNotFound(err), fmt.Sprint(err), nil
@@ -192,6 +214,25 @@ func TestInstallUpgradeAndTheFourControllers(t *testing.T) {
 	since = time.Now()
 	require.NoError(t, env.Uninstall(ctx, installNS))
 	timings.Add("uninstall (Subscription, CSV, OperatorGroup deleted; manager gone)", since)
+}
+
+// requireRefused waits until the rule's status lists namespace ns as refused, with a
+// reason containing why.
+func requireRefused(t *testing.T, rule *flantv1.CopyratorRule, ns, why string) {
+	t.Helper()
+	require.NoError(t, realnode.WaitFor(context.Background(), "CopyratorRule "+rule.Name+" refusing "+ns, 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+		r := &flantv1.CopyratorRule{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(rule), r); err != nil {
+			return false, "", err
+		}
+		for _, refused := range r.Status.Refused {
+			if refused.Namespace == ns && strings.Contains(refused.Reason, why) {
+				t.Logf("rule %s/%s: %d refused, %s: %s", r.Namespace, r.Name, r.Status.RefusedCount, ns, refused.Reason)
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprintf("refused %+v; conditions %+v", r.Status.Refused, r.Status.Conditions), nil
+	}))
 }
 
 // requireManagerReady checks the manager runs the image, passed its readiness probe and

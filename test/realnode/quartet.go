@@ -288,7 +288,8 @@ func (e *Env) CSVsNamed(ctx context.Context, name string) []string {
 // ChaosAgent CRD would drop the stored version v1beta1), so a test that installs 0.1.0
 // starts from a cluster without them.
 func (e *Env) DeleteQuartetCRDs(ctx context.Context) error {
-	names := []string{"chaosagents.blackadder.io", "copyrators.flant.com", "exchangerates.operators.brennerm.github.io", "registrymirrors.mirrors.quartet.dev"}
+	names := []string{"chaosagents.blackadder.io", "copyrators.flant.com", "exchangerates.operators.brennerm.github.io",
+		"registrymirrors.mirrors.quartet.dev", "registryhostgrants.mirrors.quartet.dev"}
 	for _, n := range names {
 		crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: n}}
 		if err := e.Client.Delete(ctx, crd); err != nil && !apierrors.IsNotFound(err) {
