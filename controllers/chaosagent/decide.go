@@ -136,10 +136,18 @@ func restoreSkip(scope Scope, namespace string, immutable bool) (reason, detail 
 	return "", ""
 }
 
+// clusterConfigMaps are the ConfigMaps the cluster's own controllers publish into every
+// namespace: the API server's CA bundle every pod's service account volume mounts
+// (kube-controller-manager's root-ca-cert-publisher; OpenShift's service CA). Lorem ipsum
+// there would break in-cluster TLS for every pod started before it is published again:
+// chaos against the cluster, not against a workload.
+var clusterConfigMaps = []string{"kube-root-ca.crt", "openshift-service-ca.crt"}
+
 // selectCandidates filters the inventory down to what an agent may hit: outside protected,
 // excluded and unwatched namespaces, inside the namespace selector; pods matching the pod
 // selector and not already terminating (mirror pods never); Deployments not scaled by a
-// HorizontalPodAutoscaler; ConfigMaps not known to be immutable.
+// HorizontalPodAutoscaler; ConfigMaps not known to be immutable and not published by the
+// cluster itself (clusterConfigMaps).
 func selectCandidates(inv Inventory, scope Scope) Candidates {
 	nsOK := scope.namespaceFilter(inv)
 	var c Candidates
@@ -166,7 +174,8 @@ func selectCandidates(inv Inventory, scope Scope) Candidates {
 	}
 	for i := range inv.ConfigMaps {
 		cm := &inv.ConfigMaps[i]
-		if !nsOK(cm.Namespace) || cm.DeletionTimestamp != nil || scope.ImmutableConfigMaps.Has(cm.UID) {
+		if !nsOK(cm.Namespace) || cm.DeletionTimestamp != nil || scope.ImmutableConfigMaps.Has(cm.UID) ||
+			slices.Contains(clusterConfigMaps, cm.Name) {
 			continue
 		}
 		c.ConfigMaps = append(c.ConfigMaps, Candidate{Namespace: cm.Namespace, Name: cm.Name, UID: cm.UID})

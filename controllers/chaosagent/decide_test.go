@@ -206,7 +206,8 @@ func TestSelectCandidates(t *testing.T) {
 		HPAs: []autoscalingv2.HorizontalPodAutoscaler{
 			hpa("a", "apps/v1", "Deployment", "scaled"), hpa("a", "", "Deployment", "scaled-v2"),
 			hpa("a", "apps/v1", "StatefulSet", "statefulset-named"), hpa("b", "apps/v1", "Deployment", "web")},
-		ConfigMaps: []metav1.PartialObjectMetadata{objMeta("a", "settings", nil), objMeta("a", "frozen", nil), objMeta("kube-system", "kubeadm-config", nil)},
+		ConfigMaps: []metav1.PartialObjectMetadata{objMeta("a", "settings", nil), objMeta("a", "frozen", nil), objMeta("kube-system", "kubeadm-config", nil),
+			objMeta("a", "kube-root-ca.crt", nil), objMeta("b", "openshift-service-ca.crt", nil)},
 	}
 	sel := func(s string) labels.Selector { l, err := labels.Parse(s); require.NoError(t, err); return l }
 	base := Scope{Protected: sets.New("kube-system"), ImmutableConfigMaps: sets.New[types.UID]("a/frozen")}
@@ -215,7 +216,7 @@ func TestSelectCandidates(t *testing.T) {
 		scope               func(s *Scope)
 		pods, deps, configs []string
 	}{
-		{name: "protected namespaces, terminating and mirror pods, autoscaled and immutable objects are left out",
+		{name: "protected namespaces, terminating and mirror pods, autoscaled, immutable and the cluster's own CA ConfigMaps are left out",
 			scope:   func(*Scope) {},
 			pods:    []string{"a/db-1", "a/web-1", "b/web-3", "c/web-2"},
 			deps:    []string{"a/defaulted", "a/statefulset-named", "a/web"},
