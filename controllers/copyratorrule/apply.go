@@ -80,7 +80,7 @@ func (w writer) do(ctx context.Context, rule types.NamespacedName, a action) wri
 		obj := newObject(a.Key.Kind)
 		obj.SetNamespace(a.Key.Namespace)
 		obj.SetName(a.Key.Name)
-		patch := client.RawPatch(types.JSONPatchType, updatePatch(rule, desired, a.Existing.HasAnnotations))
+		patch := client.RawPatch(types.JSONPatchType, updatePatch(rule, desired, a.Existing))
 		w.own.expect(a.Key, written(rule, a.Source))
 		err := w.client.Patch(ctx, obj, patch, client.FieldOwner(FieldOwner))
 		if err != nil {
@@ -146,7 +146,7 @@ func (w writer) create(ctx context.Context, rule types.NamespacedName, a action)
 
 // written is the state of a copy of src written for rule.
 func written(rule types.NamespacedName, src *source) writtenState {
-	return writtenState{Rule: rule, Source: rule.Namespace + "/" + src.Name, Hash: src.Hash}
+	return writtenState{Rule: rule, Source: rule.Namespace + "/" + src.Name, Hash: src.Hash, Carried: src.Carried.fingerprint()}
 }
 
 // classify reads the metadata of the object that blocked a create and tells what it is.
@@ -169,7 +169,8 @@ func blockedBy(rule types.NamespacedName, a action, obj client.Object) (c *confl
 	switch {
 	case managed && owner == rule:
 		ann := obj.GetAnnotations()
-		return nil, ann[AnnotationContentHash] == a.Source.Hash && ann[AnnotationSource] == rule.Namespace+"/"+a.Source.Name
+		return nil, ann[AnnotationContentHash] == a.Source.Hash && ann[AnnotationSource] == rule.Namespace+"/"+a.Source.Name &&
+			copyCarriedFingerprint(obj.GetLabels(), ann) == a.Source.Carried.fingerprint()
 	case managed:
 		return &conflict{Key: a.Key, Reason: fmt.Sprintf("%s: copy of CopyratorRule %s", ReasonOtherRule, owner)}, false
 	default:
@@ -205,6 +206,8 @@ type writtenState struct {
 	Rule   types.NamespacedName
 	Source string // AnnotationSource
 	Hash   string
+	// Carried is the fingerprint of the carried labels and annotations.
+	Carried string
 }
 
 func newOwnWrites() *ownWrites {
@@ -237,5 +240,5 @@ func (w *ownWrites) echo(c copyState) bool {
 
 // isEcho reports whether copy c is in the written state s.
 func isEcho(s writtenState, c copyState) bool {
-	return c.Rule == s.Rule && c.Source == s.Source && c.Hash == s.Hash && c.WrittenAs == s.Hash
+	return c.Rule == s.Rule && c.Source == s.Source && c.Hash == s.Hash && c.WrittenAs == s.Hash && c.Carried == s.Carried
 }

@@ -730,3 +730,108 @@ func settledMemory(b *testing.B) (rss, heap uint64) {
 	b.Fatal("no VmRSS in /proc/self/status")
 	return 0, 0
 }
+
+// BenchmarkKeyFilterRules measures what key filters cost when many rules copy one source:
+// 50 rules each copy the source's common key and one key of their own (renamed) into a
+// namespace of their own, and, in the same run on the same API server, 50 rules without a
+// key filter each copy a source of the same content whole into a namespace of their own
+// (the baseline). Each round changes the common key of both sources (one update each, the
+// filtered set first, then the whole one) and measures until the 50 copies of the set hold
+// the new content. Figures: the seconds for each set, x-whole (filtered over whole), and the
+// manager's GETs of the source per update for each set (the body is read when a copy is
+// written, once per rule; the content of a version is read once for all the key filters).
+func BenchmarkKeyFilterRules(b *testing.B) {
+	const rules, keysPerSource = 50, 50
+	be := newBenchEnv(b, 0)
+	be.startManager(b, shippedLimits)
+	ctx := context.Background()
+	content := func(round int) map[string][]byte {
+		data := map[string][]byte{"common": []byte(strings.Repeat(strconv.Itoa(round%10), 256))}
+		for k := range keysPerSource {
+			data[fmt.Sprintf("k%02d", k)] = []byte(strings.Repeat("v", 80))
+		}
+		return data
+	}
+	type set struct {
+		name, source string
+		targets      []string
+		views        map[string]view // namespace → the view of the rule copying there
+		mu           sync.Mutex
+		want         map[string]string // namespace → the content hash its copy must show
+		watch        *copyWatch
+	}
+	// expect sets the content each copy of s must show after the update to data, and
+	// forgets the copies seen so far.
+	expect := func(s *set, data map[string][]byte) {
+		src := &corev1.Secret{Type: corev1.SecretTypeOpaque, Data: data}
+		s.mu.Lock()
+		for ns, v := range s.views {
+			s.want[ns] = v.source(src).Hash
+		}
+		s.mu.Unlock()
+		if s.watch != nil {
+			s.watch.mu.Lock()
+			s.watch.seen = map[string]time.Time{}
+			s.watch.mu.Unlock()
+		}
+	}
+	var sets []*set
+	for _, name := range []string{"filtered", "whole"} {
+		s := &set{name: name, source: "kf-" + name, views: map[string]view{}, want: map[string]string{}}
+		sets = append(sets, s)
+		s.targets = be.namespaces(b, "b"+name, rules, nil)
+		if _, err := be.cs.CoreV1().Secrets(be.src).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: be.src,
+			Name: s.source}, Type: corev1.SecretTypeOpaque, Data: content(0)}, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		for i, ns := range s.targets {
+			r := ruleFor(be.src, be.id, flantv1.RuleTypeSecret)
+			r.Name = fmt.Sprintf("%s-%02d-%s", name, i, be.id)
+			r.Spec.Selector, r.Spec.SourceNames = nil, []string{s.source}
+			r.Spec.NamespaceSelector, r.Spec.Namespaces = nil, []string{ns}
+			if name == "filtered" {
+				r.Spec.Keys = []flantv1.CopiedKey{{Key: "common"}, {Key: fmt.Sprintf("k%02d", i), TargetKey: "own"}}
+			}
+			createRule(b, r)
+			s.views[ns] = viewOf(r.Spec)
+		}
+		expect(s, content(0))
+		s.watch = be.watchSecrets(b, LabelRuleNamespace+"="+be.src, func(o metav1.Object) bool {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return o.GetName() == s.source && o.GetAnnotations()[AnnotationContentHash] == s.want[o.GetNamespace()]
+		})
+	}
+	update := func(s *set, round int) (seconds float64, gets int) {
+		live, err := be.cs.CoreV1().Secrets(be.src).Get(ctx, s.source, metav1.GetOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		live.Data = content(round)
+		expect(s, live.Data)
+		be.calls.Reset()
+		start := time.Now()
+		if _, err := be.cs.CoreV1().Secrets(be.src).Update(ctx, live, metav1.UpdateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		seconds = s.watch.until(b, s.targets, 5*time.Minute).Sub(start).Seconds()
+		return seconds, be.calls.Snapshot()["GET /api/v1/namespaces/"+be.src+"/secrets/"+s.source]
+	}
+	for _, s := range sets {
+		s.watch.until(b, s.targets, 5*time.Minute)
+	}
+	for i := 0; i < b.N; i++ {
+		var m series
+		for r := range rounds {
+			round := 1 + i*rounds + r
+			f, fGets := update(sets[0], round)
+			w, wGets := update(sets[1], round)
+			m.add("s-update-50-filtered-rules", f)
+			m.add("s-update-50-whole-rules", w)
+			m.add("x-whole", f/w)
+			m.add("source-gets/update-filtered", float64(fGets))
+			m.add("source-gets/update-whole", float64(wGets))
+		}
+		m.report(b)
+	}
+}

@@ -49,7 +49,7 @@ type Reconciler struct {
 	// limits bound the copies; ledger counts those that exist.
 	limits limits
 	ledger *ledger
-	writer    writer
+	writer writer
 	// Recorder sends the Events about rules.
 	Recorder events.EventRecorder
 	clock    clock.PassiveClock
@@ -119,7 +119,8 @@ func (r *Reconciler) reconcileCopies(ctx context.Context, rule *flantv1.Copyrato
 		return o
 	}
 	o.ServiceAccount = serviceAccountOf(rule)
-	sources, err := r.sources.sources(ctx, rule, r.writer.parallelism)
+	v := viewOf(rule.Spec)
+	sources, err := r.sources.sources(ctx, rule, v, r.writer.parallelism)
 	if err != nil {
 		o.SyncErr = fmt.Errorf("reading sources: %w", err)
 		return o
@@ -147,7 +148,7 @@ func (r *Reconciler) reconcileCopies(ctx context.Context, rule *flantv1.Copyrato
 		if o.Limit == "" {
 			o.Limit = adm.Limit
 		}
-		actions, err := r.sources.loadBodies(ctx, rule.Namespace, o.Kind, adm.Actions, r.writer.parallelism)
+		actions, err := r.sources.loadBodies(ctx, rule.Namespace, o.Kind, v, adm.Actions, r.writer.parallelism)
 		if err != nil {
 			o.SyncErr = fmt.Errorf("reading sources: %w", err)
 			break
@@ -160,6 +161,7 @@ func (r *Reconciler) reconcileCopies(ctx context.Context, rule *flantv1.Copyrato
 
 	o.Sources = len(sources.copyable)
 	o.Skipped = sources.skipped
+	o.Missing = sources.missing
 	o = o.withWrites(p, results)
 	r.recordWrites(ctx, rule, o.Written)
 	if o.SyncErr == nil && !o.FreshOnly {

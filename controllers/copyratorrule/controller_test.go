@@ -721,3 +721,90 @@ func TestRulesOfOneNamespaceShareOneWatch(t *testing.T) {
 	assert.Positive(t, requests)
 	assert.LessOrEqual(t, requests, 2, "one informer's list and watch of the namespace for three rules: %v", rec.seen)
 }
+
+func TestNamedSourcesKeyFilterAndCarriedMetadata(t *testing.T) {
+	f := newFixture(t, 2)
+	ctx := context.Background()
+	// A Secret another tool made: nobody labelled it for Copyrator.
+	tlsSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.src, Name: "ingress-tls",
+		Labels: map[string]string{"team": "web", "not-carried": "x"}, Annotations: map[string]string{"owner": "ops", "note": "n"}},
+		Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": []byte("CERT"), "tls.key": []byte("KEY"), "ca.crt": []byte("CA")}}
+	require.NoError(t, env.Client.Create(ctx, tlsSecret))
+	rule := ruleFor(f.src, f.id, flantv1.RuleTypeSecret)
+	rule.Spec.Selector = nil
+	rule.Spec.SourceNames = []string{"ingress-tls", "later"}
+	rule.Spec.Keys = []flantv1.CopiedKey{{Key: "tls.crt"}, {Key: "ca.crt", TargetKey: "ca.pem"}}
+	rule.Spec.CarryLabels = []flantv1.MetadataKey{"team"}
+	rule.Spec.CarryAnnotations = []flantv1.MetadataKey{"owner"}
+	createRule(t, rule)
+
+	requireFiltered := func(team string) {
+		t.Helper()
+		assert.EventuallyWithT(t, func(c *assert.CollectT) {
+			for _, ns := range f.targets {
+				got := getSecret(t, ns, "ingress-tls")
+				if !assert.NotNil(c, got, ns) {
+					continue
+				}
+				assert.Equal(c, corev1.SecretTypeOpaque, got.Type, "the public half of a TLS Secret is an Opaque Secret")
+				assert.Equal(c, map[string][]byte{"tls.crt": []byte("CERT"), "ca.pem": []byte("CA")}, got.Data, "no private key")
+				assert.Equal(c, team, got.Labels["team"])
+				assert.NotContains(c, got.Labels, "not-carried")
+				assert.Equal(c, "ops", got.Annotations["owner"])
+				assert.NotContains(c, got.Annotations, "note")
+			}
+		}, waitFor, tick)
+	}
+	requireFiltered("web")
+	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
+		assert.EqualValues(c, 1, st.SourcesMatched)
+		assert.EqualValues(c, 2, st.CopiesInSync)
+		ready := testenv.Condition(st.Conditions, ConditionReady)
+		assert.Equal(c, metav1.ConditionFalse, ready.Status)
+		assert.Equal(c, ReasonSourcesMissing, ready.Reason)
+		assert.Contains(c, ready.Message, "later")
+	})
+
+	// A change to a key the rule does not copy writes nothing.
+	before := getSecret(t, f.targets[0], "ingress-tls").ResourceVersion
+	live := &corev1.Secret{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(tlsSecret), live))
+	live.Data["tls.key"] = []byte("ROTATED")
+	require.NoError(t, env.Client.Update(ctx, live))
+	// The named source that was missing appears: it is copied, and the rule is Ready.
+	later := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.src, Name: "later"}, Data: map[string][]byte{"ca.crt": []byte("CA2"), "x": []byte("y")}}
+	require.NoError(t, env.Client.Create(ctx, later))
+	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
+		assert.EqualValues(c, 2, st.SourcesMatched)
+		assert.EqualValues(c, 4, st.CopiesInSync)
+		assert.Equal(c, ReasonCopiesInSync, testenv.Condition(st.Conditions, ConditionReady).Reason)
+	})
+	assert.Equal(t, map[string][]byte{"ca.pem": []byte("CA2")}, getSecret(t, f.targets[1], "later").Data)
+	assert.Equal(t, before, getSecret(t, f.targets[0], "ingress-tls").ResourceVersion, "the rotated key is not copied: no write")
+
+	// A carried label changes on the source: the copies follow.
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(tlsSecret), live))
+	live.Labels["team"] = "api"
+	require.NoError(t, env.Client.Update(ctx, live))
+	requireFiltered("api")
+
+	// The rule drops its key filter and carried labels: the copies become whole TLS Secrets
+	// again (re-created: a Secret's type never changes in place), without the carried keys.
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(rule), rule))
+	rule.Spec.Keys, rule.Spec.CarryLabels, rule.Spec.CarryAnnotations = nil, nil, nil
+	require.NoError(t, env.Client.Update(ctx, rule))
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := getSecret(t, f.targets[0], "ingress-tls")
+		if assert.NotNil(c, got) {
+			assert.Equal(c, corev1.SecretTypeTLS, got.Type)
+			assert.Equal(c, []byte("ROTATED"), got.Data["tls.key"])
+			assert.NotContains(c, got.Labels, "team")
+			assert.NotContains(c, got.Annotations, "owner")
+			assert.NotContains(c, got.Annotations, AnnotationCarriedLabels)
+		}
+	}, waitFor, tick)
+	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
+		assert.EqualValues(c, 4, st.CopiesInSync)
+		assert.Equal(c, ReasonCopiesInSync, testenv.Condition(st.Conditions, ConditionReady).Reason)
+	})
+}

@@ -67,6 +67,9 @@ func stateOf(obj client.Object) copyState {
 		WrittenAs:      obj.GetAnnotations()[AnnotationContentHash],
 		Hash:           obj.GetAnnotations()[cachedHashAnnotation],
 		HasAnnotations: hasAnnotationsBesides(obj.GetAnnotations(), cachedHashAnnotation, cachedSizeAnnotation),
+		Carried:        copyCarriedFingerprint(obj.GetLabels(), obj.GetAnnotations()),
+		Labels:         obj.GetLabels(),
+		Annotations:    obj.GetAnnotations(),
 	}
 	s.Rule, _ = ruleOfCopy(obj)
 	s.Size, _ = strconv.ParseInt(obj.GetAnnotations()[cachedSizeAnnotation], 10, 64)

@@ -30,8 +30,7 @@ func TestStripBody(t *testing.T) {
 	st := stateOf(s)
 	assert.Equal(t, copyState{Key: copyKey{kindSecret, "team-a", "reg"}, UID: "u1", Rule: testRule, Source: "src/reg",
 		WrittenAs: want, Hash: want, Size: int64(len(".dockerconfigjson{}")), Type: corev1.SecretTypeDockerConfigJson, Immutable: true,
-		HasAnnotations: true}, st)
-
+		HasAnnotations: true, Labels: s.Labels, Annotations: s.Annotations}, st)
 
 	t.Run("configmap without annotations", func(t *testing.T) {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "n", Name: "c", Labels: copyLabels(testRule)},

@@ -163,7 +163,11 @@ type copyState struct {
 	Immutable bool
 	// HasAnnotations says whether the copy has an annotations map (JSON patches differ).
 	HasAnnotations bool
-	// Annotations are set only on copies listed live for a deleted rule.
+	// Carried is the fingerprint of the labels and annotations the copy carries from its
+	// source (copyCarriedFingerprint).
+	Carried string
+	// Labels and Annotations are the copy's, as read (from the cache: never to be changed).
+	Labels      map[string]string
 	Annotations map[string]string
 }
 
@@ -314,9 +318,11 @@ func cleanupActions(copies []copyState, retainIn map[string]bool) []action {
 	return actions
 }
 
-// copyInSync reports whether a copy has the source's content and Copyrator's annotations.
+// copyInSync reports whether a copy has the content the rule's view of its source keeps,
+// Copyrator's annotations, and the labels and annotations it carries from the source.
 func copyInSync(rule types.NamespacedName, c *copyState, src *source) bool {
-	return c.Hash == src.Hash && c.WrittenAs == src.Hash && c.Source == rule.Namespace+"/"+src.Name
+	return c.Hash == src.Hash && c.WrittenAs == src.Hash && c.Source == rule.Namespace+"/"+src.Name &&
+		c.Carried == src.Carried.fingerprint()
 }
 
 // needsRecreate reports whether a copy cannot be patched into the desired one: a Secret's

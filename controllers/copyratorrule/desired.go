@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,6 +39,12 @@ const (
 	AnnotationSource = "copyrator.flant.com/source"
 	// AnnotationContentHash is the hash of the source content the copy was written from.
 	AnnotationContentHash = "copyrator.flant.com/content-hash"
+	// AnnotationCarriedLabels and AnnotationCarriedAnnotations list (comma-separated) the
+	// source labels and annotations a copy carries (spec.carryLabels, carryAnnotations),
+	// so that those the source or the rule drops later are removed from the copy again,
+	// and labels a person put on the copy are left alone.
+	AnnotationCarriedLabels      = "copyrator.flant.com/carried-labels"
+	AnnotationCarriedAnnotations = "copyrator.flant.com/carried-annotations"
 	// cachedHashAnnotation exists only on objects in the copy cache: the hash of the content
 	// the copy really has (its body is dropped from the cache to keep memory low). It is
 	// never written to the API server: copies are written from desired state only.
@@ -75,7 +82,8 @@ type copyKey struct {
 
 func (k copyKey) String() string { return k.Kind + " " + k.Namespace + "/" + k.Name }
 
-// source is one object a rule copies, with the hash and size of its content.
+// source is one object a rule copies as the rule's view sees it: the hash and size of the
+// content its copies carry, and the labels and annotations they carry.
 type source struct {
 	Name      string
 	Hash      string
@@ -83,17 +91,203 @@ type source struct {
 	Immutable bool
 	// Size is the bytes of content a copy carries (contentSize).
 	Size int64
-	// Object is the whole *corev1.ConfigMap or *corev1.Secret as read from the API server;
-	// nil for a source whose content the pass knew already (sourceWatcher), until
-	// loadBodies reads it.
+	// Carried are the source's labels and annotations its copies carry.
+	Carried carried
+	// Object is the content a copy carries (view.content of the *corev1.ConfigMap or
+	// *corev1.Secret read from the API server); nil for a source whose content the pass
+	// knew already (sourceWatcher), until loadBodies reads it.
 	Object client.Object
 }
 
-// newSource wraps a whole source object and hashes its content.
-func newSource(obj client.Object) source {
-	s := sourceMeta(obj)
-	s.Hash, s.Size, s.Object = contentHash(obj), contentSize(obj), obj
+// newSource wraps a whole source object and hashes its content, as a rule without a key
+// filter and without carried metadata sees it.
+func newSource(obj client.Object) source { return view{}.source(obj) }
+
+// view is how a rule sees its sources: the keys its copies carry (spec.keys; every key when
+// empty) and the source labels and annotations they carry (spec.carryLabels,
+// spec.carryAnnotations).
+type view struct {
+	keys        []flantv1.CopiedKey
+	labels      []string
+	annotations []string
+	// id names the view's content (its keys) in the content cache: "" when copies carry
+	// every key, so that the hash of an unfiltered source is contentHash of the source, as
+	// before key filters existed, and no copy is rewritten on upgrade.
+	id string
+}
+
+// viewOf returns the view of a rule's spec. Copyrator's own label and annotation keys are
+// never carried, whatever an older CRD let through.
+func viewOf(spec flantv1.CopyratorRuleSpec) view {
+	v := view{keys: spec.Keys}
+	for _, k := range spec.CarryLabels {
+		if !ownMetadataKey(string(k)) {
+			v.labels = append(v.labels, string(k))
+		}
+	}
+	for _, k := range spec.CarryAnnotations {
+		if !ownMetadataKey(string(k)) && string(k) != lastAppliedAnnotation {
+			v.annotations = append(v.annotations, string(k))
+		}
+	}
+	if len(v.keys) > 0 {
+		parts := make([]string, 0, len(v.keys))
+		for _, k := range v.keys {
+			parts = append(parts, k.Key+"="+k.Target())
+		}
+		v.id = strings.Join(parts, ",")
+	}
+	return v
+}
+
+// lastAppliedAnnotation holds an object's whole last applied content: never carried.
+const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+
+// ownMetadataKey reports whether a label or annotation key is Copyrator's own.
+func ownMetadataKey(k string) bool {
+	return k == LabelManagedBy || strings.HasPrefix(k, "copyrator.flant.com/")
+}
+
+// source returns obj as the view sees it, its carried labels and annotations included.
+func (v view) source(obj client.Object) source {
+	c := v.content(obj)
+	s := sourceMeta(c)
+	s.Hash, s.Size, s.Object = contentHash(c), contentSize(c), c
+	s.Carried = v.carried(obj)
 	return s
+}
+
+// content returns the content a copy of obj carries: obj itself when the view keeps every
+// key; otherwise a new object with only the view's keys (renamed), whose Secret type is the
+// source's only while the kept keys are those the type requires, Opaque otherwise.
+func (v view) content(obj client.Object) client.Object {
+	if len(v.keys) == 0 {
+		return obj
+	}
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		data := map[string][]byte{}
+		for _, k := range v.keys {
+			if b, ok := o.Data[k.Key]; ok {
+				data[k.Target()] = b
+			}
+		}
+		typ := o.Type
+		if !secretTypeHolds(typ, data) {
+			typ = corev1.SecretTypeOpaque
+		}
+		return &corev1.Secret{ObjectMeta: o.ObjectMeta, Type: typ, Data: data, Immutable: o.Immutable}
+	case *corev1.ConfigMap:
+		data, bin := map[string]string{}, map[string][]byte{}
+		for _, k := range v.keys {
+			if s, ok := o.Data[k.Key]; ok {
+				data[k.Target()] = s
+			}
+			if b, ok := o.BinaryData[k.Key]; ok {
+				bin[k.Target()] = b
+			}
+		}
+		return &corev1.ConfigMap{ObjectMeta: o.ObjectMeta, Data: data, BinaryData: bin, Immutable: o.Immutable}
+	default:
+		panic(fmt.Sprintf("view.content: unexpected %T", obj))
+	}
+}
+
+// secretTypeHolds reports whether a Secret of type t may have exactly these keys: the API
+// server refuses a typed Secret without the keys its type requires.
+func secretTypeHolds(t corev1.SecretType, data map[string][]byte) bool {
+	in := func(k string) bool { _, ok := data[k]; return ok }
+	switch t {
+	case corev1.SecretTypeTLS:
+		return in(corev1.TLSCertKey) && in(corev1.TLSPrivateKeyKey)
+	case corev1.SecretTypeDockerConfigJson:
+		return in(corev1.DockerConfigJsonKey)
+	case corev1.SecretTypeDockercfg:
+		return in(corev1.DockerConfigKey)
+	case corev1.SecretTypeBasicAuth:
+		return in(corev1.BasicAuthUsernameKey) || in(corev1.BasicAuthPasswordKey)
+	case corev1.SecretTypeSSHAuth:
+		return in(corev1.SSHAuthPrivateKey)
+	}
+	return true
+}
+
+// carried is the labels and annotations of a source its copies carry.
+type carried struct {
+	Labels      map[string]string
+	Annotations map[string]string
+}
+
+// carried returns the view's labels and annotations that m has.
+func (v view) carried(m metav1.Object) carried {
+	pick := func(from map[string]string, keys []string) map[string]string {
+		var out map[string]string
+		for _, k := range keys {
+			if val, ok := from[k]; ok {
+				if out == nil {
+					out = map[string]string{}
+				}
+				out[k] = val
+			}
+		}
+		return out
+	}
+	return carried{Labels: pick(m.GetLabels(), v.labels), Annotations: pick(m.GetAnnotations(), v.annotations)}
+}
+
+// fingerprint identifies the carried labels and annotations: "" when there are none (as
+// for every copy made without carried metadata).
+func (c carried) fingerprint() string {
+	if len(c.Labels) == 0 && len(c.Annotations) == 0 {
+		return ""
+	}
+	return carriedFingerprint(c.Labels, c.Annotations, keysOf(c.Labels), keysOf(c.Annotations))
+}
+
+// copyCarriedFingerprint is the fingerprint of what a copy carries: the labels and
+// annotations its record annotations name, with the values the copy has (a named key the
+// copy lacks counts as missing: such a copy is not in sync with any source).
+func copyCarriedFingerprint(labels, annotations map[string]string) string {
+	lk, ak := recordedKeys(annotations[AnnotationCarriedLabels]), recordedKeys(annotations[AnnotationCarriedAnnotations])
+	if len(lk) == 0 && len(ak) == 0 {
+		return ""
+	}
+	return carriedFingerprint(labels, annotations, lk, ak)
+}
+
+func carriedFingerprint(labels, annotations map[string]string, lk, ak []string) string {
+	h := sha256.New()
+	write := func(kind string, m map[string]string, keys []string) {
+		for _, k := range keys {
+			if v, ok := m[k]; ok {
+				fmt.Fprintf(h, "%s\x00%s\x00%d:%s\x00", kind, k, len(v), v)
+			} else {
+				fmt.Fprintf(h, "%s\x00%s\x01", kind, k)
+			}
+		}
+	}
+	write("l", labels, lk)
+	write("a", annotations, ak)
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// recordedKeys parses a record annotation: keys, comma-separated, returned sorted.
+func recordedKeys(v string) []string {
+	if v == "" {
+		return nil
+	}
+	keys := strings.Split(v, ",")
+	sort.Strings(keys)
+	return keys
+}
+
+func keysOf(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func sourceMeta(obj client.Object) source {
@@ -161,20 +355,42 @@ func copyLabels(rule types.NamespacedName) map[string]string {
 	return map[string]string{LabelManagedBy: ManagedByValue, LabelRule: rule.Name, LabelRuleNamespace: rule.Namespace}
 }
 
-// copyAnnotations name the source of a copy and the hash of the content it was written from.
+// copyAnnotations name the source of a copy and the hash of the content it was written
+// from, and list the carried labels and annotations (when there are any), besides the
+// carried annotations themselves.
 func copyAnnotations(rule types.NamespacedName, src source) map[string]string {
-	return map[string]string{AnnotationSource: rule.Namespace + "/" + src.Name, AnnotationContentHash: src.Hash}
+	ann := map[string]string{}
+	for k, v := range src.Carried.Annotations {
+		if !ownMetadataKey(k) {
+			ann[k] = v
+		}
+	}
+	ann[AnnotationSource], ann[AnnotationContentHash] = rule.Namespace+"/"+src.Name, src.Hash
+	if len(src.Carried.Labels) > 0 {
+		ann[AnnotationCarriedLabels] = strings.Join(keysOf(src.Carried.Labels), ",")
+	}
+	if len(src.Carried.Annotations) > 0 {
+		ann[AnnotationCarriedAnnotations] = strings.Join(keysOf(src.Carried.Annotations), ",")
+	}
+	return ann
 }
 
-// desiredCopy builds the copy of src in namespace ns: the source's content under the
-// source's name, with Copyrator's labels and annotations. The source's own labels and
-// annotations are not copied, so a copy never matches a rule's selector by accident and
+// desiredCopy builds the copy of src in namespace ns: the content the rule's view keeps
+// under the source's name, with Copyrator's labels and annotations. Of the source's own
+// labels and annotations a copy carries only those the rule names (carryLabels,
+// carryAnnotations); a copy is never a source (it is labelled managed-by copyrator), and
 // tool annotations (kubectl, Helm) stay with the source.
 func desiredCopy(rule types.NamespacedName, src source, ns string) client.Object {
+	labels := copyLabels(rule)
+	for k, v := range src.Carried.Labels {
+		if !ownMetadataKey(k) {
+			labels[k] = v
+		}
+	}
 	meta := metav1.ObjectMeta{
 		Name:        src.Name,
 		Namespace:   ns,
-		Labels:      copyLabels(rule),
+		Labels:      labels,
 		Annotations: copyAnnotations(rule, src),
 	}
 	switch o := src.Object.(type) {
@@ -233,14 +449,41 @@ func ownershipTests(rule types.NamespacedName) []jsonPatchOp {
 // atomically when someone else's object already has the name), so its fields belong to an
 // Update entry of the field manager; a later apply cannot remove keys it never applied, and
 // keys a person adds belong to them. Replacing the maps with one guarded patch is exact.
-func updatePatch(rule types.NamespacedName, desired client.Object, hasAnnotations bool) []byte {
+//
+// Carried labels and annotations are set; those the copy's record annotations name and
+// the desired copy no longer carries are removed (with the record annotations when
+// nothing is carried any more). existing is the copy as the cache has it.
+func updatePatch(rule types.NamespacedName, desired client.Object, existing *copyState) []byte {
 	ops := ownershipTests(rule)
-	if hasAnnotations {
-		for _, k := range []string{AnnotationSource, AnnotationContentHash} {
-			ops = append(ops, jsonPatchOp{Op: "add", Path: pointer("metadata", "annotations", k), Value: desired.GetAnnotations()[k]})
+	want := desired.GetAnnotations()
+	if existing.HasAnnotations {
+		have := existing.Annotations
+		for _, k := range keysOf(want) {
+			ops = append(ops, jsonPatchOp{Op: "add", Path: pointer("metadata", "annotations", k), Value: want[k]})
+		}
+		for _, k := range recordedKeys(have[AnnotationCarriedAnnotations]) {
+			if !has(want, k) && has(have, k) && !ownMetadataKey(k) {
+				ops = append(ops, jsonPatchOp{Op: "remove", Path: pointer("metadata", "annotations", k)})
+			}
+		}
+		for _, k := range []string{AnnotationCarriedLabels, AnnotationCarriedAnnotations} {
+			if !has(want, k) && has(have, k) {
+				ops = append(ops, jsonPatchOp{Op: "remove", Path: pointer("metadata", "annotations", k)})
+			}
 		}
 	} else {
-		ops = append(ops, jsonPatchOp{Op: "add", Path: "/metadata/annotations", Value: desired.GetAnnotations()})
+		ops = append(ops, jsonPatchOp{Op: "add", Path: "/metadata/annotations", Value: want})
+	}
+	wantLabels := desired.GetLabels()
+	for _, k := range keysOf(wantLabels) {
+		if !ownMetadataKey(k) && (!has(existing.Labels, k) || existing.Labels[k] != wantLabels[k]) {
+			ops = append(ops, jsonPatchOp{Op: "add", Path: pointer("metadata", "labels", k), Value: wantLabels[k]})
+		}
+	}
+	for _, k := range recordedKeys(existing.Annotations[AnnotationCarriedLabels]) {
+		if !has(wantLabels, k) && has(existing.Labels, k) && !ownMetadataKey(k) {
+			ops = append(ops, jsonPatchOp{Op: "remove", Path: pointer("metadata", "labels", k)})
+		}
 	}
 	switch o := desired.(type) {
 	case *corev1.Secret:
@@ -268,8 +511,10 @@ func releasePatch(rule types.NamespacedName, annotations map[string]string, sour
 	for _, k := range []string{LabelManagedBy, LabelRule, LabelRuleNamespace} {
 		ops = append(ops, jsonPatchOp{Op: "remove", Path: pointer("metadata", "labels", k)})
 	}
-	if _, ok := annotations[AnnotationContentHash]; ok {
-		ops = append(ops, jsonPatchOp{Op: "remove", Path: pointer("metadata", "annotations", AnnotationContentHash)})
+	for _, k := range []string{AnnotationContentHash, AnnotationCarriedLabels, AnnotationCarriedAnnotations} {
+		if has(annotations, k) {
+			ops = append(ops, jsonPatchOp{Op: "remove", Path: pointer("metadata", "annotations", k)})
+		}
 	}
 	if annotations == nil {
 		ops = append(ops, jsonPatchOp{Op: "add", Path: "/metadata/annotations", Value: map[string]string{AnnotationSource: source}})
@@ -277,6 +522,11 @@ func releasePatch(rule types.NamespacedName, annotations map[string]string, sour
 		ops = append(ops, jsonPatchOp{Op: "add", Path: pointer("metadata", "annotations", AnnotationSource), Value: source})
 	}
 	return mustJSON(ops)
+}
+
+func has(m map[string]string, k string) bool {
+	_, ok := m[k]
+	return ok
 }
 
 func nonNilBytes(m map[string][]byte) map[string][]byte {

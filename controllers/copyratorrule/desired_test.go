@@ -139,7 +139,8 @@ func TestUpdatePatch(t *testing.T) {
 			if tc.mutate != nil {
 				tc.mutate(obj)
 			}
-			got, err := applyPatch(t, obj, updatePatch(testRule, desired, len(obj.Annotations) > 0))
+			st := stateOf(obj)
+			got, err := applyPatch(t, obj, updatePatch(testRule, desired, &st))
 			if tc.wantErr {
 				require.Error(t, err)
 				return
@@ -164,7 +165,8 @@ func TestUpdatePatch(t *testing.T) {
 		s.Immutable = ptr.To(true)
 		d := desiredCopy(testRule, newSource(s), "team-a")
 		old := desiredCopy(testRule, newSource(secret("reg", corev1.SecretTypeOpaque, map[string]string{"k": "old", "x": "y"})), "team-a")
-		got, err := applyPatch(t, old, updatePatch(testRule, d, true))
+		st := stateOf(old)
+		got, err := applyPatch(t, old, updatePatch(testRule, d, &st))
 		require.NoError(t, err)
 		assert.Equal(t, map[string][]byte{"k": []byte("new")}, got.(*corev1.Secret).Data)
 		assert.Equal(t, ptr.To(true), got.(*corev1.Secret).Immutable)

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
@@ -38,17 +39,17 @@ type sourceKey struct {
 //     own copies excluded on the API server), shared by every rule there: the API server
 //     holds at most two watches per such namespace, and a watch carries no bodies (a watch
 //     of full objects keeps a buffer as large as the largest object it sent, per watch);
-//   - a rule's sources are picked from it by the rule's selector, in the manager;
-//   - the content's hash, size, type and immutability, which planning needs, are read once
-//     per version of a source (a GET; contents), and remembered by UID and resourceVersion
-//     until the source goes.
+//   - a rule's sources are picked from it by the rule's selector or names, in the manager;
+//   - the hash, size, type and immutability of the content a rule's copies carry (its
+//     view: every key, or the keys it names), which planning needs, are read once per
+//     version of a source and view (a GET; contents), and remembered by UID, resourceVersion
+//     and view until the source goes.
 //
-// A change to a source wakes the rules whose selector matches it (before or after the
-// change). It is a manager Runnable: the informers stop with the manager.
+// A change to a source wakes the rules that pick it (before or after the change). It is a manager Runnable: the informers stop with the manager.
 type sourceWatcher struct {
 	clientset kubernetes.Interface
 	metadata  metadata.Interface
-	// contents of the sources, by UID (see sourceContent).
+	// contents of the sources, by UID (*sourceContents).
 	contents sync.Map
 
 	mu        sync.Mutex
@@ -65,22 +66,74 @@ type sourceWatcher struct {
 type namespaceSources struct {
 	informer toolscache.SharedIndexInformer
 	stop     context.CancelFunc
-	rules    map[types.NamespacedName]labels.Selector
+	rules    map[types.NamespacedName]ruleSelection
 }
 
-// ruleSelection is where a rule's sources are and how they are picked.
+// ruleSelection is where a rule's sources are, how they are picked, and how the rule sees them.
 type ruleSelection struct {
-	key      sourceKey
-	selector labels.Selector
+	key    sourceKey
+	picker picker
+	view   view
 }
 
-// sourceContent is what planning needs of one version of a source besides its metadata.
+// picker picks a rule's sources among the objects of its namespace and kind: by label
+// (spec.selector) or by name (spec.sourceNames). Copyrator's copies are never among them
+// (the informers leave them out).
+type picker struct {
+	selector labels.Selector
+	names    sets.Set[string]
+}
+
+// pickerOf returns the picker of a rule.
+func pickerOf(rule *flantv1.CopyratorRule) (picker, error) {
+	if len(rule.Spec.SourceNames) > 0 {
+		return picker{names: sets.New(rule.Spec.SourceNames...)}, nil
+	}
+	sel, err := sourceSelector(rule)
+	return picker{selector: sel}, err
+}
+
+// picks reports whether m is one of the rule's sources.
+func (p picker) picks(m metav1.Object) bool {
+	if p.names != nil {
+		return p.names.Has(m.GetName())
+	}
+	return p.selector.Matches(labels.Set(m.GetLabels()))
+}
+
+// sourceContent is what planning needs of one version of a source, as one view sees it,
+// besides its metadata.
 type sourceContent struct {
+	hash      string
+	size      int64
+	typ       corev1.SecretType
+	immutable bool
+}
+
+// sourceContents are the contents of one version of a source, by view.
+type sourceContents struct {
+	mu              sync.Mutex
 	resourceVersion string
-	hash            string
-	size            int64
-	typ             corev1.SecretType
-	immutable       bool
+	views           map[string]sourceContent
+}
+
+// get returns the content of version rv as view id sees it, if known.
+func (c *sourceContents) get(rv, id string) (sourceContent, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sc, ok := c.views[id]
+	return sc, ok && c.resourceVersion == rv
+}
+
+// set remembers the content of version rv as view id sees it; the contents of another
+// version are forgotten.
+func (c *sourceContents) set(rv, id string, sc sourceContent) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.resourceVersion != rv || c.views == nil {
+		c.resourceVersion, c.views = rv, map[string]sourceContent{}
+	}
+	c.views[id] = sc
 }
 
 func newSourceWatcher(cs kubernetes.Interface, md metadata.Interface, full *fullPasses) *sourceWatcher {
@@ -104,7 +157,7 @@ func (w *sourceWatcher) setQueue(_ context.Context, q workqueue.TypedRateLimitin
 	return nil
 }
 
-// changed wakes, for a full pass, every rule of key whose selector matches one of objs.
+// changed wakes, for a full pass, every rule of key that picks one of objs.
 func (w *sourceWatcher) changed(key sourceKey, objs ...any) {
 	w.mu.Lock()
 	q := w.queue
@@ -112,7 +165,7 @@ func (w *sourceWatcher) changed(key sourceKey, objs ...any) {
 	if s, ok := w.informers[key]; ok {
 		for rule, sel := range s.rules {
 			for _, o := range objs {
-				if m, ok := metaOf(o); ok && sel.Matches(labels.Set(m.GetLabels())) {
+				if m, ok := metaOf(o); ok && sel.picker.picks(m) {
 					rules = append(rules, rule)
 					break
 				}
@@ -138,32 +191,36 @@ func metaOf(o any) (metav1.Object, bool) {
 	return m, ok
 }
 
-// sourceSet is what a rule's selector matches: the sources it copies, sorted by name, and
-// the names of those it never copies (forbiddenType).
+// sourceSet is what a rule picks: the sources it copies, sorted by name, the names of
+// those it never copies (forbiddenType), and the names in spec.sourceNames that no source
+// has (missing).
 type sourceSet struct {
 	copyable []source
 	skipped  []string
+	missing  []string
 }
 
-// sources returns the rule's sources (a body only for those whose content had to be read
-// now), starting the informer of its namespace and kind unless another rule already did,
-// and waiting for its first list.
-func (w *sourceWatcher) sources(ctx context.Context, rule *flantv1.CopyratorRule, parallelism int) (sourceSet, error) {
-	sel, err := sourceSelector(rule)
+// sources returns the rule's sources as its view sees them (a body only for those whose
+// content had to be read now), starting the informer of its namespace and kind unless
+// another rule already did, and waiting for its first list.
+func (w *sourceWatcher) sources(ctx context.Context, rule *flantv1.CopyratorRule, v view, parallelism int) (sourceSet, error) {
+	p, err := pickerOf(rule)
 	if err != nil {
 		return sourceSet{}, err
 	}
 	key := sourceKey{namespace: rule.Namespace, kind: ruleKind(rule.Spec.RuleType)}
-	inf := w.ensure(client.ObjectKeyFromObject(rule), key, sel)
+	inf := w.ensure(client.ObjectKeyFromObject(rule), ruleSelection{key: key, picker: p, view: v})
 	waitCtx, cancel := context.WithTimeout(ctx, sourceSyncTimeout)
 	defer cancel()
 	if !toolscache.WaitFor(waitCtx, "", inf.HasSyncedChecker()) {
 		return sourceSet{}, fmt.Errorf("the list of %ss in namespace %s did not arrive within %s", key.kind, key.namespace, sourceSyncTimeout)
 	}
 	var picked []metav1.Object
+	found := sets.New[string]()
 	for _, item := range inf.GetStore().List() {
-		if m, ok := item.(metav1.Object); ok && sel.Matches(labels.Set(m.GetLabels())) {
+		if m, ok := item.(metav1.Object); ok && p.picks(m) {
 			picked = append(picked, m)
+			found.Insert(m.GetName())
 		}
 	}
 	srcs := make([]source, len(picked))
@@ -172,7 +229,7 @@ func (w *sourceWatcher) sources(ctx context.Context, rule *flantv1.CopyratorRule
 	gone := make([]bool, len(picked))
 	for i, m := range picked {
 		g.Go(func() error {
-			s, err := w.sourceOf(ctx, key, m)
+			s, err := w.sourceOf(ctx, key, m, v)
 			if apierrors.IsNotFound(err) {
 				gone[i] = true
 				return nil
@@ -197,36 +254,73 @@ func (w *sourceWatcher) sources(ctx context.Context, rule *flantv1.CopyratorRule
 	}
 	sort.Slice(out.copyable, func(i, j int) bool { return out.copyable[i].Name < out.copyable[j].Name })
 	sort.Strings(out.skipped)
+	if p.names != nil {
+		out.missing = sets.List(p.names.Difference(found))
+	}
 	return out, nil
 }
 
-// sourceOf returns the source of m: from the remembered content of its version, or read
-// from the API server now (then with its body).
-func (w *sourceWatcher) sourceOf(ctx context.Context, key sourceKey, m metav1.Object) (source, error) {
-	if v, ok := w.contents.Load(m.GetUID()); ok {
-		if c := v.(sourceContent); c.resourceVersion == m.GetResourceVersion() {
-			return source{Name: m.GetName(), Hash: c.hash, Size: c.size, Type: c.typ, Immutable: c.immutable}, nil
+// sourceOf returns the source of m as view v sees it: from the remembered content of its
+// version, or read from the API server now (then with its body). The carried labels and
+// annotations come from m. A read remembers the content as every rule that picks the
+// source sees it, so rules with different key filters read one version once between them.
+func (w *sourceWatcher) sourceOf(ctx context.Context, key sourceKey, m metav1.Object, v view) (source, error) {
+	if e, ok := w.contents.Load(m.GetUID()); ok {
+		if c, ok := e.(*sourceContents).get(m.GetResourceVersion(), v.id); ok {
+			return source{Name: m.GetName(), Hash: c.hash, Size: c.size, Type: c.typ, Immutable: c.immutable, Carried: v.carried(m)}, nil
 		}
 	}
 	obj, err := w.get(ctx, key.kind, key.namespace, m.GetName())
 	if err != nil {
 		return source{}, err
 	}
-	s := newSource(obj)
-	w.contents.Store(obj.GetUID(), sourceContent{resourceVersion: obj.GetResourceVersion(), hash: s.Hash, size: s.Size,
-		typ: s.Type, immutable: s.Immutable})
+	e, _ := w.contents.LoadOrStore(obj.GetUID(), &sourceContents{})
+	for _, other := range w.viewsPicking(key, m) {
+		if other.id != v.id {
+			c := other.content(obj)
+			e.(*sourceContents).set(obj.GetResourceVersion(), other.id, contentOf(c))
+		}
+	}
+	s := v.source(obj)
+	e.(*sourceContents).set(obj.GetResourceVersion(), v.id, contentOf(s.Object))
 	return s, nil
 }
 
-// ensure returns the informer of key, with rule among its rules, starting it when
-// missing; a rule that copied from another namespace or kind before leaves it.
-func (w *sourceWatcher) ensure(rule types.NamespacedName, key sourceKey, sel labels.Selector) toolscache.SharedIndexInformer {
+// contentOf is what planning needs of content c.
+func contentOf(c client.Object) sourceContent {
+	s := sourceMeta(c)
+	return sourceContent{hash: contentHash(c), size: contentSize(c), typ: s.Type, immutable: s.Immutable}
+}
+
+// viewsPicking returns the distinct views of the rules of key that pick m.
+func (w *sourceWatcher) viewsPicking(key sourceKey, m metav1.Object) []view {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	s, ok := w.informers[key]
+	if !ok {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []view
+	for _, sel := range s.rules {
+		if !seen[sel.view.id] && sel.picker.picks(m) {
+			seen[sel.view.id] = true
+			out = append(out, sel.view)
+		}
+	}
+	return out
+}
+
+// ensure returns the informer of sel.key, with rule among its rules, starting it when
+// missing; a rule that copied from another namespace or kind before leaves it.
+func (w *sourceWatcher) ensure(rule types.NamespacedName, sel ruleSelection) toolscache.SharedIndexInformer {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	key := sel.key
 	if old, ok := w.rules[rule]; ok && old.key != key {
 		w.leave(rule, old.key)
 	}
-	w.rules[rule] = ruleSelection{key: key, selector: sel}
+	w.rules[rule] = sel
 	if s, ok := w.informers[key]; ok {
 		s.rules[rule] = sel
 		return s.informer
@@ -260,7 +354,7 @@ func (w *sourceWatcher) ensure(rule types.NamespacedName, key sourceKey, sel lab
 	})
 	ctx, stop := context.WithCancel(w.ctx)
 	go inf.RunWithContext(ctx)
-	w.informers[key] = &namespaceSources{informer: inf, stop: stop, rules: map[types.NamespacedName]labels.Selector{rule: sel}}
+	w.informers[key] = &namespaceSources{informer: inf, stop: stop, rules: map[types.NamespacedName]ruleSelection{rule: sel}}
 	return inf
 }
 
@@ -294,10 +388,10 @@ func (w *sourceWatcher) forget(rule types.NamespacedName) {
 
 // loadBodies reads from the API server the bodies of the sources that actions create or
 // update copies from and that the pass has not read yet (one GET per source, in parallel),
-// and sets their Object, Hash and Size from what it read (a source may have changed since:
+// and sets them from what it read, as view v sees it (a source may have changed since:
 // the copy then gets the newer content, and the next pass finds it in sync). Actions whose
 // source is gone meanwhile are dropped: the next pass deletes their copies.
-func (w *sourceWatcher) loadBodies(ctx context.Context, namespace, kind string, actions []action, parallelism int) ([]action, error) {
+func (w *sourceWatcher) loadBodies(ctx context.Context, namespace, kind string, v view, actions []action, parallelism int) ([]action, error) {
 	need := map[*source]bool{}
 	for _, a := range actions {
 		if a.Source != nil && a.Source.Object == nil {
@@ -323,7 +417,7 @@ func (w *sourceWatcher) loadBodies(ctx context.Context, namespace, kind string, 
 			case err != nil:
 				return fmt.Errorf("reading %s %s/%s: %w", kind, namespace, src.Name, err)
 			}
-			src.Object, src.Hash, src.Size = obj, contentHash(obj), contentSize(obj)
+			*src = v.source(obj)
 			return nil
 		})
 	}

@@ -18,15 +18,17 @@ const (
 	ConditionDegraded   = "Degraded"
 	ConditionAuthorized = "Authorized"
 
-	ReasonCopiesInSync  = "CopiesInSync"
-	ReasonNoSources     = "NoSourcesMatched"
-	ReasonNoTargets     = "NoTargetNamespaces"
-	ReasonCopiesPending = "CopiesPending"
-	ReasonWriteFailed   = "WriteFailed"
-	ReasonSyncFailed    = "SyncFailed"
-	ReasonInvalidSpec   = "InvalidSpec"
-	ReasonConflicts     = "Conflicts"
-	ReasonAsExpected    = "AsExpected"
+	ReasonCopiesInSync = "CopiesInSync"
+	ReasonNoSources    = "NoSourcesMatched"
+	// ReasonSourcesMissing: objects spec.sourceNames names do not exist (or are copies).
+	ReasonSourcesMissing = "SourcesMissing"
+	ReasonNoTargets      = "NoTargetNamespaces"
+	ReasonCopiesPending  = "CopiesPending"
+	ReasonWriteFailed    = "WriteFailed"
+	ReasonSyncFailed     = "SyncFailed"
+	ReasonInvalidSpec    = "InvalidSpec"
+	ReasonConflicts      = "Conflicts"
+	ReasonAsExpected     = "AsExpected"
 	// ReasonTargetsAuthorized and ReasonTargetsRefused are the Authorized condition's
 	// reasons; ReasonTargetsRefused is also Ready's when no namespace the rule selects consents.
 	ReasonTargetsAuthorized = "TargetsAuthorized"
@@ -59,6 +61,8 @@ type outcome struct {
 	Sources        int
 	// Skipped are the names of the sources never copied (forbiddenType).
 	Skipped []string
+	// Missing are the names in spec.sourceNames that no source has.
+	Missing []string
 	// Targets are the namespaces that consent and receive copies.
 	Targets int
 	// Refused are the namespaces the rule selects that do not consent, sorted.
@@ -177,6 +181,8 @@ func computeStatus(prev flantv1.CopyratorRuleStatus, o outcome, now metav1.Time)
 	case len(o.WriteErrs) > 0:
 		set(ConditionReady, metav1.ConditionFalse, ReasonWriteFailed,
 			fmt.Sprintf("%d of %d copies in sync; %d writes failed: %s", o.InSync, expected, len(o.WriteErrs), summarize(o.WriteErrs)))
+	case o.Sources == 0 && len(o.Missing) > 0:
+		set(ConditionReady, metav1.ConditionFalse, ReasonSourcesMissing, missingMessage(o))
 	case o.Sources == 0:
 		set(ConditionReady, metav1.ConditionTrue, ReasonNoSources, noSourcesMessage(o))
 	case o.Targets == 0 && len(o.Refused) > 0:
@@ -187,6 +193,9 @@ func computeStatus(prev flantv1.CopyratorRuleStatus, o outcome, now metav1.Time)
 	case o.InSync < expected:
 		set(ConditionReady, metav1.ConditionFalse, ReasonCopiesPending,
 			fmt.Sprintf("%d of %d copies in sync", o.InSync, expected))
+	case len(o.Missing) > 0:
+		set(ConditionReady, metav1.ConditionFalse, ReasonSourcesMissing,
+			fmt.Sprintf("%d copies of %d %ss in %d namespaces are in sync; %s", o.InSync, o.Sources, o.Kind, o.Targets, missingMessage(o)))
 	default:
 		msg := fmt.Sprintf("%d copies of %d %ss in %d namespaces are in sync", o.InSync, o.Sources, o.Kind, o.Targets)
 		if len(o.Skipped) > 0 {
@@ -235,6 +244,18 @@ func refusedMessage(o outcome) string {
 			plural(o.Frozen, "copy", "copies"), plural(o.Frozen, "is left as it is", "are left as they are"))
 	}
 	return msg
+}
+
+// missingMessage names the sources spec.sourceNames names that are not there.
+func missingMessage(o outcome) string {
+	const shown = 5
+	names := strings.Join(o.Missing[:min(len(o.Missing), shown)], ", ")
+	if len(o.Missing) > shown {
+		names += fmt.Sprintf(" and %d more", len(o.Missing)-shown)
+	}
+	return fmt.Sprintf("%d %s spec.sourceNames names %s not in namespace %s (or %s Copyrator's copies, never sources): %s; copied once they exist",
+		len(o.Missing), plural(len(o.Missing), o.Kind, o.Kind+"s"), plural(len(o.Missing), "is", "are"), o.Namespace,
+		plural(len(o.Missing), "is one of", "are"), names)
 }
 
 // noSourcesMessage says that no source matches, and names the matching Secrets that are

@@ -46,6 +46,10 @@ func TestComputeStatus(t *testing.T) {
 			ready: cond{"True", ReasonCopiesInSync}, degraded: cond{"True", ReasonConflicts}, wantObserved: 4, wantInSync: 5, wantConflicts: 20, wantCount: 25},
 		{name: "failed writes", pass: outcome{Kind: "Secret", Sources: 1, Targets: 3, Desired: 3, InSync: 1, WriteErrs: []string{"a", "b"}},
 			ready: cond{"False", ReasonWriteFailed}, degraded: cond{"True", ReasonWriteFailed}, wantObserved: 4, wantInSync: 1},
+		{name: "named sources missing, none there", pass: outcome{Kind: "Secret", Targets: 3, Missing: []string{"a", "b"}},
+			ready: cond{"False", ReasonSourcesMissing}, degraded: cond{"False", ReasonAsExpected}, wantObserved: 4},
+		{name: "some named sources missing, the rest in sync", pass: outcome{Kind: "Secret", Sources: 1, Targets: 3, Desired: 3, InSync: 3, Missing: []string{"b"}},
+			ready: cond{"False", ReasonSourcesMissing}, degraded: cond{"False", ReasonAsExpected}, wantObserved: 4, wantInSync: 3},
 		{name: "invalid spec keeps the old counts", pass: outcome{SpecErr: errors.New("spec.namespaceSelector: bad")},
 			ready: cond{"False", ReasonInvalidSpec}, degraded: cond{"True", ReasonInvalidSpec}, wantObserved: 4, wantInSync: 7},
 		{name: "read failure keeps the old counts and generation", pass: outcome{SyncErr: errors.New("timeout")},
@@ -69,6 +73,13 @@ func TestComputeStatus(t *testing.T) {
 			assert.Equal(t, tc.wantCount, st.ConflictCount)
 		})
 	}
+}
+
+func TestMissingMessage(t *testing.T) {
+	msg := missingMessage(outcome{Kind: "Secret", Namespace: "src", Missing: []string{"a", "b", "c", "d", "e", "f", "g"}})
+	assert.Equal(t, "7 Secrets spec.sourceNames names are not in namespace src (or are Copyrator's copies, never sources): a, b, c, d, e and 2 more; copied once they exist", msg)
+	msg = missingMessage(outcome{Kind: "ConfigMap", Namespace: "src", Missing: []string{"cfg"}})
+	assert.Equal(t, "1 ConfigMap spec.sourceNames names is not in namespace src (or is one of Copyrator's copies, never sources): cfg; copied once they exist", msg)
 }
 
 func TestComputeStatusConsent(t *testing.T) {

@@ -226,6 +226,56 @@ apiVersion: flant.com/v1
 kind: CopyratorRule
 metadata: {name: bad, namespace: default}
 spec: {ruleType: configmap, selector: {a: b}, serviceAccountName: "system:serviceaccount:kube-system:admin"}`, wantMsgs: []string{"spec.serviceAccountName", "should match"}},
+	{name: "neither selector nor sourceNames", doc: `
+apiVersion: flant.com/v1
+kind: CopyratorRule
+metadata: {name: bad, namespace: default}
+spec: {ruleType: secret}`, wantMsgs: []string{"spec", "exactly one of spec.selector and spec.sourceNames"}},
+	{name: "selector and sourceNames together", doc: `
+apiVersion: flant.com/v1
+kind: CopyratorRule
+metadata: {name: bad, namespace: default}
+spec: {ruleType: secret, selector: {a: b}, sourceNames: [tls]}`, wantMsgs: []string{"spec", "exactly one of spec.selector and spec.sourceNames"}},
+	{name: "source name not an object name", doc: `
+apiVersion: flant.com/v1
+kind: CopyratorRule
+metadata: {name: bad, namespace: default}
+spec: {ruleType: secret, sourceNames: ["Not/AName"]}`, wantMsgs: []string{"spec.sourceNames[0]", "should match"}},
+	{name: "a key named twice", doc: `
+apiVersion: flant.com/v1
+kind: CopyratorRule
+metadata: {name: bad, namespace: default}
+spec: {ruleType: secret, sourceNames: [tls], keys: [{key: tls.crt}, {key: tls.crt, targetKey: cert.pem}]}`, wantMsgs: []string{"spec.keys", "must not name a key twice"}},
+	{name: "two keys copied to one name", doc: `
+apiVersion: flant.com/v1
+kind: CopyratorRule
+metadata: {name: bad, namespace: default}
+spec: {ruleType: secret, sourceNames: [tls], keys: [{key: tls.crt}, {key: ca.crt, targetKey: tls.crt}]}`, wantMsgs: []string{"spec.keys", "same targetKey"}},
+	{name: "a key that is no data key", doc: `
+apiVersion: flant.com/v1
+kind: CopyratorRule
+metadata: {name: bad, namespace: default}
+spec: {ruleType: secret, sourceNames: [tls], keys: [{key: "a/b"}]}`, wantMsgs: []string{"spec.keys[0].key", "should match"}},
+	{name: "carrying Copyrator's own label", doc: `
+apiVersion: flant.com/v1
+kind: CopyratorRule
+metadata: {name: bad, namespace: default}
+spec: {ruleType: secret, selector: {a: b}, carryLabels: [team, copyrator.flant.com/rule]}`, wantMsgs: []string{"spec.carryLabels", "must not name Copyrator's own labels"}},
+	{name: "carrying the managed-by label", doc: `
+apiVersion: flant.com/v1
+kind: CopyratorRule
+metadata: {name: bad, namespace: default}
+spec: {ruleType: secret, selector: {a: b}, carryLabels: [app.kubernetes.io/managed-by]}`, wantMsgs: []string{"spec.carryLabels", "must not name Copyrator's own labels"}},
+	{name: "carrying kubectl's last applied content", doc: `
+apiVersion: flant.com/v1
+kind: CopyratorRule
+metadata: {name: bad, namespace: default}
+spec: {ruleType: secret, selector: {a: b}, carryAnnotations: [kubectl.kubernetes.io/last-applied-configuration]}`, wantMsgs: []string{"spec.carryAnnotations", "last-applied-configuration"}},
+	{name: "carried label key not a label key", doc: `
+apiVersion: flant.com/v1
+kind: CopyratorRule
+metadata: {name: bad, namespace: default}
+spec: {ruleType: secret, selector: {a: b}, carryLabels: ["bad key!"]}`, wantMsgs: []string{"spec.carryLabels[0]", "should match"}},
 	// ExchangeRate
 	{name: "lower-case currency", doc: `
 apiVersion: operators.brennerm.github.io/v1

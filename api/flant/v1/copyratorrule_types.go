@@ -46,9 +46,40 @@ const (
 	DeletionPolicyRetain DeletionPolicy = "Retain"
 )
 
+// CopiedKey is one key of the sources that copies carry, under its own name or another.
+type CopiedKey struct {
+	// key is the key in the source's data (or, for a ConfigMap, binaryData).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +required
+	Key string `json:"key,omitempty"`
+	// targetKey is the key's name in the copies. Default: key.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +optional
+	TargetKey string `json:"targetKey,omitempty"`
+}
+
+// Target returns the key's name in the copies.
+func (k CopiedKey) Target() string {
+	if k.TargetKey != "" {
+		return k.TargetKey
+	}
+	return k.Key
+}
+
+// MetadataKey is a label or annotation key (a qualified name with an optional DNS prefix).
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=316
+// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`
+type MetadataKey string
+
 // CopyratorRuleSpec selects source objects in the rule's own namespace and the namespaces
 // they are copied into.
 // +kubebuilder:validation:XValidation:rule="!(has(self.namespaces) && size(self.namespaces) > 0 && has(self.namespaceSelector))",message="spec.namespaces and spec.namespaceSelector are mutually exclusive"
+// +kubebuilder:validation:XValidation:rule="has(self.selector) != has(self.sourceNames)",message="exactly one of spec.selector and spec.sourceNames must be set"
 type CopyratorRuleSpec struct {
 	// ruleType is the kind of object copied: configmap or secret (ConfigMap and Secret are
 	// accepted too).
@@ -58,12 +89,60 @@ type CopyratorRuleSpec struct {
 
 	// selector is a label map: every object of ruleType in the rule's own namespace whose
 	// labels include all of these is a source. A rule never reads other namespaces.
+	// Exactly one of selector and sourceNames is set.
 	// +kubebuilder:validation:MinProperties=1
 	// +kubebuilder:validation:MaxProperties=32
 	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 316 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="spec.selector keys must be valid label keys"
-	// +required
+	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Selector"
 	Selector map[string]LabelValue `json:"selector,omitempty"`
+
+	// sourceNames names the sources instead of selecting them by label: the objects of
+	// ruleType with these names in the rule's own namespace (for objects another tool makes
+	// and nobody can label). A name that does not exist, or that is itself a Copyrator
+	// copy, is reported in the Ready condition and copied once it exists.
+	// Exactly one of selector and sourceNames is set.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +listType=set
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Source Names"
+	SourceNames []string `json:"sourceNames,omitempty"`
+
+	// keys limits the copies to these keys of the sources' data, each under its own name
+	// or renamed (targetKey). Without it copies carry every key. A key a source lacks is
+	// absent from its copies. A typed Secret's copy keeps the type only while it has the
+	// keys the type requires (kubernetes.io/tls: tls.crt and tls.key, ...); otherwise it is
+	// an Opaque Secret, so a rule can copy just the public half of a TLS Secret.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:XValidation:rule="self.all(a, self.exists_one(b, b.key == a.key))",message="spec.keys must not name a key twice"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, self.exists_one(b, (has(b.targetKey) ? b.targetKey : b.key) == (has(a.targetKey) ? a.targetKey : a.key)))",message="spec.keys must not copy two keys to the same targetKey"
+	// +listType=atomic
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Keys"
+	Keys []CopiedKey `json:"keys,omitempty"`
+
+	// carryLabels are label keys of a source that its copies carry too, with the source's
+	// values (a copy otherwise carries only Copyrator's labels). Copyrator's own keys
+	// (app.kubernetes.io/managed-by, copyrator.flant.com/*) cannot be carried.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k != 'app.kubernetes.io/managed-by' && !k.startsWith('copyrator.flant.com/'))",message="spec.carryLabels must not name Copyrator's own labels (app.kubernetes.io/managed-by, copyrator.flant.com/*)"
+	// +listType=set
+	// +optional
+	CarryLabels []MetadataKey `json:"carryLabels,omitempty"`
+
+	// carryAnnotations are annotation keys of a source that its copies carry too, with the
+	// source's values. Copyrator's own keys (copyrator.flant.com/*) and
+	// kubectl.kubernetes.io/last-applied-configuration (it holds the source's whole
+	// content, keys left out by spec.keys included) cannot be carried.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('copyrator.flant.com/') && k != 'kubectl.kubernetes.io/last-applied-configuration')",message="spec.carryAnnotations must not name copyrator.flant.com/* or kubectl.kubernetes.io/last-applied-configuration"
+	// +listType=set
+	// +optional
+	CarryAnnotations []MetadataKey `json:"carryAnnotations,omitempty"`
 
 	// namespaces limits the copies to these namespaces, when set. Without it (and without
 	// namespaceSelector) every active namespace is a candidate. Either way a namespace
