@@ -47,9 +47,9 @@ type Reconciler struct {
 	Children  client.Reader
 	APIReader client.Reader
 	Recorder  events.EventRecorder
-	Clock    clock.PassiveClock
-	Images   Images
-	Shared   operator.Shared
+	Clock     clock.PassiveClock
+	Images    Images
+	Shared    operator.Shared
 	// Prober checks that the registry answers and whether the upstream does; nil turns
 	// probing off (Ready then rests on the workloads alone).
 	Prober Prober

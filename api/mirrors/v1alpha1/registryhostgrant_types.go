@@ -64,7 +64,7 @@ type RegistryHostGrantSpec struct {
 	// +kubebuilder:validation:MaxItems=2
 	// +kubebuilder:validation:XValidation:rule="self.exists(c, c == 'pull')",message="spec.capabilities must include pull"
 	// +listType=set
-	// +kubebuilder:default={"pull"}
+	// +default=["pull"]
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Capabilities"
 	Capabilities []Capability `json:"capabilities,omitempty"`
