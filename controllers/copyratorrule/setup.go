@@ -32,7 +32,8 @@ import (
 // Setup registers the controller with the manager. Besides the rule watch it adds:
 //   - a metadata-only watch of Namespaces (new namespaces get their copies at once);
 //   - a cache of Copyrator's own copies only (label-selected, bodies dropped);
-//   - one label-selected informer per rule for its sources (started by the first reconcile).
+//   - one metadata-only informer per namespace and kind that rules copy from, shared by
+//     the rules there (sourceWatcher, started by the first reconcile that needs it).
 //
 // It never starts a watch of all ConfigMaps or Secrets.
 func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {

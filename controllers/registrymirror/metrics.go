@@ -12,7 +12,7 @@ import (
 // cluster adds nothing here: passes that find a child up to date do not write.
 var objectWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "quartet_registrymirror_object_writes_total",
-	Help: "Server-side applies of RegistryMirror children, by kind and result (created, updated, refused, failed), and objects found owned by someone else (conflict).",
+	Help: "Writes to RegistryMirror children, by kind and result: server-side applies (created, updated, refused, failed), drift reverted (reverted), children deleted when no longer allowed or needed (deleted), and objects found owned by someone else (conflict).",
 }, []string{"kind", "result"})
 
 // readyGauge mirrors each RegistryMirror's Ready condition, so an alert can name the

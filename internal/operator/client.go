@@ -7,9 +7,9 @@ import "k8s.io/client-go/rest"
 //
 // client-go's token bucket was the bottleneck of every fan-out measured: at 200/s with a
 // burst of 400, 1,000 writes cannot take less than (1000-400)/200 = 3 s by construction,
-// while a raw 32-worker create loop writes them in about 1.2 s on the local cluster (a
-// 1,000-copy fan-out took 2.6× the raw loop at 200/400, 1.2× with the limit out of the way;
-// BenchmarkFanOut1000 measures both). The limiter protects nobody: the API server's API
+// while a raw 32-worker create loop writes them in about a second on the local cluster
+// (BenchmarkFanOut1000 measures a 1,000-copy fan-out at both settings against that loop;
+// docs/PERFORMANCE.md has the figures). The limiter protects nobody: the API server's API
 // Priority and Fairness queues and sheds load per flow, and each controller's parallelism
 // is already bounded by its worker flags. So the manager ships with the client-side limiter
 // off (a negative QPS: client-go then creates no rate limiter) and relies on the server's
