@@ -178,18 +178,44 @@ func blockedBy(rule types.NamespacedName, a action, obj client.Object) (c *confl
 	}
 }
 
-// delete removes a copy, but only the very object the cache saw (UID precondition), so an
-// object someone re-created under the name in the meantime survives.
+// delete removes a copy, but only while it is the rule's copy: the very object and version
+// the cache saw (UID and resourceVersion preconditions). When it changed since (someone
+// edited it, took it over by removing Copyrator's labels, or re-created the name), its
+// metadata is read again, and it is deleted only if it is still the same object labelled
+// with the rule; an object someone else now holds under the name survives.
 func (w writer) delete(ctx context.Context, c *copyState) error {
-	obj := newObject(c.Key.Kind)
-	obj.SetNamespace(c.Key.Namespace)
-	obj.SetName(c.Key.Name)
-	uid := c.UID
-	err := w.client.Delete(ctx, obj, client.Preconditions{UID: &uid})
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil // gone already, or the name now holds another object
+	err := w.deleteExact(ctx, c.Key, c.UID, c.ResourceVersion)
+	if !apierrors.IsConflict(err) {
+		return client.IgnoreNotFound(err)
 	}
-	return err
+	meta := &metav1.PartialObjectMetadata{}
+	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(c.Key.Kind))
+	switch err := w.apiReader.Get(ctx, types.NamespacedName{Namespace: c.Key.Namespace, Name: c.Key.Name}, meta); {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading %s after it changed: %w", c.Key, err)
+	}
+	if owner, ours := ruleOfCopy(meta); meta.UID != c.UID || !ours || owner != c.Rule {
+		return nil // re-created or taken over: no longer the rule's copy
+	}
+	err = w.deleteExact(ctx, c.Key, meta.UID, meta.ResourceVersion)
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("%s changed again while being deleted (retried)", c.Key)
+	}
+	return client.IgnoreNotFound(err)
+}
+
+// deleteExact deletes the object at key if it has this UID and, when rv is set, this resourceVersion.
+func (w writer) deleteExact(ctx context.Context, key copyKey, uid types.UID, rv string) error {
+	obj := newObject(key.Kind)
+	obj.SetNamespace(key.Namespace)
+	obj.SetName(key.Name)
+	pre := client.Preconditions{UID: &uid}
+	if rv != "" {
+		pre.ResourceVersion = &rv
+	}
+	return w.client.Delete(ctx, obj, pre)
 }
 
 // ownWrites remembers, per copy, the state the writer last wrote (or is writing) there,

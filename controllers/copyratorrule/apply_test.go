@@ -1,12 +1,17 @@
 package copyratorrule
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/quartet-operator/quartet/test/testenv"
 )
 
 func TestOwnWritesEcho(t *testing.T) {
@@ -84,4 +89,50 @@ func TestBlockedBy(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDeleteOnlyWhileStillTheRulesCopy: a delete planned from a cache that is behind
+// removes the copy only if it is still the same object labelled with the rule (against the
+// real API server: the preconditions are the API server's).
+func TestDeleteOnlyWhileStillTheRulesCopy(t *testing.T) {
+	env.Require(t)
+	ctx := context.Background()
+	ns := testenv.Namespace(t, env.Client, "del", nil)
+	rule := types.NamespacedName{Namespace: "src", Name: "r"}
+	w := writer{client: env.Client, apiReader: env.Client}
+	copyOf := func(name string) (*corev1.Secret, copyState) {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: copyLabels(rule)},
+			Data: map[string][]byte{"k": []byte("v")}}
+		require.NoError(t, env.Client.Create(ctx, s))
+		return s, stateOf(s) // the cache's view: this version
+	}
+	exists := func(name string) bool {
+		return !apierrors.IsNotFound(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &corev1.Secret{}))
+	}
+
+	_, st := copyOf("unchanged")
+	require.NoError(t, w.delete(ctx, &st))
+	assert.False(t, exists("unchanged"))
+
+	s, st := copyOf("edited")
+	s.Data["k"] = []byte("a person's edit")
+	require.NoError(t, env.Client.Update(ctx, s))
+	require.NoError(t, w.delete(ctx, &st))
+	assert.False(t, exists("edited"), "still the rule's copy, only newer: deleted")
+
+	s, st = copyOf("taken-over")
+	delete(s.Labels, LabelManagedBy)
+	require.NoError(t, env.Client.Update(ctx, s))
+	require.NoError(t, w.delete(ctx, &st))
+	assert.True(t, exists("taken-over"), "taken over after the cache saw it: left alone")
+
+	s, st = copyOf("recreated")
+	require.NoError(t, env.Client.Delete(ctx, s))
+	_, _ = copyOf("recreated")
+	require.NoError(t, w.delete(ctx, &st))
+	assert.True(t, exists("recreated"), "another object under the name: left alone")
+
+	gone := st
+	gone.Key.Name = "never-existed"
+	require.NoError(t, w.delete(ctx, &gone))
 }

@@ -311,7 +311,7 @@ func (r *Reconciler) liveCopies(ctx context.Context, rule types.NamespacedName) 
 			}
 			for _, m := range list.Items {
 				out = append(out, copyState{Key: copyKey{Kind: kind, Namespace: m.Namespace, Name: m.Name},
-					UID: m.UID, Rule: rule, Annotations: m.Annotations})
+					UID: m.UID, ResourceVersion: m.ResourceVersion, Rule: rule, Annotations: m.Annotations})
 			}
 		}
 	}

@@ -61,15 +61,16 @@ func ruleOfCopy(obj client.Object) (types.NamespacedName, bool) {
 // stateOf turns a cached (stripped) copy into a copyState.
 func stateOf(obj client.Object) copyState {
 	s := copyState{
-		Key:            copyKey{Namespace: obj.GetNamespace(), Name: obj.GetName()},
-		UID:            obj.GetUID(),
-		Source:         obj.GetAnnotations()[AnnotationSource],
-		WrittenAs:      obj.GetAnnotations()[AnnotationContentHash],
-		Hash:           obj.GetAnnotations()[cachedHashAnnotation],
-		HasAnnotations: hasAnnotationsBesides(obj.GetAnnotations(), cachedHashAnnotation, cachedSizeAnnotation),
-		Carried:        copyCarriedFingerprint(obj.GetLabels(), obj.GetAnnotations()),
-		Labels:         obj.GetLabels(),
-		Annotations:    obj.GetAnnotations(),
+		Key:             copyKey{Namespace: obj.GetNamespace(), Name: obj.GetName()},
+		UID:             obj.GetUID(),
+		ResourceVersion: obj.GetResourceVersion(),
+		Source:          obj.GetAnnotations()[AnnotationSource],
+		WrittenAs:       obj.GetAnnotations()[AnnotationContentHash],
+		Hash:            obj.GetAnnotations()[cachedHashAnnotation],
+		HasAnnotations:  hasAnnotationsBesides(obj.GetAnnotations(), cachedHashAnnotation, cachedSizeAnnotation),
+		Carried:         copyCarriedFingerprint(obj.GetLabels(), obj.GetAnnotations()),
+		Labels:          obj.GetLabels(),
+		Annotations:     obj.GetAnnotations(),
 	}
 	s.Rule, _ = ruleOfCopy(obj)
 	s.Size, _ = strconv.ParseInt(obj.GetAnnotations()[cachedSizeAnnotation], 10, 64)

@@ -152,15 +152,17 @@ func selectTargets(f namespaceFilter, s scope, namespaces []metav1.PartialObject
 
 // copyState is what the copy cache knows about an existing copy.
 type copyState struct {
-	Key       copyKey
-	UID       types.UID
-	Rule      types.NamespacedName // from the copy's labels
-	Source    string               // AnnotationSource
-	WrittenAs string               // AnnotationContentHash
-	Hash      string               // hash of the content the copy really has
-	Size      int64                // bytes of content the copy really has
-	Type      corev1.SecretType
-	Immutable bool
+	Key copyKey
+	UID types.UID
+	// ResourceVersion of the copy as read: deletes are conditional on it.
+	ResourceVersion string
+	Rule            types.NamespacedName // from the copy's labels
+	Source          string               // AnnotationSource
+	WrittenAs       string               // AnnotationContentHash
+	Hash            string               // hash of the content the copy really has
+	Size            int64                // bytes of content the copy really has
+	Type            corev1.SecretType
+	Immutable       bool
 	// HasAnnotations says whether the copy has an annotations map (JSON patches differ).
 	HasAnnotations bool
 	// Carried is the fingerprint of the labels and annotations the copy carries from its
