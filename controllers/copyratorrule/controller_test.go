@@ -19,9 +19,11 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/test/benchutil"
 	"github.com/quartet-operator/quartet/test/testenv"
 )
 
@@ -807,4 +809,82 @@ func TestNamedSourcesKeyFilterAndCarriedMetadata(t *testing.T) {
 		assert.EqualValues(c, 4, st.CopiesInSync)
 		assert.Equal(c, ReasonCopiesInSync, testenv.Condition(st.Conditions, ConditionReady).Reason)
 	})
+}
+
+// TestRestartWritesNothing: a manager that starts with rules whose copies are all in sync
+// (a restart, a new leader) writes no copy.
+func TestRestartWritesNothing(t *testing.T) {
+	env.Require(t)
+	ctx := context.Background()
+	id := suffix()
+	src := sourceNamespace(t, "src")
+	var targets []string
+	for range 3 {
+		targets = append(targets, testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": id}))
+	}
+	stop := testenv.StartManager(t, env.Config, operator.Shared{}, new(Options).Setup)
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "steady", Labels: map[string]string{"copytest": id}},
+		Data: map[string][]byte{"k": []byte("v")}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "steady", Labels: map[string]string{"copytest": id}},
+		Data: map[string]string{"k": "v"}}
+	require.NoError(t, env.Client.Create(ctx, s))
+	require.NoError(t, env.Client.Create(ctx, cm))
+	secrets := ruleFor(src, id, flantv1.RuleTypeSecret)
+	configMaps := ruleFor(src, id, flantv1.RuleTypeConfigMap)
+	configMaps.Name = "cm-" + id
+	createRule(t, secrets)
+	createRule(t, configMaps)
+	for _, r := range []*flantv1.CopyratorRule{secrets, configMaps} {
+		eventuallyStatus(t, r, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
+			assert.EqualValues(c, 3, st.CopiesInSync)
+			assert.Equal(c, ReasonCopiesInSync, testenv.Condition(st.Conditions, ConditionReady).Reason)
+		})
+	}
+	stop()
+
+	calls := &benchutil.CallCounter{}
+	cfg := rest.CopyConfig(env.Config)
+	calls.Wrap(cfg)
+	before := reconciles(t)
+	testenv.StartManager(t, cfg, operator.Shared{}, new(Options).Setup)
+	// Each rule's first pass by the new manager is what would write.
+	assert.Eventually(t, func() bool { return reconciles(t) >= before+2 }, waitFor, tick)
+	var writes []string
+	for k, n := range calls.Snapshot() {
+		verb := strings.SplitN(k, " ", 2)[0]
+		if (verb == "PATCH" || verb == "POST" || verb == "PUT" || verb == "DELETE") &&
+			(strings.Contains(k, "/secrets") || strings.Contains(k, "/configmaps")) {
+			writes = append(writes, fmt.Sprintf("%s ×%d", k, n))
+		}
+	}
+	assert.Empty(t, writes, "copies written by a manager that found them in sync")
+	// Delete the rules while this manager runs (the first one is stopped).
+	for _, r := range []*flantv1.CopyratorRule{secrets, configMaps} {
+		require.NoError(t, env.Client.Delete(ctx, r))
+		assert.Eventually(t, func() bool {
+			return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(r), &flantv1.CopyratorRule{}))
+		}, waitFor, tick)
+	}
+}
+
+// reconciles is the number of passes copyratorrule controllers in this process have made
+// (controller-runtime's controller_runtime_reconcile_total).
+func reconciles(t *testing.T) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	require.NoError(t, err)
+	var n float64
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == "copyratorrule" {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
 }

@@ -15,13 +15,20 @@ import (
 // ruleIndex is the copy cache index from a copy to its rule ("namespace/name").
 const ruleIndex = "copyrator.rule"
 
-// stripBody is the transform of the copy cache and the source cache: it records the hash
-// and the size of the object's content in annotations that exist only in the cache and
-// drops the body and managed fields, so memory follows the number of objects, not their size.
+// stripBody is the transform of the copy cache: it records the hash and the size of the
+// object's content in annotations that exist only in the cache and drops the body and
+// managed fields, so memory follows the number of objects, not their size. It is
+// idempotent, as client-go asks of a transform: an object it already stripped (it carries
+// cachedHashAnnotation, which no object from the API server can) is returned as it is.
+// (Without that, a second call hashed the stripped, empty body, and every copy looked out
+// of sync to the first pass after a manager start: TestRestartWritesNothing.)
 func stripBody(in any) (any, error) {
 	obj, ok := in.(client.Object)
 	if !ok {
 		return in, nil // a tombstone
+	}
+	if _, done := obj.GetAnnotations()[cachedHashAnnotation]; done {
+		return obj, nil
 	}
 	hash, size := contentHash(obj), contentSize(obj)
 	obj.SetManagedFields(nil)

@@ -27,6 +27,10 @@ func TestStripBody(t *testing.T) {
 	assert.Nil(t, s.ManagedFields)
 	assert.Equal(t, want, s.Annotations[cachedHashAnnotation])
 
+	again, err := stripBody(s)
+	require.NoError(t, err)
+	assert.Equal(t, want, again.(*corev1.Secret).Annotations[cachedHashAnnotation], "idempotent: a second call keeps the hash of the body")
+
 	st := stateOf(s)
 	assert.Equal(t, copyState{Key: copyKey{kindSecret, "team-a", "reg"}, UID: "u1", Rule: testRule, Source: "src/reg",
 		WrittenAs: want, Hash: want, Size: int64(len(".dockerconfigjson{}")), Type: corev1.SecretTypeDockerConfigJson, Immutable: true,

@@ -47,11 +47,13 @@ const (
 	AnnotationCarriedAnnotations = "copyrator.flant.com/carried-annotations"
 	// cachedHashAnnotation exists only on objects in the copy cache: the hash of the content
 	// the copy really has (its body is dropped from the cache to keep memory low). It is
-	// never written to the API server: copies are written from desired state only.
-	cachedHashAnnotation = "copyrator.flant.com/cached-content-hash"
+	// never written to the API server: copies are written from desired state only. Its key
+	// is not a valid annotation key (the ':'), so the API server never returns it: an object
+	// that has it is one stripBody already transformed.
+	cachedHashAnnotation = "copyrator.flant.com/cache:content-hash"
 	// cachedSizeAnnotation, like cachedHashAnnotation, exists only in the caches: the bytes
 	// of content the object carries (contentSize).
-	cachedSizeAnnotation = "copyrator.flant.com/cached-content-size"
+	cachedSizeAnnotation = "copyrator.flant.com/cache:content-size"
 
 	// Finalizer lets a rule's copies be cleaned up (or released) before the rule goes.
 	Finalizer = "copyrator.flant.com/cleanup"
