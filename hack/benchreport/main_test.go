@@ -62,3 +62,51 @@ func TestWriteGoalsExplainsOnlyMissedTargets(t *testing.T) {
 	assert.Contains(t, missed, "| BenchmarkMirrorsToReady | api-writes/mirror | ≤ 7 API writes per mirror from create to Ready (issue 15) | not measured | no |")
 	assert.NotContains(t, missed, "- BenchmarkMirrorsToReady")
 }
+
+func TestBigClusterTargetsAndCostCurve(t *testing.T) {
+	r := result{name: "BenchmarkBigCluster", metrics: [][2]string{
+		{"52.50", "MB-idle-rss"}, {"1.250", "s-start-to-ready-idle"}, {"14.00", "watches-held-idle"},
+		{"1370", "objects-1pct"}, {"53.00", "MB-rss-1pct"}, {"14.00", "watches-held-1pct"},
+		{"13700", "objects-10pct"}, {"55.25", "MB-rss-10pct"}, {"14.00", "watches-held-10pct"},
+		{"137000", "objects-100pct"}, {"70.01", "MB-rss-100pct"}, {"14.00", "watches-held-100pct"},
+		{"17.50", "MB-growth-unrelated"}, {"4.500", "s-start-to-ready-100pct"}, {"60.00", "MB-rss-restarted-100pct"},
+		{"10000", "copies"}, {"9.832", "MB-owned-data"}, {"80.00", "MB-rss-rules"}, {"15.00", "watches-held-rules"},
+		{"2.797", "x-growth-per-owned-MB"},
+	}}
+	var goals strings.Builder
+	writeGoals(&goals, []result{r, {name: "BenchmarkManagerIdle", metrics: [][2]string{{"10.00", "api-reviews/min"}}}})
+	for _, row := range []string{
+		"| BenchmarkBigCluster | MB-growth-unrelated | RSS ≤ idle + 15 MB with 137,000 objects Quartet does not own: 100,000 ConfigMaps, 20,000 Secrets, 10,000 pods, 5,000 Deployments, 2,000 namespaces (issue 23) | 17.50 | no |",
+		"| BenchmarkBigCluster | x-growth-per-owned-MB | RSS growth over idle with 1,000 CopyratorRules ≤ 1.5× the data of the copies Quartet owns (issue 23) | 2.797 | no |",
+		"| BenchmarkBigCluster | s-start-to-ready-100pct | start to ready ≤ 10 s at full size (issue 23) | 4.500 | yes |",
+		"| BenchmarkBigCluster | watches-held-100pct | reported: API watches the manager holds at full size (issue 23) | 14.00 | — |",
+		"| BenchmarkBigCluster | watches-held-rules | reported: API watches the manager holds with 1,000 rules in one namespace (issue 23) | 15.00 | — |",
+		"| BenchmarkManagerIdle | api-reviews/min | reported: steady state, SubjectAccessReviews and TokenReviews, which change nothing (Copyrator's consent refresh) (issue 23) | 10.00 | — |",
+	} {
+		assert.Contains(t, goals.String(), row)
+	}
+	assert.Contains(t, goals.String(), "- BenchmarkBigCluster x-growth-per-owned-MB: "+whyNot[[2]string{"BenchmarkBigCluster", "x-growth-per-owned-MB"}])
+	assert.NotContains(t, goals.String(), "- BenchmarkBigCluster s-start-to-ready-100pct", "a met target is not explained")
+
+	var table strings.Builder
+	writeCurve(&table, curves["BenchmarkBigCluster"], r)
+	assert.Contains(t, table.String(), "\n| cluster | objects not Quartet's | copies Quartet owns | RSS (MB) | RSS − idle (MB) | API watches held | start to ready (s) |\n"+
+		"|---|---|---|---|---|---|---|\n"+
+		"| idle | 0 | 0 | 52.50 | 0 | 14.00 | 1.250 |\n"+
+		"| 1% | 1370 | 0 | 53.00 | 0.5000 | 14.00 | — |\n"+
+		"| 10% | 13700 | 0 | 55.25 | 2.750 | 14.00 | — |\n"+
+		"| 100% | 137000 | 0 | 70.01 | 17.50 | 14.00 | — |\n"+ // MB-growth-unrelated, from figures before rounding
+		"| 100%, manager restarted | 137000 | 0 | 60.00 | 7.500 | — | 4.500 |\n"+
+		"| 100% and 1,000 CopyratorRules | 137000 | 10000 | 80.00 | 27.50 | 15.00 | — |\n")
+
+	var partial strings.Builder
+	writeCurve(&partial, curves["BenchmarkBigCluster"], result{name: "BenchmarkBigCluster", metrics: [][2]string{{"52.50", "MB-idle-rss"}}})
+	assert.Contains(t, partial.String(), "| 1% | — | 0 | — | — | — | — |\n", "a figure the run did not measure is a dash, not a number")
+}
+
+func TestFormatFigure(t *testing.T) {
+	for v, want := range map[float64]string{0: "0", 1234.56: "1235", 137000: "137000", 111.26: "111.3", 53.09: "53.09",
+		2.75: "2.750", 0.1484: "0.1484", -0.5: "-0.5000", 0.012345: "0.01235"} {
+		assert.Equal(t, want, formatFigure(v), "%v", v)
+	}
+}

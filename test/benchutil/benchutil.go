@@ -130,7 +130,7 @@ func (c *CallCounter) Wrap(cfg *rest.Config) {
 // count records one request.
 func (c *CallCounter) count(req *http.Request) {
 	verb := req.Method
-	if req.URL.Query().Get("watch") == "true" {
+	if w := req.URL.Query().Get("watch"); w == "true" || w == "1" {
 		verb = "WATCH"
 	}
 	c.mu.Lock()
@@ -205,6 +205,19 @@ func ResourceOf(path string) string {
 	default:
 		return parts[0] + "/" + parts[2]
 	}
+}
+
+// IsReview tells the resources a POST to only asks the API server a question and changes
+// nothing: authentication's TokenReviews and authorization's access reviews (a
+// controller checking what someone may do, the metrics endpoint checking its caller). A
+// benchmark counting writes counts these apart.
+func IsReview(resource string) bool {
+	switch resource {
+	case "tokenreviews", "subjectaccessreviews", "localsubjectaccessreviews", "selfsubjectaccessreviews",
+		"selfsubjectrulesreviews", "selfsubjectreviews":
+		return true
+	}
+	return false
 }
 
 // Sum adds up the values of a map (CPU seconds per process, requests per kind).

@@ -11,9 +11,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
-	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -65,6 +65,7 @@ type CountingProxy struct {
 	mu       sync.Mutex
 	formats  map[string]map[string]int // "VERB /path" → response Content-Type → count
 	reads    []Read
+	watches  map[string]int // watches open now, by WatchKey
 	listener net.Listener
 	server   *http.Server
 }
@@ -99,6 +100,13 @@ func StartCountingProxy(b testing.TB, cfg *rest.Config) *CountingProxy {
 			p.mu.Lock()
 			p.reads = append(p.reads, Read{URL: *r.URL, Accept: r.Header.Get("Accept")})
 			p.mu.Unlock()
+		}
+		if isWatch(r) {
+			// A watch is held for as long as its request is being served: until the
+			// client closes it or the API server ends it (its timeout, a restart).
+			key := WatchKey(r)
+			p.watchOpened(key, 1)
+			defer p.watchOpened(key, -1)
 		}
 		rp.ServeHTTP(w, r)
 	}), ReadHeaderTimeout: 10 * time.Second}
@@ -135,6 +143,54 @@ func (p *CountingProxy) Formats() map[string]map[string]int {
 		out[k] = maps.Clone(v)
 	}
 	return out
+}
+
+// isWatch tells a watch request (?watch=true, or 1 as older clients send).
+func isWatch(r *http.Request) bool {
+	w := r.URL.Query().Get("watch")
+	return r.Method == http.MethodGet && (w == "true" || w == "1")
+}
+
+// WatchKey names a watch by what it follows: its path (resource, and namespace when it
+// is confined to one), label and field selectors, and " (metadata)" when it asks for
+// metadata only (PartialObjectMetadata).
+func WatchKey(r *http.Request) string {
+	key := r.URL.Path
+	q := url.Values{}
+	for _, p := range []string{"labelSelector", "fieldSelector"} {
+		if v := r.URL.Query().Get(p); v != "" {
+			q.Set(p, v)
+		}
+	}
+	if len(q) > 0 {
+		key += "?" + q.Encode()
+	}
+	if strings.Contains(r.Header.Get("Accept"), "as=PartialObjectMetadata") {
+		key += " (metadata)"
+	}
+	return key
+}
+
+func (p *CountingProxy) watchOpened(key string, delta int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.watches == nil {
+		p.watches = map[string]int{}
+	}
+	p.watches[key] += delta
+	if p.watches[key] == 0 {
+		delete(p.watches, key)
+	}
+}
+
+// OpenWatches returns the watches open through the proxy now, by WatchKey: the watches
+// its client holds on the API server. A client's informer holds one watch at a time and
+// opens the next when the API server ends one (every 5 to 10 minutes), so a count taken in
+// that moment can be short by one.
+func (p *CountingProxy) OpenWatches() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.watches)
 }
 
 // Read is one GET the proxy passed on (a get, a list or a watch).

@@ -69,7 +69,12 @@ const (
 // /proc/<pid>/stat), the requests it sent, the writes among them (POST, PUT, PATCH,
 // DELETE), and the reads that did not come from a cache (GETs and LISTs, not watches). The
 // agent's rounds write Events and the agent's status by design; those writes are reported
-// apart from all others, which nothing asked for.
+// apart from all others, which nothing asked for. SubjectAccessReviews and TokenReviews are
+// POSTs that change nothing: they are not counted as writes but as api-reviews/min.
+// Copyrator asks in a SubjectAccessReview whether a rule's ServiceAccount may still create
+// copies where it copies: each rule passes again every --copyratorrule-consent-refresh (10
+// minutes) and asks what it no longer remembers, so the window sees the fleet rule's
+// reviews when its refresh falls in it.
 func BenchmarkManagerIdle(b *testing.B) {
 	env.Require(b)
 	ctx := context.Background()
@@ -110,20 +115,23 @@ func BenchmarkManagerIdle(b *testing.B) {
 			window[k] = d
 		}
 	}
-	var requests, writes, roundWrites, reads int
+	var requests, writes, roundWrites, reviews, reads int
 	byResource := map[string]int{}
 	for k, n := range window {
 		verb, path, _ := strings.Cut(k, " ")
 		requests += n
-		switch verb {
-		case "POST", "PUT", "PATCH", "DELETE":
+		switch {
+		case verb == "POST" && benchutil.IsReview(benchutil.ResourceOf(path)):
+			reviews += n
+			byResource[verb+" "+benchutil.ResourceOf(path)] += n
+		case verb == "POST", verb == "PUT", verb == "PATCH", verb == "DELETE":
 			writes += n
 			res := benchutil.ResourceOf(path)
 			byResource[verb+" "+res] += n
 			if res == "events" || res == "chaosagents/status" {
 				roundWrites += n
 			}
-		case "GET":
+		case verb == "GET":
 			reads += n
 			byResource["GET "+benchutil.ResourceOf(path)] += n
 		default:
@@ -140,6 +148,7 @@ func BenchmarkManagerIdle(b *testing.B) {
 	b.ReportMetric(float64(writes)*perMin, "api-writes/min")
 	b.ReportMetric(float64(roundWrites)*perMin, "api-writes-chaosagent-rounds/min")
 	b.ReportMetric(float64(writes-roundWrites)*perMin, "api-writes-other/min")
+	b.ReportMetric(float64(reviews)*perMin, "api-reviews/min")
 	b.ReportMetric(float64(reads)*perMin, "api-reads-not-from-cache/min")
 }
 
