@@ -2,7 +2,7 @@
 # `make help` lists the targets. Everything the targets need is built from the Go module
 # proxy into bin/ (ignored by git) the first time and reused afterwards.
 
-VERSION ?= 0.2.0
+VERSION ?= 0.3.0
 IMAGE_TAG_BASE ?= quay.io/quartet-operator/quartet
 IMG ?= $(IMAGE_TAG_BASE):v$(VERSION)
 REGISTRY_IMG ?= docker.io/library/registry:3.0.0
@@ -285,27 +285,53 @@ $(SCORECARD_TEST):
 OLM := $(TOOLBIN)/olm-$(OLM_VERSION)
 OLM_CATALOG := $(TOOLBIN)/catalog-$(OLM_VERSION)
 BUNDLE_METADATA_OPTS ?= --channels $(CHANNELS) --default-channel $(DEFAULT_CHANNEL)
+# The upgrade chain: v0.1.0 (reconstructed), the releases of hack/olm/releases (frozen as they
+# shipped), then VERSION, which replaces the last release and skips everything from v0.1.0.
+FIRST_VERSION := 0.1.0
+PREVIOUS_VERSION ?= $(lastword $(shell awk '!/^\#/ && NF { print $$1 }' hack/olm/releases))
+BUNDLE_PREVIOUS_CSV := $(LOCALBIN)/bundle-previous-csv.yaml
+# OpenShift 4.18 and later (Kubernetes 1.31 and later, the CSV's minKubeVersion).
+OPENSHIFT_VERSIONS ?= v4.18
 OLM_E2E_TIMEOUT ?= 45m
 E2E_TIMEOUT ?= 60m
 
 .PHONY: bundle
 bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Regenerate bundle/ and bundle.Dockerfile from config/ with the operator image IMG, and validate them.
-	@# Owned CRDs, their descriptions and spec/status descriptors come from the API types' markers.
+	@# Owned CRDs and their descriptions come from the API types' markers; operator-sdk v1.42.2 leaves the
+	@# descriptors of a CRD the base already lists as they are: edit those in config/manifests/bases.
 	$(OPERATOR_SDK) generate kustomize manifests -q --apis-dir api
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
+	mkdir -p $(LOCALBIN) && rm -f $(BUNDLE_PREVIOUS_CSV)
+	if [ -f bundle/manifests/quartet.clusterserviceversion.yaml ]; then cp bundle/manifests/quartet.clusterserviceversion.yaml $(BUNDLE_PREVIOUS_CSV); fi
 	rm -rf bundle/manifests
 	$(KUSTOMIZE) build config/manifests | $(OPERATOR_SDK) generate bundle -q --overwrite --version $(VERSION) --package quartet $(BUNDLE_METADATA_OPTS)
-	@# createdAt would change the bundle on every run; the bundle is versioned by spec.version.
-	sed -i '/^    createdAt: /d' bundle/manifests/quartet.clusterserviceversion.yaml
 	@# project_layout names the kubebuilder plugin whose layout the project follows: none (PROJECT
 	@# has no layout; README "Layout"), so operator-sdk would write an empty value: leave it out.
 	sed -i '/project_layout/d' bundle/manifests/quartet.clusterserviceversion.yaml bundle/metadata/annotations.yaml bundle.Dockerfile
 	go run ./hack/olm/descriptors bundle/manifests/quartet.clusterserviceversion.yaml
+	@# The upgrade edge (as make catalog writes it) and createdAt, HEAD's commit time (hack/olm/csvmeta).
+	go run ./hack/olm/csvmeta -csv bundle/manifests/quartet.clusterserviceversion.yaml -previous $(BUNDLE_PREVIOUS_CSV) \
+		-replaces quartet.v$(PREVIOUS_VERSION) -skip-range '>=$(FIRST_VERSION) <$(VERSION)' -created-at "$$(TZ=UTC0 git log -1 --date=format-local:%Y-%m-%dT%H:%M:%SZ --format=%cd)"
+	rm -f $(BUNDLE_PREVIOUS_CSV)
+	@# The OpenShift versions the bundle is for, as annotation and label: OpenShift's community
+	@# pipeline refuses a bundle with minKubeVersion and without them.
+	printf '\n  # OpenShift versions (OpenShift 4.18 is Kubernetes 1.31, the CSV'"'"'s minKubeVersion).\n  com.redhat.openshift.versions: $(OPENSHIFT_VERSIONS)\n' >>bundle/metadata/annotations.yaml
+	sed -i 's#^\(LABEL operators.operatorframework.io.metrics.mediatype.v1=.*\)$$#\1\nLABEL com.redhat.openshift.versions=$(OPENSHIFT_VERSIONS)#' bundle.Dockerfile
+	grep -q '^LABEL com.redhat.openshift.versions=$(OPENSHIFT_VERSIONS)$$' bundle.Dockerfile
 	$(OPERATOR_SDK) bundle validate ./bundle
 
+# The optional suite as OpenShift's community pipeline runs it (also with the Kubernetes version
+# the project builds): any error or warning fails.
 .PHONY: bundle-validate
-bundle-validate: $(OPERATOR_SDK) ## Validate bundle/ with the operatorframework optional suite (OperatorHub, capabilities, categories, good practices).
-	$(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework
+bundle-validate: $(OPERATOR_SDK) ## Validate bundle/ with the operatorframework optional suite (OperatorHub, capabilities, categories, good practices); fails on any warning.
+	@for opts in "" "--optional-values=k8s-version=$(patsubst v%,%,$(basename $(K8S_VERSION)))"; do \
+		echo "$(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework $$opts"; \
+		rc=0; out=$$($(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework $$opts 2>&1) || rc=$$?; \
+		echo "$$out"; \
+		if [ $$rc -ne 0 ] || echo "$$out" | grep -q 'level=\(warning\|error\)'; then \
+			echo "bundle-validate: errors or warnings (exit $$rc)" >&2; exit 1; \
+		fi; \
+	done
 
 .PHONY: bundle-build
 bundle-build: ## Build the bundle image BUNDLE_IMG (needs a container engine).
@@ -316,7 +342,7 @@ bundle-push: ## Push the bundle image.
 	$(CONTAINER_TOOL) push $(BUNDLE_IMG)
 
 .PHONY: catalog
-catalog: $(OPM) $(OPERATOR_SDK) ## Regenerate the file-based catalog catalog/ (v0.1.0 reconstructed, then the current bundle) and validate it.
+catalog: $(OPM) $(OPERATOR_SDK) ## Regenerate the file-based catalog catalog/ (v0.1.0 reconstructed, the frozen releases of hack/olm/releases, the current bundle) and validate it.
 	OPM=$(OPM) OPERATOR_SDK=$(OPERATOR_SDK) IMAGE_TAG_BASE=$(IMAGE_TAG_BASE) BUNDLE_IMG=$(BUNDLE_IMG) VERSION=$(VERSION) hack/olm/catalog.sh
 
 .PHONY: catalog-build

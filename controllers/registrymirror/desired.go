@@ -50,7 +50,7 @@ const (
 	defaultStorage   = "10Gi"
 	registryBinary   = "/bin/registry"
 	operatorBinary   = "/manager"
-	defaultNodeImage = "quay.io/quartet-operator/quartet:v0.2.0"
+	defaultNodeImage = "quay.io/quartet-operator/quartet:v0.3.0"
 	defaultRegImage  = "docker.io/library/registry:3.0.0"
 )
 

@@ -24,7 +24,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
-var testImages = Images{Registry: "registry.example/registry:3.0.0", NodeAgent: "registry.example/quartet:v0.2.0"}
+var testImages = Images{Registry: "registry.example/registry:3.0.0", NodeAgent: "registry.example/quartet:v0.3.0"}
 
 func minimalMirror() *mirrorsv1alpha1.RegistryMirror {
 	return &mirrorsv1alpha1.RegistryMirror{

@@ -16,7 +16,7 @@
 // install; the RegistryHostGrant entries' rules come from that CRD), README.md with every
 // value (from values.yaml's comments and the schema), and NOTES.txt.
 //
-//	kustomize build config/default | go run ./hack/helmchart -out charts/quartet -version 0.2.0 -samples config/samples
+//	kustomize build config/default | go run ./hack/helmchart -out charts/quartet -version 0.3.0 -samples config/samples
 package main
 
 import (

@@ -352,7 +352,7 @@ func TestChartNotes(t *testing.T) {
 	plain := notes()
 	for _, want := range []string{
 		"release quartet in namespace ops",
-		"Deployment quartet-controller-manager (1 replica(s), image\n  quay.io/quartet-operator/quartet:v0.2.0)",
+		"Deployment quartet-controller-manager (1 replica(s), image\n  quay.io/quartet-operator/quartet:v0.3.0)",
 		"acting in every namespace",
 		"the CRDs of ChaosAgent, CopyratorRule, ExchangeRate, RegistryMirror and RegistryHostGrant (kept when the release is uninstalled)",
 		"kubectl create clusterrolebinding copyrator-platform --clusterrole=quartet-copyrator-target --serviceaccount=platform:copyrator",

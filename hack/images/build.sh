@@ -10,8 +10,14 @@
 # makes each layer from a staging tree (fixed mtime, owners, order), crane appends the layers to
 # an empty image and sets the config (entrypoint, user, env, labels, platform).
 #
+# The releases of hack/olm/releases run their own code: each one's operator image is built from
+# its commit (a temporary `git worktree`, removed afterwards, with the same build command), as
+# that commit's Dockerfile says, and its bundle image from its frozen bundle with the labels of
+# that commit's bundle.Dockerfile. v0.1.0 (reconstructed) is the oldest release's operator image
+# under another tag. A clone without that history fails here (git fetch --unshallow).
+#
 # Each image is pushed under its published name minus the host, e.g.
-# quay.io/quartet-operator/quartet:v0.2.0 as 127.0.0.1:PORT/quartet-operator/quartet:v0.2.0
+# quay.io/quartet-operator/quartet:v0.3.0 as 127.0.0.1:PORT/quartet-operator/quartet:v0.3.0
 # (containerd's hosts.toml on the node maps quay.io, docker.io and registry.k8s.io to it).
 # bin/images/images.txt lists "published-name digest"; a rebuild compares its digests with the
 # previous list and says which changed. IMAGES_CHECK=1 (make images-check) fails when any did.
@@ -36,12 +42,15 @@ REGISTRY=${REGISTRY:-$root/bin/registry/v3.0.0/registry}
 OLM_BINS=(olm catalog package-server copy-content cpb) # bin/tools/<name>-$OLM_VERSION
 
 IMAGE_TAG_BASE=${IMAGE_TAG_BASE:-quay.io/quartet-operator/quartet}
-IMG=${IMG:-$IMAGE_TAG_BASE:v0.2.0}
-IMG_PREV=${IMG_PREV:-$IMAGE_TAG_BASE:v0.1.0}
-BUNDLE_IMG=${BUNDLE_IMG:-$IMAGE_TAG_BASE-bundle:v0.2.0}
-BUNDLE_IMG_PREV=${BUNDLE_IMG_PREV:-$IMAGE_TAG_BASE-bundle:v0.1.0}
-BUNDLE_PREV_DIR=${BUNDLE_PREV_DIR:-hack/olm/bundles/quartet.v0.1.0}
-CATALOG_IMG=${CATALOG_IMG:-$IMAGE_TAG_BASE-catalog:v0.2.0}
+IMG=${IMG:-$IMAGE_TAG_BASE:v0.3.0}
+BUNDLE_IMG=${BUNDLE_IMG:-$IMAGE_TAG_BASE-bundle:v0.3.0}
+CATALOG_IMG=${CATALOG_IMG:-$IMAGE_TAG_BASE-catalog:v0.3.0}
+# The releases ("<version> <commit>", oldest first) and the reconstructed first version.
+RELEASES_FILE=${RELEASES_FILE:-hack/olm/releases}
+FIRST_VERSION=0.1.0
+IMG_FIRST=$IMAGE_TAG_BASE:v$FIRST_VERSION
+BUNDLE_IMG_FIRST=$IMAGE_TAG_BASE-bundle:v$FIRST_VERSION
+BUNDLE_FIRST_DIR=hack/olm/bundles/quartet.v$FIRST_VERSION
 OPM_IMG=${OPM_IMG:-quay.io/operator-framework/opm:$OPM_VERSION}
 OLM_IMG=${OLM_IMG:-quay.io/operator-framework/olm:$OLM_VERSION}
 REGISTRY_IMG=${REGISTRY_IMG:-docker.io/library/registry:3.0.0}
@@ -67,6 +76,37 @@ list=$out/images.txt
 PATH_ENV=PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 mkdir -p "$out"
+release_versions=() release_commits=()
+while read -r v c; do
+  release_versions+=("$v")
+  release_commits+=("$c")
+done < <(awk '!/^#/ && NF { print $1, $2 }' "$RELEASES_FILE")
+if [ ${#release_versions[@]} -eq 0 ]; then
+  echo "images: $RELEASES_FILE lists no release" >&2
+  exit 1
+fi
+
+# Everything this script leaves running or checked out goes on exit, failed or not.
+regpid=
+worktrees=()
+cleanup() {
+  if [ -n "$regpid" ]; then
+    kill "$regpid" 2>/dev/null || true
+    wait "$regpid" 2>/dev/null || true
+    regpid=
+  fi
+  local wt
+  for wt in "${worktrees[@]}"; do
+    if [ -e "$wt" ]; then
+      git worktree remove --force "$wt" 2>/dev/null || rm -rf "$wt"
+    fi
+  done
+  [ ${#worktrees[@]} -eq 0 ] || git worktree prune
+  worktrees=()
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM # the EXIT trap runs on these too
+
 # One build at a time (make cluster-up NODE=real runs make images too).
 exec 9>"$out/.lock"
 if ! flock -n 9; then
@@ -128,6 +168,33 @@ gobuild "$work/bin/manager" .
 gobuild "$work/bin/pause" ./hack/images/pause
 gobuild "$work/bin/fakerates" ./hack/fakerates
 gobuild "$work/bin/httpget" ./hack/httpget
+
+# release_build VERSION COMMIT: the release's manager, built in a temporary worktree of COMMIT
+# with the same command, and its Dockerfile, bundle.Dockerfile and LICENSE, into
+# $work/release-vVERSION/.
+release_build() {
+  local v=$1 c=$2 dir=$work/release-v$1 wt=$work/worktree-v$1 since=$SECONDS
+  if ! git cat-file -e "$c^{commit}" 2>/dev/null; then
+    echo "images: release $v's commit $c is not in this clone (a shallow clone? git fetch --unshallow)" >&2
+    exit 1
+  fi
+  if [ -e "$wt" ]; then git worktree remove --force "$wt" 2>/dev/null || rm -rf "$wt"; fi
+  git worktree prune
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  worktrees+=("$wt")
+  git worktree add --quiet --detach "$wt" "$c"
+  (cd "$wt" && gobuild "$dir/manager" .)
+  cp "$wt/Dockerfile" "$wt/bundle.Dockerfile" "$dir/"
+  if [ -f "$wt/LICENSE" ]; then cp "$wt/LICENSE" "$dir/LICENSE"; fi
+  git worktree remove --force "$wt"
+  git worktree prune
+  say "built release $v's manager from ${c:0:12} in a temporary worktree ($((SECONDS - since))s)"
+}
+for i in "${!release_versions[@]}"; do
+  release_build "${release_versions[$i]}" "${release_commits[$i]}"
+done
+worktrees=()
 
 # --- layers: a staging tree per layer, normalised, then GNU tar ------------------------------
 tarflags=(--format=gnu --sort=name --mtime=@0 --numeric-owner --no-acls --no-selinux --no-xattrs)
@@ -197,7 +264,21 @@ cp "$work/bin/manager" "$d/manager"
 normalize "$d"
 layer manager
 
-# bundles: bundle.Dockerfile's three COPYs, for v0.2.0 (bundle/) and v0.1.0 (hack/olm/bundles/).
+# The releases' managers, as each release's Dockerfile copies it (with /licenses/LICENSE only
+# where that Dockerfile has the COPY).
+for v in "${release_versions[@]}"; do
+  d=$(stage "manager-v$v")
+  if grep -q '^COPY LICENSE /licenses/LICENSE$' "$work/release-v$v/Dockerfile"; then
+    mkdir -p "$d/licenses"
+    cp "$work/release-v$v/LICENSE" "$d/licenses/LICENSE"
+  fi
+  cp "$work/release-v$v/manager" "$d/manager"
+  normalize "$d"
+  layer "manager-v$v"
+done
+
+# bundles: bundle.Dockerfile's three COPYs, for the current version (bundle/), each release
+# (its frozen bundle) and v0.1.0 (reconstructed), all in hack/olm/bundles/.
 bundle_layer() { # bundle_layer NAME SOURCE-DIR
   local d
   d=$(stage "$1")
@@ -209,7 +290,10 @@ bundle_layer() { # bundle_layer NAME SOURCE-DIR
   layer "$1"
 }
 bundle_layer bundle-current bundle
-bundle_layer bundle-prev "$BUNDLE_PREV_DIR"
+for v in "${release_versions[@]}"; do
+  bundle_layer "bundle-v$v" "hack/olm/bundles/quartet.v$v"
+done
+bundle_layer bundle-first "$BUNDLE_FIRST_DIR"
 
 # opm: /bin/opm (static) and /bin/grpc_health_probe, as operator-registry's opm image.
 d=$(stage opm)
@@ -318,14 +402,6 @@ http:
 EOF
 "$REGISTRY" serve "$work/registry.yml" >"$work/registry.log" 2>&1 9>&- & # 9: the lock stays ours
 regpid=$!
-stop_registry() {
-  if [ -n "${regpid:-}" ]; then
-    kill "$regpid" 2>/dev/null || true
-    wait "$regpid" 2>/dev/null || true
-    regpid=
-  fi
-}
-trap stop_registry EXIT
 port=
 for _ in $(seq 100); do
   port=$(grep -o 'listening on 127.0.0.1:[0-9]*' "$work/registry.log" | head -1 | cut -d: -f2 || true)
@@ -383,15 +459,25 @@ say "pushed $CATALOG_IMG"
 cr mutate "$(loc "$OPM_IMG")" --append="$(L empty-configs)" --entrypoint=/bin/opm --cmd=serve --cmd=/configs \
   --label=operators.operatorframework.io.index.configs.v1=/configs -t "$(loc "$EMPTY_INDEX_IMG")" >/dev/null
 say "pushed $EMPTY_INDEX_IMG"
-scratch "$IMG" base manager -- --entrypoint=/manager --user=65532:65532 --workdir=/ \
-  --env="$PATH_ENV" --env=SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt
-cr tag "$(loc "$IMG")" "${IMG_PREV##*:}"
-say "tagged $IMG_PREV"
+manager_config=(--entrypoint=/manager --user=65532:65532 --workdir=/ --env="$PATH_ENV" --env=SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt)
+scratch "$IMG" base manager -- "${manager_config[@]}"
 # The labels (no spaces, checked above) are split into one flag each on purpose.
 # shellcheck disable=SC2086
 scratch "$BUNDLE_IMG" bundle-current -- $bundle_labels
+release_images=()
+for v in "${release_versions[@]}"; do
+  scratch "$IMAGE_TAG_BASE:v$v" base "manager-v$v" -- "${manager_config[@]}"
+  release_bundle_labels=$(dockerfile_labels "$work/release-v$v/bundle.Dockerfile")
+  # shellcheck disable=SC2086
+  scratch "$IMAGE_TAG_BASE-bundle:v$v" "bundle-v$v" -- $release_bundle_labels
+  release_images+=("$IMAGE_TAG_BASE:v$v" "$IMAGE_TAG_BASE-bundle:v$v")
+done
+# v0.1.0: the oldest release's operator image, and the reconstructed bundle with its labels.
+cr tag "$(loc "$IMAGE_TAG_BASE:v${release_versions[0]}")" "${IMG_FIRST##*:}"
+say "tagged $IMG_FIRST (= $IMAGE_TAG_BASE:v${release_versions[0]})"
+first_bundle_labels=$(dockerfile_labels "$work/release-v${release_versions[0]}/bundle.Dockerfile")
 # shellcheck disable=SC2086
-scratch "$BUNDLE_IMG_PREV" bundle-prev -- $bundle_labels
+scratch "$BUNDLE_IMG_FIRST" bundle-first -- $first_bundle_labels
 scratch "$OLM_IMG" base busybox olm -- --entrypoint=/bin/olm --user=1001 --workdir=/ \
   --exposed-ports=8080/tcp --exposed-ports=5443/tcp --label=stage=olm --env="$PATH_ENV"
 scratch "$REGISTRY_IMG" base registry -- --entrypoint=registry --cmd=serve --cmd=/etc/distribution/config.yml \
@@ -410,14 +496,14 @@ scratch "$UBI_IMG" base busybox -- --cmd=sh --env="$PATH_ENV"
 # --- the list, and the digests compared with the previous run --------------------------------
 new=$work/images.txt.new
 : >"$new.unsorted"
-for ref in "$OPM_IMG" "$CATALOG_IMG" "$IMG" "$IMG_PREV" "$BUNDLE_IMG" "$BUNDLE_IMG_PREV" "$OLM_IMG" \
+for ref in "$OPM_IMG" "$CATALOG_IMG" "$IMG" "$IMG_FIRST" "$BUNDLE_IMG" "$BUNDLE_IMG_FIRST" "${release_images[@]}" "$OLM_IMG" \
   "$REGISTRY_IMG" "$PAUSE_IMG" "$SCORECARD_TEST_IMG" "$SCORECARD_UNTAR_IMG" "$E2E_IMG" "$COREDNS_IMG" "$UBI_IMG" "$EMPTY_INDEX_IMG"; do
   dig=$(cr digest "$(loc "$ref")")
   echo "$ref $dig" >>"$new.unsorted"
 done
 sort "$new.unsorted" >"$new"
 rm "$new.unsorted"
-stop_registry
+cleanup
 
 changed=0 had_prev=
 if [ -f "$list" ]; then

@@ -4,6 +4,10 @@
 // (github.com/moby/buildkit/frontend/dockerfile), and every image is read back with
 // go-containerregistry from the registry store bin/images/registry, served by a registry the
 // test starts itself (read-only). It skips when bin/images/images.txt does not exist.
+//
+// The releases of hack/olm/releases are checked against their own commit: its Dockerfile and
+// bundle.Dockerfile, and a manager built here from that commit's tree (`git archive`) with the
+// same command; the clone needs that history.
 package images
 
 import (
@@ -39,11 +43,12 @@ import (
 // The published names, as the Makefile's defaults (IMG, BUNDLE_IMG, CATALOG_IMG, ...) and
 // hack/images/build.sh give them.
 const (
-	managerImage        = "quay.io/quartet-operator/quartet:v0.2.0"
-	managerPrevImage    = "quay.io/quartet-operator/quartet:v0.1.0"
-	bundleImage         = "quay.io/quartet-operator/quartet-bundle:v0.2.0"
-	bundlePrevImage     = "quay.io/quartet-operator/quartet-bundle:v0.1.0"
-	catalogImage        = "quay.io/quartet-operator/quartet-catalog:v0.2.0"
+	imageTagBase        = "quay.io/quartet-operator/quartet"
+	managerImage        = imageTagBase + ":v0.3.0"
+	managerFirstImage   = imageTagBase + ":v0.1.0"
+	bundleImage         = imageTagBase + "-bundle:v0.3.0"
+	bundleFirstImage    = imageTagBase + "-bundle:v0.1.0"
+	catalogImage        = imageTagBase + "-catalog:v0.3.0"
 	opmImage            = "quay.io/operator-framework/opm:v1.74.0"
 	olmImage            = "quay.io/operator-framework/olm:v0.46.0"
 	registryImage       = "docker.io/library/registry:3.0.0"
@@ -55,14 +60,48 @@ const (
 	ubiImage            = "registry.access.redhat.com/ubi9/ubi:9.7"
 	emptyIndexImage     = "quay.io/quartet-operator/empty-index:v1.74.0"
 
-	bundlePrevDir = "hack/olm/bundles/quartet.v0.1.0"
-	registryBin   = "bin/registry/v3.0.0/registry"
+	bundleFirstDir = "hack/olm/bundles/quartet.v0.1.0"
+	releasesFile   = "hack/olm/releases"
+	registryBin    = "bin/registry/v3.0.0/registry"
 
 	isELF = "(an ELF executable)"
 )
 
-var allImages = []string{managerImage, managerPrevImage, bundleImage, bundlePrevImage, catalogImage, opmImage,
+var allImages = []string{managerImage, managerFirstImage, bundleImage, bundleFirstImage, catalogImage, opmImage,
 	olmImage, registryImage, pauseImage, scorecardTestImage, scorecardUntarImage, e2eImage, corednsImage, ubiImage, emptyIndexImage}
+
+// release is one line of hack/olm/releases: a version that shipped, and its commit.
+type release struct {
+	version, commit string
+}
+
+func (r release) managerImage() string { return imageTagBase + ":v" + r.version }
+func (r release) bundleImage() string  { return imageTagBase + "-bundle:v" + r.version }
+func (r release) bundleDir() string    { return "hack/olm/bundles/quartet.v" + r.version }
+
+// readReleases reads hack/olm/releases, oldest first.
+func readReleases(t *testing.T, root string) []release {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, releasesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []release
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		if len(f) != 2 {
+			t.Fatalf("%s: malformed line %q", releasesFile, line)
+		}
+		out = append(out, release{version: f[0], commit: f[1]})
+	}
+	if len(out) == 0 {
+		t.Fatalf("%s lists no release", releasesFile)
+	}
+	return out
+}
 
 func TestImages(t *testing.T) {
 	if os.Getenv("QUARTET_SKIP_INTEGRATION") != "" {
@@ -80,6 +119,11 @@ func TestImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	releases := readReleases(t, root)
+	all := slices.Clone(allImages)
+	for _, r := range releases {
+		all = append(all, r.managerImage(), r.bundleImage())
+	}
 	digests := map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(string(list)), "\n") {
 		f := strings.Fields(line)
@@ -88,13 +132,13 @@ func TestImages(t *testing.T) {
 		}
 		digests[f[0]] = f[1]
 	}
-	for _, img := range allImages {
+	for _, img := range all {
 		if digests[img] == "" {
 			t.Errorf("%s does not list %s", listPath, img)
 		}
 	}
-	if len(digests) != len(allImages) {
-		t.Errorf("%s lists %d images, want %d", listPath, len(digests), len(allImages))
+	if len(digests) != len(all) {
+		t.Errorf("%s lists %d images, want %d", listPath, len(digests), len(all))
 	}
 	if t.Failed() {
 		t.FailNow()
@@ -104,7 +148,7 @@ func TestImages(t *testing.T) {
 	images := &imageReader{t: t, reg: reg, digests: digests, cache: map[string]*image{}}
 
 	t.Run("list", func(t *testing.T) {
-		for _, n := range allImages {
+		for _, n := range all {
 			img := images.get(t, n)
 			if img.cfg.OS != "linux" || img.cfg.Architecture != "amd64" {
 				t.Errorf("%s: platform %s/%s, want linux/amd64", n, img.cfg.OS, img.cfg.Architecture)
@@ -116,21 +160,93 @@ func TestImages(t *testing.T) {
 				}
 			}
 		}
-		if digests[managerImage] != digests[managerPrevImage] {
-			t.Errorf("%s and %s differ; both tags name the same manager image", managerImage, managerPrevImage)
+		// v0.1.0 is a reconstruction of the oldest release: the same operator image.
+		if oldest := releases[0].managerImage(); digests[managerFirstImage] != digests[oldest] {
+			t.Errorf("%s and %s differ; both tags name the oldest release's manager image", managerFirstImage, oldest)
+		}
+		// Each release runs its own code, not the current one.
+		for _, r := range releases {
+			if digests[r.managerImage()] == digests[managerImage] {
+				t.Errorf("%s is %s: a release's image must be built from its own commit %s", r.managerImage(), managerImage, r.commit)
+			}
 		}
 	})
 
-	t.Run("Dockerfile", func(t *testing.T) { testManager(t, root, images) })
-	t.Run("bundle.Dockerfile", func(t *testing.T) { testBundles(t, root, images) })
+	// The current version against the working tree, each release against its commit.
+	sources := []managerSource{{image: managerImage, dir: root, current: true}}
+	for _, r := range releases {
+		sources = append(sources, managerSource{image: r.managerImage(), dir: checkout(t, root, r.commit)})
+	}
+	t.Run("Dockerfile", func(t *testing.T) {
+		for _, m := range sources {
+			t.Run(path2name(m.image), func(t *testing.T) { testManager(t, m, images) })
+		}
+	})
+	t.Run("bundle.Dockerfile", func(t *testing.T) {
+		bundles := []bundleSource{{image: bundleImage, dir: "bundle", dockerfile: filepath.Join(root, "bundle.Dockerfile")}}
+		for i, r := range releases {
+			bundles = append(bundles, bundleSource{image: r.bundleImage(), dir: r.bundleDir(), dockerfile: filepath.Join(sources[i+1].dir, "bundle.Dockerfile")})
+		}
+		// The reconstructed v0.1.0 carries the oldest release's labels.
+		bundles = append(bundles, bundleSource{image: bundleFirstImage, dir: bundleFirstDir, dockerfile: bundles[1].dockerfile})
+		testBundles(t, root, images, bundles)
+	})
 	t.Run("catalog.Dockerfile", func(t *testing.T) { testCatalog(t, root, images) })
 	t.Run("others", func(t *testing.T) { testOthers(t, root, images) })
 }
 
-// testManager: the final stage of Dockerfile (distroless/static:nonroot + /licenses + /manager), with the
-// binary built here exactly as the builder stage's RUN line builds it.
-func testManager(t *testing.T, root string, images *imageReader) {
-	df := parseDockerfile(t, filepath.Join(root, "Dockerfile"))
+// managerSource is an operator image and the source tree it is built from: the working tree
+// for the current version, a release's commit checked out for a release.
+type managerSource struct {
+	image, dir string
+	current    bool
+}
+
+// checkout extracts commit's tree (`git archive`) into a temporary directory and returns it.
+func checkout(t *testing.T, root, commit string) string {
+	t.Helper()
+	dir := t.TempDir()
+	archive := exec.Command("git", "archive", "--format=tar", commit)
+	archive.Dir = root
+	var stderr bytes.Buffer
+	archive.Stderr = &stderr
+	out, err := archive.Output()
+	if err != nil {
+		t.Fatalf("git archive %s: %v: %s (a shallow clone? git fetch --unshallow)", commit, err, stderr.String())
+	}
+	tr := tar.NewReader(bytes.NewReader(out))
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return dir
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		target := filepath.Join(dir, filepath.FromSlash(h.Name))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			err = os.MkdirAll(target, 0o755)
+		case tar.TypeReg:
+			var data []byte
+			if data, err = io.ReadAll(tr); err == nil {
+				err = os.WriteFile(target, data, h.FileInfo().Mode().Perm())
+			}
+		case tar.TypeSymlink:
+			err = os.Symlink(h.Linkname, target)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// testManager: the final stage of the source's Dockerfile (distroless/static:nonroot, its COPYs:
+// /licenses and /manager today), with the binary built here from the source exactly as the
+// builder stage's RUN line builds it.
+func testManager(t *testing.T, src managerSource, images *imageReader) {
+	managerImage := src.image
+	df := parseDockerfile(t, filepath.Join(src.dir, "Dockerfile"))
 	final := df.final()
 	if final.BaseName != "gcr.io/distroless/static:nonroot" {
 		t.Fatalf("Dockerfile: final stage FROM %s; this test knows gcr.io/distroless/static:nonroot", final.BaseName)
@@ -171,33 +287,52 @@ func testManager(t *testing.T, root string, images *imageReader) {
 	}
 	manager := filepath.Join(t.TempDir(), "manager")
 	build := exec.Command("go", "build", "-buildvcs=false", "-trimpath", "-ldflags=-s -w", "-o", manager, ".")
-	build.Dir = root
+	build.Dir = src.dir
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	sources := map[string]string{"builder:/workspace/manager": manager, ":LICENSE": filepath.Join(root, "LICENSE")}
-	checkCopies(t, managerImage, img, df, final, sources)
+	sources := map[string]string{"builder:/workspace/manager": manager, ":LICENSE": filepath.Join(src.dir, "LICENSE")}
+	covered := checkCopies(t, managerImage, img, df, final, sources)
+	// Nothing beyond the base's files and the Dockerfile's COPYs (a release's image has no
+	// /licenses when its Dockerfile had none).
+	for p := range img.files {
+		if p != "/" && !covered[p] && !isParentOf(p, covered) && !slices.Contains(managerBaseTops, strings.SplitN(strings.TrimPrefix(p, "/"), "/", 2)[0]) {
+			t.Errorf("%s: unexpected %s", managerImage, p)
+		}
+	}
 
-	// The licence where OpenShift's preflight (HasLicense) looks: a file under /licenses.
-	if f := img.files["/licenses/LICENSE"]; f == nil || f.sum != fileSum(t, filepath.Join(root, "LICENSE")) {
-		t.Errorf("%s: /licenses/LICENSE is missing or is not the repository's LICENSE", managerImage)
+	if src.current {
+		// The licence where OpenShift's preflight (HasLicense) looks: a file under /licenses.
+		if f := img.files["/licenses/LICENSE"]; f == nil || f.sum != fileSum(t, filepath.Join(src.dir, "LICENSE")) {
+			t.Errorf("%s: /licenses/LICENSE is missing or is not the repository's LICENSE", managerImage)
+		}
 	}
 }
 
-// testBundles: bundle.Dockerfile for bundle/ (v0.2.0) and hack/olm/bundles/quartet.v0.1.0.
-func testBundles(t *testing.T, root string, images *imageReader) {
-	df := parseDockerfile(t, filepath.Join(root, "bundle.Dockerfile"))
-	final := df.final()
-	if final.BaseName != "scratch" || len(df.stages) != 1 {
-		t.Fatalf("bundle.Dockerfile: want one FROM scratch stage")
-	}
-	want := df.config(final, nil)
-	if len(want.Labels) == 0 {
-		t.Fatal("bundle.Dockerfile has no LABELs")
-	}
-	for _, b := range []struct{ image, dir string }{{bundleImage, "bundle"}, {bundlePrevImage, bundlePrevDir}} {
+// managerBaseTops are the top-level entries of the distroless/static:nonroot stand-in.
+var managerBaseTops = []string{"etc", "home", "root", "tmp"}
+
+// bundleSource is a bundle image, the bundle directory it holds and the bundle.Dockerfile it
+// follows (a release's own, from its commit).
+type bundleSource struct {
+	image, dir, dockerfile string
+}
+
+// testBundles: each bundle image against its bundle.Dockerfile and directory: bundle/ (the
+// current version), each release's frozen bundle and the reconstructed v0.1.0.
+func testBundles(t *testing.T, root string, images *imageReader, bundles []bundleSource) {
+	for _, b := range bundles {
 		t.Run(b.dir, func(t *testing.T) {
+			df := parseDockerfile(t, b.dockerfile)
+			final := df.final()
+			if final.BaseName != "scratch" || len(df.stages) != 1 {
+				t.Fatalf("%s: want one FROM scratch stage", b.dockerfile)
+			}
+			want := df.config(final, nil)
+			if len(want.Labels) == 0 {
+				t.Fatalf("%s has no LABELs", b.dockerfile)
+			}
 			img := images.get(t, b.image)
 			checkConfig(t, b.image, img.cfg.Config, want)
 			// The labels mirror metadata/annotations.yaml, which OLM reads from the bundle.

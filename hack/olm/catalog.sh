@@ -1,34 +1,56 @@
 #!/usr/bin/env bash
-# Regenerates the file-based catalog catalog/quartet/ (run by `make catalog`):
-#   1. reconstructs the v0.1.0 bundle from bundle/ into hack/olm/bundles/quartet.v0.1.0
-#      (hack/olm/reconstruct: same operator, ChaosAgent serving and storing v1alpha1 only);
-#   2. `opm init` the package, `opm render` both bundle directories, sets each bundle's
-#      image to its bundle image name (opm leaves it empty for a directory);
-#   3. writes the stable channel: quartet.v0.2.0 replaces quartet.v0.1.0, skipRange
-#      '>=0.1.0 <0.2.0';
+# Regenerates the file-based catalog catalog/quartet/ (run by `make catalog`), the upgrade chain
+# quartet.v0.1.0 -> the releases of hack/olm/releases (each frozen as it shipped) -> the current
+# bundle/:
+#   1. reconstructs the v0.1.0 bundle from the oldest release's frozen bundle into
+#      hack/olm/bundles/quartet.v0.1.0 (hack/olm/reconstruct: same operator, ChaosAgent serving
+#      and storing v1alpha1 only), so v0.1.0 stays what it was whatever bundle/ becomes;
+#   2. `opm init` the package, `opm render` every bundle directory, sets each bundle's image
+#      to its bundle image name (opm leaves it empty for a directory);
+#   3. writes the stable channel: each version replaces the one before it, with skipRange
+#      '>=0.1.0 <version' (an install of any older version goes straight to the newest);
 #   4. `opm validate` and `opm generate dockerfile` (catalog.Dockerfile).
-# Everything is offline; the bundle images are names only (`make bundle-build` makes them).
+# Everything is offline; the bundle images are names only (`make images` or `make bundle-build`
+# makes them). The frozen bundles are read, never written.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 
 : "${OPM:?path to opm}" "${OPERATOR_SDK:?path to operator-sdk}"
 IMAGE_TAG_BASE=${IMAGE_TAG_BASE:-quay.io/quartet-operator/quartet}
-VERSION=${VERSION:-0.2.0}
+VERSION=${VERSION:-0.3.0}
 BUNDLE_IMG=${BUNDLE_IMG:-$IMAGE_TAG_BASE-bundle:v$VERSION}
 OPM_IMAGE_VERSION=${OPM_IMAGE_VERSION:-v1.74.0}
 PACKAGE=quartet
 CHANNEL=stable
-PREVIOUS=0.1.0
-previous_dir=hack/olm/bundles/$PACKAGE.v$PREVIOUS
+FIRST=0.1.0
+bundles=hack/olm/bundles
 
 if [ ! -f bundle/manifests/$PACKAGE.clusterserviceversion.yaml ]; then
   echo "catalog: bundle/ is missing; run \`make bundle\` first" >&2
   exit 1
 fi
+mapfile -t released < <(awk '!/^#/ && NF { print $1 }' hack/olm/releases)
+if [ ${#released[@]} -eq 0 ]; then
+  echo "catalog: hack/olm/releases lists no release" >&2
+  exit 1
+fi
+for v in "${released[@]}"; do
+  if [ ! -f "$bundles/$PACKAGE.v$v/manifests/$PACKAGE.clusterserviceversion.yaml" ]; then
+    echo "catalog: the frozen bundle of release $v ($bundles/$PACKAGE.v$v) is missing" >&2
+    exit 1
+  fi
+  if [ "$v" = "$VERSION" ]; then
+    echo "catalog: VERSION $VERSION is already released (hack/olm/releases): bump VERSION" >&2
+    exit 1
+  fi
+done
 
-go run ./hack/olm/reconstruct -from bundle -to "$previous_dir" -version "$PREVIOUS" -image "$IMAGE_TAG_BASE:v$PREVIOUS"
-"$OPERATOR_SDK" bundle validate "$previous_dir"
+go run ./hack/olm/reconstruct -from "$bundles/$PACKAGE.v${released[0]}" -to "$bundles/$PACKAGE.v$FIRST" \
+  -version "$FIRST" -image "$IMAGE_TAG_BASE:v$FIRST"
+for v in "$FIRST" "${released[@]}"; do
+  "$OPERATOR_SDK" bundle validate "$bundles/$PACKAGE.v$v"
+done
 
 out=catalog/$PACKAGE
 rm -rf catalog
@@ -42,23 +64,23 @@ render() {
   "$OPM" render "$1" --output=yaml | sed "s#^image: \"\"\$#image: $2#" >"$3"
   grep -q "^image: $2\$" "$3" || { echo "catalog: could not set the image of $1" >&2; exit 1; }
 }
-render "$previous_dir" "$IMAGE_TAG_BASE-bundle:v$PREVIOUS" "$out/bundle-v$PREVIOUS.yaml"
+versions=("$FIRST" "${released[@]}" "$VERSION")
+for v in "$FIRST" "${released[@]}"; do
+  render "$bundles/$PACKAGE.v$v" "$IMAGE_TAG_BASE-bundle:v$v" "$out/bundle-v$v.yaml"
+done
 render bundle "$BUNDLE_IMG" "$out/bundle-v$VERSION.yaml"
 
-cat >"$out/channel-$CHANNEL.yaml" <<EOF
----
-schema: olm.channel
-package: $PACKAGE
-name: $CHANNEL
-entries:
-- name: $PACKAGE.v$PREVIOUS
-- name: $PACKAGE.v$VERSION
-  replaces: $PACKAGE.v$PREVIOUS
-  skipRange: '>=$PREVIOUS <$VERSION'
-EOF
+{
+  printf -- '---\nschema: olm.channel\npackage: %s\nname: %s\nentries:\n- name: %s.v%s\n' "$PACKAGE" "$CHANNEL" "$PACKAGE" "$FIRST"
+  prev=$FIRST
+  for v in "${versions[@]:1}"; do
+    printf -- "- name: %s.v%s\n  replaces: %s.v%s\n  skipRange: '>=%s <%s'\n" "$PACKAGE" "$v" "$PACKAGE" "$prev" "$FIRST" "$v"
+    prev=$v
+  done
+} >"$out/channel-$CHANNEL.yaml"
 
 "$OPM" validate catalog
 rm -f catalog.Dockerfile
 "$OPM" generate dockerfile catalog --base-image "quay.io/operator-framework/opm:$OPM_IMAGE_VERSION" \
   --builder-image "quay.io/operator-framework/opm:$OPM_IMAGE_VERSION"
-echo "catalog: $out holds $PACKAGE.v$PREVIOUS ($IMAGE_TAG_BASE-bundle:v$PREVIOUS) and $PACKAGE.v$VERSION ($BUNDLE_IMG) in channel $CHANNEL; valid"
+echo "catalog: $out holds ${versions[*]/#/$PACKAGE.v} in channel $CHANNEL, each replacing the one before; valid"

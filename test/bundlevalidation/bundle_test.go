@@ -3,13 +3,18 @@
 package bundlevalidation
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/operator-framework/api/pkg/manifests"
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
@@ -19,6 +24,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -223,16 +229,166 @@ func TestBundleCSVContract(t *testing.T) {
 		}
 	})
 
-	t.Run("no timestamp", func(t *testing.T) {
-		_, ok := csv.Annotations["createdAt"]
-		assert.False(t, ok, "createdAt makes `make bundle` change the bundle on every run")
+	t.Run("a spec descriptor for every field an example sets", func(t *testing.T) {
+		// operator-sdk scorecard's olm-spec-descriptors (make olm-e2e) fails otherwise; this
+		// says so in make test. Descriptors are written in config/manifests/bases.
+		var examples []map[string]any
+		require.NoError(t, yaml.Unmarshal([]byte(csv.Annotations["alm-examples"]), &examples))
+		for _, e := range examples {
+			gv := strings.SplitN(e["apiVersion"].(string), "/", 2)
+			meta, _ := e["metadata"].(map[string]any)
+			exampleSpec, _ := e["spec"].(map[string]any)
+			for _, d := range spec.CustomResourceDefinitions.Owned {
+				if d.Kind != e["kind"] || d.Version != gv[1] {
+					continue
+				}
+				paths := map[string]bool{}
+				for _, sd := range d.SpecDescriptors {
+					paths[sd.Path] = true
+				}
+				for field := range exampleSpec {
+					assert.Truef(t, paths[field], "example %s %s/%s sets spec.%s, which has no specDescriptor in config/manifests/bases",
+						e["kind"], gv[1], meta["name"], field)
+				}
+			}
+		}
+	})
+
+	t.Run("createdAt is a commit time", func(t *testing.T) {
+		// make bundle sets it from HEAD's commit time (hack/olm/csvmeta), never the wall clock:
+		// CI's `make bundle` on a clean checkout must reproduce it.
+		created, err := time.Parse(time.RFC3339, csv.Annotations["createdAt"])
+		require.NoError(t, err, "createdAt %q (the community catalogs require it)", csv.Annotations["createdAt"])
+		assert.Equal(t, time.UTC, created.Location(), "createdAt in UTC")
+	})
+
+	t.Run("OpenShift versions", func(t *testing.T) {
+		// OpenShift's community pipeline (operator-pipelines, check_api_version_constraints)
+		// refuses a bundle with minKubeVersion and without com.redhat.openshift.versions, or
+		// whose OpenShift versions include one older than minKubeVersion's Kubernetes.
+		ann := readAnnotations(t, repoPath(t, "bundle", "metadata", "annotations.yaml"))
+		versions := ann[openshiftVersions]
+		require.NotEmpty(t, versions, "bundle/metadata/annotations.yaml lacks %s", openshiftVersions)
+		label := dockerfileLabels(t, repoPath(t, "bundle.Dockerfile"))[openshiftVersions]
+		assert.Equal(t, versions, label, "bundle.Dockerfile's %s label differs from the annotation", openshiftVersions)
+		oldest, err := oldestOpenShift(versions)
+		require.NoError(t, err)
+		minKube, err := majorMinor(spec.MinKubeVersion)
+		require.NoError(t, err)
+		kube := openShiftKubernetes(oldest)
+		assert.Truef(t, kube[0] > minKube[0] || (kube[0] == minKube[0] && kube[1] >= minKube[1]),
+			"%s=%s includes OpenShift 4.%d (Kubernetes %d.%d), older than minKubeVersion %s", openshiftVersions, versions, oldest, kube[0], kube[1], spec.MinKubeVersion)
+	})
+
+	t.Run("monitoring", func(t *testing.T) {
+		// The bundle carries the ServiceMonitor and the PrometheusRule of config/prometheus, the
+		// monitor selecting the manager's metrics Service.
+		kinds := map[string]*unstructured.Unstructured{}
+		for _, o := range b.Objects {
+			kinds[o.GetKind()] = o
+		}
+		for _, k := range []string{"ServiceMonitor", "PrometheusRule"} {
+			require.Contains(t, kinds, k, "bundle/ has no %s: config/manifests includes config/prometheus", k)
+		}
+		svc := kinds["Service"]
+		require.NotNil(t, svc, "bundle/ has no metrics Service")
+		selector, _, _ := unstructured.NestedStringMap(kinds["ServiceMonitor"].Object, "spec", "selector", "matchLabels")
+		require.NotEmpty(t, selector)
+		for k, v := range selector {
+			assert.Equal(t, v, svc.GetLabels()[k], "the ServiceMonitor selects %s=%s, which the metrics Service %s lacks", k, v, svc.GetName())
+		}
+		rules, err := os.ReadFile(repoPath(t, "config", "prometheus", "prometheusrule.yaml"))
+		require.NoError(t, err)
+		want := &unstructured.Unstructured{}
+		require.NoError(t, yaml.Unmarshal(rules, &want.Object))
+		assert.Equal(t, want.Object["spec"], kinds["PrometheusRule"].Object["spec"], "the bundle's PrometheusRule differs from config/prometheus: run `make bundle`")
 	})
 }
 
+const openshiftVersions = "com.redhat.openshift.versions"
+
+// oldestOpenShift returns the oldest OpenShift 4 minor version an annotation value selects:
+// "v4.18" (4.18 and later), "v4.18-v4.20" or "=v4.18".
+func oldestOpenShift(v string) (int, error) {
+	first := strings.TrimPrefix(strings.SplitN(strings.TrimSpace(v), "-", 2)[0], "=")
+	ver, err := majorMinor(strings.TrimPrefix(first, "v"))
+	if err != nil {
+		return 0, fmt.Errorf("%s %q: %w", openshiftVersions, v, err)
+	}
+	if ver[0] != 4 {
+		return 0, fmt.Errorf("%s %q: not OpenShift 4", openshiftVersions, v)
+	}
+	return ver[1], nil
+}
+
+// openShiftKubernetes is the Kubernetes release of OpenShift 4.<minor> (4.3 and later: 1.<minor+13>;
+// Red Hat's table, access.redhat.com/solutions/4870701, and operator-pipelines' OCP_TO_K8S).
+func openShiftKubernetes(minor int) [2]int { return [2]int{1, minor + 13} }
+
+// majorMinor parses the major and minor numbers of "1.31", "1.31.0" or "v1.31.0".
+func majorMinor(v string) ([2]int, error) {
+	var out [2]int
+	parts := strings.SplitN(strings.TrimPrefix(v, "v"), ".", 3)
+	if len(parts) < 2 {
+		return out, fmt.Errorf("version %q has no minor number", v)
+	}
+	for i := range out {
+		n, err := strconv.Atoi(parts[i])
+		if err != nil {
+			return out, fmt.Errorf("version %q: %w", v, err)
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
+// readAnnotations reads the flat "annotations:" map of a bundle's metadata/annotations.yaml.
+func readAnnotations(t *testing.T, file string) map[string]string {
+	t.Helper()
+	raw, err := os.ReadFile(file)
+	require.NoError(t, err)
+	var m struct {
+		Annotations map[string]string `json:"annotations"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &m), file)
+	return m.Annotations
+}
+
+// dockerfileLabels reads the `LABEL k=v` lines of a Dockerfile.
+func dockerfileLabels(t *testing.T, file string) map[string]string {
+	t.Helper()
+	raw, err := os.ReadFile(file)
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if kv, ok := strings.CutPrefix(line, "LABEL "); ok {
+			k, v, _ := strings.Cut(kv, "=")
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // TestCatalogMatchesBundle fails when bundle/ changed and `make catalog` was not run: the
-// catalog's entry for the current version must carry the same CSV and CRDs.
+// catalog's entry for each version carries the same CSV and CRDs as its bundle directory:
+// bundle/ for the current version, the frozen bundle of each release, the reconstructed v0.1.0.
 func TestCatalogMatchesBundle(t *testing.T) {
-	b := loadBundle(t)
+	current := loadBundle(t)
+	dirs := map[string]string{current.CSV.Spec.Version.String(): "bundle", firstVersion: bundleDir(firstVersion)}
+	for _, r := range readReleases(t) {
+		dirs[r.version] = bundleDir(r.version)
+	}
+	for version, dir := range dirs {
+		t.Run(version, func(t *testing.T) {
+			b, err := manifests.GetBundleFromDir(repoPath(t, dir))
+			require.NoError(t, err, dir)
+			require.Equal(t, version, b.CSV.Spec.Version.String(), "%s holds another version", dir)
+			checkCatalogEntry(t, b, dir)
+		})
+	}
+}
+
+func checkCatalogEntry(t *testing.T, b *manifests.Bundle, dir string) {
 	version := b.CSV.Spec.Version.String()
 	raw, err := os.ReadFile(repoPath(t, "catalog", "quartet", "bundle-v"+version+".yaml"))
 	require.NoError(t, err, "catalog/ has no bundle for %s: run `make catalog`", version)
@@ -246,7 +402,7 @@ func TestCatalogMatchesBundle(t *testing.T) {
 	}
 	require.NoError(t, yaml.Unmarshal(raw, &entry))
 	assert.Equal(t, b.CSV.Name, entry.Name)
-	assert.True(t, strings.HasSuffix(entry.Image, "-bundle:v"+version), "bundle image %q is not a BUNDLE_IMG-style name", entry.Image)
+	assert.Equal(t, "quay.io/quartet-operator/quartet-bundle:v"+version, entry.Image, "not the BUNDLE_IMG-style name of %s", version)
 
 	var csv *operatorsv1alpha1.ClusterServiceVersion
 	crds := map[string]*apiextensionsv1.CustomResourceDefinition{}
@@ -271,15 +427,137 @@ func TestCatalogMatchesBundle(t *testing.T) {
 		}
 	}
 	require.NotNil(t, csv, "the catalog entry carries no CSV")
-	assert.True(t, equality.Semantic.DeepEqual(b.CSV.Spec, csv.Spec), "the catalog's CSV differs from bundle/: run `make catalog`")
-	assert.Equal(t, b.CSV.Annotations, csv.Annotations, "the catalog's CSV annotations differ from bundle/: run `make catalog`")
+	assert.True(t, equality.Semantic.DeepEqual(b.CSV.Spec, csv.Spec), "the catalog's CSV differs from %s: run `make catalog`", dir)
+	assert.Equal(t, b.CSV.Annotations, csv.Annotations, "the catalog's CSV annotations differ from %s: run `make catalog`", dir)
 	require.Len(t, crds, len(b.V1CRDs))
 	for _, want := range b.V1CRDs {
 		got, ok := crds[want.Name]
 		if assert.Truef(t, ok, "CRD %s missing from the catalog: run `make catalog`", want.Name) {
-			assert.Truef(t, equality.Semantic.DeepEqual(want.Spec, got.Spec), "CRD %s differs from bundle/: run `make catalog`", want.Name)
+			assert.Truef(t, equality.Semantic.DeepEqual(want.Spec, got.Spec), "CRD %s differs from %s: run `make catalog`", want.Name, dir)
 		}
 	}
+}
+
+// TestUpgradeChain: the stable channel is v0.1.0, then each release of hack/olm/releases, then
+// the current version, each replacing the one before and skipping every version from v0.1.0
+// (an install of any older version goes straight to the newest); the current CSV names the
+// same edge (spec.replaces, olm.skipRange), for catalogs built from the CSVs (ci.yaml's
+// replaces-mode).
+func TestUpgradeChain(t *testing.T) {
+	current := loadBundle(t).CSV
+	versions := []string{firstVersion}
+	for _, r := range readReleases(t) {
+		versions = append(versions, r.version)
+	}
+	versions = append(versions, current.Spec.Version.String())
+
+	raw, err := os.ReadFile(repoPath(t, "catalog", "quartet", "channel-stable.yaml"))
+	require.NoError(t, err)
+	var channel struct {
+		Schema  string `json:"schema"`
+		Name    string `json:"name"`
+		Entries []struct {
+			Name      string   `json:"name"`
+			Replaces  string   `json:"replaces"`
+			Skips     []string `json:"skips"`
+			SkipRange string   `json:"skipRange"`
+		} `json:"entries"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &channel))
+	require.Equal(t, "olm.channel", channel.Schema)
+	require.Equal(t, "stable", channel.Name)
+	require.Len(t, channel.Entries, len(versions), "channel stable: want %v", versions)
+	for i, v := range versions {
+		e := channel.Entries[i]
+		assert.Equal(t, "quartet.v"+v, e.Name)
+		assert.Empty(t, e.Skips)
+		if i == 0 {
+			assert.Empty(t, e.Replaces+e.SkipRange, "v%s is the first version", v)
+			continue
+		}
+		assert.Equal(t, "quartet.v"+versions[i-1], e.Replaces, "v%s replaces the version before it", v)
+		assert.Equal(t, ">="+firstVersion+" <"+v, e.SkipRange, "v%s skips every version before it", v)
+	}
+	last := channel.Entries[len(channel.Entries)-1]
+	assert.Equal(t, last.Replaces, current.Spec.Replaces, "the CSV's spec.replaces differs from the channel: run `make bundle catalog`")
+	assert.Equal(t, last.SkipRange, current.Annotations["olm.skipRange"], "the CSV's olm.skipRange differs from the channel")
+}
+
+// TestReleasesStayAsShipped: each release's bundle in hack/olm/bundles/ is, byte for byte,
+// the bundle/ of its commit, and the reconstructed v0.1.0 is what it was when the oldest
+// release shipped (it is derived from that release's frozen bundle, not from today's). Needs
+// the clone's history (CI clones it all).
+func TestReleasesStayAsShipped(t *testing.T) {
+	releases := readReleases(t)
+	for _, r := range releases {
+		t.Run(r.version, func(t *testing.T) {
+			assertTreeEqualsCommit(t, bundleDir(r.version), r.commit, "bundle")
+		})
+	}
+	t.Run(firstVersion, func(t *testing.T) {
+		assertTreeEqualsCommit(t, bundleDir(firstVersion), releases[0].commit, bundleDir(firstVersion))
+	})
+}
+
+// assertTreeEqualsCommit compares the files under dir with those under commitDir at commit.
+func assertTreeEqualsCommit(t *testing.T, dir, commit, commitDir string) {
+	t.Helper()
+	ls := exec.Command("git", "ls-tree", "-r", "--name-only", commit, "--", commitDir+"/")
+	ls.Dir = repoPath(t)
+	out, err := ls.Output()
+	require.NoError(t, err, "git ls-tree %s (a shallow clone? git fetch --unshallow)", commit)
+	want := strings.Fields(string(out))
+	require.NotEmpty(t, want, "%s has no %s/", commit, commitDir)
+	var got []string
+	require.NoError(t, filepath.WalkDir(repoPath(t, dir), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(repoPath(t, dir), p)
+			got = append(got, filepath.ToSlash(rel))
+		}
+		return err
+	}))
+	var wantRel []string
+	for _, f := range want {
+		wantRel = append(wantRel, strings.TrimPrefix(f, commitDir+"/"))
+	}
+	slices.Sort(got)
+	slices.Sort(wantRel)
+	require.Equal(t, wantRel, got, "%s has other files than %s:%s/", dir, commit, commitDir)
+	for _, f := range wantRel {
+		show := exec.Command("git", "show", commit+":"+commitDir+"/"+f)
+		show.Dir = repoPath(t)
+		shipped, err := show.Output()
+		require.NoError(t, err)
+		local, err := os.ReadFile(repoPath(t, dir, f))
+		require.NoError(t, err)
+		assert.Truef(t, bytes.Equal(shipped, local), "%s/%s differs from %s:%s/%s: a release stays as it shipped", dir, f, commit[:12], commitDir, f)
+	}
+}
+
+const firstVersion = "0.1.0"
+
+func bundleDir(version string) string {
+	return filepath.Join("hack", "olm", "bundles", "quartet.v"+version)
+}
+
+// release is one line of hack/olm/releases.
+type release struct{ version, commit string }
+
+func readReleases(t *testing.T) []release {
+	t.Helper()
+	raw, err := os.ReadFile(repoPath(t, "hack", "olm", "releases"))
+	require.NoError(t, err)
+	var out []release
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		require.Len(t, f, 2, "hack/olm/releases: %q", line)
+		out = append(out, release{version: f[0], commit: f[1]})
+	}
+	require.NotEmpty(t, out, "hack/olm/releases lists no release")
+	return out
 }
 
 // hasPath reports whether a dotted path of property names exists in a schema.
@@ -296,4 +574,20 @@ func hasPath(s *apiextensionsv1.JSONSchemaProps, path string) bool {
 
 func ruleString(r rbacv1.PolicyRule) string {
 	return strings.Join(r.APIGroups, ",") + "/" + strings.Join(r.Resources, ",") + ":" + strings.Join(r.Verbs, ",")
+}
+
+// TestCommunityCatalogSettings: ci.yaml, the community catalogs' settings for the package,
+// builds the update graph from the CSVs' spec.replaces (which make bundle sets) and names
+// reviewers.
+func TestCommunityCatalogSettings(t *testing.T) {
+	raw, err := os.ReadFile(repoPath(t, "ci.yaml"))
+	require.NoError(t, err)
+	var ci struct {
+		Reviewers   []string `json:"reviewers"`
+		UpdateGraph string   `json:"updateGraph"`
+	}
+	require.NoError(t, yaml.UnmarshalStrict(raw, &ci))
+	assert.Equal(t, "replaces-mode", ci.UpdateGraph)
+	assert.NotEmpty(t, ci.Reviewers)
+	assert.NotEmpty(t, loadBundle(t).CSV.Spec.Replaces, "replaces-mode needs spec.replaces in the CSV")
 }

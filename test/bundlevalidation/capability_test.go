@@ -26,10 +26,13 @@ var capabilityEvidence = map[string][]string{
 		"test/olm/install_test.go:TestInstallUpgradeAndTheFourControllers",
 		"test/olm/modes_test.go:TestInstallModes",
 	},
-	// 0.1.0 → 0.2.0 through the catalog: CRs kept (ChaosAgent storage moves to v1beta1),
-	// the mirror's pods roll to the new operator image and keep their cache PVC.
+	// 0.1.0 → 0.3.0 through the catalog: CRs kept (ChaosAgent storage moves to v1beta1),
+	// the mirror's pods roll to the new operator image and keep their cache PVC. 0.2.0 (its
+	// own code) → 0.3.0: rules and mirrors that relied on 0.2.0's reach say what consent is
+	// missing, and resume once the admin gives it.
 	"Seamless Upgrades": {
 		"test/olm/install_test.go:TestInstallUpgradeAndTheFourControllers",
+		"test/olm/upgrade_test.go:TestUpgradeFrom020AsksForConsent",
 	},
 	// Fail-over to the cache when the upstream is gone and back to the upstream when the
 	// mirror is deleted; credentials re-configured without restarts; every change a
@@ -43,7 +46,9 @@ var capabilityEvidence = map[string][]string{
 		"controllers/registrymirror/controller_test.go:TestMirrorLifecycle",
 	},
 	// Metrics per controller and alerts on them, tested against synthetic series and
-	// against the in-cluster manager's real metrics endpoint.
+	// against the in-cluster manager's real metrics endpoint; the bundle installs the
+	// ServiceMonitor and the alerts with the operator (checked below and in
+	// TestBundleCSVContract/monitoring).
 	"Deep Insights": {
 		"test/alerts/alerts_test.go:TestAlertsPassTheirUnitTests",
 		"test/alerts/alerts_test.go:TestEveryAlertIsExpectedToFire",
@@ -78,6 +83,14 @@ func TestCapabilityClaimHasEvidence(t *testing.T) {
 		rules, err := alerts.ReadRules(repoPath(t))
 		require.NoError(t, err)
 		assert.NotEmpty(t, rules.Alerts(), "Deep Insights without alerting rules")
+		// What an OLM install gets without further steps: the bundle carries the scrape
+		// configuration and the alerts, not only a folder the admin applies by hand.
+		kinds := map[string]int{}
+		for _, o := range loadBundle(t).Objects {
+			kinds[o.GetKind()]++
+		}
+		assert.Equal(t, 1, kinds["ServiceMonitor"], "Deep Insights: the bundle installs no ServiceMonitor for the manager's metrics")
+		assert.Equal(t, 1, kinds["PrometheusRule"], "Deep Insights: the bundle installs no PrometheusRule with the alerts")
 	}
 
 	doc, err := os.ReadFile(repoPath(t, "docs", "OLM.md"))

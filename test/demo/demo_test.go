@@ -63,7 +63,7 @@ func TestDemoTellsTheFourStories(t *testing.T) {
 	t.Logf("demo ran in %s", time.Since(start).Round(time.Second))
 	text := out.String()
 	for _, want := range []string{
-		"ClusterServiceVersion quartet.v0.2.0 Succeeded",
+		"ClusterServiceVersion quartet.v0.3.0 Succeeded",
 		"holds rate=1.1625",
 		// The cluster admin's consent, then the copies it allows.
 		"$ kubectl create clusterrolebinding copyrator-platform --clusterrole=quartet-copyrator-target --serviceaccount=demo:copyrator",

@@ -29,8 +29,8 @@ func TestKustomizeDeployUndeploy(t *testing.T) {
 	t.Cleanup(func() { _ = os.WriteFile(kustomization, before, 0o644) })
 
 	since := time.Now()
-	command(t, nil, "make", "-s", "deploy", "IMG=quay.io/quartet-operator/quartet:v0.2.0", "KUBECTL="+kubectl())
-	pod := waitManager(t, installNS, "quay.io/quartet-operator/quartet:v0.2.0")
+	command(t, nil, "make", "-s", "deploy", "IMG=quay.io/quartet-operator/quartet:v0.3.0", "KUBECTL="+kubectl())
+	pod := waitManager(t, installNS, "quay.io/quartet-operator/quartet:v0.3.0")
 	t.Logf("make deploy: manager %s Ready %s after the deploy began", pod.Name, time.Since(since).Round(time.Second))
 	ns := &corev1.Namespace{}
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: installNS}, ns))

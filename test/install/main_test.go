@@ -1,5 +1,5 @@
 // Package install proves the install paths without OLM on the local cluster's real node, as
-// an admin takes them: the Helm chart (install 0.1.0, upgrade to 0.2.0, uninstall) and
+// an admin takes them: the Helm chart (install 0.1.0, upgrade to 0.3.0, uninstall) and
 // kustomize (`make deploy`, `make undeploy`). Each ends with the manager pod running the
 // image, a CR reconciled by it, and after removal exactly what docs/INSTALL.md says stays.
 // OLM's install and uninstall are test/olm's. Run with `make e2e` (root); without

@@ -56,7 +56,7 @@ func TestBadInputsNameTheProblem(t *testing.T) {
 	require.NoError(t, env.DeleteQuartetCRDs(ctx), "the CRD left out below must not be in the cluster already")
 
 	t.Run("bundle image that does not exist", func(t *testing.T) {
-		missing := localcluster.ScratchRegistry + "/quartet-operator/quartet-bundle:v0.2.0-missing"
+		missing := localcluster.ScratchRegistry + "/quartet-operator/quartet-bundle:v0.3.0-missing"
 		ns := installBroken(t, "bad-missing-image", brokenBundle{image: missing}, map[string]string{
 			// OLM's own verdict comes when the unpack Job's deadline passes (10 minutes by default).
 			"operatorframework.io/bundle-unpack-timeout": "45s",
@@ -73,7 +73,7 @@ func TestBadInputsNameTheProblem(t *testing.T) {
 		// opm refuses to render such a bundle, so the catalog entry is rendered from the
 		// whole bundle and the CRD dropped from it, as from the image.
 		ns := installBroken(t, "bad-no-crd", brokenBundle{
-			image: localcluster.ScratchRegistry + "/quartet-operator/quartet-bundle:v0.2.0-no-crd", push: true,
+			image: localcluster.ScratchRegistry + "/quartet-operator/quartet-bundle:v0.3.0-no-crd", push: true,
 			files: map[string][]byte{"manifests/flant.com_copyrators.yaml": nil}, renderWhole: true,
 		}, nil)
 		err := env.WaitCSVSucceeded(ctx, ns, realnode.NewCSV, 3*time.Minute)
@@ -89,7 +89,7 @@ func TestBadInputsNameTheProblem(t *testing.T) {
 		pushCrashingManager(t, crashing)
 		csv := bundleCSV(t)
 		ns := installBroken(t, "bad-crash", brokenBundle{
-			image: localcluster.ScratchRegistry + "/quartet-operator/quartet-bundle:v0.2.0-crash", push: true,
+			image: localcluster.ScratchRegistry + "/quartet-operator/quartet-bundle:v0.3.0-crash", push: true,
 			files: map[string][]byte{csvFile: []byte(strings.ReplaceAll(string(csv), realnode.OperatorImage, crashing))},
 		}, nil)
 		err := env.WaitCSVSucceeded(ctx, ns, realnode.NewCSV, 3*time.Minute)
@@ -109,7 +109,7 @@ func TestMissingPermissionFails(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
 	ns := installBroken(t, "bad-permission", brokenBundle{
-		image: localcluster.ScratchRegistry + "/quartet-operator/quartet-bundle:v0.2.0-no-configmap-create", push: true,
+		image: localcluster.ScratchRegistry + "/quartet-operator/quartet-bundle:v0.3.0-no-configmap-create", push: true,
 		files: map[string][]byte{csvFile: withoutConfigMapCreate(t, bundleCSV(t))},
 	}, nil)
 	require.NoError(t, env.WaitCSVSucceeded(ctx, ns, realnode.NewCSV, 3*time.Minute), "a missing permission does not stop the install")
@@ -240,14 +240,14 @@ func pushBundle(t *testing.T, ref string, files map[string][]byte) {
 			layerFiles[f] = content
 		}
 	}
-	appendAndPush(t, localcluster.ImageRegistry+"/quartet-operator/quartet-bundle:v0.2.0", ref, layerFiles)
+	appendAndPush(t, localcluster.ImageRegistry+"/quartet-operator/quartet-bundle:v0.3.0", ref, layerFiles)
 }
 
 // pushCrashingManager publishes the operator image with /manager replaced by a file
 // that is not a program: the container fails at every start.
 func pushCrashingManager(t *testing.T, ref string) {
 	t.Helper()
-	appendAndPush(t, localcluster.ImageRegistry+"/quartet-operator/quartet:v0.2.0", ref,
+	appendAndPush(t, localcluster.ImageRegistry+"/quartet-operator/quartet:v0.3.0", ref,
 		map[string][]byte{"manager": []byte("this is not a program\n")}, "manager")
 }
 

@@ -3,6 +3,8 @@ package olm
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -38,10 +41,12 @@ const (
 
 // TestInstallUpgradeAndTheFourControllers installs 0.1.0 from the catalog image with manual
 // approval (MultiNamespace: the install namespace and one more), drives the samples of
-// config/samples through the in-cluster manager with the cluster admin's consent (a
-// ClusterRoleBinding for the rule's ServiceAccount, the accept-copies label on the
-// protected operator namespace, the sample RegistryHostGrant for the mirror), upgrades to
-// 0.2.0 and checks that the manager pod was replaced, every CR survived and the four
+// config/samples through the in-cluster manager (0.2.0's released code, which asks for no
+// consent), takes the cluster admin's steps before the upgrade as docs/INSTALL.md says (the
+// RegistryHostGrant CRD and the sample grant for the mirror, a ClusterRoleBinding for the
+// rule's ServiceAccount, the accept-copies label on the protected operator namespace),
+// upgrades (OLM goes straight to the channel head, 0.3.0, which skips 0.1.0) and checks that
+// the manager pod was replaced, every CR survived, nothing is refused and the four
 // controllers act.
 func TestInstallUpgradeAndTheFourControllers(t *testing.T) {
 	requireEnv(t)
@@ -62,20 +67,8 @@ func TestInstallUpgradeAndTheFourControllers(t *testing.T) {
 	require.ElementsMatch(t, []string{installNS, targetNS}, strings.Split(oldPod.Annotations["olm.targetNamespaces"], ","),
 		"OLM hands the OperatorGroup's targets to the manager (WATCH_NAMESPACE)")
 
-	// The samples users apply, unchanged, reconciled by the in-cluster 0.1.0 manager, with
-	// the cluster admin's consent where they act beyond their namespace: the rule's
-	// ServiceAccount may copy everywhere (one ClusterRoleBinding to the ClusterRole the
-	// bundle ships), and the sample RegistryHostGrant gives docker.io's node access to the
-	// sample mirror (in targetNS here, where the samples go, instead of registry-mirrors).
-	bindings, err := env.ConsentToCopies(ctx, "copyrator-platform", targetNS, copyratorrule.DefaultServiceAccountName)
-	require.NoError(t, err)
-	grant := &mirrorsv1alpha1.RegistryHostGrant{}
-	require.NoError(t, env.Sample("mirrors_v1alpha1_registryhostgrant.yaml", grant, ""))
-	grant.Spec.Mirror.Namespace = targetNS
-	require.NoError(t, c.Create(ctx, grant))
-	t.Logf("the admin's consent: ClusterRoleBinding %s (%s to ServiceAccount %s/%s); RegistryHostGrant %s (%s to %s/%s, %v)",
-		bindings[0].GetName(), copyratorrule.TargetClusterRole, targetNS, copyratorrule.DefaultServiceAccountName,
-		grant.Name, grant.Spec.Host, grant.Spec.Mirror.Namespace, grant.Spec.Mirror.Name, grant.Spec.Capabilities)
+	// The samples users apply, unchanged, reconciled by the in-cluster 0.1.0 manager (0.2.0's
+	// code: it copies and puts mirrors on the nodes without anyone's consent).
 	source := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: sharedConfigMap, Namespace: targetNS, Labels: map[string]string{"copyrator": "true"}},
 		Data:       map[string]string{"greeting": "hello from 0.1.0"},
@@ -94,10 +87,7 @@ func TestInstallUpgradeAndTheFourControllers(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, c.Create(ctx, agent), "0.1.0 serves ChaosAgents as v1alpha1 only")
 
-	// The only other watched namespace is the operator's own: protected, so the
-	// ClusterRoleBinding does not reach it until the admin labels it.
-	requireRefused(t, rule, installNS, "is protected")
-	require.NoError(t, env.AcceptCopies(ctx, installNS))
+	// The only other watched namespace is the operator's own: 0.1.0 copies there unasked.
 	require.NoError(t, env.WaitCopies(ctx, rule, sharedConfigMap, []string{installNS}, 2*time.Minute))
 	usd, err := env.WaitExchangeRate(ctx, targetNS, rate.Name, 2*time.Minute)
 	require.NoError(t, err)
@@ -115,7 +105,35 @@ func TestInstallUpgradeAndTheFourControllers(t *testing.T) {
 		uids[o.GetObjectKind().GroupVersionKind().Kind+"/"+o.GetName()] = o.GetUID()
 	}
 
-	// Upgrade: OLM replaces 0.1.0 with 0.2.0 (and the ChaosAgent CRD's storage version).
+	// Before approving the upgrade, the cluster admin gives the consents 0.3.0 asks for, as
+	// docs/INSTALL.md says for OLM: the RegistryHostGrant CRD (the upgrade updates it in
+	// place) and the sample grant for the mirror (in targetNS here, where the samples go,
+	// instead of registry-mirrors); the rule's ServiceAccount may copy everywhere (a
+	// ClusterRoleBinding of the ClusterRole the upgrade brings); the protected operator
+	// namespace accepts copies.
+	grantCRD, err := os.ReadFile(filepath.Join(env.Root, "config", "crd", "bases", "mirrors.quartet.dev_registryhostgrants.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, env.ApplyYAML(ctx, grantCRD, nil))
+	grant := &mirrorsv1alpha1.RegistryHostGrant{}
+	require.NoError(t, env.Sample("mirrors_v1alpha1_registryhostgrant.yaml", grant, ""))
+	grant.Spec.Mirror.Namespace = targetNS
+	require.NoError(t, realnode.WaitFor(ctx, "RegistryHostGrant "+grant.Name+" created", time.Minute, func(ctx context.Context) (bool, string, error) {
+		err := c.Create(ctx, grant) // the CRD is established within a moment
+		return err == nil || apierrors.IsAlreadyExists(err), "", err
+	}))
+	bindings := []client.Object{&rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "copyrator-platform"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: copyratorrule.TargetClusterRole},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: targetNS, Name: copyratorrule.DefaultServiceAccountName}},
+	}}
+	require.NoError(t, c.Create(ctx, bindings[0]))
+	require.NoError(t, env.AcceptCopies(ctx, installNS))
+	t.Logf("the admin's consent before the upgrade: ClusterRoleBinding %s (%s to ServiceAccount %s/%s); RegistryHostGrant %s (%s to %s/%s, %v); %s labelled %s=true",
+		bindings[0].GetName(), copyratorrule.TargetClusterRole, targetNS, copyratorrule.DefaultServiceAccountName,
+		grant.Name, grant.Spec.Host, grant.Spec.Mirror.Namespace, grant.Spec.Mirror.Name, grant.Spec.Capabilities, installNS, copyratorrule.LabelAcceptCopies)
+
+	// Upgrade: OLM replaces 0.1.0 with the channel head 0.3.0, which skips it (and moves the
+	// ChaosAgent CRD's storage version).
 	since = time.Now()
 	steps, err = env.ApproveInstallPlan(ctx, installNS, realnode.NewCSV)
 	require.NoError(t, err)
@@ -125,10 +143,11 @@ func TestInstallUpgradeAndTheFourControllers(t *testing.T) {
 		err := c.Get(ctx, client.ObjectKey{Namespace: installNS, Name: realnode.OldCSV}, &operatorsv1alpha1.ClusterServiceVersion{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err), nil
 	}))
-	timings.Add("upgrade to 0.2.0: approve, unpack Job, CSV Succeeded, 0.1.0 gone", since)
+	timings.Add("upgrade 0.1.0 to 0.3.0: approve, unpack Job, CSV Succeeded, 0.1.0 gone", since)
 	newPod := requireManagerReady(t, installNS, realnode.OperatorImage)
 	require.NotEqual(t, oldPod.UID, newPod.UID, "the manager pod is replaced")
-	requireBundleUnpackedByJobs(t, "quartet-bundle:v0.2.0")
+	requireBundleUnpackedByJobs(t, "quartet-bundle:v0.3.0")
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: copyratorrule.TargetClusterRole}, &rbacv1.ClusterRole{}), "the upgrade brings the ClusterRole the binding names")
 
 	// Every CR survived the upgrade; the ChaosAgent reads as v1beta1.
 	for _, o := range []client.Object{&flantv1.CopyratorRule{}, &operatorsv1.ExchangeRate{}, &mirrorsv1alpha1.RegistryMirror{}} {
@@ -155,17 +174,19 @@ func TestInstallUpgradeAndTheFourControllers(t *testing.T) {
 		require.Equal(t, v.Name == "v1beta1", v.Storage, v.Name)
 	}
 
-	// The 0.2.0 manager acts: a source change reaches the copy, the rate is kept, the mirror
-	// serves, and the v1alpha1 agent from 0.1.0 runs rounds now.
+	// The 0.3.0 manager acts, with the consents given before: nothing is refused, a source
+	// change reaches the copy, the rate is kept, the mirror serves, and the v1alpha1 agent
+	// from 0.1.0 runs rounds now.
+	requireAuthorized(t, rule)
 	patch := client.MergeFrom(source.DeepCopy())
-	source.Data["greeting"] = "hello from 0.2.0"
+	source.Data["greeting"] = "hello from 0.3.0"
 	require.NoError(t, c.Patch(ctx, source, patch))
 	require.NoError(t, realnode.WaitFor(ctx, "the copy in "+installNS+" follows the source", time.Minute, func(ctx context.Context) (bool, string, error) {
 		cp := &corev1.ConfigMap{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: installNS, Name: sharedConfigMap}, cp); err != nil {
 			return false, "", err
 		}
-		return cp.Data["greeting"] == "hello from 0.2.0", fmt.Sprint(cp.Data), nil
+		return cp.Data["greeting"] == "hello from 0.3.0", fmt.Sprint(cp.Data), nil
 	}))
 	_, err = env.WaitExchangeRate(ctx, targetNS, rate.Name, time.Minute)
 	require.NoError(t, err)
@@ -178,9 +199,9 @@ func TestInstallUpgradeAndTheFourControllers(t *testing.T) {
 	// roll first: wait until that is over, or the rollout would look like kills.
 	waitSettled(t, targetNS)
 	// The operands were upgraded with the operator: every pod of the mirror now runs
-	// 0.2.0's operator image, none 0.1.0's, and the cache is the same PVC.
+	// 0.3.0's operator image, none 0.1.0's, and the cache is the same PVC.
 	require.Empty(t, podsRunning(t, targetNS, realnode.OldOperatorImage), "no operand runs 0.1.0's image after the upgrade")
-	require.NotEmpty(t, podsRunning(t, targetNS, realnode.OperatorImage), "the mirror's pods run 0.2.0's operator image")
+	require.NotEmpty(t, podsRunning(t, targetNS, realnode.OperatorImage), "the mirror's pods run 0.3.0's operator image")
 	require.Equal(t, cacheBefore, pvcUIDs(t, targetNS), "the mirror's cache PVC survived the upgrade")
 	podsBefore := podUIDs(t, targetNS)
 	dry := &blackadderv1beta1.ChaosAgent{}
@@ -216,22 +237,18 @@ func TestInstallUpgradeAndTheFourControllers(t *testing.T) {
 	timings.Add("uninstall (Subscription, CSV, OperatorGroup deleted; manager gone)", since)
 }
 
-// requireRefused waits until the rule's status lists namespace ns as refused, with a
-// reason containing why.
-func requireRefused(t *testing.T, rule *flantv1.CopyratorRule, ns, why string) {
+// requireAuthorized waits until the rule says, for its current generation, that every
+// namespace it selects consents (Authorized=True, nothing refused).
+func requireAuthorized(t *testing.T, rule *flantv1.CopyratorRule) {
 	t.Helper()
-	require.NoError(t, realnode.WaitFor(context.Background(), "CopyratorRule "+rule.Name+" refusing "+ns, 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+	require.NoError(t, realnode.WaitFor(context.Background(), "CopyratorRule "+rule.Name+" authorized everywhere", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
 		r := &flantv1.CopyratorRule{}
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(rule), r); err != nil {
 			return false, "", err
 		}
-		for _, refused := range r.Status.Refused {
-			if refused.Namespace == ns && strings.Contains(refused.Reason, why) {
-				t.Logf("rule %s/%s: %d refused, %s: %s", r.Namespace, r.Name, r.Status.RefusedCount, ns, refused.Reason)
-				return true, "", nil
-			}
-		}
-		return false, fmt.Sprintf("refused %+v; conditions %+v", r.Status.Refused, r.Status.Conditions), nil
+		c := meta.FindStatusCondition(r.Status.Conditions, copyratorrule.ConditionAuthorized)
+		ok := c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == r.Generation && r.Status.RefusedCount == 0
+		return ok, fmt.Sprintf("refused %d %+v; conditions %+v", r.Status.RefusedCount, r.Status.Refused, r.Status.Conditions), nil
 	}))
 }
 

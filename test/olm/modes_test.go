@@ -18,7 +18,7 @@ import (
 	"github.com/quartet-operator/quartet/test/realnode"
 )
 
-// TestInstallModes installs 0.2.0 once in each install mode the CSV declares and shows
+// TestInstallModes installs the channel head (0.3.0) once in each install mode the CSV declares and shows
 // that the running manager acts exactly where OLM told it to: an ExchangeRate in every
 // target namespace gets its ConfigMap, one outside the targets (created first, so the
 // manager had every chance to see it) is left alone.
@@ -42,7 +42,7 @@ func TestInstallModes(t *testing.T) {
 			since := time.Now()
 			require.NoError(t, env.Subscribe(ctx, realnode.Install{Namespace: m.ns, Targets: m.targets, Config: managerConfig()}))
 			require.NoError(t, env.WaitCSVSucceeded(ctx, m.ns, realnode.NewCSV, 5*time.Minute))
-			timings.Add("install 0.2.0 "+m.mode+": CSV Succeeded", since)
+			timings.Add("install 0.3.0 "+m.mode+": CSV Succeeded", since)
 			pod := requireManagerReady(t, m.ns, realnode.OperatorImage)
 			got := strings.Split(pod.Annotations["olm.targetNamespaces"], ",")
 			if m.targets == nil {

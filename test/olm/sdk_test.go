@@ -24,7 +24,7 @@ import (
 // its namespace, trusted through the cluster CA).
 const (
 	sdkBundleOld  = localcluster.ImageRegistry + "/quartet-operator/quartet-bundle:v0.1.0"
-	sdkBundleNew  = localcluster.ImageRegistry + "/quartet-operator/quartet-bundle:v0.2.0"
+	sdkBundleNew  = localcluster.ImageRegistry + "/quartet-operator/quartet-bundle:v0.3.0"
 	sdkIndexImage = localcluster.ImageRegistry + "/quartet-operator/empty-index:v1.74.0"
 	untarImage    = "quay.io/operator-framework/scorecard-untar:quartet"
 )
@@ -52,7 +52,7 @@ func sdk(t *testing.T, args ...string) string {
 }
 
 // TestOperatorSDKRunBundleAndScorecard takes the paths a developer takes: `operator-sdk
-// run bundle` of the 0.1.0 bundle image, `run bundle-upgrade` to 0.2.0, `cleanup`, and
+// run bundle` of the 0.1.0 bundle image, `run bundle-upgrade` to 0.3.0, `cleanup`, and
 // `scorecard` with the basic and OLM suites on bundle/, all against the real node.
 func TestOperatorSDKRunBundleAndScorecard(t *testing.T) {
 	requireEnv(t)
@@ -71,7 +71,7 @@ func TestOperatorSDKRunBundleAndScorecard(t *testing.T) {
 
 	since = time.Now()
 	out = sdk(t, "run", "bundle-upgrade", sdkBundleNew, "--namespace", ns, "--security-context-config", "restricted", "--timeout", "5m")
-	timings.Add("operator-sdk run bundle-upgrade 0.2.0 to Succeeded", since)
+	timings.Add("operator-sdk run bundle-upgrade 0.3.0 to Succeeded", since)
 	t.Logf("run bundle-upgrade:\n%s", lastLines(out, 4))
 	require.Regexp(t, `Successfully upgraded to \\?"`+realnode.NewCSV, out)
 	requireManagerReady(t, ns, realnode.OperatorImage)

@@ -18,17 +18,22 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// What `make images` and `make catalog` publish, by the names users see.
+// What `make images` and `make catalog` publish, by the names users see. The channel is
+// OldCSV (reconstructed), ReleasedCSV (0.2.0 as it shipped, its operator image built from its
+// own commit), NewCSV (the current version, which skips both).
 const (
-	CatalogImage      = "quay.io/quartet-operator/quartet-catalog:v0.2.0"
-	CatalogName       = "quartet-catalog"
-	Package           = "quartet"
-	Channel           = "stable"
-	OldCSV            = "quartet.v0.1.0"
-	NewCSV            = "quartet.v0.2.0"
-	ManagerDeployment = "quartet-controller-manager"
-	OperatorImage     = "quay.io/quartet-operator/quartet:v0.2.0"
-	OldOperatorImage  = "quay.io/quartet-operator/quartet:v0.1.0"
+	CatalogImage          = "quay.io/quartet-operator/quartet-catalog:v0.3.0"
+	CatalogName           = "quartet-catalog"
+	Package               = "quartet"
+	Channel               = "stable"
+	OldCSV                = "quartet.v0.1.0"
+	ReleasedCSV           = "quartet.v0.2.0"
+	NewCSV                = "quartet.v0.3.0"
+	ManagerDeployment     = "quartet-controller-manager"
+	OperatorImage         = "quay.io/quartet-operator/quartet:v0.3.0"
+	ReleasedOperatorImage = "quay.io/quartet-operator/quartet:v0.2.0"
+	// OldOperatorImage is ReleasedOperatorImage under 0.1.0's tag (the same image).
+	OldOperatorImage = "quay.io/quartet-operator/quartet:v0.1.0"
 )
 
 // CreateCatalogSource creates a grpc CatalogSource in OLM's namespace served from image by
@@ -285,8 +290,8 @@ func (e *Env) CSVsNamed(ctx context.Context, name string) []string {
 // DeleteQuartetCRDs removes Quartet's CRDs (and so every CR left), as docs/OLM.md tells an
 // admin to after an uninstall, and waits until they are gone. OLM keeps CRDs when an
 // operator is uninstalled and refuses to install an older bundle over newer ones (0.1.0's
-// ChaosAgent CRD would drop the stored version v1beta1), so a test that installs 0.1.0
-// starts from a cluster without them.
+// ChaosAgent CRD would drop the stored version v1beta1), so a test that installs 0.1.0 or
+// 0.2.0 starts from a cluster without them, as a cluster that ran them had.
 func (e *Env) DeleteQuartetCRDs(ctx context.Context) error {
 	names := []string{"chaosagents.blackadder.io", "copyrators.flant.com", "exchangerates.operators.brennerm.github.io",
 		"registrymirrors.mirrors.quartet.dev", "registryhostgrants.mirrors.quartet.dev"}

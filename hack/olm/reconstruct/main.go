@@ -1,14 +1,15 @@
-// Command reconstruct derives the bundle of Quartet's first release, v0.1.0, from the
-// current bundle, so the catalog has a real upgrade to offer: the same operator, whose
-// ChaosAgent CRD serves (and stores) v1alpha1 only. Installing it and then upgrading to
-// the current bundle moves ChaosAgent storage from v1alpha1 to v1beta1, as the real
-// upgrade does.
+// Command reconstruct derives the bundle of Quartet's first version, v0.1.0, from the
+// bundle of the oldest release (0.2.0, frozen as it shipped), so the catalog has a real
+// upgrade to offer: the same operator, whose ChaosAgent CRD serves (and stores) v1alpha1
+// only. Installing it and then upgrading moves ChaosAgent storage from v1alpha1 to v1beta1,
+// as the real upgrade does. Derived from a frozen bundle, v0.1.0 stays the same whatever
+// the current bundle becomes.
 //
 // It is not a copy of an old build (none was published); docs/OLM.md says so. Run by
-// `make catalog`:
+// `make catalog` (hack/olm/catalog.sh):
 //
-//	go run ./hack/olm/reconstruct -from bundle -to hack/olm/bundles/quartet.v0.1.0 \
-//	    -version 0.1.0 -image quay.io/quartet-operator/quartet:v0.1.0
+//	go run ./hack/olm/reconstruct -from hack/olm/bundles/quartet.v0.2.0 \
+//	    -to hack/olm/bundles/quartet.v0.1.0 -version 0.1.0 -image quay.io/quartet-operator/quartet:v0.1.0
 package main
 
 import (
@@ -37,7 +38,7 @@ const (
 )
 
 func main() {
-	from := flag.String("from", "bundle", "current bundle directory")
+	from := flag.String("from", "hack/olm/bundles/quartet.v0.2.0", "bundle directory of the oldest release")
 	to := flag.String("to", "hack/olm/bundles/quartet.v0.1.0", "directory to write the reconstructed bundle to (replaced)")
 	version := flag.String("version", "0.1.0", "version of the reconstructed release")
 	image := flag.String("image", "quay.io/quartet-operator/quartet:v0.1.0", "operator image of the reconstructed release")
