@@ -33,36 +33,7 @@ const (
 	HelmVersion = "v4.3.1"
 	// KustomizeVersion is the Makefile's KUSTOMIZE_VERSION (bin/tools/kustomize-<version>).
 	KustomizeVersion = "v5.8.2"
-	// PrometheusOperatorModule at PrometheusOperatorVersion holds the CRDs of the Prometheus
-	// operator's ServiceMonitor and PrometheusRule (example/prometheus-operator-crd/), which
-	// Quartet's bundle carries: OLM fails an install whose bundle objects have no CRD.
-	PrometheusOperatorModule  = "github.com/prometheus-operator/prometheus-operator"
-	PrometheusOperatorVersion = "v0.85.0"
 )
-
-// MonitoringCRDs reads the ServiceMonitor and PrometheusRule CRDs from the Prometheus
-// operator's module (downloaded from the module proxy when not in the module cache).
-func MonitoringCRDs(ctx context.Context) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", PrometheusOperatorModule+"@"+PrometheusOperatorVersion)
-	cmd.Dir = os.TempDir() // outside any module: only the given version
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("go mod download %s@%s: %w", PrometheusOperatorModule, PrometheusOperatorVersion, err)
-	}
-	var mod struct{ Dir string }
-	if err := json.Unmarshal(out, &mod); err != nil {
-		return nil, err
-	}
-	var docs []string
-	for _, f := range []string{"monitoring.coreos.com_servicemonitors.yaml", "monitoring.coreos.com_prometheusrules.yaml"} {
-		b, err := os.ReadFile(filepath.Join(mod.Dir, "example", "prometheus-operator-crd", f))
-		if err != nil {
-			return nil, err
-		}
-		docs = append(docs, string(b))
-	}
-	return []byte(strings.Join(docs, "\n---\n")), nil
-}
 
 // OLMModuleDir finds OLM's module in the module cache (downloading the version
 // hack/tools/olm pins if needed).
@@ -112,18 +83,12 @@ func (e *Env) OLMManifests(ctx context.Context) ([]byte, error) {
 	return out, nil
 }
 
-// DeployOLM applies OLM's CRDs and the Prometheus operator's ServiceMonitor and
-// PrometheusRule CRDs (as on OpenShift, or any cluster that runs the Prometheus operator:
-// Quartet's bundle carries a ServiceMonitor and a PrometheusRule), waits until they are
-// established, applies the rest of the release (without the operatorhub.io CatalogSource: it
-// could never be pulled here) and waits until the olm and catalog operators are available
+// DeployOLM applies OLM's CRDs (and no others: the bundle must install on a cluster without
+// the Prometheus operator's), waits until they are established, applies the rest of the
+// release (without the operatorhub.io CatalogSource: it could never be pulled here) and waits until the olm and catalog operators are available
 // and the packageserver CSV (OLM's aggregated API) has Succeeded.
 func (e *Env) DeployOLM(ctx context.Context) error {
 	manifests, err := e.OLMManifests(ctx)
-	if err != nil {
-		return err
-	}
-	monitoring, err := MonitoringCRDs(ctx)
 	if err != nil {
 		return err
 	}
@@ -136,9 +101,6 @@ func (e *Env) DeployOLM(ctx context.Context) error {
 		return true
 	}
 	if err := e.ApplyYAML(ctx, manifests, onlyCRDs); err != nil {
-		return err
-	}
-	if err := e.ApplyYAML(ctx, monitoring, onlyCRDs); err != nil {
 		return err
 	}
 	for _, name := range crds {
