@@ -1,0 +1,253 @@
+package retention
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	storagedriver "github.com/distribution/distribution/v3/registry/storage/driver"
+	"github.com/opencontainers/go-digest"
+	"github.com/sirupsen/logrus"
+)
+
+// Options configure a Keeper.
+type Options struct {
+	// Retention: content not used for longer is deleted.
+	Retention time.Duration
+	// MaxDiskPercent: above this fill of the storage volume the least recently used
+	// unpinned content is deleted until below (0 turns it off).
+	MaxDiskPercent float64
+	// PinnedFile lists digests never to delete ("" pins nothing).
+	PinnedFile string
+	// StateFile keeps the last uses across restarts.
+	StateFile string
+	// Clock timestamps uses and decisions.
+	Clock Clock
+	// DiskUsage measures the storage volume.
+	DiskUsage func() (DiskUsage, error)
+	Log       logrus.FieldLogger
+}
+
+// Keeper keeps the cache by use: it records uses (through Records' middleware), restores
+// them at start, deletes what the eviction decision picks, and saves the state file.
+type Keeper struct {
+	opts    Options
+	records *Records
+	store   *contentStore
+	// deleteContent is store.delete; tests make it fail.
+	deleteContent func(context.Context, Entry) error
+
+	// passMu serialises eviction passes and guards pins and restored.
+	passMu   sync.Mutex
+	pins     pinFile
+	restored bool
+}
+
+// New returns a Keeper for the registry storage behind driver.
+func New(ctx context.Context, driver storagedriver.StorageDriver, opts Options) (*Keeper, error) {
+	if opts.Retention <= 0 {
+		return nil, fmt.Errorf("retention must be positive, not %s", opts.Retention)
+	}
+	if opts.StateFile == "" {
+		return nil, errors.New("a state file is required")
+	}
+	if opts.Clock == nil {
+		opts.Clock = RealClock{}
+	}
+	if opts.DiskUsage == nil {
+		opts.DiskUsage = func() (DiskUsage, error) { return DiskUsage{}, nil }
+	}
+	if opts.Log == nil {
+		opts.Log = logrus.StandardLogger()
+	}
+	store, err := newContentStore(ctx, driver)
+	if err != nil {
+		return nil, err
+	}
+	return &Keeper{opts: opts, records: NewRecords(opts.Clock), store: store, deleteContent: store.delete,
+		pins: pinFile{path: opts.PinnedFile}}, nil
+}
+
+// Records are where the registry's middleware records uses.
+func (k *Keeper) Records() *Records { return k.records }
+
+// Restore reads the state file and scans the storage: every cached digest gets its saved
+// last use, or now. Eviction waits for it. A state file that cannot be decoded is
+// ignored (everything gets now: kept one more retention), and logged.
+func (k *Keeper) Restore(ctx context.Context) error {
+	k.passMu.Lock()
+	defer k.passMu.Unlock()
+	if k.restored {
+		return nil
+	}
+	start := time.Now()
+	saved, err := readStateFile(k.opts.StateFile)
+	if err != nil {
+		k.opts.Log.WithError(err).WithField("stateFile", k.opts.StateFile).
+			Warn("Ignored unreadable state file; cached content counts as used now")
+		saved = nil
+	}
+	found, err := k.store.scan(ctx)
+	if err != nil {
+		return fmt.Errorf("scanning the cache: %w", err)
+	}
+	known, unknown := k.records.Restore(found, saved)
+	k.restored = true
+	recordsGauge.Set(float64(k.records.Len()))
+	k.opts.Log.WithFields(logrus.Fields{"digests": len(found), "withSavedLastUse": known, "usedNow": unknown,
+		"took": time.Since(start).Round(time.Millisecond).String()}).Info("Restored cache last uses")
+	return nil
+}
+
+// Result is what one eviction pass did.
+type Result struct {
+	Decision Decision
+	Evicted  []Eviction
+	Failed   []Eviction
+}
+
+// Evict runs one eviction pass now: read the pins, measure the disk, decide, delete.
+// Tests call it after moving their clock; Run calls it every interval. Nothing is deleted
+// before Restore, nor while the pinned digests file cannot be read.
+func (k *Keeper) Evict(ctx context.Context) (Result, error) {
+	k.passMu.Lock()
+	defer k.passMu.Unlock()
+	if !k.restored {
+		return Result{}, errors.New("last uses not restored yet")
+	}
+	pins, changed, invalid, err := k.pins.load()
+	if err != nil {
+		return Result{}, err
+	}
+	if changed {
+		k.opts.Log.WithFields(logrus.Fields{"pinnedFile": k.opts.PinnedFile, "digests": len(pins), "invalidLines": len(invalid)}).Info("Read pinned digests")
+	}
+
+	entries := k.records.Snapshot()
+	content := make([]Content, len(entries))
+	byDigest := make(map[digest.Digest]Entry, len(entries))
+	for i, e := range entries {
+		if e.Size == 0 {
+			if size, err := k.store.size(ctx, e.Digest); err == nil {
+				e.Size = size
+				k.records.SetSize(e.Digest, size)
+			}
+		}
+		content[i] = e.Content
+		byDigest[e.Digest] = e
+	}
+	disk, err := k.opts.DiskUsage()
+	if err != nil {
+		k.opts.Log.WithError(err).Warn("Could not measure the disk; evicting by retention only")
+		disk = DiskUsage{}
+	}
+	diskUsedBytes.Set(float64(disk.UsedBytes))
+	diskCapacityBytes.Set(float64(disk.CapacityBytes))
+
+	decision := Decide(Input{Now: k.opts.Clock.Now(), Retention: k.opts.Retention, Content: content,
+		Pinned: pins, Disk: disk, MaxDiskPercent: k.opts.MaxDiskPercent})
+	pinnedGauge.Set(float64(decision.Pinned))
+	res := Result{Decision: decision}
+	var kept []digest.Digest // failed, or referenced by what was kept
+	for _, ev := range decision.Evict {
+		e := byDigest[ev.Digest]
+		if referencedByAny(ev.Digest, kept, byDigest) {
+			// A manifest above it is still there: keep what it needs until the manifest goes.
+			kept = append(kept, ev.Digest)
+			continue
+		}
+		log := k.opts.Log.WithFields(logrus.Fields{"digest": ev.Digest, "kind": kindName(e.Kind),
+			"repositories": e.Repos, "reason": ev.Reason, "lastUse": ev.LastUse.UTC().Format(time.RFC3339), "bytes": ev.Size})
+		if err := k.deleteContent(ctx, e); err != nil {
+			log.WithError(err).Error("Failed to evict cached content")
+			evictionFailuresTotal.Inc()
+			res.Failed = append(res.Failed, ev)
+			kept = append(kept, ev.Digest)
+			continue
+		}
+		k.records.Forget(ev.Digest, e.LastUse)
+		evictionsTotal.WithLabelValues(string(ev.Reason)).Inc()
+		evictedBytesTotal.WithLabelValues(string(ev.Reason)).Add(float64(ev.Size))
+		res.Evicted = append(res.Evicted, ev)
+		log.Info("Evicted cached content")
+	}
+	if decision.StillAboveThreshold {
+		k.opts.Log.WithFields(logrus.Fields{"diskPercent": fmt.Sprintf("%.1f", disk.Percent()), "maxDiskPercent": k.opts.MaxDiskPercent,
+			"pinned": decision.Pinned}).Warn("Disk stays above the threshold: the rest is pinned or not the cache's")
+	}
+	recordsGauge.Set(float64(k.records.Len()))
+	return res, nil
+}
+
+func referencedByAny(d digest.Digest, manifests []digest.Digest, byDigest map[digest.Digest]Entry) bool {
+	for _, m := range manifests {
+		if slices.Contains(byDigest[m].Refs, d) {
+			return true
+		}
+	}
+	return false
+}
+
+func kindName(k Kind) string {
+	if k == KindManifest {
+		return "manifest"
+	}
+	return "blob"
+}
+
+// Save writes the state file if a use was recorded since the last save. Before Restore it
+// writes nothing: the file still holds the only copy of the older last uses.
+func (k *Keeper) Save() error {
+	k.passMu.Lock()
+	restored := k.restored
+	k.passMu.Unlock()
+	if !restored {
+		return nil
+	}
+	lastUse, dirty := k.records.LastUses()
+	if !dirty {
+		return nil
+	}
+	if err := writeStateFile(k.opts.StateFile, lastUse); err != nil {
+		k.records.MarkDirty()
+		return fmt.Errorf("saving last uses to %s: %w", k.opts.StateFile, err)
+	}
+	return nil
+}
+
+// Run restores, then evicts every evictEvery and saves every saveEvery until ctx ends,
+// then saves once more. The tickers only schedule passes; what is due is decided by the
+// Clock.
+func (k *Keeper) Run(ctx context.Context, evictEvery, saveEvery time.Duration) {
+	evict := time.NewTicker(evictEvery)
+	defer evict.Stop()
+	save := time.NewTicker(saveEvery)
+	defer save.Stop()
+	restore := func() {
+		if err := k.Restore(ctx); err != nil {
+			k.opts.Log.WithError(err).Error("Failed to restore cache last uses; retrying at the next eviction interval")
+		}
+	}
+	restore()
+	for {
+		select {
+		case <-ctx.Done():
+			if err := k.Save(); err != nil {
+				k.opts.Log.WithError(err).Error("Failed to save last uses at shutdown")
+			}
+			return
+		case <-save.C:
+			if err := k.Save(); err != nil {
+				k.opts.Log.WithError(err).Error("Failed to save last uses")
+			}
+		case <-evict.C:
+			restore()
+			if _, err := k.Evict(ctx); err != nil {
+				k.opts.Log.WithError(err).Error("Skipped eviction pass")
+			}
+		}
+	}
+}

@@ -1,0 +1,41 @@
+package retention
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics go to the default Prometheus registry, which the registry's debug server serves
+// (http.debug.prometheus) next to distribution's registry_proxy_* counters.
+var (
+	recordsGauge = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "quartet_mirror_cached_digests",
+		Help: "Manifests and blobs in the cache with a recorded last use.",
+	})
+	pinnedGauge = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "quartet_mirror_pinned_digests",
+		Help: "Cached manifests and blobs kept because a pinned digest is, or references, them.",
+	})
+	evictionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quartet_mirror_evictions_total",
+		Help: "Manifests and blobs deleted from the cache, by reason.",
+	}, []string{"reason"})
+	evictedBytesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quartet_mirror_evicted_bytes_total",
+		Help: "Bytes of manifests and blobs deleted from the cache, by reason.",
+	}, []string{"reason"})
+	evictionFailuresTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "quartet_mirror_eviction_failures_total",
+		Help: "Deletions from the cache that failed (retried at the next pass).",
+	})
+	diskUsedBytes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "quartet_mirror_disk_used_bytes",
+		Help: "Used bytes of the filesystem holding the cache.",
+	})
+	diskCapacityBytes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "quartet_mirror_disk_capacity_bytes",
+		Help: "Capacity in bytes of the filesystem holding the cache (used plus available).",
+	})
+)
+
+func init() {
+	prometheus.MustRegister(recordsGauge, pinnedGauge, evictionsTotal, evictedBytesTotal,
+		evictionFailuresTotal, diskUsedBytes, diskCapacityBytes)
+}

@@ -1,0 +1,227 @@
+package retention
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+)
+
+// Kind tells how a digest is stored: a manifest has revision links and maybe tags in its
+// repositories, a blob layer links.
+type Kind uint8
+
+const (
+	KindBlob Kind = iota
+	KindManifest
+)
+
+// Records is the last use of every cached digest — the only state the retention keeps.
+//
+//   - Written by the repository middleware on every manifest or blob the registry serves
+//     (UsedManifest, UsedBlob), by the startup scan (Restore), and by the eviction pass
+//     (SetSize, Forget).
+//   - Read by the eviction pass (Snapshot) and by the state file writer (LastUses).
+//
+// A restart loses the uses since the last save of the state file (every save interval and
+// at shutdown): that content keeps its previous last use, or gets the start time if the
+// state file never had it. Nothing is lost towards deletion: missing knowledge only ever
+// keeps content longer.
+type Records struct {
+	clock Clock
+
+	mu       sync.Mutex
+	byDigest map[digest.Digest]*record
+	// names interns repository names so that thousands of records share a few strings.
+	names map[string]string
+	dirty bool
+}
+
+type record struct {
+	lastUse int64 // Unix nanoseconds
+	size    int64 // bytes; 0 until the eviction pass looked
+	kind    Kind
+	repos   []string
+	refs    []digest.Digest
+}
+
+// NewRecords returns empty records that timestamp uses with clock.
+func NewRecords(clock Clock) *Records {
+	return &Records{clock: clock, byDigest: map[digest.Digest]*record{}, names: map[string]string{}}
+}
+
+// UsedManifest records that the manifest d of repo was served now. refs is called only
+// the first time: a digest's references never change.
+func (r *Records) UsedManifest(repo string, d digest.Digest, refs func() []digest.Digest) {
+	now := r.clock.Now().UnixNano()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec := r.use(repo, d, now)
+	rec.kind = KindManifest
+	if rec.refs == nil && refs != nil {
+		rec.refs = refs()
+	}
+}
+
+// UsedBlob records that the blob d of repo was served now.
+func (r *Records) UsedBlob(repo string, d digest.Digest) {
+	now := r.clock.Now().UnixNano()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.use(repo, d, now)
+}
+
+func (r *Records) use(repo string, d digest.Digest, now int64) *record {
+	rec, ok := r.byDigest[d]
+	if !ok {
+		rec = &record{}
+		r.byDigest[d] = rec
+	}
+	rec.lastUse = max(rec.lastUse, now)
+	r.addRepo(rec, repo)
+	r.dirty = true
+	return rec
+}
+
+func (r *Records) addRepo(rec *record, repo string) {
+	if repo == "" || slices.Contains(rec.repos, repo) {
+		return
+	}
+	name, ok := r.names[repo]
+	if !ok {
+		name = repo
+		r.names[repo] = name
+	}
+	rec.repos = append(rec.repos, name)
+}
+
+// Found is content the startup scan found in storage.
+type Found struct {
+	Digest digest.Digest
+	Kind   Kind
+	Repos  []string
+	Refs   []digest.Digest
+}
+
+// Restore adds the content found in storage. Its last use is the saved one, or now for
+// content the state file does not know (a cache written by plain distribution, or before
+// the first save): an upgraded cache keeps everything for at least one retention. Uses
+// recorded while the scan ran win over older saved times. Returns how many digests had a
+// saved time and how many got now.
+func (r *Records) Restore(found []Found, saved map[digest.Digest]time.Time) (known, unknown int) {
+	now := r.clock.Now().UnixNano()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, f := range found {
+		t, ok := saved[f.Digest]
+		last := now
+		if ok {
+			last = t.UnixNano()
+			known++
+		} else {
+			unknown++
+		}
+		rec, exists := r.byDigest[f.Digest]
+		if !exists {
+			rec = &record{lastUse: last}
+			r.byDigest[f.Digest] = rec
+		}
+		rec.lastUse = max(rec.lastUse, last)
+		if f.Kind == KindManifest {
+			rec.kind = KindManifest
+		}
+		for _, repo := range f.Repos {
+			r.addRepo(rec, repo)
+		}
+		if rec.refs == nil && len(f.Refs) > 0 {
+			rec.refs = slices.Clone(f.Refs)
+		}
+	}
+	r.dirty = true
+	return known, unknown
+}
+
+// Entry is a copy of one record.
+type Entry struct {
+	Content
+	Kind  Kind
+	Repos []string
+}
+
+// Snapshot copies the records for an eviction decision, ordered by digest.
+func (r *Records) Snapshot() []Entry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Entry, 0, len(r.byDigest))
+	for d, rec := range r.byDigest {
+		out = append(out, Entry{
+			Content: Content{Digest: d, LastUse: time.Unix(0, rec.lastUse).UTC(), Size: rec.size, Refs: rec.refs},
+			Kind:    rec.kind,
+			Repos:   slices.Clone(rec.repos),
+		})
+	}
+	slices.SortFunc(out, func(a, b Entry) int { return compareDigest(a.Digest, b.Digest) })
+	return out
+}
+
+func compareDigest(a, b digest.Digest) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// SetSize records the size of d.
+func (r *Records) SetSize(d digest.Digest, size int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rec, ok := r.byDigest[d]; ok {
+		rec.size = size
+	}
+}
+
+// Forget drops the record of d unless it was used after lastUse (the use the eviction
+// decided on): content pulled again while being evicted keeps its record.
+func (r *Records) Forget(d digest.Digest, lastUse time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec, ok := r.byDigest[d]
+	if !ok || rec.lastUse > lastUse.UnixNano() {
+		return false
+	}
+	delete(r.byDigest, d)
+	r.dirty = true
+	return true
+}
+
+// Len is the number of records.
+func (r *Records) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.byDigest)
+}
+
+// LastUses copies the last use of every digest for the state file and marks the records
+// clean; dirty says whether anything changed since the previous call.
+func (r *Records) LastUses() (lastUse map[digest.Digest]time.Time, dirty bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[digest.Digest]time.Time, len(r.byDigest))
+	for d, rec := range r.byDigest {
+		out[d] = time.Unix(0, rec.lastUse).UTC()
+	}
+	dirty = r.dirty
+	r.dirty = false
+	return out, dirty
+}
+
+// MarkDirty makes the next LastUses report a change (after a failed save).
+func (r *Records) MarkDirty() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.dirty = true
+}

@@ -1,0 +1,155 @@
+// Command mirror-registry is CNCF distribution v3.0.0 in proxy mode with retention by use:
+// content pulled within --retention stays however long ago it was first fetched, pinned
+// digests stay always, and above --max-disk-percent the least recently pulled goes first.
+// See README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	_ "net/http/pprof" // on the debug address only, as distribution's registry command
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/distribution/distribution/v3/configuration"
+	"github.com/distribution/distribution/v3/registry/listener"
+	"github.com/distribution/distribution/v3/registry/storage/driver/filesystem"
+	"github.com/docker/go-metrics"
+	"github.com/sirupsen/logrus"
+
+	"github.com/quartet-operator/quartet/cmd/mirror-registry/internal/retention"
+)
+
+// defaultDrainTimeout bounds the graceful shutdown when http.draintimeout is not set;
+// it stays under Kubernetes' default 30 s grace period so the state file is saved.
+const defaultDrainTimeout = 20 * time.Second
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "mirror-registry:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	opts, err := parseOptions(args, os.Stderr)
+	if err != nil {
+		return err
+	}
+	cfg, err := loadConfig(opts.configPath)
+	if err != nil {
+		return err
+	}
+	log, err := configureLogging(cfg)
+	if err != nil {
+		return err
+	}
+	root, err := rootDirectory(cfg)
+	if err != nil {
+		return err
+	}
+	if opts.stateFile == "" {
+		opts.stateFile = defaultStateFile(root)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	driver, err := filesystem.FromParameters(cfg.Storage.Parameters())
+	if err != nil {
+		return fmt.Errorf("storage: %w", err)
+	}
+	keeper, err := retention.New(context.Background(), driver, retention.Options{
+		Retention:      opts.retention,
+		MaxDiskPercent: opts.maxDiskPercent,
+		PinnedFile:     opts.pinnedFile,
+		StateFile:      opts.stateFile,
+		Clock:          retention.RealClock{},
+		DiskUsage:      func() (retention.DiskUsage, error) { return retention.StatFS(root) },
+		Log:            log,
+	})
+	if err != nil {
+		return err
+	}
+	changed, err := prepareConfig(cfg, keeper.Records())
+	if err != nil {
+		return err
+	}
+	if len(changed) > 0 {
+		log.WithField("changes", strings.Join(changed, "; ")).Info("Adapted the registry configuration for retention by use")
+	}
+	app, err := newApp(context.Background(), cfg)
+	if err != nil {
+		return err
+	}
+	app.RegisterHealthChecks()
+	serveDebug(cfg, log)
+
+	ln, err := listener.NewListener(cfg.HTTP.Net, cfg.HTTP.Addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: newHandler(app, cfg), ReadHeaderTimeout: time.Minute}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.WithFields(logrus.Fields{"addr": ln.Addr().String(), "upstream": cfg.Proxy.RemoteURL, "retention": opts.retention.String(),
+		"maxDiskPercent": opts.maxDiskPercent, "pinnedFile": opts.pinnedFile, "stateFile": opts.stateFile}).Info("Serving the mirror")
+
+	keeperCtx, stopKeeper := context.WithCancel(context.Background())
+	keeperDone := make(chan struct{})
+	go func() {
+		defer close(keeperDone)
+		keeper.Run(keeperCtx, opts.evictionInterval, opts.saveInterval)
+	}()
+
+	select {
+	case err = <-served:
+	case <-ctx.Done():
+		drain := cfg.HTTP.DrainTimeout
+		if drain == 0 {
+			drain = defaultDrainTimeout
+		}
+		log.WithField("drainTimeout", drain.String()).Info("Stopping: draining connections")
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), drain)
+		err = srv.Shutdown(shutdownCtx)
+		cancel()
+	}
+	// App.Shutdown is not called: with proxy.ttl 0 it would dereference the proxy's nil
+	// scheduler, and it has nothing else to close.
+	stopKeeper()
+	<-keeperDone
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// serveDebug serves distribution's debug endpoints (/debug/health, /debug/vars, and the
+// Prometheus metrics when http.debug.prometheus is enabled) as its registry command does.
+func serveDebug(cfg *configuration.Configuration, log logrus.FieldLogger) {
+	if cfg.HTTP.Debug.Addr == "" {
+		return
+	}
+	if cfg.HTTP.Debug.Prometheus.Enabled {
+		path := cfg.HTTP.Debug.Prometheus.Path
+		if path == "" {
+			path = "/metrics"
+		}
+		http.Handle(path, metrics.Handler())
+	}
+	go func() {
+		log.WithField("addr", cfg.HTTP.Debug.Addr).Info("Serving debug endpoints")
+		srv := &http.Server{Addr: cfg.HTTP.Debug.Addr, ReadHeaderTimeout: time.Minute}
+		if err := srv.ListenAndServe(); err != nil {
+			log.WithError(err).Error("Debug server stopped")
+		}
+	}()
+}

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/distribution/distribution/v3/configuration"
+	"github.com/distribution/distribution/v3/health"
+	"github.com/distribution/distribution/v3/registry/handlers"
+	gorhandlers "github.com/gorilla/handlers"
+	"github.com/sirupsen/logrus"
+
+	"github.com/quartet-operator/quartet/cmd/mirror-registry/internal/retention"
+)
+
+// defaultRootDirectory is the filesystem driver's own default
+// (registry/storage/driver/filesystem/driver.go).
+const defaultRootDirectory = "/var/lib/registry"
+
+// loadConfig reads the registry configuration as distribution's registry does
+// (REGISTRY_* environment variables override the file).
+func loadConfig(path string) (*configuration.Configuration, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	cfg, err := configuration.Parse(f)
+	if err != nil {
+		return nil, fmt.Errorf("parsing %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// rootDirectory is where the filesystem storage keeps the cache.
+func rootDirectory(cfg *configuration.Configuration) (string, error) {
+	if t := cfg.Storage.Type(); t != "filesystem" {
+		return "", fmt.Errorf("storage is %q: mirror-registry measures and evicts a filesystem storage only", t)
+	}
+	if root, ok := cfg.Storage.Parameters()["rootdirectory"]; ok {
+		return fmt.Sprint(root), nil
+	}
+	return defaultRootDirectory, nil
+}
+
+// defaultStateFile sits on the cache volume, beside distribution's docker/ tree.
+func defaultStateFile(root string) string { return filepath.Join(root, "quartet", "last-use") }
+
+// prepareConfig turns a proxy-mode configuration into one with use-aware retention:
+//   - proxy.ttl 0: distribution v3.0.0 then creates no expiry scheduler at all
+//     (registry/proxy/proxyregistry.go, NewRegistryPullThroughCache: a TTL that is not
+//     positive means "never expire"), so only the retention deletes;
+//   - the recording repository middleware, outermost;
+//   - no storage.cache: the retention deletes through its own storage namespace, and a
+//     blob descriptor cache in the served one would keep describing deleted content.
+//
+// It returns what it changed, for the log.
+func prepareConfig(cfg *configuration.Configuration, records *retention.Records) ([]string, error) {
+	if cfg.Proxy.RemoteURL == "" {
+		return nil, errors.New("proxy.remoteurl is empty: mirror-registry runs a pull-through cache")
+	}
+	if cfg.HTTP.TLS.Certificate != "" || cfg.HTTP.TLS.LetsEncrypt.CacheFile != "" {
+		return nil, errors.New("http.tls is set: mirror-registry serves plain HTTP; terminate TLS in front of it")
+	}
+	if _, err := rootDirectory(cfg); err != nil {
+		return nil, err
+	}
+	var changed []string
+	if cfg.Proxy.TTL == nil || *cfg.Proxy.TTL != 0 {
+		was := "unset (7 days)"
+		if cfg.Proxy.TTL != nil {
+			was = cfg.Proxy.TTL.String()
+		}
+		changed = append(changed, "proxy.ttl "+was+" -> 0 (expiry by --retention instead)")
+	}
+	zero := time.Duration(0)
+	cfg.Proxy.TTL = &zero
+	if _, ok := cfg.Storage["cache"]; ok {
+		delete(cfg.Storage, "cache")
+		changed = append(changed, "storage.cache removed")
+	}
+	if cfg.Middleware == nil {
+		cfg.Middleware = map[string][]configuration.Middleware{}
+	}
+	cfg.Middleware["repository"] = append(cfg.Middleware["repository"], records.Middleware())
+	return changed, nil
+}
+
+// newApp builds distribution's application. handlers.NewApp panics on a configuration it
+// cannot use; that becomes an error here.
+func newApp(ctx context.Context, cfg *configuration.Configuration) (app *handlers.App, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("configuring the registry: %v", r)
+		}
+	}()
+	return handlers.NewApp(ctx, cfg), nil
+}
+
+// newHandler wraps the app as distribution's registry.NewRegistry does: "/" answers 200
+// unless a health check fails, panics become 500s, requests are logged. (NewRegistry
+// itself is not used: it hides its http.Server, and its Shutdown calls App.Shutdown, which
+// dereferences the proxy's nil scheduler when proxy.ttl is 0 — proxyregistry.go, Close.)
+func newHandler(app *handlers.App, cfg *configuration.Configuration) http.Handler {
+	var h http.Handler = app
+	h = alive("/", h)
+	h = health.Handler(h)
+	h = panicHandler(h)
+	if !cfg.Log.AccessLog.Disabled {
+		h = gorhandlers.CombinedLoggingHandler(os.Stdout, h)
+	}
+	return h
+}
+
+func alive(path string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == path {
+			w.Header().Set("Cache-Control", "no-cache")
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func panicHandler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if err := recover(); err != nil {
+				logrus.WithField("panic", fmt.Sprint(err)).Error("Recovered from a panic while serving a request")
+				http.Error(w, "internal server error", http.StatusInternalServerError)
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// configureLogging applies the configuration's log level, format and fields to logrus,
+// which both distribution and the retention log through.
+func configureLogging(cfg *configuration.Configuration) (logrus.FieldLogger, error) {
+	level, err := logrus.ParseLevel(string(cfg.Log.Level))
+	if err != nil {
+		level = logrus.InfoLevel
+	}
+	logrus.SetLevel(level)
+	switch cfg.Log.Formatter {
+	case "", "text":
+		logrus.SetFormatter(&logrus.TextFormatter{TimestampFormat: time.RFC3339Nano})
+	case "json":
+		logrus.SetFormatter(&logrus.JSONFormatter{TimestampFormat: time.RFC3339Nano, DisableHTMLEscape: true})
+	default:
+		return nil, fmt.Errorf("log.formatter %q: mirror-registry logs as text or json", cfg.Log.Formatter)
+	}
+	fields := logrus.Fields{"component": "retention"}
+	for k, v := range cfg.Log.Fields {
+		fields[k] = v
+	}
+	return logrus.WithFields(fields), nil
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distribution/distribution/v3/configuration"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quartet-operator/quartet/cmd/mirror-registry/internal/retention"
+)
+
+// operatorConfig is the config.yml the operator renders today
+// (controllers/registrymirror/registryconfig.go), with cacheTTL 168h.
+const operatorConfig = `# Rendered by the Quartet operator for RegistryMirror default/docker-hub; edits are overwritten.
+health:
+  storagedriver:
+    enabled: true
+    interval: 10s
+    threshold: 3
+http:
+  addr: :5000
+  headers:
+    X-Content-Type-Options:
+    - nosniff
+log:
+  fields:
+    mirror: default/docker-hub
+    service: registry
+  formatter: text
+  level: info
+proxy:
+  exec:
+    command: /quartet/bin/quartet-credential-helper
+    lifetime: 30s
+  remoteurl: https://registry-1.docker.io
+  ttl: 168h0m0s
+storage:
+  filesystem:
+    rootdirectory: /var/lib/registry
+version: "0.1"
+`
+
+func TestPrepareConfigOfTheOperatorsConfig(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yml")
+	require.NoError(t, os.WriteFile(path, []byte(operatorConfig), 0o644))
+	cfg, err := loadConfig(path)
+	require.NoError(t, err)
+
+	root, err := rootDirectory(cfg)
+	require.NoError(t, err)
+	assert.Equal(t, "/var/lib/registry", root)
+	assert.Equal(t, "/var/lib/registry/quartet/last-use", defaultStateFile(root))
+
+	records := retention.NewRecords(retention.RealClock{})
+	changed, err := prepareConfig(cfg, records)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"proxy.ttl 168h0m0s -> 0 (expiry by --retention instead)"}, changed)
+	require.NotNil(t, cfg.Proxy.TTL)
+	assert.Zero(t, *cfg.Proxy.TTL, "0 disables distribution's first-fetch expiry")
+	require.Len(t, cfg.Middleware["repository"], 1)
+	assert.Equal(t, retention.MiddlewareName, cfg.Middleware["repository"][0].Name)
+	assert.Equal(t, "https://registry-1.docker.io", cfg.Proxy.RemoteURL, "the rest is untouched")
+	assert.Equal(t, "/quartet/bin/quartet-credential-helper", cfg.Proxy.Exec.Command)
+}
+
+func TestPrepareConfig(t *testing.T) {
+	minute := time.Minute
+	zero := time.Duration(0)
+	tests := []struct {
+		name        string
+		edit        func(*configuration.Configuration)
+		wantChanged []string
+		wantErr     string
+	}{
+		{name: "ttl unset means distribution's 7 days", wantChanged: []string{"proxy.ttl unset (7 days) -> 0 (expiry by --retention instead)"}},
+		{name: "ttl 0 already", edit: func(c *configuration.Configuration) { c.Proxy.TTL = &zero }},
+		{
+			name: "a blob descriptor cache is removed",
+			edit: func(c *configuration.Configuration) {
+				c.Proxy.TTL = &minute
+				c.Storage["cache"] = configuration.Parameters{"blobdescriptor": "inmemory"}
+			},
+			wantChanged: []string{"proxy.ttl 1m0s -> 0 (expiry by --retention instead)", "storage.cache removed"},
+		},
+		{name: "not a proxy", edit: func(c *configuration.Configuration) { c.Proxy.RemoteURL = "" }, wantErr: "proxy.remoteurl is empty"},
+		{
+			name: "not a filesystem",
+			edit: func(c *configuration.Configuration) {
+				c.Storage = configuration.Storage{"inmemory": configuration.Parameters{}}
+			},
+			wantErr: `storage is "inmemory"`,
+		},
+		{name: "tls", edit: func(c *configuration.Configuration) { c.HTTP.TLS.Certificate = "/tls.crt" }, wantErr: "http.tls is set"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := &configuration.Configuration{
+				Storage: configuration.Storage{"filesystem": configuration.Parameters{"rootdirectory": "/cache"}},
+				Proxy:   configuration.Proxy{RemoteURL: "https://upstream.example"},
+			}
+			if tt.edit != nil {
+				tt.edit(cfg)
+			}
+			changed, err := prepareConfig(cfg, retention.NewRecords(retention.RealClock{}))
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantChanged, changed)
+			assert.Zero(t, *cfg.Proxy.TTL)
+			assert.NotContains(t, cfg.Storage, "cache")
+		})
+	}
+}
+
+func TestParseOptions(t *testing.T) {
+	o, err := parseOptions(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, options{configPath: "/etc/distribution/config.yml", retention: 30 * 24 * time.Hour, maxDiskPercent: 85,
+		evictionInterval: time.Minute, saveInterval: time.Minute}, o)
+
+	o, err = parseOptions(strings.Fields("--retention=720h --max-disk-percent=90 --pinned-file=/run/pins --state-file=/s --config=/c.yml"), io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, options{configPath: "/c.yml", retention: 720 * time.Hour, maxDiskPercent: 90, pinnedFile: "/run/pins",
+		stateFile: "/s", evictionInterval: time.Minute, saveInterval: time.Minute}, o)
+
+	for args, want := range map[string]string{
+		"--retention=0":            "--retention must be positive",
+		"--max-disk-percent=101":   "--max-disk-percent must be between 0 and 100",
+		"--eviction-interval=-1s":  "--eviction-interval must be positive",
+		"--save-interval=0s":       "--save-interval must be positive",
+		"serve /etc/config.yml":    "unexpected arguments",
+		"--retention=a-long-while": "invalid value",
+	} {
+		_, err := parseOptions(strings.Fields(args), io.Discard)
+		assert.ErrorContains(t, err, want, args)
+	}
+}
