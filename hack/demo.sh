@@ -45,13 +45,13 @@ pids+=($!)
 for _ in $(seq 50); do grep -q 'http://' "$rates_log" 2>/dev/null && break; sleep 0.1; done
 rates_url=$(grep -o 'http://[0-9.:]*' "$rates_log" | head -1)
 echo "The demo cluster has no internet: ExchangeRates are served by a LOCAL IMITATION of the"
-echo "ECB feed at $rates_url (fixed demo rates, NOT real market data)."
+echo "ECB feed and of Frankfurter's API at $rates_url (fixed demo rates, NOT real market data)."
 
 say "running the manager (log: $dir/logs/manager.log)"
 "$kubectl" create namespace quartet-system --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
 # kwok's pods serve nothing: the mirror's probes would only say so (make demo NODE=real runs them).
 POD_NAMESPACE=quartet-system bin/manager --metrics-bind-address=0 --health-probe-bind-address=0 \
-  --exchangerate-source=ecb --exchangerate-url="$rates_url" --registrymirror-probes=false \
+  --exchangerate-source=ecb --exchangerate-url="$rates_url" --exchangerate-frankfurter-url="$rates_url" --registrymirror-probes=false \
   >"$dir/logs/manager.log" 2>&1 &
 pids+=($!)
 sleep 2
@@ -119,7 +119,8 @@ echo "port on each, with configureNodes containerd's hosts.toml) only with the s
 run apply -f config/samples/mirrors_v1alpha1_registryhostgrant.yaml
 
 say "applying the samples"
-for f in config/samples/operators_v1_exchangerate.yaml config/samples/flant_v1_copyratorrule.yaml; do
+for f in config/samples/operators_v1_exchangerate.yaml config/samples/operators_v1_exchangerate_sources.yaml \
+  config/samples/flant_v1_copyratorrule.yaml; do
   echo "--- $f"; "$kubectl" apply -n default -f "$f"
 done
 echo "--- config/samples/mirrors_v1alpha1_registrymirror.yaml, in registry-mirrors (the namespace the grant names)"
@@ -133,6 +134,9 @@ show() {
   say "ExchangeRate: the rate ConfigMap (IMITATION upstream)"
   "$kubectl" get exchangerates -n default
   "$kubectl" get configmap exchange-rate-usd -n default -o jsonpath='{.data}{"\n"}' 2>/dev/null || echo "(not yet)"
+  echo "several currencies from the ECB, cross-checked against Frankfurter v2 (exchange-rates-eur):"
+  "$kubectl" get configmap exchange-rates-eur -n default -o jsonpath='{.data}{"\n"}' 2>/dev/null || echo "(not yet)"
+  "$kubectl" get exchangerate exchange-rates-eur -n default -o jsonpath='{range .status.conditions[?(@.type=="Divergent")]}  {.type}={.status} ({.reason}): {.message}{"\n"}{end}' 2>/dev/null || true
   say "CopyratorRule: copies of default/shared-settings (everywhere the admin consented)"
   "$kubectl" get copyrators -n default
   "$kubectl" get configmaps -A -l copyrator.flant.com/rule=main-rule 2>/dev/null || true

@@ -68,10 +68,54 @@ func BenchmarkExchangeRates1000(b *testing.B) { benchExchangeRates(b, 1000) }
 // BenchmarkExchangeRates10000 is BenchmarkExchangeRates1000 with 10,000 ExchangeRates.
 func BenchmarkExchangeRates10000(b *testing.B) { benchExchangeRates(b, 10000) }
 
+// BenchmarkExchangeRatesTwoSources10000 is BenchmarkExchangeRates10000 with every
+// ExchangeRate naming two sources (spec.sources: ecb, then frankfurter-v2, which
+// cross-checks it): the upstream requests are counted per source and must stay one per
+// source per refresh, whatever the number of ExchangeRates (issue 25).
+func BenchmarkExchangeRatesTwoSources10000(b *testing.B) {
+	benchExchangeRates(b, 10000, benchTwoSources...)
+}
+
+// benchTwoSources are the spec.sources of the two-source benchmarks.
+var benchTwoSources = []operatorsv1.ExchangeRateSource{{Type: operatorsv1.SourceTypeECB}, {Type: operatorsv1.SourceTypeFrankfurterV2}}
+
+// benchPaths are the upstream documents the benchmark's ExchangeRates fetch: the ECB's
+// without spec.sources (the manager's default), one per source with them.
+func benchPaths(sources []operatorsv1.ExchangeRateSource) []string {
+	if len(sources) == 0 {
+		return []string{fakeupstream.ECBPath}
+	}
+	paths := map[operatorsv1.SourceType]string{operatorsv1.SourceTypeECB: fakeupstream.ECBPath,
+		operatorsv1.SourceTypeFrankfurter: fakeupstream.FrankfurterPath, operatorsv1.SourceTypeFrankfurterV2: fakeupstream.FrankfurterV2Path}
+	var out []string
+	for _, s := range sources {
+		out = append(out, paths[s.Type])
+	}
+	return out
+}
+
+// perSource returns the requests each path saw: the most and the fewest of them, and all.
+func perSource(srv *fakeupstream.Server, paths []string) (most, fewest int, all map[string]int) {
+	all = map[string]int{}
+	for i, p := range paths {
+		n := srv.Requests(p)
+		all[p] = n
+		if i == 0 || n > most {
+			most = n
+		}
+		if i == 0 || n < fewest {
+			fewest = n
+		}
+	}
+	return most, fewest, all
+}
+
 // benchExchangeRates runs the manager as shipped: this controller's default Options
-// (workers included) with only the upstream's URL and a short refresh interval set, and
-// the manager's default client limits (no client-side rate limit).
-func benchExchangeRates(b *testing.B, n int) {
+// (workers included) with only the upstreams' URLs and a short refresh interval set, and
+// the manager's default client limits (no client-side rate limit). With sources, every
+// ExchangeRate names them; the imitation upstream serves all of them and counts each
+// document's requests.
+func benchExchangeRates(b *testing.B, n int, sources ...operatorsv1.ExchangeRateSource) {
 	env.Require(b)
 	ctx := context.Background()
 	cs, err := kubernetes.NewForConfig(benchutil.TunedConfig(env.Config))
@@ -129,7 +173,8 @@ func benchExchangeRates(b *testing.B, n int) {
 		calls := &benchutil.CallCounter{}
 		cfg := managerConfig(env.Config)
 		calls.Wrap(cfg)
-		opts := &Options{URL: srv.URL(), RefreshInterval: benchRefresh}
+		opts := &Options{URL: srv.URL(), FrankfurterURL: srv.URL(), RefreshInterval: benchRefresh}
+		paths := benchPaths(sources)
 		if w := os.Getenv(benchWorkersEnv); w != "" {
 			if opts.MaxConcurrentReconciles, err = strconv.Atoi(w); err != nil {
 				b.Fatalf("%s: %v", benchWorkersEnv, err)
@@ -165,7 +210,9 @@ func benchExchangeRates(b *testing.B, n int) {
 		err = benchutil.Parallel(ctx, n, func(k int) error {
 			p := pairs[k%len(pairs)]
 			ns, nm := name(k)
-			return creator.Create(ctx, newXR(ns, nm, p.currency, p.base))
+			xr := newXR(ns, nm, p.currency, p.base)
+			xr.Spec.Sources = sources
+			return creator.Create(ctx, xr)
 		})
 		if err != nil {
 			b.Fatal(err)
@@ -174,7 +221,7 @@ func benchExchangeRates(b *testing.B, n int) {
 		_, last := cmw.until(b, wantCMs, 10*time.Minute)
 		fill := last.Sub(start)
 		fillCPU := cpuDiffs(cpuBefore, cpuSeconds())
-		fillRequests := srv.Requests("")
+		fillRequests, _, _ := perSource(srv, paths)
 		// Statuses trail the ConfigMaps; the benchmark's ExchangeRate informer starts only now,
 		// so that it does not compete with the fill for CPU.
 		xrw := watchObjects(b, observer, &operatorsv1.ExchangeRate{})
@@ -192,16 +239,18 @@ func benchExchangeRates(b *testing.B, n int) {
 		reconciled = testenv.Reconciles(b, "exchangerate")
 		unchangedStart := time.Now()
 		waitFor(b, time.Duration(benchUnchangedRefreshes+1)*2*benchRefresh, func() bool {
-			return srv.Requests("") >= benchUnchangedRefreshes && testenv.Reconciles(b, "exchangerate")-reconciled >= float64(benchUnchangedRefreshes*n)
+			_, fewest, _ := perSource(srv, paths)
+			return fewest >= benchUnchangedRefreshes && testenv.Reconciles(b, "exchangerate")-reconciled >= float64(benchUnchangedRefreshes*n)
 		}, func() string {
-			return fmt.Sprintf("%d upstream requests and %.0f reconciles of %d ExchangeRates, want %d refreshes",
-				srv.Requests(""), testenv.Reconciles(b, "exchangerate")-reconciled, n, benchUnchangedRefreshes)
+			_, _, all := perSource(srv, paths)
+			return fmt.Sprintf("upstream requests %v and %.0f reconciles of %d ExchangeRates, want %d refreshes",
+				all, testenv.Reconciles(b, "exchangerate")-reconciled, n, benchUnchangedRefreshes)
 		})
 		unchangedWrites := writes(calls, "")
 		unchangedPasses := testenv.Reconciles(b, "exchangerate") - reconciled
 		unchanged := time.Since(unchangedStart)
 		notModified := srv.NotModified()
-		unchangedRequests := srv.Requests("")
+		unchangedRequests, _, unchangedBySource := perSource(srv, paths)
 
 		// Changed refresh: a new publication changes every rate; the next refresh must carry
 		// it to all ConfigMaps and statuses with one upstream request.
@@ -215,18 +264,18 @@ func benchExchangeRates(b *testing.B, n int) {
 		srv.ResetCounts()
 		srv.SetRates(today(), newRates)
 		first, lastRefresh := cmw.until(b, wantCMs, benchRefresh+10*time.Minute)
-		refreshRequests := srv.Requests("")
+		refreshRequests, _, refreshBySource := perSource(srv, paths)
 		xrw.until(b, wantStatuses, 5*time.Minute)
 		waitQuiet(b, calls)
 		stopManager() // before the counts are read: nothing may be in flight
 		changedCMWrites, changedStatusWrites, changedWrites := writes(calls, "/configmaps"), writes(calls, "/status"), writes(calls, "")
 
 		workers := opts.MaxConcurrentReconciles // Setup applied the defaults
-		b.Logf("%d ExchangeRates, %d workers: created in %s, ConfigMaps right after %s (CPU seconds: %s); "+
-			"fill writes %d (ConfigMaps %d, status %d, Events %d); %s of unchanged refreshes: %d upstream requests (%d not modified), "+
-			"%.0f reconciles, %d writes; changed refresh: %d writes", n, workers, created.Round(time.Millisecond),
+		b.Logf("%d ExchangeRates, %d workers, %d source(s): created in %s, ConfigMaps right after %s (CPU seconds: %s); "+
+			"fill writes %d (ConfigMaps %d, status %d, Events %d); %s of unchanged refreshes: upstream requests %v (%d not modified), "+
+			"%.0f reconciles, %d writes; changed refresh: upstream requests %v, %d writes", n, workers, len(paths), created.Round(time.Millisecond),
 			fill.Round(time.Millisecond), formatCPU(fillCPU), fillWrites, fillCMWrites, fillStatusWrites,
-			fillEvents, unchanged.Round(time.Second), unchangedRequests, notModified, unchangedPasses, unchangedWrites, changedWrites)
+			fillEvents, unchanged.Round(time.Second), unchangedBySource, notModified, unchangedPasses, unchangedWrites, refreshBySource, changedWrites)
 		b.ReportMetric(float64(workers), "workers")
 		b.ReportMetric(fill.Seconds(), fmt.Sprintf("s-fill-%d-exchangerates", n))
 		b.ReportMetric(created.Seconds(), fmt.Sprintf("s-create-%d-exchangerates", n))
@@ -236,6 +285,7 @@ func benchExchangeRates(b *testing.B, n int) {
 		// cluster's processes and the benchmark's, against the same for the raw baseline.
 		b.ReportMetric(benchutil.Sum(fillCPU)/rawCPU, "x-raw-create-cpu")
 		b.ReportMetric(fillCPU["kube-apiserver"]/float64(n)*1000, "apiserver-cpu-ms/exchangerate/fill")
+		// The upstream requests are the busiest source's: per source (the others' are in the log).
 		b.ReportMetric(float64(fillRequests), fmt.Sprintf("upstream-requests/fill-of-%d", n))
 		b.ReportMetric(float64(fillWrites)/float64(n), "controller-api-writes/exchangerate")
 		b.ReportMetric(float64(fillEvents)/float64(n), "event-writes/exchangerate/fill")
@@ -243,6 +293,7 @@ func benchExchangeRates(b *testing.B, n int) {
 		b.ReportMetric(unchangedPasses/float64(benchUnchangedRefreshes*n), "reconciles/exchangerate/unchanged-refresh")
 		b.ReportMetric(float64(unchangedRequests)/benchUnchangedRefreshes, "upstream-requests/unchanged-refresh")
 		b.ReportMetric(float64(refreshRequests), "upstream-requests/refresh")
+		b.ReportMetric(float64(len(paths)), "sources")
 		b.ReportMetric(lastRefresh.Sub(first).Seconds(), fmt.Sprintf("s-refresh-spread-%d-configmaps", n))
 		b.ReportMetric(float64(changedCMWrites)/float64(n), "configmap-writes/exchangerate/changed-refresh")
 		b.ReportMetric(float64(changedStatusWrites)/float64(n), "status-writes/exchangerate/changed-refresh")

@@ -1,7 +1,9 @@
 // Package exchangerate keeps currency exchange rates in ConfigMaps. Each ExchangeRate
-// gets a ConfigMap of its own name holding rate, base, currency, date and source; all
-// ExchangeRates read one shared, conditionally refreshed table per source, so the
-// upstream sees one request per refresh however many ExchangeRates exist.
+// gets a ConfigMap of its own name holding rate, base, currency, date and source (or one
+// key per currency of spec.currencies); all ExchangeRates read one shared, conditionally
+// refreshed table per source, so each upstream sees one request per refresh however many
+// ExchangeRates exist. With several sources the rate is the first fresh source's and the
+// others cross-check it.
 package exchangerate
 
 import (
@@ -38,9 +40,10 @@ type Reconciler struct {
 	ConfigMaps client.Reader
 	// APIReader reads past the caches, to look at a ConfigMap our cache does not hold.
 	APIReader client.Reader
-	Rates     *RateCache
-	Recorder  events.EventRecorder
-	Clock     clock.PassiveClock
+	// Sources are the shared tables of the upstreams, one per source.
+	Sources  *Sources
+	Recorder events.EventRecorder
+	Clock    clock.PassiveClock
 	// Random returns a number in [0, 1) for requeue jitter.
 	Random          func() float64
 	DefaultInterval time.Duration
@@ -78,14 +81,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 		if reterr == nil {
 			ctrl.LoggerFrom(ctx).V(1).Info("Reconciled ExchangeRate", "rate", status.Rate, "date", status.PublicationDate,
-				"requeueAfter", result.RequeueAfter)
+				"source", status.Source, "requeueAfter", result.RequeueAfter)
 		}
 	}()
 
 	interval := refreshInterval(xr.Spec, r.DefaultInterval)
-	o.Fetch = r.Rates.Get(ctx, interval)
+	caches, err := r.Sources.For(xr.Spec.Sources)
+	if err != nil {
+		// Beyond the manager's limit: the user's to resolve (Ready=False says how), no retry.
+		o.Now, o.SourcesErr = r.Clock.Now(), err
+		return ctrl.Result{}, nil
+	}
+	o.Sources = fetchSources(ctx, caches, interval)
 	o.Now = r.Clock.Now()
-	o.Quote, o.QuoteErr, o.ConfigMapErr = r.reconcileConfigMap(ctx, xr, o.Fetch.Table)
+	o.Pricing, o.Tolerance = priceSpec(o.Sources, xr.Spec, o.Now, r.StaleAfterDays), toleranceOf(xr.Spec)
+	o.Quote, o.QuoteErr, o.ConfigMapErr = r.reconcileConfigMap(ctx, xr, o.Pricing)
 	// A conflict is the user's to resolve (Ready=False says how): no error retry; the next
 	// refresh looks again.
 	if o.ConfigMapErr != nil && !errors.Is(o.ConfigMapErr, errConfigMapConflict) {
@@ -94,15 +104,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	return ctrl.Result{RequeueAfter: nextRefresh(o, interval, r.Random)}, nil
 }
 
-// reconcileConfigMap prices the spec from table and writes the ConfigMap. It returns the
-// quote the ConfigMap now holds (nil when none was written), why the table cannot price
-// the spec (*UnknownCurrencyError; nil while there is no table yet), and why the
-// ConfigMap could not be written (errConfigMapConflict or an API error).
-func (r *Reconciler) reconcileConfigMap(ctx context.Context, xr *operatorsv1.ExchangeRate, table *Table) (written *Quote, quoteErr, writeErr error) {
-	quote, err := quoteFor(table, xr.Spec)
-	if quote == nil {
-		return nil, err, nil
+// fetchSources asks each source's shared cache for its table, which fetches it when it is
+// due: one upstream request per source per refresh, whichever ExchangeRate asks first.
+func fetchSources(ctx context.Context, caches []*RateCache, interval time.Duration) []sourceAnswer {
+	out := make([]sourceAnswer, len(caches))
+	for i, c := range caches {
+		out[i] = sourceAnswer{Name: c.Name(), Schedule: c.Schedule(), Snapshot: c.Get(ctx, interval)}
 	}
+	return out
+}
+
+// reconcileConfigMap writes the quote the pricing chose to the ConfigMap. It returns the
+// quote the ConfigMap now holds (nil when none was written), why no source prices the spec
+// (an unpricedError; nil while a source has no table yet), and why the ConfigMap could not
+// be written (errConfigMapConflict or an API error).
+func (r *Reconciler) reconcileConfigMap(ctx context.Context, xr *operatorsv1.ExchangeRate, p pricing) (written *Quote, quoteErr, writeErr error) {
+	if p.Chosen < 0 {
+		return nil, p.Err, nil
+	}
+	quote := p.Quotes[p.Chosen]
 	desired := desiredConfigMap(xr, *quote)
 	action, err := r.applyConfigMap(ctx, xr, desired)
 	if err != nil {

@@ -40,6 +40,12 @@ func TestExchangeRateOnCluster(t *testing.T) {
 		t.Run("OldPublicationIsStale", func(t *testing.T) { t.Parallel(); testStale(t) })
 		t.Run("DeleteGarbageCollectsConfigMap", func(t *testing.T) { t.Parallel(); testDelete(t) })
 		t.Run("UnwatchedNamespaceIgnored", func(t *testing.T) { t.Parallel(); testUnwatchedNamespace(t) })
+		t.Run("FailoverBetweenSources", func(t *testing.T) { t.Parallel(); testFailover(t) })
+		t.Run("DivergentSources", func(t *testing.T) { t.Parallel(); testDivergent(t) })
+		t.Run("OneRequestPerSourcePerRefresh", func(t *testing.T) { t.Parallel(); testOneRequestPerSource(t) })
+		t.Run("SeveralCurrenciesFromFrankfurterV2", func(t *testing.T) { t.Parallel(); testSeveralCurrencies(t) })
+		t.Run("SourceLimit", func(t *testing.T) { t.Parallel(); testSourceLimit(t) })
+		t.Run("SourcesSample", func(t *testing.T) { t.Parallel(); testSourcesSample(t) })
 	})
 }
 
@@ -86,6 +92,7 @@ func testSample(t *testing.T) {
 	assert.WithinDuration(t, time.Now(), got.Status.LastSuccessfulFetch.Time, time.Minute)
 	assert.True(t, meta.IsStatusConditionFalse(got.Status.Conditions, ConditionDegraded))
 	assert.True(t, meta.IsStatusConditionFalse(got.Status.Conditions, ConditionStale))
+	assert.Equal(t, ReasonSingleSource, testenv.Condition(got.Status.Conditions, ConditionDivergent).Reason, "one source: nothing to cross-check")
 	require.Equal(t, 1, testenv.Series(staleGauge, map[string]string{"exchangerate_namespace": ns, "exchangerate": xr.Name}),
 		"quartet_exchangerate_stale series")
 	assert.Equal(t, 0.0, testutil.ToFloat64(staleGauge.WithLabelValues(ns, xr.Name)), "quartet_exchangerate_stale")
@@ -425,4 +432,196 @@ func testUnwatchedNamespace(t *testing.T) {
 	xr := &operatorsv1.ExchangeRate{}
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: other, Name: "usd"}, xr))
 	assert.Empty(t, xr.Status.Conditions, "no status written outside the watched namespaces")
+}
+
+// twoSources are the spec.sources of the multi-source tests: the ECB first, Frankfurter v2's
+// blend second.
+var twoSources = []operatorsv1.ExchangeRateSource{{Type: operatorsv1.SourceTypeECB}, {Type: operatorsv1.SourceTypeFrankfurterV2}}
+
+// twoUpstreams starts an imitation ECB and an imitation Frankfurter and a manager that
+// fetches each from its own.
+func twoUpstreams(t *testing.T, ns string, refresh time.Duration) (ecb, frankfurter *fakeupstream.Server) {
+	t.Helper()
+	ecb, frankfurter = startFakeToday(t), startFakeToday(t)
+	opts := quickOptions(ecb, refresh)
+	opts.FrankfurterURL = frankfurter.URL()
+	startManager(t, opts, ns)
+	return ecb, frankfurter
+}
+
+// testFailover: the rate is the first source's while it answers, the second's while the
+// first fails (Degraded says so, the ConfigMap and the status name the source), and the
+// first's again once it is back.
+func testFailover(t *testing.T) {
+	ctx := context.Background()
+	ns := testenv.Namespace(t, env.Client, "xr-failover", nil)
+	ecb, frankfurter := twoUpstreams(t, ns, 2*time.Second)
+	rates := fakeupstream.DefaultRates()
+	rates["USD"] = "1.1631" // the blend differs a little from the ECB's fixing
+	frankfurter.SetRates(today(), rates)
+
+	xr := newXR(ns, "usd", "USD", "")
+	xr.Spec.Sources = twoSources
+	require.NoError(t, env.Client.Create(ctx, xr))
+	waitConfigMap(t, ns, "usd", map[string]string{"rate": "1.1625", "source": "ecb"})
+	got := waitCondition(t, ns, "usd", ConditionDivergent, metav1.ConditionFalse, ReasonSourcesAgree)
+	assert.Equal(t, "ecb", got.Status.Source)
+	assert.Equal(t, "frankfurter-v2 agrees with ecb within 1%", testenv.Condition(got.Status.Conditions, ConditionDivergent).Message)
+
+	t.Log("the ECB fails: the rate is Frankfurter's at the next refresh")
+	ecb.Fail(fakeupstream.ServerError, 0)
+	waitConfigMap(t, ns, "usd", map[string]string{"rate": "1.1631", "source": "frankfurter-v2"})
+	got = waitCondition(t, ns, "usd", ConditionDegraded, metav1.ConditionTrue, ReasonUpstreamServerError)
+	assert.True(t, meta.IsStatusConditionTrue(got.Status.Conditions, ConditionReady))
+	assert.Contains(t, testenv.Condition(got.Status.Conditions, ConditionDegraded).Message, "the rate is frankfurter-v2's")
+	assert.Equal(t, ReasonNotCompared, testenv.Condition(got.Status.Conditions, ConditionDivergent).Reason)
+	eventuallyEvent(t, ns, "usd", EventFetchFailed)
+	eventuallyEvent(t, ns, "usd", EventConfigMapUpdated)
+
+	t.Log("the ECB is back: its rate again")
+	ecb.Heal()
+	waitConfigMap(t, ns, "usd", map[string]string{"rate": "1.1625", "source": "ecb"})
+	got = waitCondition(t, ns, "usd", ConditionDegraded, metav1.ConditionFalse, ReasonFetchSucceeded)
+	assert.Equal(t, "ecb", got.Status.Source)
+}
+
+// testDivergent: a second source that disagrees beyond the tolerance turns Divergent True
+// with an Event, and the rate stays the first source's.
+func testDivergent(t *testing.T) {
+	ctx := context.Background()
+	ns := testenv.Namespace(t, env.Client, "xr-divergent", nil)
+	_, frankfurter := twoUpstreams(t, ns, 2*time.Second)
+	rates := fakeupstream.DefaultRates()
+	rates["GBP"] = "0.90" // 4.1 % above the ECB's 0.86485
+	frankfurter.SetRates(today(), rates)
+
+	xr := newXR(ns, "pound", "GBP", "")
+	xr.Spec.Sources, xr.Spec.DivergenceTolerance = twoSources, "2%"
+	require.NoError(t, env.Client.Create(ctx, xr))
+	got := waitCondition(t, ns, "pound", ConditionDivergent, metav1.ConditionTrue, ReasonSourcesDisagree)
+	assert.Equal(t, "frankfurter-v2 says GBP 0.9 (published "+today()+"), 4.06% from ecb's 0.86485 (published "+today()+"); the tolerance is 2%",
+		testenv.Condition(got.Status.Conditions, ConditionDivergent).Message)
+	assert.True(t, meta.IsStatusConditionTrue(got.Status.Conditions, ConditionReady), "a divergence is a warning, the rate is written")
+	waitConfigMap(t, ns, "pound", map[string]string{"rate": "0.86485", "source": "ecb"})
+	eventuallyEvent(t, ns, "pound", EventSourcesDivergent)
+
+	t.Log("a wider tolerance, and they agree")
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Spec.DivergenceTolerance = "5%"
+	require.NoError(t, env.Client.Patch(ctx, got, patch))
+	waitCondition(t, ns, "pound", ConditionDivergent, metav1.ConditionFalse, ReasonSourcesAgree)
+}
+
+// testOneRequestPerSource: 30 ExchangeRates on two sources cost one request per source to
+// fill, and one per source for a refresh that brings a new publication.
+func testOneRequestPerSource(t *testing.T) {
+	ctx := context.Background()
+	ns := testenv.Namespace(t, env.Client, "xr-persource", nil)
+	srv := startFakeToday(t) // both sources from one imitation, counted by path
+	startManager(t, quickOptions(srv, 3*time.Second), ns)
+
+	rates := fakeupstream.DefaultRates()
+	for c := range rates {
+		xr := newXR(ns, "eur-"+lower(c), c, "")
+		xr.Spec.Sources = twoSources
+		require.NoError(t, env.Client.Create(ctx, xr))
+	}
+	xr := newXR(ns, "usd-eur", "EUR", "USD")
+	xr.Spec.Sources = twoSources
+	require.NoError(t, env.Client.Create(ctx, xr))
+	for c, r := range rates {
+		waitConfigMap(t, ns, "eur-"+lower(c), map[string]string{"rate": exactDecimalString(t, r), "source": "ecb"})
+	}
+	waitConfigMap(t, ns, "usd-eur", map[string]string{"rate": "0.860215"})
+	assert.Equal(t, 1, srv.Requests(fakeupstream.ECBPath), "30 ExchangeRates, one ECB request")
+	assert.Equal(t, 1, srv.Requests(fakeupstream.FrankfurterV2Path), "30 ExchangeRates, one Frankfurter request")
+
+	t.Log("a new publication reaches all 30 at the next refresh with one more request per source")
+	srv.ResetCounts()
+	rates["USD"] = "1.2000"
+	srv.SetRates(today(), rates)
+	waitConfigMap(t, ns, "eur-usd", map[string]string{"rate": "1.2"})
+	waitConfigMap(t, ns, "usd-eur", map[string]string{"rate": "0.833333"})
+	assert.Equal(t, 1, srv.Requests(fakeupstream.ECBPath))
+	assert.Equal(t, 1, srv.Requests(fakeupstream.FrankfurterV2Path))
+}
+
+// testSeveralCurrencies: spec.currencies from one Frankfurter v2 provider fills one key per
+// currency; an unknown provider says so in Degraded.
+func testSeveralCurrencies(t *testing.T) {
+	ctx := context.Background()
+	ns := testenv.Namespace(t, env.Client, "xr-several", nil)
+	srv := startFakeToday(t)
+	startManager(t, quickOptions(srv, time.Hour), ns)
+
+	xr := &operatorsv1.ExchangeRate{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "basket"},
+		Spec: operatorsv1.ExchangeRateSpec{Currencies: []string{"USD", "GBP", "EUR"}, Base: "CHF",
+			Sources: []operatorsv1.ExchangeRateSource{{Type: operatorsv1.SourceTypeFrankfurterV2, Provider: "ECB"}}},
+	}
+	require.NoError(t, env.Client.Create(ctx, xr))
+	cm := waitConfigMap(t, ns, "basket", map[string]string{"USD": "1.24425", "GBP": "0.925666", "EUR": "1.07032", "base": "CHF",
+		"date": today(), "source": "frankfurter-v2:ECB"})
+	assert.Len(t, cm.Data, 6, "three currencies, base, date and source")
+	got := waitCondition(t, ns, "basket", ConditionReady, metav1.ConditionTrue, ReasonRateWritten)
+	assert.Equal(t, []operatorsv1.CurrencyRate{{Currency: "USD", Rate: "1.24425"}, {Currency: "GBP", Rate: "0.925666"},
+		{Currency: "EUR", Rate: "1.07032"}}, got.Status.Rates)
+	assert.Empty(t, got.Status.Rate)
+	assert.Equal(t, "frankfurter-v2:ECB", got.Status.Source)
+	assert.Equal(t, 1, srv.Requests(fakeupstream.FrankfurterV2Path))
+
+	t.Log("a provider Frankfurter does not know: an empty answer, Degraded says which provider")
+	bad := newXR(ns, "nowhere", "USD", "")
+	bad.Spec.Sources = []operatorsv1.ExchangeRateSource{{Type: operatorsv1.SourceTypeFrankfurterV2, Provider: "XYZ"}}
+	require.NoError(t, env.Client.Create(ctx, bad))
+	got = waitCondition(t, ns, "nowhere", ConditionDegraded, metav1.ConditionTrue, ReasonUpstreamMalformed)
+	assert.Contains(t, testenv.Condition(got.Status.Conditions, ConditionDegraded).Message, "is XYZ one of the providers /v2/providers lists?")
+	assert.Equal(t, ReasonRateUnavailable, testenv.Condition(got.Status.Conditions, ConditionReady).Reason)
+}
+
+// testSourceLimit: a spec naming a source beyond --exchangerate-max-sources is refused in
+// Ready, with an Event, and waits for the next edit.
+func testSourceLimit(t *testing.T) {
+	ctx := context.Background()
+	ns := testenv.Namespace(t, env.Client, "xr-limit", nil)
+	srv := startFakeToday(t)
+	opts := quickOptions(srv, time.Second)
+	opts.MaxSources = 1 // the default ecb only
+	startManager(t, opts, ns)
+
+	xr := newXR(ns, "usd", "USD", "")
+	xr.Spec.Sources = []operatorsv1.ExchangeRateSource{{Type: operatorsv1.SourceTypeFrankfurter}}
+	require.NoError(t, env.Client.Create(ctx, xr))
+	got := waitCondition(t, ns, "usd", ConditionReady, metav1.ConditionFalse, ReasonTooManySources)
+	assert.Contains(t, testenv.Condition(got.Status.Conditions, ConditionReady).Message, "frankfurter would be one more")
+	eventuallyEvent(t, ns, "usd", EventTooManySources)
+	assert.Zero(t, srv.Requests(fakeupstream.FrankfurterPath))
+
+	t.Log("naming the manager's source fixes it")
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Spec.Sources = []operatorsv1.ExchangeRateSource{{Type: operatorsv1.SourceTypeECB}}
+	require.NoError(t, env.Client.Patch(ctx, got, patch))
+	waitConfigMap(t, ns, "usd", map[string]string{"rate": "1.1625", "source": "ecb"})
+}
+
+// testSourcesSample applies config/samples/operators_v1_exchangerate_sources.yaml: three
+// currencies in one ConfigMap from the ECB, cross-checked against Frankfurter v2.
+func testSourcesSample(t *testing.T) {
+	ctx := context.Background()
+	ns := testenv.Namespace(t, env.Client, "xr-sources-sample", nil)
+	twoUpstreams(t, ns, time.Hour)
+
+	b, err := os.ReadFile("../../config/samples/operators_v1_exchangerate_sources.yaml")
+	require.NoError(t, err)
+	xr := &operatorsv1.ExchangeRate{}
+	require.NoError(t, yaml.UnmarshalStrict(b, xr))
+	xr.Namespace = ns
+	require.NoError(t, env.Client.Create(ctx, xr))
+	cm := waitConfigMap(t, ns, "exchange-rates-eur", map[string]string{"USD": "1.1625", "GBP": "0.86485", "JPY": "171.58",
+		"base": "EUR", "date": today(), "source": "ecb"})
+	assert.Len(t, cm.Data, 6)
+	got := waitCondition(t, ns, xr.Name, ConditionDivergent, metav1.ConditionFalse, ReasonSourcesAgree)
+	assert.Equal(t, "ConfigMap exchange-rates-eur holds 3 rates per EUR (USD 1.1625, GBP 0.86485, JPY 171.58), published "+today()+" by ecb",
+		testenv.Condition(got.Status.Conditions, ConditionReady).Message)
+	assert.Equal(t, "the last fetches from ecb and frankfurter-v2 succeeded", testenv.Condition(got.Status.Conditions, ConditionDegraded).Message)
 }

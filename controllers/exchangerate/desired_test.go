@@ -34,6 +34,17 @@ func TestQuoteFor(t *testing.T) {
 			want: &Quote{Base: "USD", Currency: "JPY", Rate: "147.596", Date: "2026-05-15", Source: "ecb"}},
 		{name: "unknown currency", tab: tab, spec: operatorsv1.ExchangeRateSpec{Currency: "XYZ"}, wantUnknown: true},
 		{name: "unknown base", tab: tab, spec: operatorsv1.ExchangeRateSpec{Currency: "USD", Base: "XYZ"}, wantUnknown: true},
+		{name: "several currencies, in the spec's order", tab: tab, spec: operatorsv1.ExchangeRateSpec{Currencies: []string{"USD", "JPY"}},
+			want: &Quote{Base: "EUR", Date: "2026-05-15", Source: "ecb",
+				Rates: []operatorsv1.CurrencyRate{{Currency: "USD", Rate: "1.1625"}, {Currency: "JPY", Rate: "171.58"}}}},
+		{name: "several currencies against another base", tab: tab, spec: operatorsv1.ExchangeRateSpec{Currencies: []string{"JPY", "EUR"}, Base: "USD"},
+			want: &Quote{Base: "USD", Date: "2026-05-15", Source: "ecb",
+				Rates: []operatorsv1.CurrencyRate{{Currency: "JPY", Rate: "147.596"}, {Currency: "EUR", Rate: "0.860215"}}}},
+		{name: "one unknown of several", tab: tab, spec: operatorsv1.ExchangeRateSpec{Currencies: []string{"USD", "XYZ"}}, wantUnknown: true},
+		{name: "dated by the older input (Frankfurter v2)", tab: &Table{Source: "frankfurter-v2", Date: "2026-05-15", Rates: tab.Rates,
+			Dates: map[string]string{"USD": "2026-05-15", "JPY": "2026-05-14"}}, spec: operatorsv1.ExchangeRateSpec{Currencies: []string{"USD", "JPY"}},
+			want: &Quote{Base: "EUR", Date: "2026-05-14", Source: "frankfurter-v2",
+				Rates: []operatorsv1.CurrencyRate{{Currency: "USD", Rate: "1.1625"}, {Currency: "JPY", Rate: "171.58"}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -61,4 +72,9 @@ func TestDesiredConfigMap(t *testing.T) {
 		APIVersion: "operators.brennerm.github.io/v1", Kind: "ExchangeRate", Name: "exchange-rate-usd", UID: "uid-1",
 		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
 	}}, cm.OwnerReferences)
+
+	t.Log("spec.currencies: one key per currency, no rate or currency key")
+	cm = desiredConfigMap(xr, Quote{Base: "EUR", Date: "2026-05-15", Source: "frankfurter-v2:ECB",
+		Rates: []operatorsv1.CurrencyRate{{Currency: "USD", Rate: "1.1625"}, {Currency: "GBP", Rate: "0.86485"}}})
+	assert.Equal(t, map[string]string{"USD": "1.1625", "GBP": "0.86485", "base": "EUR", "date": "2026-05-15", "source": "frankfurter-v2:ECB"}, cm.Data)
 }

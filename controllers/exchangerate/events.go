@@ -15,10 +15,13 @@ const (
 	EventFetchFailed       = "FetchFailed"
 	EventUnknownCurrency   = "UnknownCurrency"
 	EventConfigMapConflict = "ConfigMapConflict"
+	EventSourcesDivergent  = "SourcesDivergent"
+	EventTooManySources    = "TooManySources"
 )
 
-// recordConfigMapWrite reports a ConfigMap the pass created, or updated for a spec change or
-// to undo someone else's edit. A new publication alone sends no Event (routineUpdate).
+// recordConfigMapWrite reports a ConfigMap the pass created, or updated for a spec change, a
+// change of source or to undo someone else's edit. A new publication alone sends no Event
+// (routineUpdate).
 func (r *Reconciler) recordConfigMapWrite(xr *operatorsv1.ExchangeRate, cm *corev1.ConfigMap, action configMapAction) {
 	switch action {
 	case configMapCreated:
@@ -37,7 +40,14 @@ func (r *Reconciler) recordConfigMapWrite(xr *operatorsv1.ExchangeRate, cm *core
 // than one per attempt).
 func (r *Reconciler) recordTransitions(xr *operatorsv1.ExchangeRate, status operatorsv1.ExchangeRateStatus, o outcome) {
 	if began(xr.Status.Conditions, status.Conditions, ConditionDegraded, metav1.ConditionTrue, "") {
-		r.Recorder.Eventf(xr, nil, corev1.EventTypeWarning, EventFetchFailed, "Fetch", "%v", o.Fetch.Err)
+		r.Recorder.Eventf(xr, nil, corev1.EventTypeWarning, EventFetchFailed, "Fetch", "%v", o.fetchErr())
+	}
+	if began(xr.Status.Conditions, status.Conditions, ConditionDivergent, metav1.ConditionTrue, "") {
+		r.Recorder.Eventf(xr, nil, corev1.EventTypeWarning, EventSourcesDivergent, "CrossCheck", "%s",
+			meta.FindStatusCondition(status.Conditions, ConditionDivergent).Message)
+	}
+	if began(xr.Status.Conditions, status.Conditions, ConditionReady, metav1.ConditionFalse, ReasonTooManySources) {
+		r.Recorder.Eventf(xr, nil, corev1.EventTypeWarning, EventTooManySources, "Reconcile", "%v", o.SourcesErr)
 	}
 	if began(xr.Status.Conditions, status.Conditions, ConditionReady, metav1.ConditionFalse, ReasonUnknownCurrency) {
 		r.Recorder.Eventf(xr, nil, corev1.EventTypeWarning, EventUnknownCurrency, "Reconcile", "%v", o.QuoteErr)

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -16,11 +19,22 @@ type Options struct {
 	// slow the clients that create the ExchangeRates (32 was no faster). See
 	// docs/exchangerate.md, Performance.
 	MaxConcurrentReconciles int
-	// Source is the upstream: ecb (default) or frankfurter.
+	// Source is the sources of ExchangeRates without spec.sources, comma-separated in order
+	// of preference: ecb (default), frankfurter, frankfurter-v2 or frankfurter-v2:PROVIDER.
 	Source string
-	// URL replaces the source's public base URL (an internal mirror serving the same paths).
+	// URL replaces the public base URL of the first of Source's sources (an internal mirror
+	// serving the same paths), and of the other sources of the same service (the ECB, or
+	// Frankfurter v1 and v2); it wins over ECBURL and FrankfurterURL.
 	URL string
-	// RefreshInterval is the refresh period of ExchangeRates without spec.refreshInterval.
+	// ECBURL and FrankfurterURL are the base URLs of the ECB's and Frankfurter's (v1 and
+	// v2) documents, the public services unless a mirror is named.
+	ECBURL, FrankfurterURL string
+	// MaxSources bounds the distinct sources (type and provider) the manager fetches from,
+	// defaults included: each is one upstream request per refresh, and ExchangeRates choose
+	// them.
+	MaxSources int
+	// RefreshInterval is the refresh period of ExchangeRates without spec.refreshInterval;
+	// sources that publish at a known time are refreshed soon after each publication too.
 	RefreshInterval time.Duration
 	// StaleAfterDays is how old (in days) a publication may be before Stale=True.
 	StaleAfterDays int
@@ -28,18 +42,40 @@ type Options struct {
 	FetchTimeout time.Duration
 	// BackoffBase and BackoffMax shape the retry wait after failed fetches.
 	BackoffBase, BackoffMax time.Duration
+
+	// withoutSchedules makes every source periodic only (tests on the real clock, whose
+	// request counts a publication time passing during the test would change).
+	withoutSchedules bool
 }
 
-// defaultWorkers is the default of --exchangerate-workers (see MaxConcurrentReconciles).
-const defaultWorkers = 16
+// Defaults of the flags (docs/exchangerate.md).
+const (
+	// defaultWorkers is the default of --exchangerate-workers (see MaxConcurrentReconciles).
+	defaultWorkers = 16
+	// defaultRefreshInterval is the periodic fallback. The ECB publishes once per working
+	// day, and its table is fetched again soon after each publication: between them a
+	// refresh finds nothing new. Six hours still notice a publication off the calendar
+	// (a correction, a holiday moved) the same day.
+	defaultRefreshInterval = 6 * time.Hour
+	defaultMaxSources      = 16
+)
 
 // BindFlags registers the controller's flags.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.MaxConcurrentReconciles, "exchangerate-workers", defaultWorkers, "Parallel workers of the exchangerate controller.")
-	fs.StringVar(&o.Source, "exchangerate-source", SourceECB, "Exchange rate source: ecb (ECB euro reference rates, XML) or frankfurter (Frankfurter JSON API).")
-	fs.StringVar(&o.URL, "exchangerate-url", "", "Base URL of the exchange rate source, for an internal mirror serving the same paths "+
-		"(default "+DefaultECBURL+" for ecb, "+DefaultFrankfurterURL+" for frankfurter).")
-	fs.DurationVar(&o.RefreshInterval, "exchangerate-refresh-interval", time.Hour, "Refresh period of ExchangeRates that set no spec.refreshInterval.")
+	fs.StringVar(&o.Source, "exchangerate-source", SourceECB, "Sources of ExchangeRates that set no spec.sources, comma-separated in order of preference: "+
+		"ecb (ECB euro reference rates, XML), frankfurter (Frankfurter's frozen v1 JSON API) or frankfurter-v2 (Frankfurter's v2 JSON API; "+
+		"frankfurter-v2:PROVIDER for one of its providers, such as frankfurter-v2:ECB).")
+	fs.StringVar(&o.URL, "exchangerate-url", "", "Base URL of the first --exchangerate-source, for an internal mirror serving the same paths; "+
+		"it also serves the other sources of the same service and wins over --exchangerate-ecb-url and --exchangerate-frankfurter-url "+
+		"(default "+DefaultECBURL+" for ecb, "+DefaultFrankfurterURL+" for frankfurter and frankfurter-v2).")
+	fs.StringVar(&o.ECBURL, "exchangerate-ecb-url", DefaultECBURL, "Base URL of the ECB's reference rates (source ecb), or of a mirror serving the same path.")
+	fs.StringVar(&o.FrankfurterURL, "exchangerate-frankfurter-url", DefaultFrankfurterURL,
+		"Base URL of Frankfurter (sources frankfurter and frankfurter-v2), or of a self-hosted one.")
+	fs.IntVar(&o.MaxSources, "exchangerate-max-sources", defaultMaxSources, "Most distinct sources (type and provider) the manager fetches from, "+
+		"its defaults included: each costs one upstream request per refresh, and ExchangeRates choose them (spec.sources).")
+	fs.DurationVar(&o.RefreshInterval, "exchangerate-refresh-interval", defaultRefreshInterval, "Refresh period of ExchangeRates that set no spec.refreshInterval; "+
+		"sources that publish at a known time (the ECB's rates) are also refreshed soon after each publication.")
 	fs.IntVar(&o.StaleAfterDays, "exchangerate-stale-after-days", 5, "Days a publication may be old before ExchangeRates turn Stale "+
 		"(the ECB publishes on TARGET working days; 5 covers the Easter weekend).")
 	fs.DurationVar(&o.FetchTimeout, "exchangerate-fetch-timeout", 30*time.Second, "Time limit of one upstream request.")
@@ -56,8 +92,17 @@ func (o *Options) defaults() {
 	if o.Source == "" {
 		o.Source = SourceECB
 	}
+	if o.ECBURL == "" {
+		o.ECBURL = DefaultECBURL
+	}
+	if o.FrankfurterURL == "" {
+		o.FrankfurterURL = DefaultFrankfurterURL
+	}
+	if o.MaxSources == 0 {
+		o.MaxSources = defaultMaxSources
+	}
 	if o.RefreshInterval == 0 {
-		o.RefreshInterval = time.Hour
+		o.RefreshInterval = defaultRefreshInterval
 	}
 	if o.StaleAfterDays == 0 {
 		o.StaleAfterDays = 5
@@ -88,5 +133,56 @@ func (o *Options) validate() error {
 	if o.BackoffBase < 0 || o.BackoffMax < o.BackoffBase {
 		errs = append(errs, fmt.Errorf("--exchangerate-backoff-base (%s) must be positive and at most --exchangerate-backoff-max (%s)", o.BackoffBase, o.BackoffMax))
 	}
+	if o.MaxSources < 0 {
+		errs = append(errs, fmt.Errorf("--exchangerate-max-sources must be positive, got %d", o.MaxSources))
+	}
+	if _, err := o.defaultSources(); err != nil {
+		errs = append(errs, err)
+	}
+	// Every service's URL, whether the defaults use it or not: an ExchangeRate may name any
+	// source type.
+	for _, typ := range []string{SourceECB, SourceFrankfurter} {
+		if _, err := NewSource(typ, o.urlFor(typ), http.DefaultClient); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// defaultSources parses --exchangerate-source.
+func (o *Options) defaultSources() ([]SourceRef, error) {
+	var refs []SourceRef
+	for _, name := range strings.Split(o.Source, ",") {
+		ref, err := ParseSourceRef(name)
+		if err != nil {
+			return nil, fmt.Errorf("--exchangerate-source: %w", err)
+		}
+		if slices.Contains(refs, ref) {
+			return nil, fmt.Errorf("--exchangerate-source names %s twice", ref)
+		}
+		refs = append(refs, ref)
+	}
+	return refs, nil
+}
+
+// service is the service a source type's documents come from: Frankfurter serves v1 and v2.
+func service(typ string) string {
+	if typ == SourceFrankfurterV2 {
+		return SourceFrankfurter
+	}
+	return typ
+}
+
+// urlFor is the base URL of a source type: --exchangerate-url for the service of the first
+// default source, else the service's own flag.
+func (o *Options) urlFor(typ string) string {
+	first, _, _ := strings.Cut(o.Source, ",")
+	firstType, _, _ := strings.Cut(strings.TrimSpace(first), ":")
+	if o.URL != "" && service(firstType) == service(typ) {
+		return o.URL
+	}
+	if service(typ) == SourceFrankfurter {
+		return o.FrankfurterURL
+	}
+	return o.ECBURL
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/utils/clock"
 
+	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
 	"github.com/quartet-operator/quartet/internal/operator"
 )
 
@@ -55,7 +56,7 @@ func TestFlagDefaultsAsDocumented(t *testing.T) {
 		if value, ok := strings.CutPrefix(def, "`"); ok {
 			assert.True(t, sameFlagValue(t, name, strings.TrimSuffix(value, "`")), "--%s: documented default %s, flag default %s", name, def, f.DefValue)
 		} else {
-			// The URL's default depends on the source: empty, and the help text names both.
+			// --exchangerate-url's default depends on the source: empty, and the help text names both.
 			assert.Equal(t, "exchangerate-url", name, "only --exchangerate-url has a default that is not a value")
 			assert.Empty(t, f.DefValue)
 			assert.Contains(t, f.Usage, DefaultECBURL)
@@ -90,7 +91,8 @@ func TestZeroOptionsMeanTheDefaults(t *testing.T) {
 	zero.defaults()
 	assert.Equal(t, fromFlags, zero)
 
-	set := Options{MaxConcurrentReconciles: 8, Source: SourceFrankfurter, URL: "http://mirror.internal", RefreshInterval: time.Minute,
+	set := Options{MaxConcurrentReconciles: 8, Source: SourceFrankfurter, URL: "http://mirror.internal", ECBURL: "http://ecb.internal",
+		FrankfurterURL: "http://frankfurter.internal", MaxSources: 3, RefreshInterval: time.Minute,
 		StaleAfterDays: 3, FetchTimeout: time.Second, BackoffBase: 2 * time.Second, BackoffMax: time.Minute}
 	kept := set
 	kept.defaults()
@@ -112,9 +114,11 @@ func TestFlagsFromCommandLineAndEnvironment(t *testing.T) {
 		"QUARTET_EXCHANGERATE_URL":              "http://mirror.internal",
 		"QUARTET_EXCHANGERATE_STALE_AFTER_DAYS": "4",
 		"QUARTET_EXCHANGERATE_BACKOFF_MAX":      "1m",
+		"QUARTET_EXCHANGERATE_FRANKFURTER_URL":  "http://frankfurter.internal",
 	}
 	require.NoError(t, operator.SetFlagsFromEnv(fs, func(k string) (string, bool) { v, ok := env[k]; return v, ok }))
-	assert.Equal(t, Options{MaxConcurrentReconciles: 8, Source: SourceFrankfurter, URL: "http://mirror.internal", RefreshInterval: 15 * time.Minute,
+	assert.Equal(t, Options{MaxConcurrentReconciles: 8, Source: SourceFrankfurter, URL: "http://mirror.internal", ECBURL: DefaultECBURL,
+		FrankfurterURL: "http://frankfurter.internal", MaxSources: 16, RefreshInterval: 15 * time.Minute,
 		StaleAfterDays: 4, FetchTimeout: 5 * time.Second, BackoffBase: time.Second, BackoffMax: time.Minute}, o)
 
 	t.Log("a value the flag cannot parse names the variable and the flag")
@@ -141,9 +145,19 @@ func TestSetupRefusesBadFlagValues(t *testing.T) {
 		{"backoff base above the default max", []string{"--exchangerate-backoff-base=1h"}, []string{"at most --exchangerate-backoff-max (30m0s)"}},
 		{"every bad flag at once", []string{"--exchangerate-refresh-interval=-1s", "--exchangerate-fetch-timeout=-1s"},
 			[]string{"--exchangerate-refresh-interval", "--exchangerate-fetch-timeout"}},
-		{"unknown source", []string{"--exchangerate-source=oanda"}, []string{`unknown exchange rate source "oanda" (want ecb or frankfurter)`}},
+		{"unknown source", []string{"--exchangerate-source=oanda"},
+			[]string{`--exchangerate-source: unknown exchange rate source "oanda" (want ecb, frankfurter or frankfurter-v2)`}},
+		{"provider of a source without providers", []string{"--exchangerate-source=ecb:ECB"},
+			[]string{`--exchangerate-source: exchange rate source "ecb:ECB": only frankfurter-v2 takes a provider`}},
+		{"provider not a key", []string{"--exchangerate-source=frankfurter-v2:ecb"}, []string{`provider "ecb" is not an upper-case provider key`}},
+		{"a source twice", []string{"--exchangerate-source=ecb,frankfurter-v2, ecb"}, []string{"--exchangerate-source names ecb twice"}},
+		{"more defaults than the limit", []string{"--exchangerate-source=ecb,frankfurter-v2", "--exchangerate-max-sources=1"},
+			[]string{"--exchangerate-source names 2 sources, more than --exchangerate-max-sources (1)"}},
+		{"negative source limit", []string{"--exchangerate-max-sources=-1"}, []string{"--exchangerate-max-sources must be positive, got -1"}},
 		{"URL with credentials", []string{"--exchangerate-url=https://rates:s3cret@mirror.internal"},
 			[]string{"exchange rate URL for mirror.internal carries credentials"}},
+		{"Frankfurter URL with credentials, although the defaults do not use it", []string{"--exchangerate-frankfurter-url=https://rates:s3cret@ff.internal"},
+			[]string{"exchange rate URL for ff.internal carries credentials"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -161,42 +175,79 @@ func TestSetupRefusesBadFlagValues(t *testing.T) {
 
 // TestReconcilerFromOptions: what the flag values become in the reconciler Setup registers.
 func TestReconcilerFromOptions(t *testing.T) {
-	src, err := NewSource(SourceECB, "", http.DefaultClient)
-	require.NoError(t, err)
 	shared := operator.Shared{WatchNamespaces: []string{"shop"}}
-	steps := func(r *Reconciler, n int) []time.Duration {
-		b := r.Rates.backoff
+	steps := func(c *RateCache, n int) []time.Duration {
+		b := c.backoff
 		var out []time.Duration
 		for range n {
 			out = append(out, b.Step())
 		}
 		return out
 	}
-
-	t.Run("defaults", func(t *testing.T) {
+	build := func(t *testing.T, args ...string) (*Reconciler, []*RateCache) {
 		var o Options
-		o.defaults()
-		r := o.newReconciler(src, shared)
-		assert.Equal(t, time.Hour, r.DefaultInterval)
-		assert.Equal(t, 5, r.StaleAfterDays)
-		assert.Equal(t, 30*time.Second, r.Rates.timeout)
-		assert.Equal(t, []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute,
-			16 * time.Minute, 30 * time.Minute, 30 * time.Minute}, steps(r, 8))
-		assert.True(t, r.Rates.source == src, "the rate cache fetches from the source")
-		assert.Equal(t, shared, r.Shared)
-		assert.IsType(t, clock.RealClock{}, r.Clock)
-		assert.IsType(t, clock.RealClock{}, r.Rates.clock)
-	})
-	t.Run("flags", func(t *testing.T) {
-		var o Options
-		require.NoError(t, boundFlags(&o).Parse([]string{"--exchangerate-refresh-interval=15m", "--exchangerate-stale-after-days=3",
-			"--exchangerate-fetch-timeout=5s", "--exchangerate-backoff-base=1s", "--exchangerate-backoff-max=5s"}))
+		require.NoError(t, boundFlags(&o).Parse(args))
 		o.defaults()
 		require.NoError(t, o.validate())
-		r := o.newReconciler(src, shared)
+		sources, err := o.newSources(clock.RealClock{}, http.DefaultClient)
+		require.NoError(t, err)
+		r := o.newReconciler(sources, shared)
+		caches, err := r.Sources.For(nil)
+		require.NoError(t, err)
+		return r, caches
+	}
+
+	t.Run("defaults", func(t *testing.T) {
+		r, caches := build(t)
+		assert.Equal(t, 6*time.Hour, r.DefaultInterval)
+		assert.Equal(t, 5, r.StaleAfterDays)
+		require.Len(t, caches, 1)
+		c := caches[0]
+		assert.Equal(t, "ecb", c.Name())
+		assert.Equal(t, DefaultECBURL+ECBPath, sourceURL(c.source))
+		assert.Equal(t, 16, c.Schedule().Hour, "the ECB publishes at 16:00 CET")
+		assert.Equal(t, 30*time.Second, c.timeout)
+		assert.Equal(t, []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute,
+			16 * time.Minute, 30 * time.Minute, 30 * time.Minute}, steps(c, 8))
+		assert.Equal(t, shared, r.Shared)
+		assert.IsType(t, clock.RealClock{}, r.Clock)
+		assert.IsType(t, clock.RealClock{}, c.clock)
+		assert.Equal(t, 16, r.Sources.max)
+	})
+	t.Run("flags", func(t *testing.T) {
+		r, caches := build(t, "--exchangerate-refresh-interval=15m", "--exchangerate-stale-after-days=3",
+			"--exchangerate-fetch-timeout=5s", "--exchangerate-backoff-base=1s", "--exchangerate-backoff-max=5s",
+			"--exchangerate-source=frankfurter-v2:ECB,ecb", "--exchangerate-max-sources=3")
 		assert.Equal(t, 15*time.Minute, r.DefaultInterval)
 		assert.Equal(t, 3, r.StaleAfterDays)
-		assert.Equal(t, 5*time.Second, r.Rates.timeout)
-		assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second}, steps(r, 5))
+		require.Len(t, caches, 2)
+		assert.Equal(t, []string{"frankfurter-v2:ECB", "ecb"}, []string{caches[0].Name(), caches[1].Name()})
+		assert.Equal(t, DefaultFrankfurterURL+"/v2/rates?base=EUR&providers=ECB", sourceURL(caches[0].source))
+		assert.Equal(t, 5*time.Second, caches[0].timeout)
+		assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second}, steps(caches[1], 5))
+		assert.Equal(t, 3, r.Sources.max)
+	})
+	t.Run("URLs", func(t *testing.T) {
+		for _, tt := range []struct {
+			name          string
+			args          []string
+			ecb, frankfur string
+		}{
+			{"public by default", nil, DefaultECBURL, DefaultFrankfurterURL},
+			{"--exchangerate-url serves the first default's service", []string{"--exchangerate-url=http://mirror"}, "http://mirror", DefaultFrankfurterURL},
+			{"--exchangerate-url of a Frankfurter default serves v1 and v2",
+				[]string{"--exchangerate-source=frankfurter", "--exchangerate-url=http://mirror", "--exchangerate-ecb-url=http://ecb"}, "http://ecb", "http://mirror"},
+			{"--exchangerate-url wins", []string{"--exchangerate-url=http://mirror", "--exchangerate-ecb-url=http://ecb"}, "http://mirror", DefaultFrankfurterURL},
+			{"one flag per service", []string{"--exchangerate-ecb-url=http://ecb", "--exchangerate-frankfurter-url=http://ff"}, "http://ecb", "http://ff"},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				r, _ := build(t, tt.args...)
+				caches, err := r.Sources.For([]operatorsv1.ExchangeRateSource{{Type: "ecb"}, {Type: "frankfurter"}, {Type: "frankfurter-v2"}})
+				require.NoError(t, err)
+				assert.Equal(t, tt.ecb+ECBPath, sourceURL(caches[0].source))
+				assert.Equal(t, tt.frankfur+FrankfurterPath+"?base=EUR", sourceURL(caches[1].source))
+				assert.Equal(t, tt.frankfur+FrankfurterV2Path+"?base=EUR", sourceURL(caches[2].source))
+			})
+		}
 	})
 }

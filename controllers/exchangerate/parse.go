@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"time"
 )
 
 // ParseECB reads the ECB euro foreign exchange reference rates document
@@ -52,7 +53,7 @@ func ParseECB(data []byte) (*Table, error) {
 	return t, nil
 }
 
-// ParseFrankfurter reads a Frankfurter /v1/latest answer:
+// ParseFrankfurter reads a Frankfurter /v1/latest answer (v1, frozen upstream):
 // {"amount":1.0,"base":"EUR","date":"YYYY-MM-DD","rates":{"USD":1.1625,…}}. The base
 // must be EUR (the source asks for it); rates are divided by amount when it is not 1.
 func ParseFrankfurter(data []byte) (*Table, error) {
@@ -90,6 +91,54 @@ func ParseFrankfurter(data []byte) (*Table, error) {
 	}
 	if err := validateTable(t); err != nil {
 		return nil, fmt.Errorf("reading Frankfurter JSON: %w", err)
+	}
+	return t, nil
+}
+
+// ParseFrankfurterV2 reads a Frankfurter /v2/rates answer for the latest rates against EUR:
+// a JSON array of rows [{"date":"YYYY-MM-DD","base":"EUR","quote":"USD","rate":1.1625},…],
+// one per currency, with an identity row for EUR (rate 1) that is dropped (lineofflight/frankfurter,
+// lib/public/v2/openapi.json, schema Rate; CHANGELOG: "V2 rate responses now include an
+// identity record for the base currency"). Rows are dated by their own latest observation,
+// so they may differ: the table keeps each row's date (Dates), and its Date is the newest.
+// Fields other than these four (providers, with expand=providers) are ignored.
+func ParseFrankfurterV2(data []byte) (*Table, error) {
+	var rows []struct {
+		Date  string      `json:"date"`
+		Base  string      `json:"base"`
+		Quote string      `json:"quote"`
+		Rate  json.Number `json:"rate"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&rows); err != nil {
+		return nil, fmt.Errorf("decoding Frankfurter v2 JSON: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("decoding Frankfurter v2 JSON: data after the array")
+	}
+	t := &Table{Rates: make(map[string]*big.Rat, len(rows)), Dates: make(map[string]string, len(rows))}
+	for _, row := range rows {
+		if row.Base != euro {
+			return nil, fmt.Errorf("reading Frankfurter v2 JSON: %s row has base %q, want EUR", row.Quote, row.Base)
+		}
+		if _, err := time.Parse(dateLayout, row.Date); err != nil {
+			return nil, fmt.Errorf("reading Frankfurter v2 JSON: %s row's date %q is not YYYY-MM-DD", row.Quote, row.Date)
+		}
+		if err := addRate(t, row.Quote, row.Rate.String()); err != nil {
+			return nil, fmt.Errorf("reading Frankfurter v2 JSON: %w", err)
+		}
+		t.Dates[row.Quote] = row.Date
+		if row.Date > t.Date {
+			t.Date = row.Date
+		}
+	}
+	delete(t.Dates, euro)
+	if len(t.Rates) == 0 {
+		return nil, fmt.Errorf("reading Frankfurter v2 JSON: %w", errNoRates)
+	}
+	if err := validateTable(t); err != nil {
+		return nil, fmt.Errorf("reading Frankfurter v2 JSON: %w", err)
 	}
 	return t, nil
 }

@@ -121,6 +121,47 @@ func TestParseFrankfurter(t *testing.T) {
 	runParseCases(t, ParseFrankfurter, tests)
 }
 
+func TestParseFrankfurterV2(t *testing.T) {
+	latest := string(readTestdata(t, "frankfurter-v2-rates.json"))
+	row := func(quote, rate string) string {
+		return `{"date":"2026-05-15","base":"EUR","quote":"` + quote + `","rate":` + rate + `}`
+	}
+	tests := []parseCase{
+		{name: "latest (33 currencies, the EUR identity row dropped)", doc: latest, wantDate: "2026-05-15", wantCount: 33,
+			wantRates: map[string]string{"USD": "1.1625", "ARS": "1389.6", "XAU": "0.00029"}},
+		{name: "a row from expand=providers keeps its rate", doc: `[{"date":"2026-05-15","base":"EUR","quote":"USD","rate":1.1625,` +
+			`"providers":[{"key":"ECB","date":"2026-05-15","rate":1.1625},{"key":"FED","date":"2026-05-14","rate":1.2,"excluded":true}]}]`,
+			wantDate: "2026-05-15", wantCount: 1, wantRates: map[string]string{"USD": "1.1625"}},
+		{name: "exponent notation", doc: "[" + row("XAU", "2.5e-04") + "]", wantDate: "2026-05-15", wantCount: 1,
+			wantRates: map[string]string{"XAU": "0.00025"}},
+		{name: "empty list (an unknown provider)", doc: "[]", wantErr: "no rates"},
+		{name: "the identity row alone", doc: "[" + row("EUR", "1.0") + "]", wantErr: "no rates"},
+		{name: "identity row not 1", doc: "[" + row("EUR", "1.1") + "," + row("USD", "1.1") + "]", wantErr: "EUR is priced at"},
+		{name: "other base", doc: `[{"date":"2026-05-15","base":"USD","quote":"EUR","rate":0.86}]`, wantErr: `EUR row has base "USD", want EUR`},
+		{name: "the v1 shape", doc: `{"amount":1.0,"base":"EUR","date":"2026-05-15","rates":{"USD":1.1625}}`, wantErr: "decoding Frankfurter v2 JSON"},
+		{name: "error body", doc: `{"status":422,"message":"unknown parameter: symbols"}`, wantErr: "decoding Frankfurter v2 JSON"},
+		{name: "truncated", doc: latest[:len(latest)/2], wantErr: "decoding Frankfurter v2 JSON"},
+		{name: "two arrays", doc: latest + latest, wantErr: "data after the array"},
+		{name: "bad date", doc: `[{"date":"May 15","base":"EUR","quote":"USD","rate":1.1}]`, wantErr: `USD row's date "May 15" is not YYYY-MM-DD`},
+		{name: "a currency twice", doc: "[" + row("USD", "1.1") + "," + row("USD", "1.2") + "]", wantErr: "USD listed twice"},
+		{name: "negative rate", doc: "[" + row("USD", "-1.1") + "]", wantErr: "not a decimal"},
+		{name: "string rate", doc: "[" + row("USD", `"abc"`) + "]", wantErr: "decoding Frankfurter v2 JSON"},
+		{name: "bad code", doc: "[" + row("usd", "1.1") + "]", wantErr: "three upper-case letters"},
+		{name: "huge exponent", doc: "[" + row("USD", "1e999999999") + "]", wantErr: "not a decimal"},
+	}
+	runParseCases(t, ParseFrankfurterV2, tests)
+
+	t.Log("each currency keeps its own date; the table's is the newest")
+	tab, err := ParseFrankfurterV2([]byte(latest))
+	require.NoError(t, err)
+	assert.Equal(t, "2026-05-14", tab.Dates["ARS"])
+	assert.Equal(t, "2026-05-15", tab.Dates["USD"])
+	assert.NotContains(t, tab.Dates, "EUR")
+	assert.Equal(t, "2026-05-14", tab.DateOf("EUR", "ARS"))
+	assert.Equal(t, "2026-05-14", tab.DateOf("ARS", "USD"), "a cross rate is as old as its older input")
+	assert.Equal(t, "2026-05-15", tab.DateOf("USD", "EUR"))
+}
+
 func TestFrankfurterMessage(t *testing.T) {
 	assert.Equal(t, "not found", frankfurterMessage([]byte(`{"message":"not found"}`)))
 	assert.Equal(t, "", frankfurterMessage([]byte(`<html>`)))
@@ -161,6 +202,28 @@ func FuzzParseECB(f *testing.F) {
 			return
 		}
 		checkParsed(t, tab)
+	})
+}
+
+func FuzzParseFrankfurterV2(f *testing.F) {
+	latest := readTestdata(f, "frankfurter-v2-rates.json")
+	f.Add(latest)
+	f.Add(latest[:len(latest)/2])
+	f.Add([]byte(`[{"date":"2026-05-15","base":"EUR","quote":"EUR","rate":1.0},{"date":"2026-05-16","base":"EUR","quote":"XAU","rate":2.5e-04}]`))
+	f.Add([]byte(`{"status":404,"message":"not found"}`))
+	f.Add([]byte(`[]`))
+	f.Add([]byte(""))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tab, err := ParseFrankfurterV2(data)
+		if err != nil {
+			require.Nil(t, tab)
+			return
+		}
+		checkParsed(t, tab)
+		for c, d := range tab.Dates {
+			require.Contains(t, tab.Rates, c)
+			require.LessOrEqual(t, d, tab.Date)
+		}
 	})
 }
 

@@ -40,11 +40,12 @@ type Snapshot struct {
 // the flight, and callers arriving after it find the fresh table. After a failure nobody
 // reaches the upstream before RetryAt, which backs off exponentially up to a cap.
 type RateCache struct {
-	source  Source
-	clock   clock.PassiveClock
-	backoff wait.Backoff // the retry schedule every run of failures starts from
-	timeout time.Duration
-	flight  singleflight.Group
+	source   Source
+	schedule Schedule
+	clock    clock.PassiveClock
+	backoff  wait.Backoff // the retry schedule every run of failures starts from
+	timeout  time.Duration
+	flight   singleflight.Group
 
 	mu        sync.Mutex
 	table     *Table
@@ -61,12 +62,18 @@ type RateCache struct {
 // NewRateCache returns an empty cache of source. timeout bounds each fetch.
 // backoff spaces the attempts after failures (exponentialBackoff).
 func NewRateCache(source Source, clk clock.PassiveClock, backoff wait.Backoff, timeout time.Duration) *RateCache {
-	return &RateCache{source: source, clock: clk, backoff: backoff, retry: backoff, timeout: timeout}
+	return &RateCache{source: source, schedule: sourceSchedule(source), clock: clk, backoff: backoff, retry: backoff, timeout: timeout}
 }
 
-// Get returns a table no older than maxAge when the source can give one: it fetches when
-// the table is older than that (or missing) or when a retry after a failure is due.
-// Otherwise, and while backing off, it answers from memory.
+// Name is the source's name.
+func (c *RateCache) Name() string { return c.source.Name() }
+
+// Schedule is when the source publishes (zero: at no known time).
+func (c *RateCache) Schedule() Schedule { return c.schedule }
+
+// Get returns the source's table, fetching it when it is due (dueAt): older than maxAge,
+// checked before the source's latest publication, or missing; or when a retry after a
+// failure is due. Otherwise, and while backing off, it answers from memory.
 func (c *RateCache) Get(ctx context.Context, maxAge time.Duration) Snapshot {
 	c.mu.Lock()
 	now := c.clock.Now()
@@ -75,7 +82,7 @@ func (c *RateCache) Get(ctx context.Context, maxAge time.Duration) Snapshot {
 		// Backing off: the upstream is not asked again before retryAt.
 		defer c.mu.Unlock()
 		return c.snapshotLocked()
-	case c.lastErr == nil && c.table != nil && now.Sub(c.checkedAt) < maxAge:
+	case c.lastErr == nil && c.table != nil && now.Before(dueAt(c.snapshotLocked(), c.schedule, maxAge)):
 		defer c.mu.Unlock()
 		return c.snapshotLocked()
 	}

@@ -35,7 +35,7 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	src, err := NewSource(o.Source, o.URL, &http.Client{Transport: http.DefaultTransport})
+	sources, err := o.newSources(clock.RealClock{}, &http.Client{Transport: http.DefaultTransport})
 	if err != nil {
 		return err
 	}
@@ -59,14 +59,17 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 		return err
 	}
 
-	r := o.newReconciler(src, shared)
+	r := o.newReconciler(sources, shared)
 	r.Client = mgr.GetClient()
 	r.ConfigMaps = cmCache
 	r.APIReader = mgr.GetAPIReader()
 	r.Recorder = mgr.GetEventRecorder("exchangerate-controller")
 
 	watched := predicate.NewPredicateFuncs(func(obj client.Object) bool { return shared.Watches(obj.GetNamespace()) })
-	ctrl.Log.WithName("exchangerate").Info("Using exchange rate source", "source", src.Name(), "url", sourceURL(src))
+	defaults, _ := sources.For(nil) // built by newSources: no error
+	for _, c := range defaults {
+		ctrl.Log.WithName("exchangerate").Info("Using exchange rate source by default", "source", c.Name(), "url", sourceURL(c.source))
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("exchangerate").
 		// Status writes do not change the generation, so our own writes do not wake us.
@@ -80,11 +83,32 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 		Complete(r)
 }
 
+// newSources is the manager's set of sources the flag values in o (defaults applied,
+// validated) call for: the defaults' caches built, the others built when an ExchangeRate
+// first names them, each reading through client on clk.
+func (o *Options) newSources(clk clock.PassiveClock, client *http.Client) (*Sources, error) {
+	defaults, err := o.defaultSources()
+	if err != nil {
+		return nil, err
+	}
+	return NewSources(defaults, o.MaxSources, func(ref SourceRef) (*RateCache, error) {
+		src, err := NewSource(ref.String(), o.urlFor(ref.Type), client)
+		if err != nil {
+			return nil, err
+		}
+		c := NewRateCache(src, clk, exponentialBackoff(o.BackoffBase, o.BackoffMax), o.FetchTimeout)
+		if o.withoutSchedules {
+			c.schedule = Schedule{}
+		}
+		return c, nil
+	})
+}
+
 // newReconciler is the reconciler the flag values in o (defaults applied) call for, with
 // the real clock and random source; Setup adds the manager's clients and recorder.
-func (o *Options) newReconciler(src Source, shared operator.Shared) *Reconciler {
+func (o *Options) newReconciler(sources *Sources, shared operator.Shared) *Reconciler {
 	return &Reconciler{
-		Rates:           NewRateCache(src, clock.RealClock{}, exponentialBackoff(o.BackoffBase, o.BackoffMax), o.FetchTimeout),
+		Sources:         sources,
 		Clock:           clock.RealClock{},
 		Random:          rand.Float64,
 		DefaultInterval: o.RefreshInterval,

@@ -8,23 +8,94 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
+
+	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
 )
 
-// Source names, as accepted by --exchangerate-source.
+// Source types, as spec.sources[].type and --exchangerate-source name them.
 const (
-	SourceECB         = "ecb"
-	SourceFrankfurter = "frankfurter"
+	SourceECB           = string(operatorsv1.SourceTypeECB)
+	SourceFrankfurter   = string(operatorsv1.SourceTypeFrankfurter)
+	SourceFrankfurterV2 = string(operatorsv1.SourceTypeFrankfurterV2)
 )
 
 // Default base URLs and the paths appended to them. A mirror given with
-// --exchangerate-url serves the same paths.
+// --exchangerate-ecb-url, --exchangerate-frankfurter-url or --exchangerate-url serves the
+// same paths.
+//
+// Frankfurter v2 (https://frankfurter.dev, OpenAPI at https://api.frankfurter.dev/v2/openapi.json;
+// source lineofflight/frankfurter, lib/versions/v2.rb and lib/public/v2/openapi.json): GET
+// /v2/rates answers the latest rates as a JSON array of rows {"date","base","quote","rate"},
+// one per currency, each dated by its own latest observation, plus an identity row for the
+// base (rate 1). Query parameters: base (default EUR), quotes, providers (comma-separated
+// provider keys such as ECB; without it the rates are a blend of all providers), date,
+// from/to, group, expand. It sends an ETag and answers If-None-Match with 304; errors are
+// {"status":…, "message":…} with 404 or 422 (an unknown parameter or currency). An unknown
+// provider yields an empty array. v1 (/v1/latest) is frozen ("status": "frozen" at /v1).
 const (
 	DefaultECBURL         = "https://www.ecb.europa.eu"
 	DefaultFrankfurterURL = "https://api.frankfurter.dev"
 	ECBPath               = "/stats/eurofxref/eurofxref-daily.xml"
 	FrankfurterPath       = "/v1/latest"
+	FrankfurterV2Path     = "/v2/rates"
 )
+
+// SourceRef names one upstream: a type and, for frankfurter-v2, an optional provider. Each
+// distinct SourceRef is one table and one upstream request per refresh, shared by every
+// ExchangeRate that names it.
+type SourceRef struct {
+	Type, Provider string
+}
+
+// String is the source's name in status, ConfigMaps, metrics and flags: the type, or
+// type:PROVIDER (frankfurter-v2:ECB).
+func (r SourceRef) String() string {
+	if r.Provider == "" {
+		return r.Type
+	}
+	return r.Type + ":" + r.Provider
+}
+
+// provider is what spec.sources[].provider accepts (the CRD's pattern, checked again here
+// for flags).
+var provider = regexp.MustCompile(`^[A-Z][A-Z0-9]{1,15}(\.[A-Z0-9]{1,8})?$`)
+
+// ParseSourceRef reads a source name as String writes it.
+func ParseSourceRef(name string) (SourceRef, error) {
+	typ, prov, withProvider := strings.Cut(strings.TrimSpace(name), ":")
+	r := SourceRef{Type: typ, Provider: prov}
+	switch {
+	case withProvider && prov == "":
+		return SourceRef{}, fmt.Errorf("exchange rate source %q: the provider after the colon is missing", name)
+	case typ != SourceECB && typ != SourceFrankfurter && typ != SourceFrankfurterV2:
+		return SourceRef{}, fmt.Errorf("unknown exchange rate source %q (want %s, %s or %s)", name, SourceECB, SourceFrankfurter, SourceFrankfurterV2)
+	case prov != "" && typ != SourceFrankfurterV2:
+		return SourceRef{}, fmt.Errorf("exchange rate source %q: only %s takes a provider", name, SourceFrankfurterV2)
+	case prov != "" && !provider.MatchString(prov):
+		return SourceRef{}, fmt.Errorf("exchange rate source %q: provider %q is not an upper-case provider key such as ECB", name, prov)
+	}
+	return r, nil
+}
+
+// refOf is the SourceRef of a spec's source.
+func refOf(s operatorsv1.ExchangeRateSource) SourceRef {
+	return SourceRef{Type: string(s.Type), Provider: s.Provider}
+}
+
+// scheduleOf is when the source publishes: the ECB's rates (directly, through Frankfurter's
+// v1, or v2 from provider ECB) after the ECB's publication; Frankfurter's blend, or another
+// provider's rates, at no time this controller knows.
+func scheduleOf(r SourceRef) Schedule {
+	switch {
+	case r.Type == SourceECB:
+		return ecbSchedule()
+	case r.Type == SourceFrankfurter, r.Type == SourceFrankfurterV2 && r.Provider == "ECB":
+		return frankfurterECBSchedule()
+	}
+	return Schedule{}
+}
 
 // maxBody bounds what we read from an upstream: the daily ECB file is about 1.5 KiB.
 const maxBody = 1 << 20
@@ -37,6 +108,19 @@ type Source interface {
 	// make the request conditional, and an unchanged publication (304) returns prev itself.
 	// Errors are *FetchError.
 	Fetch(ctx context.Context, prev *Table) (*Table, error)
+}
+
+// scheduled is a Source that publishes at known times.
+type scheduled interface {
+	Schedule() Schedule
+}
+
+// sourceSchedule is s's publication schedule; zero when it has none.
+func sourceSchedule(s Source) Schedule {
+	if sc, ok := s.(scheduled); ok {
+		return sc.Schedule()
+	}
+	return Schedule{}
 }
 
 // Fetch outcomes: condition reasons and, lower-cased, metric results.
@@ -83,19 +167,38 @@ func fetchErr(reason, format string, args ...any) *FetchError {
 	return &FetchError{Reason: reason, Err: fmt.Errorf(format, args...)}
 }
 
-// NewSource returns the named source reading from baseURL (empty: the public default)
-// through client.
+// NewSource returns the named source (a SourceRef's String) reading from baseURL (empty:
+// the public default) through client.
 func NewSource(name, baseURL string, client *http.Client) (Source, error) {
-	var s *httpSource
-	switch name {
-	case SourceECB:
-		s = &httpSource{name: name, path: ECBPath, accept: "application/xml, text/xml", parse: ParseECB, base: DefaultECBURL}
-	case SourceFrankfurter:
-		s = &httpSource{name: name, path: FrankfurterPath + "?base=EUR", accept: "application/json", parse: ParseFrankfurter,
-			base: DefaultFrankfurterURL, errorMessage: frankfurterMessage}
-	default:
-		return nil, fmt.Errorf("unknown exchange rate source %q (want %s or %s)", name, SourceECB, SourceFrankfurter)
+	ref, err := ParseSourceRef(name)
+	if err != nil {
+		return nil, err
 	}
+	var s *httpSource
+	switch ref.Type {
+	case SourceECB:
+		s = &httpSource{path: ECBPath, accept: "application/xml, text/xml", parse: ParseECB, base: DefaultECBURL}
+	case SourceFrankfurter:
+		s = &httpSource{path: FrankfurterPath + "?base=EUR", accept: "application/json", parse: ParseFrankfurter,
+			base: DefaultFrankfurterURL, errorMessage: frankfurterMessage}
+	case SourceFrankfurterV2:
+		q := url.Values{"base": {euro}}
+		parse := ParseFrankfurterV2
+		if ref.Provider != "" {
+			q.Set("providers", ref.Provider)
+			parse = func(b []byte) (*Table, error) {
+				t, err := ParseFrankfurterV2(b)
+				if errors.Is(err, errNoRates) {
+					// Frankfurter answers an unknown provider with an empty list.
+					return nil, fmt.Errorf("%w; is %s one of the providers /v2/providers lists?", err, ref.Provider)
+				}
+				return t, err
+			}
+		}
+		s = &httpSource{path: FrankfurterV2Path + "?" + q.Encode(), accept: "application/json", parse: parse,
+			base: DefaultFrankfurterURL, errorMessage: frankfurterMessage}
+	}
+	s.name, s.schedule = ref.String(), scheduleOf(ref)
 	if baseURL != "" {
 		u, err := url.Parse(baseURL)
 		if err == nil && u.User != nil {
@@ -125,9 +228,13 @@ type httpSource struct {
 	parse                         func([]byte) (*Table, error)
 	// errorMessage extracts the upstream's explanation from a 4xx body, if it has one.
 	errorMessage func([]byte) string
+	schedule     Schedule
 }
 
 func (s *httpSource) Name() string { return s.name }
+
+// Schedule is when the source publishes.
+func (s *httpSource) Schedule() Schedule { return s.schedule }
 
 // URL is the document the source fetches.
 func (s *httpSource) URL() string { return s.url }

@@ -27,10 +27,16 @@ func TestNewSource(t *testing.T) {
 	}{
 		{name: "ecb default", source: "ecb", wantURL: "https://www.ecb.europa.eu/stats/eurofxref/eurofxref-daily.xml"},
 		{name: "frankfurter default", source: "frankfurter", wantURL: "https://api.frankfurter.dev/v1/latest?base=EUR"},
+		{name: "frankfurter v2 default", source: "frankfurter-v2", wantURL: "https://api.frankfurter.dev/v2/rates?base=EUR"},
+		{name: "frankfurter v2, one provider", source: "frankfurter-v2:NBP.B", wantURL: "https://api.frankfurter.dev/v2/rates?base=EUR&providers=NBP.B"},
+		{name: "self-hosted frankfurter v2", source: "frankfurter-v2:ECB", url: "http://frankfurter.internal:8080",
+			wantURL: "http://frankfurter.internal:8080/v2/rates?base=EUR&providers=ECB"},
 		{name: "mirror", source: "ecb", url: "http://mirror.internal:8080/", wantURL: "http://mirror.internal:8080/stats/eurofxref/eurofxref-daily.xml"},
 		{name: "mirror with path prefix", source: "frankfurter", url: "https://mirror.internal/rates",
 			wantURL: "https://mirror.internal/rates/v1/latest?base=EUR"},
 		{name: "unknown source", source: "oanda", wantErr: `unknown exchange rate source "oanda"`},
+		{name: "provider of the ECB", source: "ecb:ECB", wantErr: "only frankfurter-v2 takes a provider"},
+		{name: "provider in lower case", source: "frankfurter-v2:ecb&x=1", wantErr: "is not an upper-case provider key"},
 		{name: "no scheme", source: "ecb", url: "mirror.internal", wantErr: "not an http(s) base URL"},
 		{name: "ftp", source: "ecb", url: "ftp://mirror.internal", wantErr: "not an http(s) base URL"},
 		{name: "query", source: "ecb", url: "http://mirror.internal/?a=b", wantErr: "not an http(s) base URL"},
@@ -54,12 +60,13 @@ func TestNewSource(t *testing.T) {
 	}
 }
 
-// TestSourceFetch runs both sources against the imitation upstream.
+// TestSourceFetch runs every source against the imitation upstream.
 func TestSourceFetch(t *testing.T) {
-	for _, name := range []string{SourceECB, SourceFrankfurter} {
+	for _, name := range []string{SourceECB, SourceFrankfurter, SourceFrankfurterV2, SourceFrankfurterV2 + ":ECB"} {
 		t.Run(name, func(t *testing.T) {
 			srv := startFake(t)
-			path := map[string]string{SourceECB: fakeupstream.ECBPath, SourceFrankfurter: fakeupstream.FrankfurterPath}[name]
+			path := map[string]string{SourceECB: fakeupstream.ECBPath, SourceFrankfurter: fakeupstream.FrankfurterPath,
+				SourceFrankfurterV2: fakeupstream.FrankfurterV2Path, SourceFrankfurterV2 + ":ECB": fakeupstream.FrankfurterV2Path}[name]
 			src, err := NewSource(name, srv.URL(), &http.Client{Timeout: 500 * time.Millisecond})
 			require.NoError(t, err)
 			ctx := context.Background()
@@ -125,7 +132,47 @@ func TestSourceFetch(t *testing.T) {
 	}
 }
 
+// TestSourceSchedules: which sources publish at a known time.
+func TestSourceSchedules(t *testing.T) {
+	for name, want := range map[string]Schedule{
+		"ecb": ecbSchedule(), "frankfurter": frankfurterECBSchedule(), "frankfurter-v2:ECB": frankfurterECBSchedule(),
+		"frankfurter-v2": {}, "frankfurter-v2:BOC": {},
+	} {
+		src, err := NewSource(name, "", http.DefaultClient)
+		require.NoError(t, err)
+		got := sourceSchedule(src)
+		assert.Equal(t, want.IsZero(), got.IsZero(), name)
+		assert.Equal(t, want.After, got.After, name)
+	}
+	assert.True(t, sourceSchedule(sourceFunc{name: "x"}).IsZero(), "a Source without a Schedule method has none")
+}
+
 func TestSourceFetchClientErrors(t *testing.T) {
+	t.Run("frankfurter v2: an unknown provider", func(t *testing.T) {
+		srv := startFake(t)
+		src, err := NewSource("frankfurter-v2:XYZ", srv.URL(), http.DefaultClient)
+		require.NoError(t, err)
+		_, err = src.Fetch(context.Background(), nil)
+		var fe *FetchError
+		require.ErrorAs(t, err, &fe)
+		assert.Equal(t, ReasonUpstreamMalformed, fe.Reason)
+		assert.ErrorContains(t, err, "no rates; is XYZ one of the providers /v2/providers lists?")
+	})
+	t.Run("frankfurter v2 422 message", func(t *testing.T) {
+		srv := startFake(t)
+		src, err := NewSource(SourceFrankfurterV2, srv.URL()+"/v2/rates?symbols=USD#", http.DefaultClient)
+		require.Error(t, err, "a query in the base URL is refused")
+		assert.Nil(t, src)
+		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			_, _ = w.Write([]byte(`{"status":422,"message":"invalid currency: XXX"}`))
+		}))
+		defer ts.Close()
+		src, err = NewSource(SourceFrankfurterV2, ts.URL, http.DefaultClient)
+		require.NoError(t, err)
+		_, err = src.Fetch(context.Background(), nil)
+		require.ErrorContains(t, err, "422 Unprocessable Entity: invalid currency: XXX")
+	})
 	t.Run("frankfurter 404 message", func(t *testing.T) {
 		srv := startFake(t)
 		// Any other path under /v1/ is Frankfurter's JSON 404.

@@ -3,6 +3,9 @@ package exchangerate
 import (
 	"errors"
 	"fmt"
+	"math/big"
+	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -17,8 +20,11 @@ const (
 	ConditionReady = "Ready"
 	// ConditionStale: the rate's publication date is older than the manager's limit.
 	ConditionStale = "Stale"
-	// ConditionDegraded: the last fetch from the source failed (the last good rate stays).
+	// ConditionDegraded: the last fetch from a source failed (the last good rate stays).
 	ConditionDegraded = "Degraded"
+	// ConditionDivergent: another source's rate differs from the one written by more than
+	// spec.divergenceTolerance.
+	ConditionDivergent = "Divergent"
 )
 
 // Condition reasons (the Upstream* reasons of failed fetches are in source.go).
@@ -33,22 +39,42 @@ const (
 	ReasonPublicationCurrent = "PublicationCurrent"
 	ReasonPublicationOld     = "PublicationOld"
 	ReasonNoPublication      = "NoPublication"
+	ReasonTooManySources     = "TooManySources"
+	ReasonSourcesAgree       = "SourcesAgree"
+	ReasonSourcesDisagree    = "SourcesDisagree"
+	ReasonSingleSource       = "SingleSource"
+	ReasonNotCompared        = "NotCompared"
 )
 
 // errConfigMapConflict marks a ConfigMap of the CR's name that another owner (or nobody)
 // controls: we do not take over someone else's data.
 var errConfigMapConflict = errors.New("ConfigMap exists and is not controlled by this ExchangeRate")
 
+// sourceAnswer is one source's part in a pass: its shared cache's answer.
+type sourceAnswer struct {
+	Name     string
+	Schedule Schedule
+	Snapshot Snapshot
+}
+
 // outcome is everything one pass learned; computeStatus turns it into status.
 type outcome struct {
 	Now        time.Time
 	Generation int64
-	// Fetch is the shared cache's answer.
-	Fetch Snapshot
+	// Sources are the answers of the ExchangeRate's sources, in its order of preference.
+	Sources []sourceAnswer
+	// SourcesErr is why the spec's sources could not be had (*SourceLimitError); Sources is
+	// empty then.
+	SourcesErr error
 	// Quote is the rate now in the ConfigMap for the current spec; nil when none was written.
 	Quote *Quote
-	// QuoteErr is why no quote exists although the source answered (*UnknownCurrencyError).
+	// QuoteErr is why no quote exists although every source answered (an unpricedError,
+	// which wraps *UnknownCurrencyError).
 	QuoteErr error
+	// Pricing is what the sources' tables said about the spec (priceSpec), and Tolerance
+	// spec.divergenceTolerance as a fraction (nil: the default): the cross-check's input.
+	Pricing   pricing
+	Tolerance *big.Rat
 	// ConfigMapErr is why the ConfigMap could not be written (errConfigMapConflict or an API error).
 	ConfigMapErr  error
 	ConfigMapName string
@@ -80,23 +106,27 @@ func computeStatus(prev operatorsv1.ExchangeRateStatus, o outcome) operatorsv1.E
 		// lastSuccessfulFetch is the time of the fetch that brought the rate now in status (the
 		// 200 that sent its table), so it changes with the rate and with nothing else: a 304, or
 		// a later fetch of the same publication, confirms the rate without bringing it.
-		newRate := st.Rate != o.Quote.Rate || st.PublicationDate != o.Quote.Date || st.Source != o.Quote.Source
-		if (newRate || st.LastSuccessfulFetch == nil) && !o.Fetch.FetchedAt.IsZero() {
-			t := metav1.NewTime(o.Fetch.FetchedAt.Truncate(time.Second))
+		newRate := st.Rate != o.Quote.Rate || !slices.Equal(st.Rates, o.Quote.Rates) ||
+			st.PublicationDate != o.Quote.Date || st.Source != o.Quote.Source
+		if fetched := o.fetchedAt(o.Quote.Source); (newRate || st.LastSuccessfulFetch == nil) && !fetched.IsZero() {
+			t := metav1.NewTime(fetched.Truncate(time.Second))
 			st.LastSuccessfulFetch = &t
 		}
-		st.Rate, st.PublicationDate, st.Source = o.Quote.Rate, o.Quote.Date, o.Quote.Source
+		st.Rate, st.Rates, st.PublicationDate, st.Source = o.Quote.Rate, slices.Clone(o.Quote.Rates), o.Quote.Date, o.Quote.Source
 		st.ConfigMapName = o.ConfigMapName
 	}
+	fetchErr := o.fetchErr()
 
 	// Ready
 	var unknown *UnknownCurrencyError
 	switch {
+	case o.SourcesErr != nil:
+		set(ConditionReady, metav1.ConditionFalse, ReasonTooManySources, o.SourcesErr.Error()+"; waiting for the spec to change")
 	case o.Quote != nil && o.ConfigMapErr == nil:
-		set(ConditionReady, metav1.ConditionTrue, ReasonRateWritten, fmt.Sprintf("ConfigMap %s holds %s %s per %s, published %s by %s",
-			o.ConfigMapName, o.Quote.Rate, o.Quote.Currency, o.Quote.Base, o.Quote.Date, o.Quote.Source))
+		set(ConditionReady, metav1.ConditionTrue, ReasonRateWritten, fmt.Sprintf("ConfigMap %s holds %s, published %s by %s",
+			o.ConfigMapName, o.Quote.describe(), o.Quote.Date, o.Quote.Source))
 	case errors.As(o.QuoteErr, &unknown):
-		set(ConditionReady, metav1.ConditionFalse, ReasonUnknownCurrency, unknown.Error()+"; waiting for the spec to change")
+		set(ConditionReady, metav1.ConditionFalse, ReasonUnknownCurrency, o.QuoteErr.Error()+"; waiting for the spec to change")
 	case errors.Is(o.ConfigMapErr, errConfigMapConflict):
 		set(ConditionReady, metav1.ConditionFalse, ReasonConfigMapConflict, fmt.Sprintf(
 			"ConfigMap %s exists and is not controlled by this ExchangeRate; delete or rename it, or rename the ExchangeRate", o.ConfigMapName))
@@ -104,31 +134,62 @@ func computeStatus(prev operatorsv1.ExchangeRateStatus, o outcome) operatorsv1.E
 		set(ConditionReady, metav1.ConditionFalse, ReasonConfigMapFailed, fmt.Sprintf("writing ConfigMap %s: %v", o.ConfigMapName, o.ConfigMapErr))
 	case o.QuoteErr != nil:
 		set(ConditionReady, metav1.ConditionFalse, ReasonRateUnavailable, o.QuoteErr.Error())
-	case o.Fetch.Err != nil:
-		set(ConditionReady, metav1.ConditionFalse, ReasonRateUnavailable, "no rate yet: "+o.Fetch.Err.Error())
+	case fetchErr != nil:
+		set(ConditionReady, metav1.ConditionFalse, ReasonRateUnavailable, "no rate yet: "+fetchErr.Error())
 	default:
 		set(ConditionReady, metav1.ConditionUnknown, ReasonReconciling, "waiting for the first rate")
 	}
 
 	// Degraded
-	if o.Fetch.Err != nil {
+	var failing, succeeded []string
+	for _, a := range o.Sources {
+		switch {
+		case a.Snapshot.Err != nil:
+			failing = append(failing, a.Name)
+		case a.Snapshot.Table != nil:
+			succeeded = append(succeeded, a.Name)
+		}
+	}
+	switch {
+	case o.SourcesErr != nil:
+		set(ConditionDegraded, metav1.ConditionUnknown, ReasonTooManySources, "no source fetched: the spec names one the manager cannot add")
+	case fetchErr != nil:
 		reason := ReasonUpstreamUnreachable
 		var fe *FetchError
-		if errors.As(o.Fetch.Err, &fe) {
+		if errors.As(fetchErr, &fe) {
 			reason = fe.Reason
 		}
 		kept := "no rate has been fetched yet"
-		if st.Rate != "" {
+		switch {
+		case st.Source != "" && !slices.Contains(failing, st.Source):
+			kept = "the rate is " + st.Source + "'s"
+		case st.Rate != "":
 			kept = fmt.Sprintf("keeping rate %s published %s", st.Rate, st.PublicationDate)
+		case st.PublicationDate != "":
+			kept = "keeping the rates published " + st.PublicationDate
 		}
 		// No next-attempt time: it moves with every retry, and the message with it would
 		// write every ExchangeRate's status once per attempt of an outage. The backoff flags
 		// say when the attempts come.
-		set(ConditionDegraded, metav1.ConditionTrue, reason, fmt.Sprintf("%v; %s; retrying with backoff", o.Fetch.Err, kept))
-	} else if o.Fetch.Table != nil {
-		set(ConditionDegraded, metav1.ConditionFalse, ReasonFetchSucceeded, fmt.Sprintf("the last fetch from %s succeeded", o.Fetch.Table.Source))
-	} else {
+		set(ConditionDegraded, metav1.ConditionTrue, reason, fmt.Sprintf("%v; %s; retrying with backoff", fetchErr, kept))
+	case len(succeeded) == 1:
+		set(ConditionDegraded, metav1.ConditionFalse, ReasonFetchSucceeded, fmt.Sprintf("the last fetch from %s succeeded", succeeded[0]))
+	case len(succeeded) > 1:
+		set(ConditionDegraded, metav1.ConditionFalse, ReasonFetchSucceeded, fmt.Sprintf("the last fetches from %s succeeded", strings.Join(succeeded, " and ")))
+	default:
 		set(ConditionDegraded, metav1.ConditionUnknown, ReasonReconciling, "no fetch has finished yet")
+	}
+
+	// Divergent
+	if o.SourcesErr != nil || len(o.Sources) == 0 {
+		set(ConditionDivergent, metav1.ConditionUnknown, ReasonNotCompared, "no source fetched")
+	} else {
+		tolerance := o.Tolerance
+		if tolerance == nil {
+			tolerance = defaultTolerance
+		}
+		v := crossCheck(sourceNames(o.Sources), o.Pricing, tolerance)
+		set(ConditionDivergent, v.Status, v.Reason, v.Message)
 	}
 
 	// Stale: about the rate the ConfigMap holds. The messages name the day it turns Stale,
@@ -151,6 +212,72 @@ func computeStatus(prev operatorsv1.ExchangeRateStatus, o outcome) operatorsv1.E
 		st.ObservedGeneration = o.Generation
 	}
 	return st
+}
+
+// fetchErr is why the sources' last fetches failed: the one error of a single source, as
+// it is; of several sources, each failing one's error after its name. nil when none failed.
+func (o outcome) fetchErr() error {
+	var errs []error
+	for _, a := range o.Sources {
+		if a.Snapshot.Err == nil {
+			continue
+		}
+		if len(o.Sources) == 1 {
+			return a.Snapshot.Err
+		}
+		errs = append(errs, &sourceError{source: a.Name, err: a.Snapshot.Err})
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return joinedErrors(errs)
+}
+
+// fetchedAt is when the named source sent the table it holds; zero when it is not one of
+// the pass's sources.
+func (o outcome) fetchedAt(source string) time.Time {
+	for _, a := range o.Sources {
+		if a.Name == source {
+			return a.Snapshot.FetchedAt
+		}
+	}
+	return time.Time{}
+}
+
+// sourceError is a fetch error with the name of its source in front.
+type sourceError struct {
+	source string
+	err    error
+}
+
+func (e *sourceError) Error() string { return e.source + ": " + e.err.Error() }
+func (e *sourceError) Unwrap() error { return e.err }
+
+// joinedErrors are errors joined with "; " (errors.Join uses newlines, which read badly in
+// a condition's message); errors.As finds the first's.
+type joinedErrors []error
+
+func (e joinedErrors) Error() string {
+	parts := make([]string, len(e))
+	for i, err := range e {
+		parts[i] = err.Error()
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (e joinedErrors) Unwrap() []error { return e }
+
+// describe says what the quote holds: "1.1625 USD per EUR", or "2 rates per EUR (USD
+// 1.1625, GBP 0.86485)".
+func (q *Quote) describe() string {
+	if q.Rates == nil {
+		return fmt.Sprintf("%s %s per %s", q.Rate, q.Currency, q.Base)
+	}
+	parts := make([]string, len(q.Rates))
+	for i, r := range q.Rates {
+		parts[i] = r.Currency + " " + r.Rate
+	}
+	return fmt.Sprintf("%d rates per %s (%s)", len(q.Rates), q.Base, strings.Join(parts, ", "))
 }
 
 // staleFrom is the first day (UTC, YYYY-MM-DD) on which a rate published on date is

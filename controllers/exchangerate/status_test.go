@@ -57,12 +57,13 @@ func TestComputeStatus(t *testing.T) {
 	}{
 		{
 			name: "first rate written",
-			o: outcome{Now: now, Generation: 3, Fetch: Snapshot{Table: tab, CheckedAt: now, FetchedAt: now}, Quote: usd,
+			o: outcome{Now: now, Generation: 3, Sources: ecbOnly(Snapshot{Table: tab, CheckedAt: now, FetchedAt: now}), Quote: usd,
 				ConfigMapName: "exchange-rate-usd", StaleAfterDays: 5},
 			wantConds: map[string]cond{
-				ConditionReady:    {metav1.ConditionTrue, ReasonRateWritten},
-				ConditionDegraded: {metav1.ConditionFalse, ReasonFetchSucceeded},
-				ConditionStale:    {metav1.ConditionFalse, ReasonPublicationCurrent},
+				ConditionReady:     {metav1.ConditionTrue, ReasonRateWritten},
+				ConditionDegraded:  {metav1.ConditionFalse, ReasonFetchSucceeded},
+				ConditionStale:     {metav1.ConditionFalse, ReasonPublicationCurrent},
+				ConditionDivergent: {metav1.ConditionFalse, ReasonSingleSource},
 			},
 			wantRate: "1.1625", wantDate: "2026-05-15", wantObsGen: 3, wantFetched: &t0,
 			wantMsg: map[string]string{ConditionReady: "ConfigMap exchange-rate-usd holds 1.1625 USD per EUR, published 2026-05-15 by ecb"},
@@ -70,13 +71,14 @@ func TestComputeStatus(t *testing.T) {
 		{
 			name: "outage: last good table still prices, Degraded says why",
 			prev: goodPrev,
-			o: outcome{Now: now, Generation: 3, Fetch: Snapshot{Table: tab, CheckedAt: t0.Add(-time.Hour), FetchedAt: t0.Add(-2 * time.Hour),
-				Err: outage, RetryAt: t0.Add(time.Minute)},
+			o: outcome{Now: now, Generation: 3, Sources: ecbOnly(Snapshot{Table: tab, CheckedAt: t0.Add(-time.Hour), FetchedAt: t0.Add(-2 * time.Hour),
+				Err: outage, RetryAt: t0.Add(time.Minute)}),
 				Quote: usd, ConfigMapName: "exchange-rate-usd", StaleAfterDays: 5},
 			wantConds: map[string]cond{
-				ConditionReady:    {metav1.ConditionTrue, ReasonRateWritten},
-				ConditionDegraded: {metav1.ConditionTrue, ReasonUpstreamServerError},
-				ConditionStale:    {metav1.ConditionFalse, ReasonPublicationCurrent},
+				ConditionReady:     {metav1.ConditionTrue, ReasonRateWritten},
+				ConditionDegraded:  {metav1.ConditionTrue, ReasonUpstreamServerError},
+				ConditionStale:     {metav1.ConditionFalse, ReasonPublicationCurrent},
+				ConditionDivergent: {metav1.ConditionFalse, ReasonSingleSource},
 			},
 			// The rate in status is new: it was brought by the fetch of its table, not by the last check.
 			wantRate: "1.1625", wantDate: "2026-05-15", wantObsGen: 3, wantFetched: ptrTime(t0.Add(-2 * time.Hour)),
@@ -84,11 +86,12 @@ func TestComputeStatus(t *testing.T) {
 		},
 		{
 			name: "first fetch fails: no rate yet",
-			o:    outcome{Now: now, Generation: 1, Fetch: Snapshot{Err: outage, RetryAt: t0.Add(time.Minute)}, ConfigMapName: "x", StaleAfterDays: 5},
+			o:    outcome{Now: now, Generation: 1, Sources: ecbOnly(Snapshot{Err: outage, RetryAt: t0.Add(time.Minute)}), ConfigMapName: "x", StaleAfterDays: 5},
 			wantConds: map[string]cond{
-				ConditionReady:    {metav1.ConditionFalse, ReasonRateUnavailable},
-				ConditionDegraded: {metav1.ConditionTrue, ReasonUpstreamServerError},
-				ConditionStale:    {metav1.ConditionUnknown, ReasonNoPublication},
+				ConditionReady:     {metav1.ConditionFalse, ReasonRateUnavailable},
+				ConditionDegraded:  {metav1.ConditionTrue, ReasonUpstreamServerError},
+				ConditionStale:     {metav1.ConditionUnknown, ReasonNoPublication},
+				ConditionDivergent: {metav1.ConditionFalse, ReasonSingleSource},
 			},
 			wantObsGen: 1,
 			wantMsg:    map[string]string{ConditionReady: "no rate yet: https://ecb answered 503", ConditionDegraded: "no rate has been fetched yet"},
@@ -96,12 +99,13 @@ func TestComputeStatus(t *testing.T) {
 		{
 			name: "unknown currency keeps the last good rate",
 			prev: goodPrev,
-			o: outcome{Now: now, Generation: 4, Fetch: Snapshot{Table: tab, CheckedAt: now, FetchedAt: now},
+			o: outcome{Now: now, Generation: 4, Sources: ecbOnly(Snapshot{Table: tab, CheckedAt: now, FetchedAt: now}),
 				QuoteErr: &UnknownCurrencyError{Code: "XYZ", Source: "ecb", Known: []string{"EUR", "USD"}}, ConfigMapName: "exchange-rate-usd", StaleAfterDays: 5},
 			wantConds: map[string]cond{
-				ConditionReady:    {metav1.ConditionFalse, ReasonUnknownCurrency},
-				ConditionDegraded: {metav1.ConditionFalse, ReasonFetchSucceeded},
-				ConditionStale:    {metav1.ConditionFalse, ReasonPublicationCurrent},
+				ConditionReady:     {metav1.ConditionFalse, ReasonUnknownCurrency},
+				ConditionDegraded:  {metav1.ConditionFalse, ReasonFetchSucceeded},
+				ConditionStale:     {metav1.ConditionFalse, ReasonPublicationCurrent},
+				ConditionDivergent: {metav1.ConditionFalse, ReasonSingleSource},
 			},
 			// The kept rate keeps the time of the fetch that brought it.
 			wantRate: "1.1", wantDate: "2026-05-14", wantObsGen: 4, wantFetched: ptrTime(yesterday.Time),
@@ -109,12 +113,13 @@ func TestComputeStatus(t *testing.T) {
 		},
 		{
 			name: "someone else's ConfigMap",
-			o: outcome{Now: now, Generation: 1, Fetch: Snapshot{Table: tab, CheckedAt: now, FetchedAt: now}, ConfigMapErr: errConfigMapConflict,
+			o: outcome{Now: now, Generation: 1, Sources: ecbOnly(Snapshot{Table: tab, CheckedAt: now, FetchedAt: now}), ConfigMapErr: errConfigMapConflict,
 				ConfigMapName: "exchange-rate-usd", StaleAfterDays: 5},
 			wantConds: map[string]cond{
-				ConditionReady:    {metav1.ConditionFalse, ReasonConfigMapConflict},
-				ConditionDegraded: {metav1.ConditionFalse, ReasonFetchSucceeded},
-				ConditionStale:    {metav1.ConditionUnknown, ReasonNoPublication},
+				ConditionReady:     {metav1.ConditionFalse, ReasonConfigMapConflict},
+				ConditionDegraded:  {metav1.ConditionFalse, ReasonFetchSucceeded},
+				ConditionStale:     {metav1.ConditionUnknown, ReasonNoPublication},
+				ConditionDivergent: {metav1.ConditionFalse, ReasonSingleSource},
 			},
 			// No rate in status, so no fetch brought one.
 			wantObsGen: 1,
@@ -122,36 +127,39 @@ func TestComputeStatus(t *testing.T) {
 		{
 			name: "API error writing the ConfigMap: generation not observed",
 			prev: goodPrev,
-			o: outcome{Now: now, Generation: 3, Fetch: Snapshot{Table: tab, CheckedAt: now, FetchedAt: now}, ConfigMapErr: errors.New("etcd timeout"),
+			o: outcome{Now: now, Generation: 3, Sources: ecbOnly(Snapshot{Table: tab, CheckedAt: now, FetchedAt: now}), ConfigMapErr: errors.New("etcd timeout"),
 				ConfigMapName: "exchange-rate-usd", StaleAfterDays: 5},
 			wantConds: map[string]cond{
-				ConditionReady:    {metav1.ConditionFalse, ReasonConfigMapFailed},
-				ConditionDegraded: {metav1.ConditionFalse, ReasonFetchSucceeded},
-				ConditionStale:    {metav1.ConditionFalse, ReasonPublicationCurrent},
+				ConditionReady:     {metav1.ConditionFalse, ReasonConfigMapFailed},
+				ConditionDegraded:  {metav1.ConditionFalse, ReasonFetchSucceeded},
+				ConditionStale:     {metav1.ConditionFalse, ReasonPublicationCurrent},
+				ConditionDivergent: {metav1.ConditionFalse, ReasonSingleSource},
 			},
 			wantRate: "1.1", wantDate: "2026-05-14", wantObsGen: 2, wantFetched: ptrTime(yesterday.Time),
 			wantMsg: map[string]string{ConditionReady: "writing ConfigMap exchange-rate-usd: etcd timeout"},
 		},
 		{
 			name: "publication older than the limit is Stale",
-			o: outcome{Now: t0.AddDate(0, 0, 6), Generation: 1, Fetch: Snapshot{Table: tab, CheckedAt: t0.AddDate(0, 0, 6), FetchedAt: t0}, Quote: usd,
+			o: outcome{Now: t0.AddDate(0, 0, 6), Generation: 1, Sources: ecbOnly(Snapshot{Table: tab, CheckedAt: t0.AddDate(0, 0, 6), FetchedAt: t0}), Quote: usd,
 				ConfigMapName: "exchange-rate-usd", StaleAfterDays: 5},
 			wantConds: map[string]cond{
-				ConditionReady:    {metav1.ConditionTrue, ReasonRateWritten},
-				ConditionDegraded: {metav1.ConditionFalse, ReasonFetchSucceeded},
-				ConditionStale:    {metav1.ConditionTrue, ReasonPublicationOld},
+				ConditionReady:     {metav1.ConditionTrue, ReasonRateWritten},
+				ConditionDegraded:  {metav1.ConditionFalse, ReasonFetchSucceeded},
+				ConditionStale:     {metav1.ConditionTrue, ReasonPublicationOld},
+				ConditionDivergent: {metav1.ConditionFalse, ReasonSingleSource},
 			},
 			wantRate: "1.1625", wantDate: "2026-05-15", wantObsGen: 1, wantFetched: &t0,
 			wantMsg: map[string]string{ConditionStale: "the rate was published 2026-05-15, more than 5 days ago: Stale since 2026-05-21 (UTC)"},
 		},
 		{
 			name: "publication exactly at the limit is not Stale",
-			o: outcome{Now: t0.AddDate(0, 0, 5), Generation: 1, Fetch: Snapshot{Table: tab, CheckedAt: t0.AddDate(0, 0, 5), FetchedAt: t0}, Quote: usd,
+			o: outcome{Now: t0.AddDate(0, 0, 5), Generation: 1, Sources: ecbOnly(Snapshot{Table: tab, CheckedAt: t0.AddDate(0, 0, 5), FetchedAt: t0}), Quote: usd,
 				ConfigMapName: "exchange-rate-usd", StaleAfterDays: 5},
 			wantConds: map[string]cond{
-				ConditionReady:    {metav1.ConditionTrue, ReasonRateWritten},
-				ConditionDegraded: {metav1.ConditionFalse, ReasonFetchSucceeded},
-				ConditionStale:    {metav1.ConditionFalse, ReasonPublicationCurrent},
+				ConditionReady:     {metav1.ConditionTrue, ReasonRateWritten},
+				ConditionDegraded:  {metav1.ConditionFalse, ReasonFetchSucceeded},
+				ConditionStale:     {metav1.ConditionFalse, ReasonPublicationCurrent},
+				ConditionDivergent: {metav1.ConditionFalse, ReasonSingleSource},
 			},
 			wantRate: "1.1625", wantDate: "2026-05-15", wantObsGen: 1, wantFetched: &t0,
 			wantMsg: map[string]string{ConditionStale: "the rate was published 2026-05-15; the limit is 5 days: Stale from 2026-05-21 (UTC)"},
@@ -188,14 +196,14 @@ func ptrTime(t time.Time) *time.Time { return &t }
 func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
 	tab := mustTable(t, "ecb", "2026-05-15", map[string]string{"USD": "1.1625"})
 	q := &Quote{Base: "EUR", Currency: "USD", Rate: "1.1625", Date: "2026-05-15", Source: "ecb"}
-	o := outcome{Now: t0, Generation: 1, Fetch: Snapshot{Table: tab, CheckedAt: t0, FetchedAt: t0}, Quote: q, ConfigMapName: "x", StaleAfterDays: 5}
+	o := outcome{Now: t0, Generation: 1, Sources: ecbOnly(Snapshot{Table: tab, CheckedAt: t0, FetchedAt: t0}), Quote: q, ConfigMapName: "x", StaleAfterDays: 5}
 	first := computeStatus(operatorsv1.ExchangeRateStatus{}, o)
 
 	o.Now = t0.Add(time.Hour)
 	second := computeStatus(first, o)
 	assert.Equal(t, first, second, "nothing changed: identical status, so no write")
 
-	o.Fetch.Err, o.Fetch.RetryAt = &FetchError{Reason: ReasonUpstreamTimeout, Err: errors.New("slow")}, t0.Add(2*time.Hour)
+	o.Sources[0].Snapshot.Err, o.Sources[0].Snapshot.RetryAt = &FetchError{Reason: ReasonUpstreamTimeout, Err: errors.New("slow")}, t0.Add(2*time.Hour)
 	third := computeStatus(second, o)
 	assert.Equal(t, metav1.NewTime(t0), testenv.Condition(third.Conditions, ConditionReady).LastTransitionTime)
 	assert.Equal(t, metav1.NewTime(t0.Add(time.Hour)), testenv.Condition(third.Conditions, ConditionDegraded).LastTransitionTime)
@@ -212,12 +220,12 @@ func TestComputeStatusUnchangedRefresh(t *testing.T) {
 	again := mustTable(t, "ecb", "2026-05-15", map[string]string{"USD": "1.1625", "GBP": "0.86485"})
 	usd := &Quote{Base: "EUR", Currency: "USD", Rate: "1.1625", Date: "2026-05-15", Source: "ecb"}
 	outage := &FetchError{Reason: ReasonUpstreamServerError, Err: errors.New("https://ecb answered 503 Service Unavailable")}
-	first := outcome{Now: t0, Generation: 1, Fetch: Snapshot{Table: tab, CheckedAt: t0, FetchedAt: t0}, Quote: usd,
+	first := outcome{Now: t0, Generation: 1, Sources: ecbOnly(Snapshot{Table: tab, CheckedAt: t0, FetchedAt: t0}), Quote: usd,
 		ConfigMapName: "usd", StaleAfterDays: 5}
 	// at is first, later: now and the cache's answer at that time.
 	at := func(now time.Time, fetch Snapshot) outcome {
 		o := first
-		o.Now, o.Fetch = now, fetch
+		o.Now, o.Sources = now, ecbOnly(fetch)
 		return o
 	}
 	h := time.Hour
@@ -241,13 +249,13 @@ func TestComputeStatusUnchangedRefresh(t *testing.T) {
 			at(t0.Add(2*h), Snapshot{Table: tab, CheckedAt: t0.Add(2 * h), FetchedAt: t0}),
 			at(t0.Add(3*h), Snapshot{Table: tab, CheckedAt: t0.Add(3 * h), FetchedAt: t0})},
 		{"unknown currency, refreshed",
-			outcome{Now: t0, Generation: 2, Fetch: first.Fetch, QuoteErr: &UnknownCurrencyError{Code: "XBT", Source: "ecb", Known: tab.Currencies()},
+			outcome{Now: t0, Generation: 2, Sources: first.Sources, QuoteErr: &UnknownCurrencyError{Code: "XBT", Source: "ecb", Known: tab.Currencies()},
 				ConfigMapName: "usd", StaleAfterDays: 5},
-			outcome{Now: t0.Add(h), Generation: 2, Fetch: Snapshot{Table: tab, CheckedAt: t0.Add(h), FetchedAt: t0},
+			outcome{Now: t0.Add(h), Generation: 2, Sources: ecbOnly(Snapshot{Table: tab, CheckedAt: t0.Add(h), FetchedAt: t0}),
 				QuoteErr: &UnknownCurrencyError{Code: "XBT", Source: "ecb", Known: tab.Currencies()}, ConfigMapName: "usd", StaleAfterDays: 5}},
 		{"someone else's ConfigMap, refreshed",
-			outcome{Now: t0, Generation: 1, Fetch: first.Fetch, ConfigMapErr: errConfigMapConflict, ConfigMapName: "usd", StaleAfterDays: 5},
-			outcome{Now: t0.Add(h), Generation: 1, Fetch: Snapshot{Table: tab, CheckedAt: t0.Add(h), FetchedAt: t0},
+			outcome{Now: t0, Generation: 1, Sources: first.Sources, ConfigMapErr: errConfigMapConflict, ConfigMapName: "usd", StaleAfterDays: 5},
+			outcome{Now: t0.Add(h), Generation: 1, Sources: ecbOnly(Snapshot{Table: tab, CheckedAt: t0.Add(h), FetchedAt: t0}),
 				ConfigMapErr: errConfigMapConflict, ConfigMapName: "usd", StaleAfterDays: 5}},
 	}
 	for _, tt := range tests {
@@ -263,7 +271,7 @@ func TestComputeStatusChangesWithState(t *testing.T) {
 	tab := mustTable(t, "ecb", "2026-05-15", map[string]string{"USD": "1.1625"})
 	next := mustTable(t, "ecb", "2026-05-18", map[string]string{"USD": "1.1702"})
 	usd := &Quote{Base: "EUR", Currency: "USD", Rate: "1.1625", Date: "2026-05-15", Source: "ecb"}
-	first := outcome{Now: t0, Generation: 1, Fetch: Snapshot{Table: tab, CheckedAt: t0, FetchedAt: t0}, Quote: usd,
+	first := outcome{Now: t0, Generation: 1, Sources: ecbOnly(Snapshot{Table: tab, CheckedAt: t0, FetchedAt: t0}), Quote: usd,
 		ConfigMapName: "usd", StaleAfterDays: 5}
 	prev := computeStatus(operatorsv1.ExchangeRateStatus{}, first)
 	require.NotNil(t, prev.LastSuccessfulFetch)
@@ -279,7 +287,7 @@ func TestComputeStatusChangesWithState(t *testing.T) {
 	}{
 		{
 			name: "a new publication: rate, date and lastSuccessfulFetch move together",
-			o: outcome{Now: monday.Add(time.Minute), Generation: 1, Fetch: Snapshot{Table: next, CheckedAt: monday, FetchedAt: monday},
+			o: outcome{Now: monday.Add(time.Minute), Generation: 1, Sources: ecbOnly(Snapshot{Table: next, CheckedAt: monday, FetchedAt: monday}),
 				Quote: &Quote{Base: "EUR", Currency: "USD", Rate: "1.1702", Date: "2026-05-18", Source: "ecb"}, ConfigMapName: "usd", StaleAfterDays: 5},
 			check: func(t *testing.T, st operatorsv1.ExchangeRateStatus) {
 				assert.Equal(t, "1.1702", st.Rate)
@@ -291,7 +299,7 @@ func TestComputeStatusChangesWithState(t *testing.T) {
 		},
 		{
 			name: "the limit passes: Stale turns True, nothing else moves",
-			o: outcome{Now: t0.AddDate(0, 0, 6), Generation: 1, Fetch: Snapshot{Table: tab, CheckedAt: t0.AddDate(0, 0, 6), FetchedAt: t0},
+			o: outcome{Now: t0.AddDate(0, 0, 6), Generation: 1, Sources: ecbOnly(Snapshot{Table: tab, CheckedAt: t0.AddDate(0, 0, 6), FetchedAt: t0}),
 				Quote: usd, ConfigMapName: "usd", StaleAfterDays: 5},
 			check: func(t *testing.T, st operatorsv1.ExchangeRateStatus) {
 				stale := testenv.Condition(st.Conditions, ConditionStale)
@@ -303,8 +311,8 @@ func TestComputeStatusChangesWithState(t *testing.T) {
 		},
 		{
 			name: "an outage begins: Degraded turns True, the rate and its fetch time stay",
-			o: outcome{Now: t0.Add(time.Hour), Generation: 1, Fetch: Snapshot{Table: tab, CheckedAt: t0, FetchedAt: t0,
-				Err: &FetchError{Reason: ReasonUpstreamTimeout, Err: errors.New("slow")}, RetryAt: t0.Add(time.Hour + time.Minute)},
+			o: outcome{Now: t0.Add(time.Hour), Generation: 1, Sources: ecbOnly(Snapshot{Table: tab, CheckedAt: t0, FetchedAt: t0,
+				Err: &FetchError{Reason: ReasonUpstreamTimeout, Err: errors.New("slow")}, RetryAt: t0.Add(time.Hour + time.Minute)}),
 				Quote: usd, ConfigMapName: "usd", StaleAfterDays: 5},
 			check: func(t *testing.T, st operatorsv1.ExchangeRateStatus) {
 				degraded := testenv.Condition(st.Conditions, ConditionDegraded)
@@ -369,4 +377,146 @@ func TestPublicationAgeDays(t *testing.T) {
 		assert.Equal(t, tt.wantOK, ok, tt.date)
 		assert.Equal(t, tt.want, got, "%s at %s", tt.date, tt.now)
 	}
+}
+
+// ecbOnly is the answer of the one source of an ExchangeRate with the manager's default.
+func ecbOnly(s Snapshot) []sourceAnswer {
+	return []sourceAnswer{{Name: "ecb", Snapshot: s}}
+}
+
+// TestComputeStatusOfSeveralSources: failover, cross-check, several currencies and the
+// source limit, as the status shows them.
+func TestComputeStatusOfSeveralSources(t *testing.T) {
+	now := t0.Add(2 * time.Hour) // Friday 2026-05-15 18:00 UTC
+	ecbTab := mustTable(t, "ecb", "2026-05-15", map[string]string{"USD": "1.1625", "GBP": "0.86485"})
+	v2Tab := mustTable(t, "frankfurter-v2", "2026-05-15", map[string]string{"USD": "1.163", "GBP": "0.8651"})
+	offTab := mustTable(t, "frankfurter-v2", "2026-05-15", map[string]string{"USD": "1.25", "GBP": "0.8651"})
+	outage := &FetchError{Reason: ReasonUpstreamServerError, Err: errors.New("https://ecb answered 503 Service Unavailable")}
+	ecbAt, v2At := t0.Add(-time.Hour), t0.Add(-30*time.Minute)
+	ecbOK := sourceAnswer{Name: "ecb", Snapshot: Snapshot{Table: ecbTab, CheckedAt: now, FetchedAt: ecbAt}}
+	ecbDown := sourceAnswer{Name: "ecb", Snapshot: Snapshot{Table: ecbTab, CheckedAt: ecbAt, FetchedAt: ecbAt, Err: outage, RetryAt: now.Add(time.Minute)}}
+	v2 := func(tab *Table) sourceAnswer {
+		return sourceAnswer{Name: "frankfurter-v2", Snapshot: Snapshot{Table: tab, CheckedAt: now, FetchedAt: v2At}}
+	}
+	usd := operatorsv1.ExchangeRateSpec{Currency: "USD"}
+	// pass is the outcome of a pass that priced spec from answers and wrote the chosen quote.
+	pass := func(spec operatorsv1.ExchangeRateSpec, answers ...sourceAnswer) outcome {
+		o := outcome{Now: now, Generation: 2, Sources: answers, ConfigMapName: "usd", StaleAfterDays: 5}
+		o.Pricing = priceSpec(answers, spec, now, 5)
+		o.Tolerance = toleranceOf(spec)
+		if o.Pricing.Chosen >= 0 {
+			o.Quote = o.Pricing.Quotes[o.Pricing.Chosen]
+		}
+		o.QuoteErr = o.Pricing.Err
+		return o
+	}
+
+	tests := []struct {
+		name        string
+		o           outcome
+		wantConds   map[string]cond
+		wantMsg     map[string]string
+		wantSource  string
+		wantFetched time.Time
+		check       func(t *testing.T, st operatorsv1.ExchangeRateStatus)
+	}{
+		{
+			name: "both answer and agree",
+			o:    pass(usd, ecbOK, v2(v2Tab)),
+			wantConds: map[string]cond{
+				ConditionReady: {metav1.ConditionTrue, ReasonRateWritten}, ConditionDegraded: {metav1.ConditionFalse, ReasonFetchSucceeded},
+				ConditionStale: {metav1.ConditionFalse, ReasonPublicationCurrent}, ConditionDivergent: {metav1.ConditionFalse, ReasonSourcesAgree},
+			},
+			wantMsg: map[string]string{ConditionDegraded: "the last fetches from ecb and frankfurter-v2 succeeded",
+				ConditionDivergent: "frankfurter-v2 agrees with ecb within 1%"},
+			wantSource: "ecb", wantFetched: ecbAt,
+		},
+		{
+			name: "failover: the ECB fails, the rate is Frankfurter's, Degraded says both",
+			o:    pass(usd, ecbDown, v2(v2Tab)),
+			wantConds: map[string]cond{
+				ConditionReady: {metav1.ConditionTrue, ReasonRateWritten}, ConditionDegraded: {metav1.ConditionTrue, ReasonUpstreamServerError},
+				ConditionStale: {metav1.ConditionFalse, ReasonPublicationCurrent}, ConditionDivergent: {metav1.ConditionUnknown, ReasonNotCompared},
+			},
+			wantMsg: map[string]string{
+				ConditionReady:     "ConfigMap usd holds 1.163 USD per EUR, published 2026-05-15 by frankfurter-v2",
+				ConditionDegraded:  "ecb: https://ecb answered 503 Service Unavailable; the rate is frankfurter-v2's; retrying with backoff",
+				ConditionDivergent: "ecb gave no fresh rate to compare with frankfurter-v2's",
+			},
+			wantSource: "frankfurter-v2", wantFetched: v2At,
+		},
+		{
+			name: "the sources disagree",
+			o:    pass(usd, ecbOK, v2(offTab)),
+			wantConds: map[string]cond{
+				ConditionReady: {metav1.ConditionTrue, ReasonRateWritten}, ConditionDegraded: {metav1.ConditionFalse, ReasonFetchSucceeded},
+				ConditionStale: {metav1.ConditionFalse, ReasonPublicationCurrent}, ConditionDivergent: {metav1.ConditionTrue, ReasonSourcesDisagree},
+			},
+			wantMsg:    map[string]string{ConditionDivergent: "frankfurter-v2 says USD 1.25 (published 2026-05-15), 7.53% from ecb's 1.1625"},
+			wantSource: "ecb", wantFetched: ecbAt,
+		},
+		{
+			name: "several currencies",
+			o:    pass(operatorsv1.ExchangeRateSpec{Currencies: []string{"USD", "GBP"}, DivergenceTolerance: "0.5%"}, ecbOK, v2(v2Tab)),
+			wantConds: map[string]cond{
+				ConditionReady: {metav1.ConditionTrue, ReasonRateWritten}, ConditionDegraded: {metav1.ConditionFalse, ReasonFetchSucceeded},
+				ConditionStale: {metav1.ConditionFalse, ReasonPublicationCurrent}, ConditionDivergent: {metav1.ConditionFalse, ReasonSourcesAgree},
+			},
+			wantMsg: map[string]string{ConditionReady: "ConfigMap usd holds 2 rates per EUR (USD 1.1625, GBP 0.86485), published 2026-05-15 by ecb",
+				ConditionDivergent: "within 0.5%"},
+			wantSource: "ecb", wantFetched: ecbAt,
+			check: func(t *testing.T, st operatorsv1.ExchangeRateStatus) {
+				assert.Empty(t, st.Rate)
+				assert.Equal(t, []operatorsv1.CurrencyRate{{Currency: "USD", Rate: "1.1625"}, {Currency: "GBP", Rate: "0.86485"}}, st.Rates)
+			},
+		},
+		{
+			name: "no source publishes the currency",
+			o:    pass(operatorsv1.ExchangeRateSpec{Currency: "XBT"}, ecbOK, v2(v2Tab)),
+			wantConds: map[string]cond{
+				ConditionReady: {metav1.ConditionFalse, ReasonUnknownCurrency}, ConditionDegraded: {metav1.ConditionFalse, ReasonFetchSucceeded},
+				ConditionStale: {metav1.ConditionUnknown, ReasonNoPublication}, ConditionDivergent: {metav1.ConditionUnknown, ReasonNotCompared},
+			},
+			wantMsg: map[string]string{ConditionReady: "no source publishes a rate for XBT: ecb does not publish a rate for XBT (it publishes EUR, GBP, USD); " +
+				"frankfurter-v2 does not publish a rate for XBT (it publishes EUR, GBP, USD); waiting for the spec to change"},
+		},
+		{
+			name: "a source beyond the manager's limit",
+			o: outcome{Now: now, Generation: 2, SourcesErr: &SourceLimitError{Source: "frankfurter-v2:XYZ", Max: 16},
+				ConfigMapName: "usd", StaleAfterDays: 5},
+			wantConds: map[string]cond{
+				ConditionReady: {metav1.ConditionFalse, ReasonTooManySources}, ConditionDegraded: {metav1.ConditionUnknown, ReasonTooManySources},
+				ConditionStale: {metav1.ConditionUnknown, ReasonNoPublication}, ConditionDivergent: {metav1.ConditionUnknown, ReasonNotCompared},
+			},
+			wantMsg: map[string]string{ConditionReady: "the manager already fetches from 16 sources (--exchangerate-max-sources) and frankfurter-v2:XYZ " +
+				"would be one more; name sources other ExchangeRates use, or ask the admin to raise the limit; waiting for the spec to change"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := computeStatus(operatorsv1.ExchangeRateStatus{}, tt.o)
+			assert.Equal(t, tt.wantConds, conds(st))
+			for typ, sub := range tt.wantMsg {
+				assert.Contains(t, testenv.Condition(st.Conditions, typ).Message, sub, typ)
+			}
+			assert.Equal(t, tt.wantSource, st.Source)
+			assert.Equal(t, int64(2), st.ObservedGeneration)
+			if tt.wantFetched.IsZero() {
+				assert.Nil(t, st.LastSuccessfulFetch)
+			} else {
+				require.NotNil(t, st.LastSuccessfulFetch)
+				assert.Equal(t, tt.wantFetched, st.LastSuccessfulFetch.Time, "the time the source of the rate sent it")
+			}
+			if tt.check != nil {
+				tt.check(t, st)
+			}
+		})
+	}
+
+	t.Log("the other source's rate moving within the tolerance writes nothing: the agreement names no rates")
+	first := computeStatus(operatorsv1.ExchangeRateStatus{}, pass(usd, ecbOK, v2(v2Tab)))
+	moved := mustTable(t, "frankfurter-v2", "2026-05-16", map[string]string{"USD": "1.1641", "GBP": "0.8655"})
+	later := pass(usd, ecbOK, v2(moved))
+	later.Now = now.Add(6 * time.Hour)
+	assert.Equal(t, first, computeStatus(first, later))
 }

@@ -38,18 +38,22 @@ func startManager(t testing.TB, opts *Options, namespaces ...string) {
 	testenv.StartManager(t, env.Config, operator.Shared{WatchNamespaces: namespaces}, opts.Setup)
 }
 
-// quickOptions are the integration tests' settings: the imitation upstream, short
-// refresh and backoff so outages and recoveries happen within seconds.
+// quickOptions are the integration tests' settings: the imitation upstream for every
+// source, short refresh and backoff so outages and recoveries happen within seconds, and
+// no publication times (on the real clock a test running across 16:10 CET would see one
+// more request).
 func quickOptions(srv *fakeupstream.Server, refresh time.Duration) *Options {
 	return &Options{
 		MaxConcurrentReconciles: 4,
 		Source:                  SourceECB,
 		URL:                     srv.URL(),
+		FrankfurterURL:          srv.URL(),
 		RefreshInterval:         refresh,
 		StaleAfterDays:          5,
 		FetchTimeout:            time.Second,
 		BackoffBase:             200 * time.Millisecond,
 		BackoffMax:              time.Second,
+		withoutSchedules:        true,
 	}
 }
 

@@ -1,6 +1,7 @@
 package exchangerate
 
 import (
+	"errors"
 	"fmt"
 	"math/big"
 	"regexp"
@@ -35,8 +36,12 @@ var (
 type Table struct {
 	// Source names the upstream that published the table (ecb, frankfurter).
 	Source string
-	// Date is the publication date (YYYY-MM-DD), not the time we fetched it.
+	// Date is the publication date (YYYY-MM-DD), not the time we fetched it: of a table
+	// whose currencies carry dates of their own (Dates), the newest of them.
 	Date string
+	// Dates, when set, dates each currency by its own latest publication (Frankfurter v2,
+	// where each central bank publishes on its own days). A currency not in it is dated Date.
+	Dates map[string]string
 	// Rates maps ISO 4217 codes to units per 1 EUR. EUR itself is implicit.
 	Rates map[string]*big.Rat
 	// ETag and LastModified are the response's validators, sent back on the next fetch
@@ -77,6 +82,29 @@ func (t *Table) perEuro(code string) (*big.Rat, error) {
 		return r, nil
 	}
 	return nil, &UnknownCurrencyError{Code: code, Source: t.Source, Known: t.Currencies()}
+}
+
+// DateOf is the publication date of a rate of currency per base: the older of the two
+// currencies' dates (a cross rate is only as recent as its older input); EUR, the table's
+// own base, has no date of its own.
+func (t *Table) DateOf(base, currency string) string {
+	date := ""
+	for _, c := range []string{base, currency} {
+		if c == euro {
+			continue
+		}
+		d, ok := t.Dates[c]
+		if !ok {
+			d = t.Date
+		}
+		if date == "" || d < date {
+			date = d
+		}
+	}
+	if date == "" {
+		return t.Date
+	}
+	return date
 }
 
 // Rate returns how many units of currency one unit of base buys, as a decimal string.
@@ -185,7 +213,10 @@ func validateTable(t *Table) error {
 		delete(t.Rates, euro)
 	}
 	if len(t.Rates) == 0 {
-		return fmt.Errorf("no rates")
+		return errNoRates
 	}
 	return nil
 }
+
+// errNoRates is a table without a single rate.
+var errNoRates = errors.New("no rates")

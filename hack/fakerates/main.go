@@ -1,9 +1,9 @@
 // Command fakerates serves IMITATION exchange rates on a local port, in the formats of the
-// ECB (/stats/eurofxref/eurofxref-daily.xml) and Frankfurter (/v1/latest), so a cluster
-// without internet (the demo cluster) can run ExchangeRates:
+// ECB (/stats/eurofxref/eurofxref-daily.xml) and Frankfurter (/v1/latest, /v2/rates), so a
+// cluster without internet (the demo cluster) can run ExchangeRates:
 //
 //	go run ./hack/fakerates -addr 127.0.0.1:8089
-//	manager --exchangerate-url=http://127.0.0.1:8089
+//	manager --exchangerate-url=http://127.0.0.1:8089 --exchangerate-frankfurter-url=http://127.0.0.1:8089
 //
 // The rates are made up and dated the last weekday; do not use them for anything real.
 package main
@@ -53,7 +53,8 @@ func main() {
 	fmt.Printf("fakerates: serving IMITATION exchange rates (not real, dated %s) at %s\n", *date, srv.URL())
 	fmt.Printf("fakerates:   ECB format:         %s%s\n", srv.URL(), fakeupstream.ECBPath)
 	fmt.Printf("fakerates:   Frankfurter format: %s%s?base=EUR\n", srv.URL(), fakeupstream.FrankfurterPath)
-	fmt.Printf("fakerates: run the manager with --exchangerate-url=%s\n", srv.URL())
+	fmt.Printf("fakerates:   Frankfurter v2:     %s%s?base=EUR\n", srv.URL(), fakeupstream.FrankfurterV2Path)
+	fmt.Printf("fakerates: run the manager with --exchangerate-url=%s --exchangerate-frankfurter-url=%s\n", srv.URL(), srv.URL())
 
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)

@@ -291,7 +291,84 @@ spec: {currency: USDT}`, wantMsgs: []string{"spec.currency"}},
 apiVersion: operators.brennerm.github.io/v1
 kind: ExchangeRate
 metadata: {name: bad, namespace: default}
-spec: {base: USD}`, wantMsgs: []string{"spec.currency", "Required"}},
+spec: {base: USD}`, wantMsgs: []string{"spec", "exactly one of spec.currency and spec.currencies must be set"}},
+	{name: "currency and currencies together", doc: `
+apiVersion: operators.brennerm.github.io/v1
+kind: ExchangeRate
+metadata: {name: bad, namespace: default}
+spec: {currency: USD, currencies: [GBP]}`, wantMsgs: []string{"spec", "exactly one of spec.currency and spec.currencies must be set"}},
+	{name: "currencies holding the base", doc: `
+apiVersion: operators.brennerm.github.io/v1
+kind: ExchangeRate
+metadata: {name: bad, namespace: default}
+spec: {currencies: [USD, EUR]}`, wantMsgs: []string{"spec", "spec.currencies must not contain spec.base"}},
+	{name: "a currency twice", doc: `
+apiVersion: operators.brennerm.github.io/v1
+kind: ExchangeRate
+metadata: {name: bad, namespace: default}
+spec: {currencies: [USD, GBP, USD]}`, wantMsgs: []string{"spec.currencies[2]", "Duplicate"}},
+	{name: "lower-case currency in currencies", doc: `
+apiVersion: operators.brennerm.github.io/v1
+kind: ExchangeRate
+metadata: {name: bad, namespace: default}
+spec: {currencies: [USD, gbp]}`, wantMsgs: []string{"spec.currencies[1]", "should match"}},
+	{name: "no currencies", doc: `
+apiVersion: operators.brennerm.github.io/v1
+kind: ExchangeRate
+metadata: {name: bad, namespace: default}
+spec: {currencies: []}`, wantMsgs: []string{"spec.currencies", "at least 1 items"}},
+	{name: "unknown source type", doc: `
+apiVersion: operators.brennerm.github.io/v1
+kind: ExchangeRate
+metadata: {name: bad, namespace: default}
+spec: {currency: USD, sources: [{type: oanda}]}`, wantMsgs: []string{"spec.sources[0].type", "Unsupported value", "frankfurter-v2"}},
+	{name: "source without a type", doc: `
+apiVersion: operators.brennerm.github.io/v1
+kind: ExchangeRate
+metadata: {name: bad, namespace: default}
+spec: {currency: USD, sources: [{provider: ECB}]}`, wantMsgs: []string{"spec.sources[0].type", "Required"}},
+	{name: "provider of the ECB", doc: `
+apiVersion: operators.brennerm.github.io/v1
+kind: ExchangeRate
+metadata: {name: bad, namespace: default}
+spec: {currency: USD, sources: [{type: ecb, provider: ECB}]}`, wantMsgs: []string{"spec.sources[0]", "spec.sources[].provider is only for type frankfurter-v2"}},
+	{name: "provider not a provider key", doc: `
+apiVersion: operators.brennerm.github.io/v1
+kind: ExchangeRate
+metadata: {name: bad, namespace: default}
+spec: {currency: USD, sources: [{type: frankfurter-v2, provider: "ecb&base=USD"}]}`, wantMsgs: []string{"spec.sources[0].provider", "should match"}},
+	{name: "a source twice", doc: `
+apiVersion: operators.brennerm.github.io/v1
+kind: ExchangeRate
+metadata: {name: bad, namespace: default}
+spec: {currency: USD, sources: [{type: frankfurter-v2, provider: ECB}, {type: ecb}, {type: frankfurter-v2, provider: ECB}]}`,
+		wantMsgs: []string{"spec.sources", "spec.sources must not name a source twice"}},
+	{name: "five sources", doc: `
+apiVersion: operators.brennerm.github.io/v1
+kind: ExchangeRate
+metadata: {name: bad, namespace: default}
+spec: {currency: USD, sources: [{type: ecb}, {type: frankfurter}, {type: frankfurter-v2}, {type: frankfurter-v2, provider: ECB},
+  {type: frankfurter-v2, provider: BOC}]}`, wantMsgs: []string{"spec.sources", "at most 4 items"}},
+	{name: "no sources", doc: `
+apiVersion: operators.brennerm.github.io/v1
+kind: ExchangeRate
+metadata: {name: bad, namespace: default}
+spec: {currency: USD, sources: []}`, wantMsgs: []string{"spec.sources", "at least 1 items"}},
+	{name: "tolerance without percent sign", doc: `
+apiVersion: operators.brennerm.github.io/v1
+kind: ExchangeRate
+metadata: {name: bad, namespace: default}
+spec: {currency: USD, divergenceTolerance: "1"}`, wantMsgs: []string{"spec.divergenceTolerance", "should match"}},
+	{name: "tolerance above 100%", doc: `
+apiVersion: operators.brennerm.github.io/v1
+kind: ExchangeRate
+metadata: {name: bad, namespace: default}
+spec: {currency: USD, divergenceTolerance: "150%"}`, wantMsgs: []string{"spec.divergenceTolerance", "should match"}},
+	{name: "tolerance with four decimals", doc: `
+apiVersion: operators.brennerm.github.io/v1
+kind: ExchangeRate
+metadata: {name: bad, namespace: default}
+spec: {currency: USD, divergenceTolerance: "0.0001%"}`, wantMsgs: []string{"spec.divergenceTolerance", "should match"}},
 	{name: "currency equal to base", doc: `
 apiVersion: operators.brennerm.github.io/v1
 kind: ExchangeRate

@@ -1,9 +1,10 @@
-// Package fakeupstream imitates the two exchange rate upstreams on a local HTTP server,
-// for tests, benchmarks and the demo cluster (which has no internet): the ECB daily
-// reference rates XML at /stats/eurofxref/eurofxref-daily.xml and the Frankfurter JSON API
-// at /v1/latest. Both are rendered from one configurable table of rates per 1 EUR, carry
-// an ETag and Last-Modified and answer conditional requests with 304, and can be made to
-// fail: 5xx, slow answers, garbage or truncated bodies. Every request is counted.
+// Package fakeupstream imitates the exchange rate upstreams on a local HTTP server, for
+// tests, benchmarks and the demo cluster (which has no internet): the ECB daily reference
+// rates XML at /stats/eurofxref/eurofxref-daily.xml, the Frankfurter v1 JSON API at
+// /v1/latest and the Frankfurter v2 JSON API at /v2/rates. All are rendered from one
+// configurable table of rates per 1 EUR, carry an ETag and Last-Modified and answer
+// conditional requests with 304, and can be made to fail: 5xx, slow answers, garbage or
+// truncated bodies. Every request is counted.
 //
 // The rates it serves are made up. Nothing here reaches the internet.
 package fakeupstream
@@ -17,6 +18,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -26,8 +28,9 @@ import (
 
 // Paths served, the same as the real upstreams'.
 const (
-	ECBPath         = "/stats/eurofxref/eurofxref-daily.xml"
-	FrankfurterPath = "/v1/latest"
+	ECBPath           = "/stats/eurofxref/eurofxref-daily.xml"
+	FrankfurterPath   = "/v1/latest"
+	FrankfurterV2Path = "/v2/rates"
 )
 
 // Failure is how the server misbehaves.
@@ -70,6 +73,8 @@ type Server struct {
 	delay      time.Duration
 	requests   map[string]int
 	notMod     int
+	// providers are the Frankfurter v2 provider keys that publish the table.
+	providers []string
 
 	listener net.Listener
 	scheme   string // "https" when started by StartTLS
@@ -79,7 +84,7 @@ type Server struct {
 // New returns a server (not listening) that publishes rates (units per 1 EUR, decimal
 // strings) dated date (YYYY-MM-DD).
 func New(date string, rates map[string]string) *Server {
-	s := &Server{requests: map[string]int{}}
+	s := &Server{requests: map[string]int{}, providers: []string{"ECB"}}
 	s.SetRates(date, rates)
 	return s
 }
@@ -149,6 +154,15 @@ func (s *Server) SetRates(date string, rates map[string]string) {
 	s.modTime = t
 }
 
+// SetProviders names the Frankfurter v2 providers whose rates the table is (default ECB):
+// /v2/rates?providers=… naming none of them answers an empty list, as Frankfurter does for
+// a provider it does not know.
+func (s *Server) SetProviders(keys ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.providers = slices.Clone(keys)
+}
+
 // Fail makes every following request fail as f; status is used by ServerError (0: 503).
 func (s *Server) Fail(f Failure, status int) {
 	s.mu.Lock()
@@ -207,7 +221,7 @@ var code = regexp.MustCompile(`^[A-Z]{3}$`)
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.requests[r.URL.Path]++
-	date, rates, modTime := s.date, s.rates, s.modTime
+	date, rates, modTime, providers := s.date, s.rates, s.modTime, s.providers
 	failure, status, delay := s.failure, s.failStatus, s.delay
 	s.mu.Unlock()
 
@@ -237,9 +251,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		contentType = "application/json"
+	case FrankfurterV2Path:
+		var errStatus int
+		var msg string
+		body, errStatus, msg = renderFrankfurterV2(date, rates, providers, r.URL.Query())
+		if errStatus != 0 {
+			writeJSONErrorV2(w, errStatus, msg)
+			return
+		}
+		contentType = "application/json; charset=utf-8"
 	default:
 		if strings.HasPrefix(r.URL.Path, "/v1/") {
 			writeJSONError(w, http.StatusNotFound, "not found")
+			return
+		}
+		if strings.HasPrefix(r.URL.Path, "/v2/") {
+			writeJSONErrorV2(w, http.StatusNotFound, "not found")
 			return
 		}
 		http.NotFound(w, r)
@@ -296,6 +323,13 @@ func writeJSONError(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	fmt.Fprintf(w, "{\"message\":%q}\n", msg)
+}
+
+// writeJSONErrorV2 answers like Frankfurter v2: {"status":…,"message":…}.
+func writeJSONErrorV2(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, "{\"status\":%d,\"message\":%q}\n", status, msg)
 }
 
 // RenderECB renders rates as the ECB's eurofxref-daily.xml, with its namespaces and
@@ -381,6 +415,94 @@ func renderFrankfurter(date string, rates map[string]string, base, symbols strin
 		fmt.Fprintf(&out, "%q:%s", c, num)
 	}
 	out.WriteString("}}")
+	return out.Bytes(), 0, ""
+}
+
+// v2Params are the query parameters Frankfurter v2's /v2/rates accepts
+// (lib/versions/v2/rate_query.rb, ALLOWED_PARAMS); any other is 422 "unknown parameter".
+var v2Params = []string{"base", "quotes", "providers", "date", "from", "to", "group", "expand"}
+
+// renderFrankfurterV2 answers /v2/rates for the latest rates like Frankfurter v2: a JSON
+// array of {"date","base","quote","rate"} rows sorted by quote, the base's identity row
+// (rate 1) included; base (default EUR), quotes and providers (upper-cased, as Frankfurter
+// does) filter it. Rates against another base are cross rates rounded to five significant
+// digits. A providers list naming none of the table's providers gives an empty array; an
+// unknown parameter or currency is 422. History (date, from, to, group) and expand are
+// not imitated: 422.
+func renderFrankfurterV2(date string, rates map[string]string, providers []string, q url.Values) ([]byte, int, string) {
+	for k := range q {
+		if !slices.Contains(v2Params, k) {
+			return nil, http.StatusUnprocessableEntity, "unknown parameter: " + k
+		}
+		if k != "base" && k != "quotes" && k != "providers" {
+			return nil, http.StatusUnprocessableEntity, "the imitation upstream serves only the latest rates, without " + k
+		}
+	}
+	base := strings.ToUpper(q.Get("base"))
+	if base == "" {
+		base = "EUR"
+	}
+	perEuro := func(c string) (*big.Rat, bool) {
+		if c == "EUR" {
+			return big.NewRat(1, 1), true
+		}
+		v, ok := rates[c]
+		if !ok {
+			return nil, false
+		}
+		return new(big.Rat).SetString(v)
+	}
+	var wanted []string
+	if quotes := q.Get("quotes"); quotes != "" {
+		for _, c := range strings.Split(strings.ToUpper(quotes), ",") {
+			if !code.MatchString(c) {
+				return nil, http.StatusUnprocessableEntity, "invalid currency: " + c
+			}
+			wanted = append(wanted, c)
+		}
+	}
+	if !code.MatchString(base) {
+		return nil, http.StatusUnprocessableEntity, "invalid currency: " + base
+	}
+	b, known := perEuro(base)
+	published := true
+	if p := q.Get("providers"); p != "" {
+		published = false
+		for _, key := range strings.Split(strings.ToUpper(p), ",") {
+			published = published || slices.Contains(providers, key)
+		}
+	}
+	if !published || !known {
+		return []byte("[]"), 0, ""
+	}
+
+	all := append(sortedKeys(rates), "EUR")
+	slices.Sort(all)
+	var out bytes.Buffer
+	out.WriteByte('[')
+	first := true
+	for _, c := range all {
+		if wanted != nil && !slices.Contains(wanted, c) {
+			continue
+		}
+		var num string
+		switch {
+		case c == base:
+			num = "1.0"
+		case base == "EUR":
+			num = rates[c]
+		default:
+			r, _ := perEuro(c)
+			f, _ := new(big.Rat).Quo(r, b).Float64()
+			num = fmt.Sprintf("%.5g", f)
+		}
+		if !first {
+			out.WriteByte(',')
+		}
+		first = false
+		fmt.Fprintf(&out, `{"date":%q,"base":%q,"quote":%q,"rate":%s}`, date, base, c, num)
+	}
+	out.WriteByte(']')
 	return out.Bytes(), 0, ""
 }
 

@@ -93,6 +93,55 @@ func TestFrankfurter(t *testing.T) {
 	assert.Equal(t, 0, s.Requests(""))
 }
 
+// TestFrankfurterV2 checks the v2 imitation against the shape Frankfurter documents
+// (lib/public/v2/openapi.json): an array of rows with an identity row, filters, 304s, errors.
+func TestFrankfurterV2(t *testing.T) {
+	s := start(t)
+	resp, body := get(t, s.URL()+FrankfurterV2Path+"?base=EUR", nil)
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "application/json; charset=utf-8", resp.Header.Get("Content-Type"))
+	assert.Equal(t, `[{"date":"2026-05-15","base":"EUR","quote":"EUR","rate":1.0},`+
+		`{"date":"2026-05-15","base":"EUR","quote":"JPY","rate":171.58},`+
+		`{"date":"2026-05-15","base":"EUR","quote":"USD","rate":1.1625}]`, body)
+	etag := resp.Header.Get("ETag")
+	require.NotEmpty(t, etag)
+	resp, _ = get(t, s.URL()+FrankfurterV2Path+"?base=EUR", map[string]string{"If-None-Match": etag})
+	assert.Equal(t, http.StatusNotModified, resp.StatusCode)
+
+	_, body = get(t, s.URL()+FrankfurterV2Path+"?base=usd&quotes=jpy,eur", nil)
+	var rows []struct {
+		Base, Quote string
+		Rate        float64
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &rows))
+	assert.Equal(t, []struct {
+		Base, Quote string
+		Rate        float64
+	}{{"USD", "EUR", 0.86022}, {"USD", "JPY", 147.6}}, rows, "parameters are upper-cased; cross rates to five digits")
+
+	_, body = get(t, s.URL()+FrankfurterV2Path+"?providers=ecb", nil)
+	assert.Contains(t, body, `"quote":"USD"`, "provider ECB publishes the table")
+	_, body = get(t, s.URL()+FrankfurterV2Path+"?providers=FED", nil)
+	assert.Equal(t, "[]", body, "a provider that publishes nothing: an empty list")
+	s.SetProviders("FED")
+	_, body = get(t, s.URL()+FrankfurterV2Path+"?providers=FED", nil)
+	assert.Contains(t, body, `"quote":"USD"`)
+
+	for q, want := range map[string]string{
+		"?symbols=USD":     `{"status":422,"message":"unknown parameter: symbols"}`,
+		"?quotes=US":       `{"status":422,"message":"invalid currency: US"}`,
+		"?date=2026-01-02": `{"status":422,"message":"the imitation upstream serves only the latest rates, without date"}`,
+	} {
+		resp, body := get(t, s.URL()+FrankfurterV2Path+q, nil)
+		assert.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode, q)
+		assert.JSONEq(t, want, body, q)
+	}
+	resp, body = get(t, s.URL()+"/v2/nothing", nil)
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
+	assert.JSONEq(t, `{"status":404,"message":"not found"}`, body)
+	assert.Equal(t, 9, s.Requests(FrankfurterV2Path))
+}
+
 func TestFailures(t *testing.T) {
 	s := start(t)
 	s.Fail(ServerError, 0)
