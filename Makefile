@@ -110,6 +110,7 @@ fuzz: ## Run every fuzz target of a parser of outside data for FUZZTIME each.
 	$(call fuzz-target,FuzzHostsDir,./controllers/registrymirror/)
 	$(call fuzz-target,FuzzHostsTOMLOwner,./controllers/registrymirror/nodeagent/)
 	$(call fuzz-target,FuzzRestoreAnnotations,./controllers/chaosagent/)
+	$(call fuzz-target,FuzzSchedule,./controllers/chaosagent/)
 
 .PHONY: test-unit
 test-unit: ## Unit tests only (no API server).

@@ -1,7 +1,8 @@
 // Package chaosagent implements the ChaosAgent controller (blackadder.io): an agent that, every
 // spec.pauseDuration seconds, kills pods, doubles Deployment replicas and fills ConfigMaps with
 // lorem ipsum at random, within strict bounds, and puts back what it changed when it is paused
-// or deleted.
+// or deleted. Optionally it acts only inside time windows, for a bounded run, and while
+// steady-state guards hold: when one fails it stops and puts everything back.
 package chaosagent
 
 import (
@@ -49,7 +50,10 @@ type Reconciler struct {
 	APIReader client.Reader
 	// Recorder writes the Events of every action, on its target and on the agent.
 	Recorder events.EventRecorder
-	Clock    clock.Clock
+	// Clock is the time of rounds, windows, runs and status; tests shift it.
+	Clock clock.PassiveClock
+	// HTTP sends the requests of HTTP guards.
+	HTTP HTTPChecker
 	// NewRand returns the random source of an agent's round; spec.seed makes it reproducible.
 	NewRand func(agent *v1beta1.ChaosAgent, round int64) *rand.Rand
 	// Protected namespaces are never touched (the --chaos-protected-namespaces flag and the
@@ -83,8 +87,9 @@ func seededRand(agent *v1beta1.ChaosAgent, round int64) *rand.Rand {
 	return rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 }
 
-// Reconcile runs a round when one is due, restores what the agent changed when it is paused
-// or deleted, and writes status once.
+// Reconcile runs a round when one is due, inside the schedule's windows and after the guards
+// held; it restores what the agent changed when it is paused, deleted, outside its windows
+// or when its run ended (a guard tripped, or durationSeconds elapsed), and writes status once.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	agent := &v1beta1.ChaosAgent{}
 	if err := r.Get(ctx, req.NamespacedName, agent); err != nil {
@@ -115,22 +120,79 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		}
 	}()
 
-	scope, err := r.scopeOf(o.Spec)
-	switch {
-	case err != nil:
-		o.InvalidSpec = err.Error() // a user's mistake: wait for the next edit
+	scope, sched, reason, err := r.specOf(o.Spec)
+	if err != nil {
+		o.InvalidSpec, o.InvalidReason = err.Error(), reason // a user's mistake: wait for the next edit
 		return ctrl.Result{}, nil
-	case o.Spec.Paused:
-		if !*o.Spec.RestoreOnDelete {
-			return ctrl.Result{}, nil
-		}
-		o.Restore, err = r.reconcileRestore(ctx, agent, o.Spec)
-		return ctrl.Result{}, err
-	default:
-		var result ctrl.Result
-		o.Round, result, err = r.reconcileRound(ctx, agent, o.Spec, scope, o.Now)
+	}
+	o.Window = windowAt(sched, o.Now)
+	o.Run = currentRun(agent.Status.Run, o.Spec.RunName)
+	if run, expired := expireRun(o.Spec, o.Run, o.Now); expired {
+		o.Run = run
+		return ctrl.Result{}, r.stop(ctx, agent, &o, nil)
+	}
+	switch phaseOf(o.Spec, o.Run, o.Window.Open) {
+	case phasePaused, phaseStopped:
+		return ctrl.Result{}, r.restoreIfAsked(ctx, agent, &o)
+	case phaseOutsideWindow:
+		// Nothing new outside a window; what the agent changed is put back, as on a pause.
+		return ctrl.Result{RequeueAfter: requeueAfter(o.Now, o.Window.Change, runDeadline(o.Spec, o.Run))}, r.restoreIfAsked(ctx, agent, &o)
+	}
+	return r.reconcileActive(ctx, agent, scope, &o)
+}
+
+// reconcileActive checks the guards when a round is due, and stops the run when one fails;
+// otherwise it runs the round (reconcileRound) and comes back for the next round, the end of
+// the window or the run's deadline, whichever is first.
+func (r *Reconciler) reconcileActive(ctx context.Context, agent *v1beta1.ChaosAgent, scope Scope, o *outcome) (ctrl.Result, error) {
+	if r.roundIsDue(agent, o.Spec, o.Now) {
+		o.Guards = r.checkGuards(ctx, o.Spec.Guards)
+	}
+	if trip := firstFailure(o.Guards); trip != nil {
+		o.Run = endRun(o.Run, v1beta1.RunEndGuardTripped, fmt.Sprintf("guard %q tripped: %s", trip.Name, trip.Message), o.Now)
+		return ctrl.Result{}, r.stop(ctx, agent, o, trip)
+	}
+	round, result, err := r.reconcileRound(ctx, agent, o.Spec, scope, o.Now)
+	o.Round = round
+	if err != nil {
 		return result, err
 	}
+	if round.Ran && o.Run.StartTime == nil {
+		start := apiTime(o.Now)
+		o.Run.StartTime = &start
+	}
+	var windowEnd *time.Time
+	if o.Window.Scheduled {
+		windowEnd = o.Window.Change
+	}
+	result.RequeueAfter = requeueAfter(o.Now, round.NextRound, windowEnd, runDeadline(o.Spec, o.Run))
+	return result, nil
+}
+
+// restoreIfAsked puts back what the agent changed, unless spec.restoreOnDelete is false.
+func (r *Reconciler) restoreIfAsked(ctx context.Context, agent *v1beta1.ChaosAgent, o *outcome) error {
+	if !*o.Spec.RestoreOnDelete {
+		return nil
+	}
+	var err error
+	o.Restore, err = r.reconcileRestore(ctx, agent, o.Spec)
+	return err
+}
+
+// stop finishes a run that ended in this pass (o.Run: a guard tripped, trip, or its duration
+// elapsed, trip nil): it puts back what the agent changed (with restoreOnDelete) in the same
+// pass, and says so in an Event on the agent and a metric.
+func (r *Reconciler) stop(ctx context.Context, agent *v1beta1.ChaosAgent, o *outcome, trip *guardVerdict) error {
+	err := r.restoreIfAsked(ctx, agent, o)
+	r.recordRunEnded(agent, o.Run, *o.Spec.RestoreOnDelete, o.Restore)
+	guard := ""
+	if trip != nil {
+		guard = trip.Name
+	}
+	runsEnded.WithLabelValues(agent.Name, string(o.Run.EndReason)).Inc()
+	log.FromContext(ctx).Info("Stopped ChaosAgent run", "chaosAgent", klog.KObj(agent), "reason", o.Run.EndReason,
+		"guard", guard, "message", o.Run.EndMessage, "restored", len(o.Restore.Records))
+	return err
 }
 
 // reconcileDelete puts back what the agent changed (unless restoreOnDelete is false) and then
@@ -175,6 +237,12 @@ func (r *Reconciler) reconcileRound(ctx context.Context, agent *v1beta1.ChaosAge
 	}
 	round.NextRound = &next
 	return round, ctrl.Result{RequeueAfter: pause}, nil
+}
+
+// roundIsDue says whether this pass runs a round, so that guards are checked before it.
+func (r *Reconciler) roundIsDue(agent *v1beta1.ChaosAgent, spec v1beta1.ChaosAgentSpec, now time.Time) bool {
+	due, _ := roundDue(r.lastRoundTime(agent), time.Duration(spec.PauseDuration)*time.Second, now)
+	return due
 }
 
 // runRound reads the candidates from the cache, decides and acts; it sends an Event and counts
@@ -324,9 +392,24 @@ func (r *Reconciler) baseScope(spec v1beta1.ChaosAgentSpec) Scope {
 	return Scope{Protected: r.Protected.Clone().Insert(spec.ExcludedNamespaces...), Watched: r.Watched}
 }
 
+// specOf builds the agent's scope and schedule; an error is a spec mistake (a selector that
+// does not parse, a schedule the CRD would refuse today), with its Ready reason.
+func (r *Reconciler) specOf(spec v1beta1.ChaosAgentSpec) (Scope, schedule, string, error) {
+	scope, err := r.scopeOf(spec)
+	if err != nil {
+		return scope, schedule{}, ReasonInvalidSelector, err
+	}
+	sched, err := parseSchedule(spec.Schedule)
+	if err != nil {
+		return scope, sched, ReasonInvalidSchedule, err
+	}
+	return scope, sched, "", nil
+}
+
 // scopeOf builds the agent's scope; an error is a spec mistake (a selector that does not parse).
 func (r *Reconciler) scopeOf(spec v1beta1.ChaosAgentSpec) (Scope, error) {
 	s := r.baseScope(spec)
+	s.Workloads = spec.MeanSecondsBetweenKills != nil
 	var err error
 	if spec.NamespaceSelector != nil {
 		if s.NamespaceSelector, err = metav1.LabelSelectorAsSelector(spec.NamespaceSelector); err != nil {

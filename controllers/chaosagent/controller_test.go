@@ -32,7 +32,8 @@ import (
 // agents of parallel tests coexist, each confined to its own namespaces by a label selector.
 func TestChaosAgentOnCluster(t *testing.T) {
 	env.Require(t)
-	startManager(t, env.Config, &Options{}, operator.Shared{OperatorNamespace: operatorNamespace})
+	// HTTP guards of the tests ask servers on loopback, which only the flag allows.
+	startManager(t, env.Config, &Options{GuardAllowedCIDRs: "127.0.0.0/8"}, operator.Shared{OperatorNamespace: operatorNamespace})
 	t.Run("parallel", func(t *testing.T) {
 		t.Run("EvictedPodIsReplacedByItsReplicaSet", func(t *testing.T) { t.Parallel(); testKill(t, v1beta1.KillMethodEvict) })
 		t.Run("DeletedPodIsReplacedByItsReplicaSet", func(t *testing.T) { t.Parallel(); testKill(t, v1beta1.KillMethodDelete) })
@@ -44,6 +45,9 @@ func TestChaosAgentOnCluster(t *testing.T) {
 		t.Run("NameLongerThanALabelValueRefused", func(t *testing.T) { t.Parallel(); testLongName(t) })
 		t.Run("RestoreKeepsToScopeAndSkipsImmutable", func(t *testing.T) { t.Parallel(); testRestoreKeepsToScope(t) })
 		t.Run("RestoreOnDeleteFalseReleasesAWedgedAgent", func(t *testing.T) { t.Parallel(); testRestoreOnDeleteFalse(t) })
+		t.Run("DeploymentGuardTripsStopsAndRestoresWithinOneRound", func(t *testing.T) { t.Parallel(); testDeploymentGuardTrips(t) })
+		t.Run("HTTPGuardTripsStopsAndRestores", func(t *testing.T) { t.Parallel(); testHTTPGuardTrips(t) })
+		t.Run("DurationElapsedPausesAndRestores", func(t *testing.T) { t.Parallel(); testDurationElapsed(t) })
 	})
 }
 

@@ -2,8 +2,12 @@ package chaosagent
 
 import (
 	"cmp"
+	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -29,6 +33,9 @@ type Candidate struct {
 	UID       types.UID
 	// Replicas is the Deployment's spec.replicas (Deployments only).
 	Replicas int32
+	// Workload is Kind/namespace/name of what owns the pod (pods only): its Deployment,
+	// StatefulSet or other controller, or the pod itself when nothing does.
+	Workload string
 }
 
 // Key returns namespace/name.
@@ -73,6 +80,9 @@ type Scope struct {
 	PodSelector labels.Selector
 	// ImmutableConfigMaps are ConfigMaps found immutable earlier (the metadata cache cannot tell).
 	ImmutableConfigMaps sets.Set[types.UID]
+	// Workloads asks for each pod's workload (Candidate.Workload), which pacing per workload
+	// needs; without it no round pays for it.
+	Workloads bool
 }
 
 // namespaceFilter returns a memoised test of whether objects in a namespace may be touched.
@@ -162,7 +172,11 @@ func selectCandidates(inv Inventory, scope Scope) Candidates {
 		if scope.PodSelector != nil && !scope.PodSelector.Matches(labels.Set(p.Labels)) {
 			continue
 		}
-		c.Pods = append(c.Pods, Candidate{Namespace: p.Namespace, Name: p.Name, UID: p.UID})
+		pod := Candidate{Namespace: p.Namespace, Name: p.Name, UID: p.UID}
+		if scope.Workloads {
+			pod.Workload = workloadOf(p)
+		}
+		c.Pods = append(c.Pods, pod)
 	}
 	autoscaled := hpaTargets(inv.HPAs)
 	for i := range inv.Deployments {
@@ -186,6 +200,24 @@ func selectCandidates(inv Inventory, scope Scope) Candidates {
 		})
 	}
 	return c
+}
+
+// workloadOf returns Kind/namespace/name of the workload a pod belongs to: its controller,
+// except that a ReplicaSet a Deployment made (named <deployment>-<pod-template-hash>, the
+// hash also the pod's label) stands for that Deployment, so every revision of a
+// Deployment is one workload; a pod without a controller is a workload of its own. Only
+// metadata is needed, which is all the cache holds of pods.
+func workloadOf(p *metav1.PartialObjectMetadata) string {
+	ref := metav1.GetControllerOfNoCopy(p)
+	if ref == nil {
+		return "Pod/" + p.Namespace + "/" + p.Name
+	}
+	if ref.Kind == "ReplicaSet" && strings.HasPrefix(ref.APIVersion, "apps/") {
+		if hash := p.Labels[appsv1.DefaultDeploymentUniqueLabelKey]; hash != "" && strings.HasSuffix(ref.Name, "-"+hash) {
+			return "Deployment/" + p.Namespace + "/" + strings.TrimSuffix(ref.Name, "-"+hash)
+		}
+	}
+	return ref.Kind + "/" + p.Namespace + "/" + ref.Name
 }
 
 // hpaTargets returns namespace/name of every Deployment a HorizontalPodAutoscaler scales.
@@ -217,14 +249,20 @@ func replicasOf(d *appsv1.Deployment) int32 {
 // exist; cancer doubles replicas up to MaxReplicas (Deployments at 0 or at the ceiling cannot
 // grow and are not candidates); ipsum hits ConfigMaps. When more than maxActionsPerRound
 // objects are hit, a uniformly random subset of that size is kept, in candidate order.
-// spec must have its defaults filled (withDefaults).
+// With meanSecondsBetweenKills the tantrum is paced per workload instead (paceKills), which
+// needs the pods' workloads (Scope.Workloads). spec must have its defaults filled
+// (withDefaults).
 func decide(spec v1beta1.ChaosAgentSpec, c Candidates, rng *rand.Rand) []Action {
 	hit := func() bool { return rng.IntN(100) < int(spec.Eagerness) }
 	var actions []Action
 	if spec.TantrumMode && len(c.Pods) > 0 && len(c.Pods) >= int(spec.PodTolerance) {
-		for _, p := range c.Pods {
-			if hit() {
-				actions = append(actions, Action{Kind: v1beta1.ActionKillPod, Target: p})
+		if spec.MeanSecondsBetweenKills != nil {
+			actions = append(actions, paceKills(c.Pods, killChance(spec.PauseDuration, *spec.MeanSecondsBetweenKills), rng)...)
+		} else {
+			for _, p := range c.Pods {
+				if hit() {
+					actions = append(actions, Action{Kind: v1beta1.ActionKillPod, Target: p})
+				}
 			}
 		}
 	}
@@ -246,6 +284,41 @@ func decide(spec v1beta1.ChaosAgentSpec, c Candidates, rng *rand.Rand) []Action 
 		}
 	}
 	return capActions(actions, int(spec.MaxActionsPerRound), rng)
+}
+
+// killChance is the chance that a workload loses a pod in one round when kills come at
+// random with a mean of meanSeconds between them (a Poisson process): 1 - e^(-pause/mean).
+// It uses the nominal pause, not the time since the last round, so a round after a night
+// outside the schedule's windows is no harsher than any other.
+func killChance(pauseSeconds, meanSeconds int32) float64 {
+	if meanSeconds <= 0 {
+		return 1
+	}
+	return -math.Expm1(-float64(pauseSeconds) / float64(meanSeconds))
+}
+
+// paceKills is tantrum paced per workload: every workload (in the order of its key) loses
+// one pod, chosen uniformly among its candidates, with probability chance. The kill rate of
+// a workload is then the same whether it runs one pod or a hundred, and the cluster's rate
+// grows with the number of workloads only. pods must be sorted (selectCandidates).
+func paceKills(pods []Candidate, chance float64, rng *rand.Rand) []Action {
+	byWorkload := map[string][]Candidate{}
+	for _, p := range pods {
+		byWorkload[p.Workload] = append(byWorkload[p.Workload], p)
+	}
+	keys := make([]string, 0, len(byWorkload))
+	for k := range byWorkload {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var out []Action
+	for _, k := range keys {
+		if rng.Float64() < chance {
+			group := byWorkload[k]
+			out = append(out, Action{Kind: v1beta1.ActionKillPod, Target: group[rng.IntN(len(group))]})
+		}
+	}
+	return out
 }
 
 // doubled returns twice r, at most MaxReplicas.
@@ -302,4 +375,89 @@ func withDefaults(spec v1beta1.ChaosAgentSpec) v1beta1.ChaosAgentSpec {
 		spec.RestoreOnDelete = &t
 	}
 	return spec
+}
+
+// phase is what a pass does with an agent whose spec is valid.
+type phase string
+
+const (
+	// phasePaused: spec.paused; restore (with restoreOnDelete).
+	phasePaused phase = "Paused"
+	// phaseStopped: the run ended (a guard tripped, or durationSeconds elapsed); restore
+	// (with restoreOnDelete) and wait for a new spec.runName.
+	phaseStopped phase = "Stopped"
+	// phaseOutsideWindow: no window of spec.schedule is open; restore (with
+	// restoreOnDelete) and wait for the next window.
+	phaseOutsideWindow phase = "OutsideWindow"
+	// phaseActive: check the guards and run a round when one is due.
+	phaseActive phase = "Active"
+)
+
+// phaseOf decides what a pass does: a pause wins, then an ended run, then the schedule.
+func phaseOf(spec v1beta1.ChaosAgentSpec, run v1beta1.ChaosRun, open bool) phase {
+	switch {
+	case spec.Paused:
+		return phasePaused
+	case run.EndTime != nil:
+		return phaseStopped
+	case !open:
+		return phaseOutsideWindow
+	}
+	return phaseActive
+}
+
+// currentRun returns the run spec.runName names: the recorded one while the names match
+// (ended or not), else a new run that has not started yet.
+func currentRun(recorded *v1beta1.ChaosRun, runName string) v1beta1.ChaosRun {
+	if recorded != nil && recorded.Name == runName {
+		return *recorded.DeepCopy()
+	}
+	return v1beta1.ChaosRun{Name: runName}
+}
+
+// runDeadline returns when a started run's spec.durationSeconds runs out (nil: no duration,
+// or the run has not started).
+func runDeadline(spec v1beta1.ChaosAgentSpec, run v1beta1.ChaosRun) *time.Time {
+	if spec.DurationSeconds == nil || run.StartTime == nil {
+		return nil
+	}
+	t := run.StartTime.Add(time.Duration(*spec.DurationSeconds) * time.Second)
+	return &t
+}
+
+// expireRun ends run with DurationElapsed when its deadline has come at now, and says
+// whether it did.
+func expireRun(spec v1beta1.ChaosAgentSpec, run v1beta1.ChaosRun, now time.Time) (v1beta1.ChaosRun, bool) {
+	deadline := runDeadline(spec, run)
+	if run.EndTime != nil || deadline == nil || now.Before(*deadline) {
+		return run, false
+	}
+	return endRun(run, v1beta1.RunEndDurationElapsed,
+		fmt.Sprintf("spec.durationSeconds (%ds) elapsed: the run started at %s", *spec.DurationSeconds, run.StartTime.UTC().Format(time.RFC3339)), now), true
+}
+
+// endRun returns run ended at now for reason.
+func endRun(run v1beta1.ChaosRun, reason v1beta1.RunEndReason, message string, now time.Time) v1beta1.ChaosRun {
+	at := apiTime(now)
+	run.EndTime, run.EndReason, run.EndMessage = &at, reason, truncate(message, 1024)
+	return run
+}
+
+// requeueAfter is the shortest of the waits that are set (> 0), so the agent wakes for
+// the next round, the window's end or the run's deadline, whichever comes first.
+func requeueAfter(now time.Time, waits ...*time.Time) time.Duration {
+	var out time.Duration
+	for _, w := range waits {
+		if w == nil {
+			continue
+		}
+		d := w.Sub(now)
+		if d <= 0 {
+			d = time.Second // due already: come back at once, without a hot loop
+		}
+		if out == 0 || d < out {
+			out = d
+		}
+	}
+	return out
 }

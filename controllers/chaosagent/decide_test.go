@@ -2,7 +2,10 @@ package chaosagent
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -292,4 +295,252 @@ func TestRestoreSkip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// scripted is a random source that returns its values in turn, so a table can say which
+// draws hit.
+type scripted struct{ values []uint64 }
+
+func (s *scripted) Uint64() uint64 {
+	if len(s.values) == 0 {
+		panic("scripted source ran out of values")
+	}
+	v := s.values[0]
+	s.values = s.values[1:]
+	return v
+}
+
+// chanceDraw is the source value rand.Rand.Float64 turns into f.
+func chanceDraw(f float64) uint64 { return uint64(f * (1 << 53)) }
+
+// pickDraw is the source value rand.Rand.IntN(n) turns into k: the low bits for a power of
+// two, else the high bits of the value times n.
+func pickDraw(k, n int) uint64 {
+	if n&(n-1) == 0 {
+		return uint64(k)
+	}
+	step := ^uint64(0) / uint64(n)
+	return uint64(k)*step + step/2
+}
+
+func pods(workload string, n int) []Candidate {
+	out := make([]Candidate, n)
+	for i := range out {
+		out[i] = Candidate{Namespace: "a", Name: fmt.Sprintf("%s-%d", workload, i), Workload: "Deployment/a/" + workload}
+	}
+	return out
+}
+
+func TestPaceKills(t *testing.T) {
+	two, one := pods("api", 2), pods("web", 1)
+	for _, tc := range []struct {
+		name   string
+		pods   []Candidate
+		chance float64
+		draws  []uint64
+		want   []string
+	}{
+		{name: "a hit workload loses the pod its second draw picks", pods: slices.Concat(two, one), chance: 0.5,
+			draws: []uint64{chanceDraw(0.4), pickDraw(1, 2), chanceDraw(0.6)}, want: []string{"a/api-1"}},
+		{name: "workloads are drawn in the order of their keys, whatever the pods' order", pods: slices.Concat(one, two), chance: 0.5,
+			draws: []uint64{chanceDraw(0.7), chanceDraw(0.1), pickDraw(0, 1)}, want: []string{"a/web-0"}},
+		{name: "both hit, one pod each", pods: slices.Concat(two, one), chance: 0.5,
+			draws: []uint64{chanceDraw(0.49), pickDraw(0, 2), chanceDraw(0), pickDraw(0, 1)}, want: []string{"a/api-0", "a/web-0"}},
+		{name: "a draw at the chance misses", pods: one, chance: 0.25, draws: []uint64{chanceDraw(0.25)}, want: []string{}},
+		{name: "chance 0 never kills", pods: slices.Concat(two, one), chance: 0, draws: []uint64{0, 0}, want: []string{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := &scripted{values: tc.draws}
+			got := []string{}
+			for _, a := range paceKills(tc.pods, tc.chance, rand.New(src)) {
+				assert.Equal(t, v1beta1.ActionKillPod, a.Kind)
+				got = append(got, a.Target.Key())
+			}
+			assert.Equal(t, tc.want, got)
+			assert.Empty(t, src.values, "every draw used")
+		})
+	}
+}
+
+func TestKillChance(t *testing.T) {
+	for _, tc := range []struct {
+		pause, mean int32
+		want        float64
+	}{
+		{30, 3600, 0.008299}, // a round every 30 s, a kill an hour
+		{30, 30, 0.632121},   // 1 - 1/e
+		{1, 86400, 0.0000116},
+		{3600, 1, 1},
+		{30, 0, 1}, // not accepted by the CRD; treated as "every round"
+	} {
+		assert.InDelta(t, tc.want, killChance(tc.pause, tc.mean), 1e-6, "pause %d, mean %d", tc.pause, tc.mean)
+	}
+}
+
+// TestPacingPerWorkloadDoesNotGrowWithTheCluster: with meanSecondsBetweenKills a workload is
+// hit as often with 1 pod as with 100, and the cluster's kills grow with its workloads only;
+// per-pod eagerness, for contrast, grows with the pods (chaoskube's #20). Seeded, so exact
+// figures repeat.
+func TestPacingPerWorkloadDoesNotGrowWithTheCluster(t *testing.T) {
+	const rounds = 10000
+	paced := withDefaults(v1beta1.ChaosAgentSpec{TantrumMode: true, PauseDuration: 60, MeanSecondsBetweenKills: ptr.To[int32](600), MaxActionsPerRound: 10000})
+	perPod := withDefaults(v1beta1.ChaosAgentSpec{TantrumMode: true, PauseDuration: 60, Eagerness: 10, MaxActionsPerRound: 10000})
+	chance := killChance(60, 600) // about 0.095 per workload and round
+	world := func(workloads, podsEach int) []Candidate {
+		var out []Candidate
+		for w := 0; w < workloads; w++ {
+			out = append(out, pods(fmt.Sprintf("w%03d", w), podsEach)...)
+		}
+		slices.SortFunc(out, func(a, b Candidate) int { return strings.Compare(a.Key(), b.Key()) })
+		return out
+	}
+	for _, tc := range []struct {
+		name                string
+		workloads, podsEach int
+	}{
+		{"one workload of one pod", 1, 1},
+		{"one workload of 100 pods", 1, 100},
+		{"10 workloads of 10 pods", 10, 10},
+		{"10 workloads of 1 pod", 10, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Candidates{Pods: world(tc.workloads, tc.podsEach)}
+			rng := rand.New(rand.NewPCG(20, 20))
+			killed, perWorkload := 0, map[string]int{}
+			for i := 0; i < rounds; i++ {
+				for _, a := range decide(paced, c, rng) {
+					killed++
+					perWorkload[a.Target.Workload]++
+				}
+			}
+			want := chance * rounds * float64(tc.workloads)
+			// Within 4 standard deviations of the binomial mean.
+			assert.InDelta(t, want, killed, 4*math.Sqrt(want), "kills grow with workloads, not pods")
+			for w, n := range perWorkload {
+				assert.InDelta(t, chance*rounds, n, 4*math.Sqrt(chance*rounds), "workload %s", w)
+			}
+
+			eager := 0
+			for i := 0; i < 200; i++ {
+				eager += len(decide(perPod, c, rng))
+			}
+			assert.InDelta(t, 0.1*200*float64(tc.workloads*tc.podsEach), eager, 4*math.Sqrt(0.1*200*float64(tc.workloads*tc.podsEach))+1,
+				"per-pod eagerness grows with the pods")
+		})
+	}
+}
+
+func TestWorkloadOf(t *testing.T) {
+	owned := func(kind, apiVersion, name string, controller bool, lbl map[string]string) *metav1.PartialObjectMetadata {
+		p := objMeta("shop", "pod-x", lbl)
+		p.OwnerReferences = []metav1.OwnerReference{{Kind: kind, APIVersion: apiVersion, Name: name, Controller: ptr.To(controller)}}
+		return &p
+	}
+	hash := map[string]string{appsv1.DefaultDeploymentUniqueLabelKey: "7d4b9c"}
+	for _, tc := range []struct {
+		name string
+		pod  *metav1.PartialObjectMetadata
+		want string
+	}{
+		{"a Deployment's ReplicaSet stands for the Deployment", owned("ReplicaSet", "apps/v1", "web-7d4b9c", true, hash), "Deployment/shop/web"},
+		{"a Deployment named with dashes", owned("ReplicaSet", "apps/v1", "web-api-v2-7d4b9c", true, hash), "Deployment/shop/web-api-v2"},
+		{"a ReplicaSet of its own (no hash label)", owned("ReplicaSet", "apps/v1", "web-7d4b9c", true, nil), "ReplicaSet/shop/web-7d4b9c"},
+		{"a ReplicaSet whose name does not end with the hash", owned("ReplicaSet", "apps/v1", "web", true, hash), "ReplicaSet/shop/web"},
+		{"a StatefulSet", owned("StatefulSet", "apps/v1", "db", true, nil), "StatefulSet/shop/db"},
+		{"a Job", owned("Job", "batch/v1", "migrate", true, nil), "Job/shop/migrate"},
+		{"an owner that is not the controller", owned("ConfigMap", "v1", "x", false, nil), "Pod/shop/pod-x"},
+		{"no owner", ptr.To(objMeta("shop", "pod-x", nil)), "Pod/shop/pod-x"},
+	} {
+		assert.Equal(t, tc.want, workloadOf(tc.pod), tc.name)
+	}
+}
+
+func TestPhaseOf(t *testing.T) {
+	ended := v1beta1.ChaosRun{EndTime: ptr.To(metav1.Now())}
+	for _, tc := range []struct {
+		name   string
+		paused bool
+		run    v1beta1.ChaosRun
+		open   bool
+		want   phase
+	}{
+		{"a pause wins over everything", true, ended, false, phasePaused},
+		{"an ended run stops, inside a window too", false, ended, true, phaseStopped},
+		{"outside a window", false, v1beta1.ChaosRun{}, false, phaseOutsideWindow},
+		{"active", false, v1beta1.ChaosRun{}, true, phaseActive},
+	} {
+		assert.Equal(t, tc.want, phaseOf(v1beta1.ChaosAgentSpec{Paused: tc.paused}, tc.run, tc.open), tc.name)
+	}
+}
+
+func TestRuns(t *testing.T) {
+	start := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
+	started := v1beta1.ChaosRun{Name: "one", StartTime: ptr.To(metav1.NewTime(start))}
+	ended := endRun(started, v1beta1.RunEndGuardTripped, `guard "web" tripped`, start.Add(time.Minute))
+
+	t.Run("the recorded run while the name matches", func(t *testing.T) {
+		assert.Equal(t, ended, currentRun(&ended, "one"))
+		assert.Equal(t, v1beta1.ChaosRun{Name: "two"}, currentRun(&ended, "two"), "a new name starts a new run")
+		assert.Equal(t, v1beta1.ChaosRun{}, currentRun(nil, ""), "an agent without a recorded run")
+		got := currentRun(&started, "one")
+		got.StartTime.Time = time.Time{}
+		assert.Equal(t, start, started.StartTime.Time, "a copy")
+	})
+	t.Run("endRun records when and why", func(t *testing.T) {
+		assert.Equal(t, start.Add(time.Minute), ended.EndTime.Time)
+		assert.Equal(t, v1beta1.RunEndGuardTripped, ended.EndReason)
+		assert.Equal(t, `guard "web" tripped`, ended.EndMessage)
+		assert.Nil(t, started.EndTime, "the run passed in is left as it is")
+	})
+	hour := withDefaults(v1beta1.ChaosAgentSpec{DurationSeconds: ptr.To[int32](3600)})
+	for _, tc := range []struct {
+		name    string
+		spec    v1beta1.ChaosAgentSpec
+		run     v1beta1.ChaosRun
+		now     time.Time
+		expired bool
+	}{
+		{"no duration never expires", withDefaults(v1beta1.ChaosAgentSpec{}), started, start.Add(1000 * time.Hour), false},
+		{"not started yet", hour, v1beta1.ChaosRun{Name: "one"}, start.Add(2 * time.Hour), false},
+		{"a second before the deadline", hour, started, start.Add(time.Hour - time.Second), false},
+		{"at the deadline", hour, started, start.Add(time.Hour), true},
+		{"long after", hour, started, start.Add(48 * time.Hour), true},
+		{"already ended by a guard", hour, ended, start.Add(2 * time.Hour), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, expired := expireRun(tc.spec, tc.run, tc.now)
+			assert.Equal(t, tc.expired, expired)
+			if !expired {
+				assert.Equal(t, tc.run, got)
+				return
+			}
+			assert.Equal(t, v1beta1.RunEndDurationElapsed, got.EndReason)
+			assert.Equal(t, "spec.durationSeconds (3600s) elapsed: the run started at 2026-11-26T09:00:00Z", got.EndMessage)
+			assert.Equal(t, tc.now, got.EndTime.Time)
+		})
+	}
+	assert.Equal(t, start.Add(time.Hour), *runDeadline(hour, started))
+	assert.Nil(t, runDeadline(hour, v1beta1.ChaosRun{}))
+}
+
+func TestRequeueAfter(t *testing.T) {
+	now := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *time.Time { t := now.Add(d); return &t }
+	assert.Equal(t, time.Duration(0), requeueAfter(now), "nothing to wait for")
+	assert.Equal(t, time.Duration(0), requeueAfter(now, nil, nil))
+	assert.Equal(t, 30*time.Second, requeueAfter(now, at(30*time.Second), nil, at(time.Hour)))
+	assert.Equal(t, 10*time.Second, requeueAfter(now, at(30*time.Second), at(10*time.Second)), "the window closes before the next round")
+	assert.Equal(t, time.Second, requeueAfter(now, at(30*time.Second), at(-time.Minute)), "past due: soon, not at once")
+}
+
+func TestSelectCandidatesFillsWorkloadsOnlyForPacing(t *testing.T) {
+	p := objMeta("a", "web-7d4b9c-x", map[string]string{appsv1.DefaultDeploymentUniqueLabelKey: "7d4b9c"})
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-7d4b9c", Controller: ptr.To(true)}}
+	inv := Inventory{Pods: []metav1.PartialObjectMetadata{p}}
+	assert.Empty(t, selectCandidates(inv, Scope{}).Pods[0].Workload, "a round without pacing does not pay for it")
+	assert.Equal(t, "Deployment/a/web", selectCandidates(inv, Scope{Workloads: true}).Pods[0].Workload)
+	r := &Reconciler{}
+	scope, err := r.scopeOf(v1beta1.ChaosAgentSpec{MeanSecondsBetweenKills: ptr.To[int32](60)})
+	require.NoError(t, err)
+	assert.True(t, scope.Workloads)
 }

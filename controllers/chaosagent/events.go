@@ -1,6 +1,8 @@
 package chaosagent
 
 import (
+	"fmt"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -107,4 +109,40 @@ func victimKind(k v1beta1.ActionKind) string {
 	default:
 		return "ConfigMap"
 	}
+}
+
+// eventActionStop is the action of the Event that says a run ended.
+const eventActionStop = "Stop"
+
+// maxEventNote is the longest note events.k8s.io/v1 accepts.
+const maxEventNote = 1024
+
+// recordRunEnded writes the Event of an ended run on the agent: GuardTripped (Warning) or
+// DurationElapsed (Normal), with what restore put back in the same pass.
+func (r *Reconciler) recordRunEnded(agent *v1beta1.ChaosAgent, run v1beta1.ChaosRun, restore bool, restored restoreOutcome) {
+	typ, reason := corev1.EventTypeNormal, ReasonDurationElapsed
+	if run.EndReason == v1beta1.RunEndGuardTripped {
+		typ, reason = corev1.EventTypeWarning, ReasonGuardTripped
+	}
+	// events.k8s.io refuses a note above 1 KiB, and a guard's URL alone may be longer.
+	note := truncate(fmt.Sprintf("Stopped: %s; %s", run.EndMessage, restorePhrase(restore, restored)), maxEventNote)
+	r.Recorder.Eventf(agent, nil, typ, reason, eventActionStop, "%s", note)
+}
+
+// restorePhrase says what the restore of a stop did.
+func restorePhrase(restore bool, o restoreOutcome) string {
+	if !restore {
+		return "spec.restoreOnDelete is false: changes left in place"
+	}
+	back := 0
+	for _, rec := range o.Records {
+		if rec.Result == ResultSucceeded {
+			back++
+		}
+	}
+	phrase := fmt.Sprintf("put back %d changed object(s)", back)
+	if o.Failed > 0 || o.Left > 0 {
+		phrase += fmt.Sprintf(", %d not yet, %d left as they are (see status.lastActions)", o.Failed, o.Left)
+	}
+	return phrase
 }

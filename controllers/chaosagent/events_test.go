@@ -1,10 +1,12 @@
 package chaosagent
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/events"
 
 	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 )
@@ -33,4 +35,43 @@ func TestEventReasonsAndMetricResults(t *testing.T) {
 		assert.Equal(t, tc.metric, metricResult(tc.rec), "%+v", tc.rec)
 		assert.Equal(t, tc.eventType, eventType(tc.rec), "%+v", tc.rec)
 	}
+}
+
+func TestRunEndedEvents(t *testing.T) {
+	agent := &v1beta1.ChaosAgent{}
+	agent.Name = "edmund"
+	restored := restoreOutcome{Attempted: true, Records: []v1beta1.ChaosAction{
+		rec(v1beta1.ActionRestoreDeployment, "shop/web", ResultSucceeded, false),
+		rec(v1beta1.ActionRestoreConfigMap, "shop/settings", ResultSucceeded, false),
+		rec(v1beta1.ActionRestoreConfigMap, "shop/frozen", skipped(SkipImmutable), false),
+	}, Left: 1}
+	for _, tc := range []struct {
+		name    string
+		run     v1beta1.ChaosRun
+		restore bool
+		out     restoreOutcome
+		want    string
+	}{
+		{"a guard tripped", v1beta1.ChaosRun{EndReason: v1beta1.RunEndGuardTripped, EndMessage: `guard "web" tripped: 1 ready`}, true, restored,
+			`Warning GuardTripped Stopped: guard "web" tripped: 1 ready; put back 2 changed object(s), 0 not yet, 1 left as they are (see status.lastActions)`},
+		{"the duration elapsed", v1beta1.ChaosRun{EndReason: v1beta1.RunEndDurationElapsed, EndMessage: "spec.durationSeconds (60s) elapsed"}, true,
+			restoreOutcome{Attempted: true}, "Normal DurationElapsed Stopped: spec.durationSeconds (60s) elapsed; put back 0 changed object(s)"},
+		{"restore turned off", v1beta1.ChaosRun{EndReason: v1beta1.RunEndGuardTripped, EndMessage: "x"}, false, restoreOutcome{},
+			"Warning GuardTripped Stopped: x; spec.restoreOnDelete is false: changes left in place"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := events.NewFakeRecorder(1)
+			(&Reconciler{Recorder: rec}).recordRunEnded(agent, tc.run, tc.restore, tc.out)
+			assert.Equal(t, tc.want, <-rec.Events)
+		})
+	}
+}
+
+func TestRunEndedEventFitsANote(t *testing.T) {
+	rec := events.NewFakeRecorder(1)
+	run := v1beta1.ChaosRun{EndReason: v1beta1.RunEndGuardTripped, EndMessage: truncate("GET http://web/"+strings.Repeat("x", 2000), 1024)}
+	(&Reconciler{Recorder: rec}).recordRunEnded(&v1beta1.ChaosAgent{}, run, true, restoreOutcome{})
+	note := strings.TrimPrefix(<-rec.Events, "Warning GuardTripped ")
+	assert.LessOrEqual(t, len(note), maxEventNote)
+	assert.True(t, strings.HasSuffix(note, "…"))
 }

@@ -18,6 +18,10 @@ var (
 		Name: "quartet_chaosagent_rounds_total",
 		Help: "Rounds run by ChaosAgents.",
 	}, []string{"agent"})
+	runsEnded = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quartet_chaosagent_runs_ended_total",
+		Help: "Runs of ChaosAgents that ended on their own, by agent and reason (GuardTripped, DurationElapsed).",
+	}, []string{"agent", "reason"})
 	changedObjects = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "quartet_chaosagent_changed_objects",
 		Help: "Deployments and ConfigMaps a ChaosAgent changed and has not put back yet.",
@@ -26,7 +30,7 @@ var (
 
 // init registers the collectors with controller-runtime's registry, which the manager serves.
 func init() {
-	ctrlmetrics.Registry.MustRegister(actionsTotal, roundsTotal, changedObjects)
+	ctrlmetrics.Registry.MustRegister(actionsTotal, roundsTotal, runsEnded, changedObjects)
 }
 
 // metricResult maps an action's result to the metric label.
@@ -51,5 +55,6 @@ func recordActionMetric(agent string, a v1beta1.ChaosAction) {
 func forgetAgentMetrics(agent string) {
 	actionsTotal.DeletePartialMatch(prometheus.Labels{"agent": agent})
 	roundsTotal.DeletePartialMatch(prometheus.Labels{"agent": agent})
+	runsEnded.DeletePartialMatch(prometheus.Labels{"agent": agent})
 	changedObjects.DeletePartialMatch(prometheus.Labels{"agent": agent})
 }

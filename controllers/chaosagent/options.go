@@ -2,9 +2,12 @@ package chaosagent
 
 import (
 	"flag"
+	"net/netip"
 
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/clock"
 
+	"github.com/quartet-operator/quartet/internal/egress"
 	"github.com/quartet-operator/quartet/internal/operator"
 )
 
@@ -18,9 +21,14 @@ type Options struct {
 	// ProtectedNamespaces is a comma-separated list of namespaces no agent ever touches, in
 	// addition to operator.SystemNamespaces and the operator's own namespace.
 	ProtectedNamespaces string
+	// GuardAllowedCIDRs are comma-separated ranges HTTP guards may dial although they are
+	// loopback, link-local or metadata addresses (egress.AddressAllowed).
+	GuardAllowedCIDRs string
 
 	// reconciler is the registered reconciler, for the benchmark.
 	reconciler *Reconciler
+	// clock replaces the real clock of rounds, windows and runs, in tests.
+	clock clock.PassiveClock
 }
 
 // BindFlags registers the controller's flags.
@@ -29,6 +37,14 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ProtectedNamespaces, "chaos-protected-namespaces", "",
 		"Comma-separated namespaces no ChaosAgent ever touches, whatever its spec says, in addition to kube-system, "+
 			"kube-public, kube-node-lease and the operator's own namespace, which are always protected.")
+	fs.StringVar(&o.GuardAllowedCIDRs, "chaosagent-guard-allowed-cidrs", "",
+		"Comma-separated CIDRs a ChaosAgent's HTTP guards may connect to although they are loopback, link-local, unspecified, multicast or a cloud metadata address "+
+			"(169.254.169.254, fd00:ec2::254, 100.100.100.200); private ranges need no entry. Example: 127.0.0.0/8 for a service on the manager's own host.")
+}
+
+// guardAllowedPrefixes parses --chaosagent-guard-allowed-cidrs.
+func (o *Options) guardAllowedPrefixes() ([]netip.Prefix, error) {
+	return egress.ParseCIDRs("chaosagent-guard-allowed-cidrs", o.GuardAllowedCIDRs)
 }
 
 // protected returns the namespaces no agent touches: operator.SystemNamespaces, the flag's

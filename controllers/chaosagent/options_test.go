@@ -2,9 +2,11 @@ package chaosagent
 
 import (
 	"flag"
+	"net/netip"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/util/sets"
 )
 
@@ -41,4 +43,22 @@ func TestWorkers(t *testing.T) {
 	assert.Equal(t, defaultWorkers, (&Options{}).workers())
 	assert.Equal(t, defaultWorkers, (&Options{MaxConcurrentReconciles: -1}).workers())
 	assert.Equal(t, 5, (&Options{MaxConcurrentReconciles: 5}).workers())
+}
+
+func TestGuardAllowedCIDRs(t *testing.T) {
+	parse := func(args ...string) *Options {
+		o := &Options{}
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		o.BindFlags(fs)
+		require.NoError(t, fs.Parse(args))
+		return o
+	}
+	got, err := parse().guardAllowedPrefixes()
+	require.NoError(t, err)
+	assert.Empty(t, got, "nothing extra by default")
+	got, err = parse("--chaosagent-guard-allowed-cidrs=127.0.0.1/8, ::1/128,,").guardAllowedPrefixes()
+	require.NoError(t, err)
+	assert.Equal(t, []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}, got)
+	_, err = parse("--chaosagent-guard-allowed-cidrs=localhost").guardAllowedPrefixes()
+	assert.ErrorContains(t, err, `--chaosagent-guard-allowed-cidrs: "localhost" is not a CIDR`)
 }

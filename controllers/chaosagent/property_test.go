@@ -52,6 +52,11 @@ func randomWorld(rng *rand.Rand) *world {
 		if rng.IntN(20) == 0 {
 			p.Annotations = map[string]string{mirrorPodAnnotation: "x"}
 		}
+		if rng.IntN(3) > 0 { // a Deployment's pod: owned by its ReplicaSet, with the hash label
+			p.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = "5f7b9"
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet",
+				Name: p.Labels["app"] + "-5f7b9", Controller: ptr.To(true)}}
+		}
 		w.pods = append(w.pods, p)
 	}
 	for i, n := 0, rng.IntN(12); i < n; i++ {
@@ -134,6 +139,10 @@ func randomSpec(rng *rand.Rand) v1beta1.ChaosAgentSpec {
 	if rng.IntN(3) == 0 {
 		spec.PodSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
 	}
+	if rng.IntN(3) == 0 {
+		spec.PauseDuration = int32(1 + rng.IntN(60))
+		spec.MeanSecondsBetweenKills = ptr.To(int32(1 + rng.IntN(120)))
+	}
 	return withDefaults(spec)
 }
 
@@ -142,7 +151,8 @@ func randomSpec(rng *rand.Rand) v1beta1.ChaosAgentSpec {
 // uses, and checks after every round: protected, excluded, unwatched and unselected namespaces
 // are never touched; a tantrum only happens at or above the tolerance; replicas never exceed
 // 128 (and grow exactly by doubling); autoscaled Deployments and immutable ConfigMaps are never
-// changed; the cap holds; no object is hit twice in a round. At the end of each world both
+// changed; the cap holds; no object is hit twice in a round; paced per workload, no workload
+// loses more than one pod in a round. At the end of each world both
 // agents restore, in random order, and the world must be back to its original replicas and
 // data with no marks left.
 func TestPropertyRandomRounds(t *testing.T) {
@@ -172,7 +182,7 @@ func TestPropertyRandomRounds(t *testing.T) {
 			ai := rng.IntN(len(agents))
 			spec := specs[ai]
 			scope := Scope{Protected: operatorProtected.Clone().Insert(spec.ExcludedNamespaces...), Watched: watched,
-				ImmutableConfigMaps: w.learnedImm.Clone()}
+				ImmutableConfigMaps: w.learnedImm.Clone(), Workloads: spec.MeanSecondsBetweenKills != nil}
 			if spec.NamespaceSelector != nil {
 				scope.NamespaceSelector = labels.SelectorFromSet(spec.NamespaceSelector.MatchLabels)
 			}
@@ -201,7 +211,12 @@ func TestPropertyRandomRounds(t *testing.T) {
 			ctx := fmt.Sprintf("world %d round %d agent %s spec %+v", wi, round, agents[ai], spec)
 			require.LessOrEqual(t, len(actions), int(spec.MaxActionsPerRound), ctx)
 			seen := sets.New[string]()
+			killsPerWorkload := map[string]int{}
 			for _, a := range actions {
+				if a.Kind == v1beta1.ActionKillPod && spec.MeanSecondsBetweenKills != nil {
+					killsPerWorkload[a.Target.Workload]++
+					require.Equal(t, 1, killsPerWorkload[a.Target.Workload], "paced per workload: one pod of %s at most (%s)", a.Target.Workload, ctx)
+				}
 				tally[a.Kind]++
 				key := string(a.Kind) + "/" + a.Target.Key()
 				require.False(t, seen.Has(key), "hit twice in one round: %s (%s)", key, ctx)

@@ -16,11 +16,21 @@ import (
 // Setup registers the controller with the manager. Informers for pods, Deployments,
 // ConfigMaps, HorizontalPodAutoscalers and Namespaces start on an agent's first round.
 func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
+	allowed, err := o.guardAllowedPrefixes()
+	if err != nil {
+		return err
+	}
+	var clk clock.PassiveClock = clock.RealClock{}
+	if o.clock != nil {
+		clk = o.clock
+	}
 	r := &Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder("chaosagent-controller"),
-		Clock:     clock.RealClock{},
+		Clock:     clk,
+		// Latency is measured on the real clock, whatever the rounds' clock says.
+		HTTP:      NewHTTPChecker(clock.RealClock{}, allowed),
 		NewRand:   seededRand,
 		Protected: o.protected(shared.OperatorNamespace),
 		Watched:   sets.New(shared.WatchNamespaces...),

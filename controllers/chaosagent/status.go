@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -17,6 +18,10 @@ const (
 	ConditionReady    = "Ready"
 	ConditionPaused   = "Paused"
 	ConditionDegraded = "Degraded"
+	// ConditionInWindow is True while spec.schedule lets rounds run (always without one).
+	ConditionInWindow = "InWindow"
+	// ConditionGuardTripped is True from the pass a guard failed until spec.runName changes.
+	ConditionGuardTripped = "GuardTripped"
 )
 
 // Condition reasons.
@@ -30,6 +35,21 @@ const (
 	ReasonRestoreFailed   = "RestoreFailed"
 	ReasonRestoreSkipped  = "RestoreSkipped"
 	ReasonNoFailures      = "NoFailures"
+	ReasonInvalidSchedule = "InvalidSchedule"
+	// ReasonWaitingForWindow: Ready, outside every window of spec.schedule.
+	ReasonWaitingForWindow = "WaitingForWindow"
+	// ReasonGuardTripped and ReasonDurationElapsed end a run (Ready False, Paused True).
+	ReasonGuardTripped    = "GuardTripped"
+	ReasonDurationElapsed = "DurationElapsed"
+	// InWindow reasons.
+	ReasonNoSchedule    = "NoSchedule"
+	ReasonInsideWindow  = "InsideWindow"
+	ReasonOutsideWindow = "OutsideWindow"
+	// GuardTripped reasons while no guard tripped (a trip's reason is the guard's, such as
+	// DeploymentBelowFloor).
+	ReasonNoGuards     = "NoGuards"
+	ReasonGuardsPassed = "GuardsPassed"
+	ReasonNotChecked   = "NotChecked"
 )
 
 // Results of an action (ChaosAction.result).
@@ -83,8 +103,17 @@ type outcome struct {
 	Spec v1beta1.ChaosAgentSpec
 	// InvalidSpec says why the spec cannot be used (a user's mistake: wait for the next edit).
 	InvalidSpec string
-	Round       roundOutcome
-	Restore     restoreOutcome
+	// InvalidReason is the Ready reason of InvalidSpec.
+	InvalidReason string
+	// Window is where the agent stands against spec.schedule.
+	Window windowState
+	// Run is the current run after this pass (zero before the first pass of an agent
+	// without a recorded run).
+	Run v1beta1.ChaosRun
+	// Guards are the verdicts of the guards checked in this pass (none: not checked).
+	Guards  []guardVerdict
+	Round   roundOutcome
+	Restore restoreOutcome
 	// Err is why a phase failed (reading the cache, restoring); the pass is retried.
 	Err error
 }
@@ -140,11 +169,42 @@ func computeStatus(old v1beta1.ChaosAgentStatus, o outcome) v1beta1.ChaosAgentSt
 	if n, known := o.changedObjects(); known {
 		s.ChangedObjects = n
 	}
+	s.NextWindowTime = nil
+	if o.InvalidSpec == "" && o.Window.Scheduled && !o.Window.Open && o.Window.Change != nil {
+		t := apiTime(*o.Window.Change)
+		s.NextWindowTime = &t
+	}
+	if o.InvalidSpec == "" {
+		s.Run = nil
+		if !equality.Semantic.DeepEqual(o.Run, v1beta1.ChaosRun{}) {
+			s.Run = o.Run.DeepCopy()
+		}
+	}
+	s.Guards = mergeGuardResults(s.Guards, guardResults(o.Guards, o.Now), o.Spec.Guards)
 	setConditions(&s, o, records)
 	if o.Err == nil {
 		s.ObservedGeneration = o.Generation
 	}
 	return s
+}
+
+// mergeGuardResults replaces the results of the guards checked now and drops those of
+// guards no longer in spec, in the order of spec.
+func mergeGuardResults(previous, checked []v1beta1.GuardResult, guards []v1beta1.SteadyStateGuard) []v1beta1.GuardResult {
+	byName := map[string]v1beta1.GuardResult{}
+	for _, r := range previous {
+		byName[r.Name] = r
+	}
+	for _, r := range checked {
+		byName[r.Name] = r
+	}
+	var out []v1beta1.GuardResult
+	for _, g := range guards {
+		if r, ok := byName[g.Name]; ok {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // newestFirst puts records (oldest first) in front of previous (newest first), at most
@@ -163,9 +223,10 @@ func newestFirst(records, previous []v1beta1.ChaosAction) []v1beta1.ChaosAction 
 	return out
 }
 
-// setConditions sets Ready, Paused and Degraded. Degraded describes the last pass that acted:
-// a pass that neither ran a round nor recorded an action keeps it as it was (it is set to
-// False the first time).
+// setConditions sets Ready, Paused, Degraded, InWindow and GuardTripped. Degraded describes
+// the last pass that acted: a pass that neither ran a round nor recorded an action keeps it
+// as it was (it is set to False the first time). GuardTripped likewise keeps its last
+// check while no guard is checked.
 func setConditions(s *v1beta1.ChaosAgentStatus, o outcome, records []v1beta1.ChaosAction) {
 	set := func(t string, status metav1.ConditionStatus, reason, msg string) {
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: t, Status: status, Reason: reason,
@@ -175,21 +236,38 @@ func setConditions(s *v1beta1.ChaosAgentStatus, o outcome, records []v1beta1.Cha
 	if o.Spec.DryRun {
 		mode = " (dry run: records what it would do, changes nothing)"
 	}
+	ended := o.InvalidSpec == "" && o.Run.EndTime != nil
+	resume := " Give spec.runName a new value to start a new run."
 	switch {
 	case o.InvalidSpec != "":
-		set(ConditionReady, metav1.ConditionFalse, ReasonInvalidSelector, o.InvalidSpec)
+		reason := o.InvalidReason
+		if reason == "" {
+			reason = ReasonInvalidSelector
+		}
+		set(ConditionReady, metav1.ConditionFalse, reason, o.InvalidSpec)
 	case o.Spec.Paused:
 		set(ConditionReady, metav1.ConditionFalse, ReasonPaused, "spec.paused is true: no rounds run")
+	case ended:
+		set(ConditionReady, metav1.ConditionFalse, runEndConditionReason(o.Run.EndReason), "The run ended: "+o.Run.EndMessage+"."+resume)
 	case o.Err != nil:
 		set(ConditionReady, metav1.ConditionFalse, ReasonRoundFailed, o.Err.Error())
+	case o.Window.Scheduled && !o.Window.Open:
+		set(ConditionReady, metav1.ConditionTrue, ReasonWaitingForWindow, "Outside every window of spec.schedule: "+nextWindowPhrase(o.Window)+mode)
 	default:
 		set(ConditionReady, metav1.ConditionTrue, ReasonRoundsRunning,
 			fmt.Sprintf("Runs a round every %ds%s", o.Spec.PauseDuration, mode))
 	}
-	if o.Spec.Paused {
+	switch {
+	case o.Spec.Paused:
 		set(ConditionPaused, metav1.ConditionTrue, ReasonPaused, "spec.paused is true")
-	} else {
+	case ended:
+		set(ConditionPaused, metav1.ConditionTrue, runEndConditionReason(o.Run.EndReason), "The agent stopped itself: "+o.Run.EndMessage+"."+resume)
+	default:
 		set(ConditionPaused, metav1.ConditionFalse, ReasonNotPaused, "Rounds run every spec.pauseDuration seconds")
+	}
+	if o.InvalidSpec == "" {
+		setWindowCondition(set, o.Window)
+		setGuardCondition(set, s, o)
 	}
 
 	failures := 0
@@ -211,6 +289,66 @@ func setConditions(s *v1beta1.ChaosAgentStatus, o outcome, records []v1beta1.Cha
 	case o.Round.Ran || len(records) > 0 || meta.FindStatusCondition(s.Conditions, ConditionDegraded) == nil:
 		set(ConditionDegraded, metav1.ConditionFalse, ReasonNoFailures, "No action failed in the last pass")
 	}
+}
+
+// setWindowCondition sets InWindow from where the agent stands against its schedule.
+func setWindowCondition(set func(string, metav1.ConditionStatus, string, string), w windowState) {
+	switch {
+	case !w.Scheduled:
+		set(ConditionInWindow, metav1.ConditionTrue, ReasonNoSchedule, "No spec.schedule: rounds may run at any time")
+	case w.Open && w.Change != nil:
+		set(ConditionInWindow, metav1.ConditionTrue, ReasonInsideWindow, "Inside a window of spec.schedule until "+w.describe(*w.Change))
+	case w.Open:
+		set(ConditionInWindow, metav1.ConditionTrue, ReasonInsideWindow, "Inside a window of spec.schedule")
+	default:
+		set(ConditionInWindow, metav1.ConditionFalse, ReasonOutsideWindow, "Outside every window of spec.schedule: "+nextWindowPhrase(w))
+	}
+}
+
+// nextWindowPhrase says when the next window opens.
+func nextWindowPhrase(w windowState) string {
+	if w.Change == nil {
+		return "no window opens in the next " + fmt.Sprint(int(scheduleHorizon.Hours()/24)) + " days"
+	}
+	return "the next opens at " + w.describe(*w.Change)
+}
+
+// setGuardCondition sets GuardTripped: True with the guard's reason from the pass a guard
+// failed until a new run starts; False after a check that passed, or without guards;
+// Unknown before the first check of a run.
+func setGuardCondition(set func(string, metav1.ConditionStatus, string, string), s *v1beta1.ChaosAgentStatus, o outcome) {
+	if o.Run.EndTime != nil && o.Run.EndReason == v1beta1.RunEndGuardTripped {
+		reason := ReasonGuardTripped
+		if f := firstFailure(o.Guards); f != nil {
+			reason = f.Reason
+		} else if c := meta.FindStatusCondition(s.Conditions, ConditionGuardTripped); c != nil && c.Status == metav1.ConditionTrue {
+			reason = c.Reason // tripped in an earlier pass
+		}
+		set(ConditionGuardTripped, metav1.ConditionTrue, reason, o.Run.EndMessage)
+		return
+	}
+	switch {
+	case len(o.Spec.Guards) == 0:
+		set(ConditionGuardTripped, metav1.ConditionFalse, ReasonNoGuards, "No spec.guards")
+	case len(o.Guards) > 0:
+		set(ConditionGuardTripped, metav1.ConditionFalse, ReasonGuardsPassed,
+			fmt.Sprintf("%d guard(s) held at %s", len(o.Guards), o.Now.UTC().Truncate(time.Second).Format(time.RFC3339)))
+	default:
+		// Not checked in this pass: keep the last check, unless it is a trip of an earlier
+		// run or there was none.
+		c := meta.FindStatusCondition(s.Conditions, ConditionGuardTripped)
+		if c == nil || c.Status == metav1.ConditionTrue || c.Reason == ReasonNoGuards {
+			set(ConditionGuardTripped, metav1.ConditionUnknown, ReasonNotChecked, "The guards are checked before the next round")
+		}
+	}
+}
+
+// runEndConditionReason is the Ready and Paused reason of an ended run.
+func runEndConditionReason(r v1beta1.RunEndReason) string {
+	if r == v1beta1.RunEndDurationElapsed {
+		return ReasonDurationElapsed
+	}
+	return ReasonGuardTripped
 }
 
 // roundDue says whether a round is due at now, given when the last one ran (nil: never), and

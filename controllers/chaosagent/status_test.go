@@ -163,3 +163,143 @@ func TestRoundDue(t *testing.T) {
 		assert.Equal(t, tc.next, next, tc.name)
 	}
 }
+
+// TestComputeStatusWindowsGuardsRuns: the conditions and fields of schedules, guards and
+// runs, pass after pass.
+func TestComputeStatusWindowsGuardsRuns(t *testing.T) {
+	now := time.Date(2026, 11, 28, 2, 0, 0, 0, time.UTC)
+	next := now.Add(30 * time.Second)
+	opens := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	require.NoError(t, err)
+	guards := []v1beta1.SteadyStateGuard{
+		{Name: "web", Deployment: &v1beta1.DeploymentGuard{Namespace: "shop", Name: "web"}},
+		{Name: "api", HTTP: &v1beta1.HTTPGuard{URL: "http://api.shop.svc"}},
+	}
+	spec := withDefaults(v1beta1.ChaosAgentSpec{Guards: guards, RunName: "one"})
+	cond := func(s v1beta1.ChaosAgentStatus, typ string) metav1.Condition {
+		return testenv.Condition(s.Conditions, typ)
+	}
+
+	t.Run("an agent of the article: no schedule, no guards", func(t *testing.T) {
+		s := computeStatus(v1beta1.ChaosAgentStatus{}, outcome{Now: now, Spec: withDefaults(v1beta1.ChaosAgentSpec{}),
+			Round: roundOutcome{Ran: true, NextRound: &next}})
+		assert.Equal(t, ReasonNoSchedule, cond(s, ConditionInWindow).Reason)
+		assert.Equal(t, metav1.ConditionTrue, cond(s, ConditionInWindow).Status)
+		assert.Equal(t, ReasonNoGuards, cond(s, ConditionGuardTripped).Reason)
+		assert.Equal(t, metav1.ConditionFalse, cond(s, ConditionGuardTripped).Status)
+		assert.Nil(t, s.Run, "no run recorded before one started")
+		assert.Nil(t, s.NextWindowTime)
+		assert.Empty(t, s.Guards)
+	})
+	t.Run("outside every window: Ready, waiting, and when the next opens", func(t *testing.T) {
+		s := computeStatus(v1beta1.ChaosAgentStatus{NextRoundTime: &metav1.Time{Time: now}}, outcome{Now: now, Spec: spec, Run: v1beta1.ChaosRun{Name: "one"},
+			Window: windowState{Scheduled: true, Open: false, Change: &opens, Zone: berlin}})
+		assert.Equal(t, opens, s.NextWindowTime.UTC())
+		assert.Nil(t, s.NextRoundTime)
+		ready := cond(s, ConditionReady)
+		assert.Equal(t, metav1.ConditionTrue, ready.Status)
+		assert.Equal(t, ReasonWaitingForWindow, ready.Reason)
+		in := cond(s, ConditionInWindow)
+		assert.Equal(t, metav1.ConditionFalse, in.Status)
+		assert.Equal(t, ReasonOutsideWindow, in.Reason)
+		assert.Equal(t, "Outside every window of spec.schedule: the next opens at 2026-11-30T09:00:00+01:00 (Mon 09:00 Europe/Berlin)", in.Message)
+		assert.Equal(t, metav1.ConditionUnknown, cond(s, ConditionGuardTripped).Status, "guards not checked yet")
+		assert.Equal(t, ReasonNotChecked, cond(s, ConditionGuardTripped).Reason)
+	})
+	var running v1beta1.ChaosAgentStatus
+	t.Run("inside a window, guards held: the run starts", func(t *testing.T) {
+		closes := now.Add(8 * time.Hour)
+		start := apiTime(now)
+		running = computeStatus(v1beta1.ChaosAgentStatus{}, outcome{Now: now, Spec: spec,
+			Run:    v1beta1.ChaosRun{Name: "one", StartTime: &start},
+			Window: windowState{Scheduled: true, Open: true, Change: &closes, Zone: berlin},
+			Guards: []guardVerdict{{Name: "web", Reason: GuardReasonPassed, Message: "3 ready"}, {Name: "api", Reason: GuardReasonPassed, Message: "200"}},
+			Round:  roundOutcome{Ran: true, NextRound: &next}})
+		assert.Nil(t, running.NextWindowTime)
+		assert.Equal(t, ReasonInsideWindow, cond(running, ConditionInWindow).Reason)
+		assert.Contains(t, cond(running, ConditionInWindow).Message, "until 2026-11-28T11:00:00+01:00")
+		assert.Equal(t, metav1.ConditionFalse, cond(running, ConditionGuardTripped).Status)
+		assert.Equal(t, ReasonGuardsPassed, cond(running, ConditionGuardTripped).Reason)
+		require.NotNil(t, running.Run)
+		assert.Equal(t, start, *running.Run.StartTime)
+		require.Len(t, running.Guards, 2)
+		assert.Equal(t, "web", running.Guards[0].Name, "in the order of spec")
+		assert.Equal(t, v1beta1.GuardPassed, running.Guards[1].Result)
+	})
+	var tripped v1beta1.ChaosAgentStatus
+	t.Run("a guard trips: the run ends and says why", func(t *testing.T) {
+		run := endRun(*running.Run, v1beta1.RunEndGuardTripped, `guard "web" tripped: Deployment shop/web has 1 ready replica(s), below its floor of 2`, now.Add(time.Minute))
+		tripped = computeStatus(running, outcome{Now: now.Add(time.Minute), Spec: spec, Run: run,
+			Window: windowState{Scheduled: true, Open: true},
+			Guards: []guardVerdict{{Name: "web", Failed: true, Reason: GuardReasonDeploymentBelowFloor, Message: "1 ready"}},
+			Restore: restoreOutcome{Attempted: true, Records: []v1beta1.ChaosAction{
+				rec(v1beta1.ActionRestoreDeployment, "shop/api", ResultSucceeded, false)}}})
+		gt := cond(tripped, ConditionGuardTripped)
+		assert.Equal(t, metav1.ConditionTrue, gt.Status)
+		assert.Equal(t, GuardReasonDeploymentBelowFloor, gt.Reason)
+		assert.Contains(t, gt.Message, `guard "web" tripped`)
+		ready := cond(tripped, ConditionReady)
+		assert.Equal(t, metav1.ConditionFalse, ready.Status)
+		assert.Equal(t, ReasonGuardTripped, ready.Reason)
+		assert.Contains(t, ready.Message, "Give spec.runName a new value")
+		assert.Equal(t, ReasonGuardTripped, cond(tripped, ConditionPaused).Reason)
+		assert.Equal(t, metav1.ConditionTrue, cond(tripped, ConditionPaused).Status)
+		assert.Equal(t, v1beta1.RunEndGuardTripped, tripped.Run.EndReason)
+		assert.EqualValues(t, 1, tripped.Counts.Restored)
+		assert.Equal(t, v1beta1.GuardFailed, tripped.Guards[0].Result, "web checked again")
+		assert.Equal(t, v1beta1.GuardPassed, tripped.Guards[1].Result, "api not checked: its last result stays")
+		assert.Nil(t, tripped.NextRoundTime)
+	})
+	t.Run("the stop holds over later passes", func(t *testing.T) {
+		later := computeStatus(tripped, outcome{Now: now.Add(time.Hour), Spec: spec, Run: *tripped.Run, Window: windowState{Scheduled: true, Open: true},
+			Restore: restoreOutcome{Attempted: true}})
+		assert.Equal(t, GuardReasonDeploymentBelowFloor, cond(later, ConditionGuardTripped).Reason, "the guard's reason is kept")
+		assert.Equal(t, cond(tripped, ConditionGuardTripped).LastTransitionTime, cond(later, ConditionGuardTripped).LastTransitionTime)
+		assert.Equal(t, ReasonGuardTripped, cond(later, ConditionReady).Reason)
+		assert.True(t, equality.Semantic.DeepEqual(tripped, later), "no status write while stopped")
+	})
+	t.Run("a pause while stopped is a pause", func(t *testing.T) {
+		paused := spec
+		paused.Paused = true
+		s := computeStatus(tripped, outcome{Now: now.Add(time.Hour), Spec: paused, Run: *tripped.Run})
+		assert.Equal(t, ReasonPaused, cond(s, ConditionReady).Reason)
+		assert.Equal(t, ReasonPaused, cond(s, ConditionPaused).Reason)
+		assert.Equal(t, metav1.ConditionTrue, cond(s, ConditionGuardTripped).Status, "and the trip is still shown")
+	})
+	t.Run("a new runName starts a new run", func(t *testing.T) {
+		two := spec
+		two.RunName = "two"
+		s := computeStatus(tripped, outcome{Now: now.Add(2 * time.Hour), Spec: two, Run: currentRun(tripped.Run, "two"), Window: windowState{Scheduled: true, Open: false}})
+		assert.Equal(t, &v1beta1.ChaosRun{Name: "two"}, s.Run)
+		assert.Equal(t, metav1.ConditionUnknown, cond(s, ConditionGuardTripped).Status, "the trip of the last run is not this run's")
+		assert.Equal(t, metav1.ConditionFalse, cond(s, ConditionPaused).Status)
+		assert.Equal(t, ReasonWaitingForWindow, cond(s, ConditionReady).Reason)
+		assert.Nil(t, s.NextWindowTime, "no window within the horizon")
+		assert.Contains(t, cond(s, ConditionInWindow).Message, "no window opens in the next 800 days")
+	})
+	t.Run("the duration elapsed", func(t *testing.T) {
+		hour := spec
+		hour.DurationSeconds = ptr.To[int32](3600)
+		run, expired := expireRun(hour, *running.Run, now.Add(time.Hour))
+		require.True(t, expired)
+		s := computeStatus(running, outcome{Now: now.Add(time.Hour), Spec: hour, Run: run, Window: windowState{Scheduled: true, Open: true}})
+		assert.Equal(t, ReasonDurationElapsed, cond(s, ConditionReady).Reason)
+		assert.Equal(t, ReasonDurationElapsed, cond(s, ConditionPaused).Reason)
+		assert.Equal(t, metav1.ConditionTrue, cond(s, ConditionPaused).Status)
+		assert.Equal(t, metav1.ConditionFalse, cond(s, ConditionGuardTripped).Status, "no guard tripped")
+		assert.Equal(t, v1beta1.RunEndDurationElapsed, s.Run.EndReason)
+	})
+	t.Run("guards removed from spec leave status", func(t *testing.T) {
+		none := spec
+		none.Guards = nil
+		s := computeStatus(running, outcome{Now: now.Add(time.Minute), Spec: none, Run: *running.Run, Round: roundOutcome{NextRound: &next}})
+		assert.Empty(t, s.Guards)
+		assert.Equal(t, ReasonNoGuards, cond(s, ConditionGuardTripped).Reason)
+	})
+	t.Run("an invalid schedule waits for an edit and keeps the run", func(t *testing.T) {
+		s := computeStatus(tripped, outcome{Now: now, Spec: spec, InvalidSpec: "spec.schedule.timeZone: bad", InvalidReason: ReasonInvalidSchedule})
+		assert.Equal(t, ReasonInvalidSchedule, cond(s, ConditionReady).Reason)
+		assert.Equal(t, tripped.Run, s.Run)
+	})
+}

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+
+	"github.com/quartet-operator/quartet/internal/egress"
 )
 
 // defaultWorkers is the default of --registrymirror-workers. A mirror's first pass makes
@@ -50,18 +52,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 
 // probeAllowedPrefixes parses --registrymirror-probe-allowed-cidrs.
 func (o *Options) probeAllowedPrefixes() ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for _, s := range strings.Split(o.ProbeAllowedCIDRs, ",") {
-		if s = strings.TrimSpace(s); s == "" {
-			continue
-		}
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return nil, fmt.Errorf("--registrymirror-probe-allowed-cidrs: %q is not a CIDR (like 127.0.0.0/8 or fd00::/8)", s)
-		}
-		out = append(out, p.Masked())
-	}
-	return out, nil
+	return egress.ParseCIDRs("registrymirror-probe-allowed-cidrs", o.ProbeAllowedCIDRs)
 }
 
 // assignedUIDs decides --registrymirror-assigned-uids; hasSCC tells whether the cluster

@@ -40,8 +40,8 @@ func TestProbeFailure(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"address refused at connect", dial(addressRefusedError{netip.MustParseAddr("169.254.169.254")}), phraseAddressRefused},
-		{"address refused before a proxy", get(addressRefusedError{netip.MustParseAddr("127.0.0.1")}), phraseAddressRefused},
+		{"address refused at connect", dial(addressRefusedError{Addr: netip.MustParseAddr("169.254.169.254")}), phraseAddressRefused},
+		{"address refused before a proxy", get(addressRefusedError{Addr: netip.MustParseAddr("127.0.0.1")}), phraseAddressRefused},
 		{"name not found", dial(&net.DNSError{Err: "no such host", Name: "internal-secret.corp", IsNotFound: true}), phraseNoName},
 		{"name lookup timed out", dial(&net.DNSError{Err: "i/o timeout", Name: "internal-secret.corp", IsTimeout: true}), phraseNoName},
 		{"connection refused", dial(os.NewSyscallError("connect", syscall.ECONNREFUSED)), phraseRefused},
@@ -58,7 +58,7 @@ func TestProbeFailure(t *testing.T) {
 		{"closed", get(io.EOF), phraseClosed},
 		{"a banner", get(fmt.Errorf("net/http: HTTP/1.x transport connection broken: %w",
 			fmt.Errorf("malformed HTTP response %q", "SSH-2.0-OpenSSH_9.6 internal-secret"))), phraseNotHTTP},
-		{"registry answers 503", statusError{503}, phraseErrorStatus},
+		{"registry answers 503", statusError{Code: 503}, phraseErrorStatus},
 		{"anything else", get(errors.New("proxyconnect tcp: internal-secret.corp said no")), phraseOther},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -175,6 +175,147 @@ apiVersion: blackadder.io/v1beta1
 kind: ChaosAgent
 metadata: {name: bad}
 spec: {excludedNamespaces: [a, a]}`, wantMsgs: []string{"spec.excludedNamespaces[1]", "Duplicate"}},
+	{name: "time zone not an IANA name", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {schedule: {timeZone: Mars/Olympus_Mons}}`, wantMsgs: []string{"spec.schedule.timeZone", "IANA time zone name"}},
+	{name: "time zone an offset", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {schedule: {timeZone: "+02:00"}}`, wantMsgs: []string{"spec.schedule.timeZone", "IANA time zone name"}},
+	{name: "time zone Local (the manager's own)", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {schedule: {timeZone: Local}}`, wantMsgs: []string{"spec.schedule.timeZone", "IANA time zone name"}},
+	{name: "window start not HH:MM", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {schedule: {windows: [{start: "9:00", end: "17:00"}]}}`, wantMsgs: []string{"spec.schedule.windows[0].start", "should match"}},
+	{name: "window start 24:00", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {schedule: {windows: [{start: "24:00", end: "06:00"}]}}`, wantMsgs: []string{"spec.schedule.windows[0].start", "should match"}},
+	{name: "window without end", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {schedule: {windows: [{start: "09:00"}]}}`, wantMsgs: []string{"spec.schedule.windows[0].end", "Required"}},
+	{name: "window of no length", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {schedule: {windows: [{start: "09:00", end: "09:00"}]}}`, wantMsgs: []string{"spec.schedule.windows[0]", "start and end must differ"}},
+	{name: "window on an unknown day", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {schedule: {windows: [{days: [Monday], start: "09:00", end: "17:00"}]}}`, wantMsgs: []string{"spec.schedule.windows[0].days[0]", "Mon"}},
+	{name: "excluded date not YYYY-MM-DD", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {schedule: {excludedDates: ["24.12.2026"]}}`, wantMsgs: []string{"spec.schedule.excludedDates[0]", "should match"}},
+	{name: "excluded date that does not exist", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {schedule: {excludedDates: ["2026-02-30"]}}`, wantMsgs: []string{"spec.schedule.excludedDates[0]", "must be a date that exists"}},
+	{name: "duration of zero seconds", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {durationSeconds: 0}`, wantMsgs: []string{"spec.durationSeconds", "greater than or equal to 1"}},
+	{name: "duration as a Go duration string", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {durationSeconds: "1h"}`, wantMsgs: []string{"spec.durationSeconds", "integer"}},
+	{name: "mean time between kills of zero", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {tantrumMode: true, meanSecondsBetweenKills: 0}`, wantMsgs: []string{"spec.meanSecondsBetweenKills", "greater than or equal to 1"}},
+	{name: "run name too long", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {runName: "` + strings.Repeat("r", 64) + `"}`, wantMsgs: []string{"spec.runName", "63"}},
+	{name: "guard with neither check", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {guards: [{name: web}]}`, wantMsgs: []string{"spec.guards[0]", "exactly one of deployment and http"}},
+	{name: "guard with both checks", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {guards: [{name: web, deployment: {namespace: shop, name: web, minReady: 1}, http: {url: "http://web.shop.svc"}}]}`,
+		wantMsgs: []string{"spec.guards[0]", "exactly one of deployment and http"}},
+	{name: "two guards of one name", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {guards: [{name: web, http: {url: "http://a.b"}}, {name: web, http: {url: "http://c.d"}}]}`, wantMsgs: []string{"spec.guards[1]", "Duplicate"}},
+	{name: "guard floor of zero", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {guards: [{name: web, deployment: {namespace: shop, name: web, minReady: 0}}]}`, wantMsgs: []string{"spec.guards[0].deployment.minReady", "at least 1 or a percentage"}},
+	{name: "guard floor above 100%", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {guards: [{name: web, deployment: {namespace: shop, name: web, minReady: "150%"}}]}`, wantMsgs: []string{"spec.guards[0].deployment.minReady", "at least 1 or a percentage"}},
+	{name: "guard floor not a number", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {guards: [{name: web, deployment: {namespace: shop, name: web, minReady: "most"}}]}`, wantMsgs: []string{"spec.guards[0].deployment.minReady", "at least 1 or a percentage"}},
+	{name: "guard without a namespace", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {guards: [{name: web, deployment: {name: web, minReady: 1}}]}`, wantMsgs: []string{"spec.guards[0].deployment.namespace", "Required"}},
+	{name: "guard URL not http", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {guards: [{name: web, http: {url: "file:///etc/passwd"}}]}`, wantMsgs: []string{"spec.guards[0].http.url", "absolute http or https URL"}},
+	{name: "guard URL relative", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {guards: [{name: web, http: {url: "/healthz"}}]}`, wantMsgs: []string{"spec.guards[0].http.url", "absolute http or https URL"}},
+	{name: "guard URL with credentials", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {guards: [{name: web, http: {url: "https://user:secret@web.shop.svc/healthz"}}]}`, wantMsgs: []string{"spec.guards[0].http.url", "must not carry credentials"}},
+	{name: "guard expecting status 42", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {guards: [{name: web, http: {url: "http://web.shop.svc", expectedStatus: 42}}]}`, wantMsgs: []string{"spec.guards[0].http.expectedStatus", "greater than or equal to 100"}},
+	{name: "guard timeout above 30 seconds", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {guards: [{name: web, http: {url: "http://web.shop.svc", timeoutSeconds: 60}}]}`, wantMsgs: []string{"spec.guards[0].http.timeoutSeconds", "less than or equal to 30"}},
+	{name: "guard name not a DNS label", doc: `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {guards: [{name: Web_Up, http: {url: "http://web.shop.svc"}}]}`, wantMsgs: []string{"spec.guards[0].name", "should match"}},
+	{name: "a guard in v1alpha1 is checked too", doc: `
+apiVersion: blackadder.io/v1alpha1
+kind: ChaosAgent
+metadata: {name: bad}
+spec: {tantrumMode: true, guards: [{name: web}]}`, wantMsgs: []string{"spec.guards[0]", "exactly one of deployment and http"}},
 	// CopyratorRule
 	{name: "unknown rule type", doc: `
 apiVersion: flant.com/v1
@@ -538,4 +679,111 @@ spec: {tantrumMode: true, podTolerance: 5, eagerness: 77, ipsumMode: true, dryRu
 	assert.EqualValues(t, 77, spec["eagerness"], "v1beta1 field kept")
 	assert.Equal(t, true, spec["ipsumMode"], "v1beta1 field kept")
 	assert.Equal(t, true, spec["dryRun"], "dryRun kept")
+}
+
+// TestChaosAgentScheduleGuardsRunsRoundTrip: an agent with every field of issue 25 (a
+// schedule, a duration, guards of both kinds, a run name, per-workload pacing) is accepted
+// with the guards' defaults filled in, reads the same through v1alpha1, and keeps all of it
+// when the original operator's v1alpha1 manifest is applied over it.
+func TestChaosAgentScheduleGuardsRunsRoundTrip(t *testing.T) {
+	env.Require(t)
+	ctx := context.Background()
+	beta := decode(t, `
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: guarded-agent}
+spec:
+  tantrumMode: true
+  podTolerance: 5
+  meanSecondsBetweenKills: 3600
+  durationSeconds: 7200
+  runName: "2026-11-26"
+  schedule:
+    timeZone: Europe/Berlin
+    windows:
+    - {days: [Mon, Tue, Wed, Thu, Fri], start: "09:00", end: "17:00"}
+    - {days: [Fri], start: "22:00", end: "02:00"}
+    - {start: "00:00", end: "24:00"}
+    excludedDates: ["2026-12-24", "2026-12-25"]
+  guards:
+  - name: web-ready
+    deployment: {namespace: shop, name: web, minReady: "75%"}
+  - name: db-ready
+    deployment: {namespace: shop, name: db, minReady: 2}
+  - name: web-answers
+    http: {url: "http://web.shop.svc:8080/healthz", maxLatencyMilliseconds: 500}`)
+	require.NoError(t, env.Client.Create(ctx, beta))
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, beta) })
+
+	read := func(version string) map[string]any {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("blackadder.io/" + version)
+		u.SetKind("ChaosAgent")
+		require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: "guarded-agent"}, u))
+		return u.Object["spec"].(map[string]any)
+	}
+	spec := read("v1beta1")
+	guards := spec["guards"].([]any)
+	require.Len(t, guards, 3)
+	http := guards[2].(map[string]any)["http"].(map[string]any)
+	assert.EqualValues(t, 200, http["expectedStatus"], "default expectedStatus")
+	assert.EqualValues(t, 5, http["timeoutSeconds"], "default timeoutSeconds")
+	assert.Equal(t, "75%", guards[0].(map[string]any)["deployment"].(map[string]any)["minReady"])
+	assert.EqualValues(t, 2, guards[1].(map[string]any)["deployment"].(map[string]any)["minReady"])
+	assert.Equal(t, spec, read("v1alpha1"), "v1alpha1 serves the same spec")
+
+	alpha := &unstructured.Unstructured{}
+	alpha.SetAPIVersion("blackadder.io/v1alpha1")
+	alpha.SetKind("ChaosAgent")
+	alpha.SetName("guarded-agent")
+	require.NoError(t, env.Client.Patch(ctx, alpha, client.RawPatch("application/merge-patch+json",
+		[]byte(`{"spec":{"tantrumMode":true,"podTolerance":10}}`))))
+	after := read("v1beta1")
+	assert.EqualValues(t, 10, after["podTolerance"], "the v1alpha1 change applied")
+	delete(after, "podTolerance")
+	delete(spec, "podTolerance")
+	assert.Equal(t, spec, after, "every other field kept")
+}
+
+// TestChaosAgentVersionsServeOneSchema: the ChaosAgent CRD converts between v1alpha1 and
+// v1beta1 without a webhook (strategy None), which is lossless only while both versions
+// serve the same schema; a field added to one version alone would be pruned from objects
+// written through the other. No API server needed.
+func TestChaosAgentVersionsServeOneSchema(t *testing.T) {
+	root, err := localcluster.RepoRoot()
+	require.NoError(t, err)
+	raw, err := os.ReadFile(filepath.Join(root, "config", "crd", "bases", "blackadder.io_chaosagents.yaml"))
+	require.NoError(t, err)
+	var crd struct {
+		Spec struct {
+			Conversion *struct {
+				Strategy string `json:"strategy"`
+			} `json:"conversion"`
+			Versions []struct {
+				Name    string         `json:"name"`
+				Storage bool           `json:"storage"`
+				Schema  map[string]any `json:"schema"`
+			} `json:"versions"`
+		} `json:"spec"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &crd))
+	require.Len(t, crd.Spec.Versions, 2)
+	if crd.Spec.Conversion != nil {
+		assert.Equal(t, "None", crd.Spec.Conversion.Strategy)
+	}
+	schemas := map[string]map[string]any{}
+	for _, v := range crd.Spec.Versions {
+		schemas[v.Name] = v.Schema
+		assert.Equal(t, v.Name == "v1beta1", v.Storage, "v1beta1 is stored")
+		// The kinds' own descriptions differ (v1alpha1 says it is the article's); the rest
+		// must not.
+		delete(v.Schema["openAPIV3Schema"].(map[string]any), "description")
+	}
+	require.Contains(t, schemas, "v1alpha1")
+	require.Contains(t, schemas, "v1beta1")
+	assert.Equal(t, schemas["v1beta1"], schemas["v1alpha1"], "both versions serve one schema")
+	spec := schemas["v1beta1"]["openAPIV3Schema"].(map[string]any)["properties"].(map[string]any)["spec"].(map[string]any)["properties"].(map[string]any)
+	for _, field := range []string{"schedule", "durationSeconds", "guards", "runName", "meanSecondsBetweenKills"} {
+		assert.Contains(t, spec, field, "issue 25's fields are served")
+	}
 }

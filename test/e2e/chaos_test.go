@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -376,4 +377,99 @@ func TestChaosCancerAndIpsumAreUndone(t *testing.T) {
 		return l == greeting, l, nil
 	}))
 	timing("restore: agent deleted to the pod seeing its original ConfigMap again", since)
+}
+
+// TestChaosGuardStopsAndRestores is issue 25's proof on the real node: a guard on a
+// Deployment that the agent's own tantrum makes unavailable trips, and the agent stops and
+// puts back everything it changed within one round. The web pods become Ready only 10 s
+// after they start, so the tantrum's kill (Delete, both pods) leaves web without Ready pods
+// for longer than a pause: the round after the kill finds the guard failing, runs no
+// action, restores web's and api's replicas and the ConfigMap in the same pass, and the
+// agent acts no more.
+func TestChaosGuardStopsAndRestores(t *testing.T) {
+	requireEnv(t)
+	ctx := context.Background()
+	const ns, pause = "chaos-guard", 3
+	chaosNamespace(t, ns)
+	web := sleeper(ns, "web", 2, nil, nil, "")
+	web.Spec.Template.Spec.Containers[0].ReadinessProbe = &corev1.Probe{
+		ProbeHandler:        corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}},
+		InitialDelaySeconds: 10, PeriodSeconds: 1,
+	}
+	require.NoError(t, env.Client.Create(ctx, web))
+	require.NoError(t, env.Client.Create(ctx, sleeper(ns, "api", 1, nil, nil, "")))
+	original := map[string]string{"greeting": "hello from the original ConfigMap"}
+	require.NoError(t, env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: ns}, Data: original}))
+	waitDeploymentReady(t, ns, "web", 2)
+	waitDeploymentReady(t, ns, "api", 1)
+	w := watchReady(t, ns, "web")
+
+	since := time.Now()
+	a := newAgent(t, "e2e-guard", ns, blackadderv1beta1.ChaosAgentSpec{
+		TantrumMode: true, PodTolerance: 1, KillMethod: blackadderv1beta1.KillMethodDelete,
+		PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+		CancerMode:  true, IpsumMode: true, Eagerness: 100, PauseDuration: pause, MaxActionsPerRound: 10,
+		RunName: "e2e",
+		Guards: []blackadderv1beta1.SteadyStateGuard{{Name: "web-ready", Deployment: &blackadderv1beta1.DeploymentGuard{
+			Namespace: ns, Name: "web", MinReady: intstr.FromString("100%")}}},
+	})
+	require.NoError(t, realnode.WaitFor(ctx, "the guard on web tripped", 3*time.Minute, func(ctx context.Context) (bool, string, error) {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(a), a); err != nil {
+			return false, "", err
+		}
+		c := meta.FindStatusCondition(a.Status.Conditions, chaosagent.ConditionGuardTripped)
+		return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("rounds %d, counts %+v, last %v, guards %+v",
+			a.Status.Rounds, a.Status.Counts, resultsOf(a), a.Status.Guards), nil
+	}))
+	timing("ChaosAgent guard: agent created to its guard tripped and everything put back", since)
+	t.Logf("round 1: %v; the run: %+v", resultsOf(a), *a.Status.Run)
+
+	// The round that broke web ran; the next one found the guard failing and ran no action.
+	require.EqualValues(t, 1, a.Status.Rounds, "exactly one round ran: the one whose tantrum broke web")
+	require.Positive(t, a.Status.Counts.PodsKilled, "the tantrum killed web's pods")
+	require.Positive(t, a.Status.Counts.DeploymentsScaled)
+	require.Positive(t, a.Status.Counts.ConfigMapsIpsumed)
+	require.NotNil(t, a.Status.Run.EndTime)
+	require.LessOrEqual(t, a.Status.Run.EndTime.Sub(a.Status.LastRoundTime.Time), (pause+2)*time.Second,
+		"tripped at the first round due after the kill")
+	c := meta.FindStatusCondition(a.Status.Conditions, chaosagent.ConditionGuardTripped)
+	require.Equal(t, chaosagent.GuardReasonDeploymentBelowFloor, c.Reason)
+	require.Contains(t, c.Message, `guard "web-ready" tripped: Deployment chaos-guard/web has`)
+	require.Equal(t, blackadderv1beta1.RunEndGuardTripped, a.Status.Run.EndReason)
+
+	// Restored in the pass that tripped: the status that says so is written after the restore.
+	for name, want := range map[string]int32{"web": 2, "api": 1} {
+		d := &appsv1.Deployment{}
+		require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d))
+		require.Equal(t, want, *d.Spec.Replicas, "%s's replicas put back", name)
+		require.NotContains(t, d.Annotations, chaosagent.AnnotationOriginalReplicas)
+	}
+	cm := &corev1.ConfigMap{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "settings"}, cm))
+	require.Equal(t, original, cm.Data, "the ConfigMap's data put back")
+	require.Zero(t, a.Status.ChangedObjects)
+	require.NoError(t, realnode.WaitFor(ctx, "a GuardTripped Event on the agent", time.Minute, func(ctx context.Context) (bool, string, error) {
+		// A cluster-scoped agent's Events are in namespace default.
+		evs, err := env.Clientset.EventsV1().Events("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.Kind == "ChaosAgent" && e.Regarding.Name == a.Name && e.Reason == chaosagent.ReasonGuardTripped {
+				t.Logf("Event: %s %s: %s", e.Type, e.Reason, e.Note)
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprintf("%d events", len(evs.Items)), nil
+	}))
+
+	// Stopped until a new runName: no round in three pauses, while web heals.
+	time.Sleep(3 * pause * time.Second)
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(a), a))
+	require.EqualValues(t, 1, a.Status.Rounds, "no round after the trip")
+	waitDeploymentReady(t, ns, "web", 2)
+	w.Stop()
+	minReady, seen := w.Result()
+	t.Logf("fewest Ready web pods at any moment: %d of 2 (floor 2); %d pods seen", minReady, seen)
+	require.Less(t, minReady, 2, "the tantrum made web unavailable")
 }
