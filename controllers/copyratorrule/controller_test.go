@@ -818,9 +818,8 @@ func TestRestartWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	id := suffix()
 	src := sourceNamespace(t, "src")
-	var targets []string
 	for range 3 {
-		targets = append(targets, testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": id}))
+		testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": id})
 	}
 	stop := testenv.StartManager(t, env.Config, operator.Shared{}, new(Options).Setup)
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "steady", Labels: map[string]string{"copytest": id}},
