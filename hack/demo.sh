@@ -82,7 +82,7 @@ data: {greeting: hello, colour: blue}
 ---
 apiVersion: v1
 kind: Namespace
-metadata: {name: team-a}
+metadata: {name: team-a, labels: {team: web}}
 ---
 apiVersion: v1
 kind: Namespace
@@ -95,6 +95,17 @@ metadata:
   namespace: default
   labels: {copyrator: "true"}
 data: {log-level: info}
+---
+# A TLS Secret another tool made (nobody labels it for Copyrator): the sample ingress-ca
+# copies only its public half, by name.
+apiVersion: v1
+kind: Secret
+metadata:
+  name: ingress-tls
+  namespace: default
+  labels: {app.kubernetes.io/part-of: shop}
+type: kubernetes.io/tls
+stringData: {tls.crt: DEMO-CERTIFICATE, tls.key: DEMO-PRIVATE-KEY, ca.crt: DEMO-CA}
 ---
 apiVersion: v1
 kind: Namespace
@@ -120,7 +131,7 @@ run apply -f config/samples/mirrors_v1alpha1_registryhostgrant.yaml
 
 say "applying the samples"
 for f in config/samples/operators_v1_exchangerate.yaml config/samples/operators_v1_exchangerate_sources.yaml \
-  config/samples/flant_v1_copyratorrule.yaml; do
+  config/samples/flant_v1_copyratorrule.yaml config/samples/flant_v1_copyratorrule_public_tls.yaml; do
   echo "--- $f"; "$kubectl" apply -n default -f "$f"
 done
 echo "--- config/samples/mirrors_v1alpha1_registrymirror.yaml, in registry-mirrors (the namespace the grant names)"
@@ -129,6 +140,24 @@ echo "--- config/samples/blackadder_v1beta1_chaosagent.yaml, narrowed to namespa
 echo "    so the demo's chaos stays in chaos-demo (the sample as written targets every namespace but kube-system)"
 sed 's/^spec:/spec:\n  namespaceSelector: {matchLabels: {quartet-demo\/chaos: "true"}}/' \
   config/samples/blackadder_v1beta1_chaosagent.yaml | "$kubectl" apply -f -
+# A second agent whose only window opens within two hours (UTC): it acts on nothing now and says
+# when it may.
+opens=$(date -u -d '+2 hours' +%H:00)
+closes=$(date -u -d '+3 hours' +%H:00)
+echo "--- ChaosAgent office-hours: dry run, only between $opens and $closes UTC"
+"$kubectl" apply -f - <<EOF
+apiVersion: blackadder.io/v1beta1
+kind: ChaosAgent
+metadata: {name: office-hours}
+spec:
+  dryRun: true
+  tantrumMode: true
+  pauseDuration: 30
+  namespaceSelector: {matchLabels: {quartet-demo/chaos: "true"}}
+  schedule:
+    timeZone: UTC
+    windows: [{days: [Mon, Tue, Wed, Thu, Fri, Sat, Sun], start: "$opens", end: "$closes"}]
+EOF
 
 show() {
   say "ExchangeRate: the rate ConfigMap (IMITATION upstream)"
@@ -142,6 +171,8 @@ show() {
   "$kubectl" get configmaps -A -l copyrator.flant.com/rule=main-rule 2>/dev/null || true
   echo "refused (protected namespaces):"
   "$kubectl" get copyrators main-rule -n default -o jsonpath='{range .status.refused[*]}  {.namespace}: {.reason}{"\n"}{end}' 2>/dev/null || true
+  echo "ingress-ca: the public half of default/ingress-tls, copied into team-a (labelled team=web), its type and keys:"
+  "$kubectl" get secret ingress-tls -n team-a -o go-template='  {{.type}}: {{range $k, $v := .data}}{{$k}} {{end}}{{"\n"}}' 2>/dev/null || echo "  (not yet)"
   say "RegistryMirror: the six objects, the admin's grant and the mirror's status"
   "$kubectl" get registryhostgrants
   "$kubectl" get registrymirrors -n registry-mirrors
@@ -149,6 +180,7 @@ show() {
   "$kubectl" get registrymirror docker-hub -n registry-mirrors -o jsonpath='{range .status.conditions[*]}  {.type}={.status} ({.reason}): {.message}{"\n"}{end}' 2>/dev/null || true
   say "ChaosAgent: what the agent did"
   "$kubectl" get chaosagents
+  "$kubectl" get chaosagent office-hours -o jsonpath='office-hours: {range .status.conditions[?(@.type=="InWindow")]}{.type}={.status} ({.reason}): {.message}{end}{"\n"}' 2>/dev/null || true
   "$kubectl" get deployment web -n chaos-demo
   "$kubectl" get configmap settings -n chaos-demo -o jsonpath='{.data}{"\n"}' | cut -c1-160
   "$kubectl" get events -n chaos-demo --sort-by=.metadata.creationTimestamp 2>/dev/null | tail -5
