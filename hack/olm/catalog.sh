@@ -6,7 +6,8 @@
 #      hack/olm/bundles/quartet.v0.1.0 (hack/olm/reconstruct: same operator, ChaosAgent serving
 #      and storing v1alpha1 only), so v0.1.0 stays what it was whatever bundle/ becomes;
 #   2. `opm init` the package, `opm render` every bundle directory, sets each bundle's image
-#      to its bundle image name (opm leaves it empty for a directory);
+#      to its bundle image name (opm leaves it empty for a directory) and migrates its objects
+#      to olm.csv.metadata;
 #   3. writes the stable channel: each version replaces the one before it, with skipRange
 #      '>=0.1.0 <version' (an install of any older version goes straight to the newest);
 #   4. `opm validate` and `opm generate dockerfile` (catalog.Dockerfile).
@@ -59,10 +60,22 @@ mkdir -p "$out"
 "$OPM" init "$PACKAGE" --default-channel="$CHANNEL" --icon=config/manifests/icon.svg \
   --description=hack/olm/package-description.md --output=yaml >"$out/package.yaml"
 
-# render DIR IMAGE FILE: the bundle in DIR, published as IMAGE.
+# render DIR IMAGE FILE: the bundle in DIR, published as IMAGE, its objects migrated to one
+# olm.csv.metadata property (what catalogs for OpenShift 4.17 and later require instead of
+# olm.bundle.object; OLM reads the manifests from the bundle image). opm migrates only a
+# bundle that has an image, and a directory renders without one, so the rendered entry gets
+# its image first and is rendered again, as a file-based catalog, with the migration.
 render() {
-  "$OPM" render "$1" --output=yaml | sed "s#^image: \"\"\$#image: $2#" >"$3"
-  grep -q "^image: $2\$" "$3" || { echo "catalog: could not set the image of $1" >&2; exit 1; }
+  local tmp
+  tmp=$(mktemp -d)
+  "$OPM" render "$1" --output=yaml | sed "s#^image: \"\"\$#image: $2#" >"$tmp/bundle.yaml"
+  grep -q "^image: $2\$" "$tmp/bundle.yaml" || { echo "catalog: could not set the image of $1" >&2; rm -rf "$tmp"; exit 1; }
+  "$OPM" render "$tmp" --migrate-level=bundle-object-to-csv-metadata --output=yaml >"$3"
+  rm -rf "$tmp"
+  if grep -q "olm.bundle.object" "$3" || ! grep -q "olm.csv.metadata" "$3"; then
+    echo "catalog: $1 did not migrate to olm.csv.metadata" >&2
+    exit 1
+  fi
 }
 versions=("$FIRST" "${released[@]}" "$VERSION")
 for v in "$FIRST" "${released[@]}"; do

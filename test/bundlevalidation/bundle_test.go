@@ -24,6 +24,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -390,38 +391,64 @@ func checkCatalogEntry(t *testing.T, b *manifests.Bundle, dir string) {
 	assert.Equal(t, b.CSV.Name, entry.Name)
 	assert.Equal(t, "quay.io/quartet-operator/quartet-bundle:v"+version, entry.Image, "not the BUNDLE_IMG-style name of %s", version)
 
-	var csv *operatorsv1alpha1.ClusterServiceVersion
-	crds := map[string]*apiextensionsv1.CustomResourceDefinition{}
+	// The entry carries the CSV's metadata (olm.csv.metadata, not the bundle's objects: OLM
+	// reads those from the bundle image) and one olm.gvk per served version of each CRD.
+	var meta *csvMetadata
+	var gvks []string
 	for _, p := range entry.Properties {
-		if p.Type != "olm.bundle.object" {
-			continue
-		}
-		var v struct {
-			Data []byte `json:"data"`
-		}
-		require.NoError(t, json.Unmarshal(p.Value, &v))
-		var meta struct{ Kind string }
-		require.NoError(t, json.Unmarshal(v.Data, &meta))
-		switch meta.Kind {
-		case "ClusterServiceVersion":
-			csv = &operatorsv1alpha1.ClusterServiceVersion{}
-			require.NoError(t, json.Unmarshal(v.Data, csv))
-		case "CustomResourceDefinition":
-			crd := &apiextensionsv1.CustomResourceDefinition{}
-			require.NoError(t, json.Unmarshal(v.Data, crd))
-			crds[crd.Name] = crd
+		switch p.Type {
+		case "olm.bundle.object":
+			t.Errorf("the catalog entry of %s carries olm.bundle.object (catalogs for OpenShift 4.17+ refuse it): run `make catalog`", version)
+		case "olm.csv.metadata":
+			require.Nil(t, meta, "two olm.csv.metadata properties")
+			meta = &csvMetadata{}
+			dec := json.NewDecoder(bytes.NewReader(p.Value))
+			dec.DisallowUnknownFields()
+			require.NoError(t, dec.Decode(meta))
+		case "olm.gvk":
+			var v struct{ Group, Kind, Version string }
+			require.NoError(t, json.Unmarshal(p.Value, &v))
+			gvks = append(gvks, v.Group+"/"+v.Version+"/"+v.Kind)
 		}
 	}
-	require.NotNil(t, csv, "the catalog entry carries no CSV")
-	assert.True(t, equality.Semantic.DeepEqual(b.CSV.Spec, csv.Spec), "the catalog's CSV differs from %s: run `make catalog`", dir)
-	assert.Equal(t, b.CSV.Annotations, csv.Annotations, "the catalog's CSV annotations differ from %s: run `make catalog`", dir)
-	require.Len(t, crds, len(b.V1CRDs))
-	for _, want := range b.V1CRDs {
-		got, ok := crds[want.Name]
-		if assert.Truef(t, ok, "CRD %s missing from the catalog: run `make catalog`", want.Name) {
-			assert.Truef(t, equality.Semantic.DeepEqual(want.Spec, got.Spec), "CRD %s differs from %s: run `make catalog`", want.Name, dir)
+	require.NotNil(t, meta, "the catalog entry carries no olm.csv.metadata")
+	spec := b.CSV.Spec
+	want := csvMetadata{
+		Annotations: b.CSV.Annotations, APIServiceDefinitions: spec.APIServiceDefinitions,
+		CRDDescriptions: spec.CustomResourceDefinitions, Description: spec.Description,
+		DisplayName: spec.DisplayName, InstallModes: spec.InstallModes, Keywords: spec.Keywords,
+		Labels: b.CSV.Labels, Links: spec.Links, Maintainers: spec.Maintainers, Maturity: spec.Maturity,
+		MinKubeVersion: spec.MinKubeVersion, NativeAPIs: spec.NativeAPIs, Provider: spec.Provider,
+	}
+	assert.True(t, equality.Semantic.DeepEqual(want, *meta), "the catalog's CSV metadata differs from %s: run `make catalog`", dir)
+	var wantGVKs []string
+	for _, crd := range b.V1CRDs {
+		for _, v := range crd.Spec.Versions {
+			if v.Served {
+				wantGVKs = append(wantGVKs, crd.Spec.Group+"/"+v.Name+"/"+crd.Spec.Names.Kind)
+			}
 		}
 	}
+	assert.ElementsMatch(t, wantGVKs, gvks, "the catalog's APIs differ from the CRDs of %s: run `make catalog`", dir)
+}
+
+// csvMetadata is opm's olm.csv.metadata property (operator-registry alpha/property), the
+// CSV's fields a catalog client shows; an unknown field fails the decode.
+type csvMetadata struct {
+	Annotations           map[string]string                           `json:"annotations,omitempty"`
+	APIServiceDefinitions operatorsv1alpha1.APIServiceDefinitions     `json:"apiServiceDefinitions,omitempty"`
+	CRDDescriptions       operatorsv1alpha1.CustomResourceDefinitions `json:"crdDescriptions,omitempty"`
+	Description           string                                      `json:"description,omitempty"`
+	DisplayName           string                                      `json:"displayName,omitempty"`
+	InstallModes          []operatorsv1alpha1.InstallMode             `json:"installModes,omitempty"`
+	Keywords              []string                                    `json:"keywords,omitempty"`
+	Labels                map[string]string                           `json:"labels,omitempty"`
+	Links                 []operatorsv1alpha1.AppLink                 `json:"links,omitempty"`
+	Maintainers           []operatorsv1alpha1.Maintainer              `json:"maintainers,omitempty"`
+	Maturity              string                                      `json:"maturity,omitempty"`
+	MinKubeVersion        string                                      `json:"minKubeVersion,omitempty"`
+	NativeAPIs            []metav1.GroupVersionKind                   `json:"nativeAPIs,omitempty"`
+	Provider              operatorsv1alpha1.AppLink                   `json:"provider,omitempty"`
 }
 
 // TestUpgradeChain: the stable channel is v0.1.0, then each release of hack/olm/releases, then
