@@ -6,6 +6,9 @@ VERSION ?= 0.3.0
 IMAGE_TAG_BASE ?= quay.io/quartet-operator/quartet
 IMG ?= $(IMAGE_TAG_BASE):v$(VERSION)
 REGISTRY_IMG ?= docker.io/library/registry:3.0.0
+# The RegistryMirror's registry (cmd/mirror-registry): RELATED_IMAGE_REGISTRY's default in
+# config/manager/manager.yaml, of the same version.
+MIRROR_REGISTRY_IMG ?= quay.io/quartet-operator/mirror-registry:v$(VERSION)
 BUNDLE_IMG ?= $(IMAGE_TAG_BASE)-bundle:v$(VERSION)
 CATALOG_IMG ?= $(IMAGE_TAG_BASE)-catalog:v$(VERSION)
 CHANNELS ?= stable
@@ -95,8 +98,9 @@ lint: $(GOLANGCI_LINT) ## golangci-lint (.golangci.yml): errcheck, govet, ineffa
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test
-test: controlplane registry vet $(KUSTOMIZE) $(HELM) $(PROMTOOL) ## go vet, unit tests and integration tests against the real API server.
+test: controlplane registry mirror-registry vet $(KUSTOMIZE) $(HELM) $(PROMTOOL) ## go vet, unit tests and integration tests against the real API server; cmd/mirror-registry's own tests.
 	HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) PROMTOOL=$(PROMTOOL) go test $(GO_TEST_FLAGS) ./...
+	cd cmd/mirror-registry && go vet ./... && go test $(GO_TEST_FLAGS) ./...
 
 FUZZTIME ?= 15s
 # fuzz-target runs one fuzz target and fails when go test finds no such target in the package
@@ -115,6 +119,7 @@ fuzz: ## Run every fuzz target of a parser of outside data for FUZZTIME each.
 .PHONY: test-unit
 test-unit: ## Unit tests only (no API server).
 	QUARTET_SKIP_INTEGRATION=1 go test -count=1 ./...
+	cd cmd/mirror-registry && go test -count=1 ./...
 
 .PHONY: bench
 bench: controlplane $(if $(filter real,$(NODE)),registry node-deps node-tools olm-tools $(HELM) images) ## Benchmarks against the local cluster; NODE=real adds the real node's (root); QUARTET_PEER_* name peer binaries (docs/PERFORMANCE.md, Peers); figures go to docs/PERFORMANCE.md.
@@ -131,6 +136,10 @@ controlplane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-sched
 .PHONY: registry
 registry: ## Build the CNCF distribution registry (for the RegistryMirror proof test; skips when present).
 	hack/build-registry.sh
+
+.PHONY: mirror-registry
+mirror-registry: ## Build the RegistryMirror's registry, cmd/mirror-registry, into bin/mirror-registry/v$(VERSION)/ (the tests run it).
+	VERSION=$(VERSION) hack/build-mirror-registry.sh >/dev/null
 
 # NODE=kwok: fake nodes (pods never run; scale tests). NODE=real: one real node (kubelet,
 # kube-proxy, containerd, runc, CNI bridge) in a network namespace of its own; needs root.
@@ -180,6 +189,14 @@ docker-build: ## Build the operator image (needs a container engine).
 docker-push: ## Push the operator image.
 	$(CONTAINER_TOOL) push $(IMG)
 
+.PHONY: docker-build-mirror-registry
+docker-build-mirror-registry: ## Build the RegistryMirror's registry image MIRROR_REGISTRY_IMG from cmd/mirror-registry/Dockerfile (needs a container engine).
+	$(CONTAINER_TOOL) build -f cmd/mirror-registry/Dockerfile -t $(MIRROR_REGISTRY_IMG) .
+
+.PHONY: docker-push-mirror-registry
+docker-push-mirror-registry: ## Push the RegistryMirror's registry image.
+	$(CONTAINER_TOOL) push $(MIRROR_REGISTRY_IMG)
+
 # make images: every image the real-node cluster pulls, built without a container engine
 # (hack/images/build.sh: GNU tar layers, crane) into the registry store bin/images/registry.
 CRANE_VERSION ?= v0.22.1
@@ -190,7 +207,7 @@ SCORECARD_TEST ?= $(TOOLBIN)/scorecard-test-$(OPERATOR_SDK_VERSION)
 OLM_IMAGE_BINS := $(foreach b,olm catalog package-server copy-content cpb,$(TOOLBIN)/$(b)-$(OLM_VERSION))
 IMAGES_ENV = CRANE=$(CRANE) GRPC_HEALTH_PROBE=$(GRPC_HEALTH_PROBE) OPM=$(OPM) SCORECARD_TEST=$(SCORECARD_TEST) \
 	OPM_VERSION=$(OPM_VERSION) OLM_VERSION=$(OLM_VERSION) OPERATOR_SDK_VERSION=$(OPERATOR_SDK_VERSION) IMAGE_TAG_BASE=$(IMAGE_TAG_BASE) \
-	IMG=$(IMG) BUNDLE_IMG=$(BUNDLE_IMG) CATALOG_IMG=$(CATALOG_IMG) REGISTRY_IMG=$(REGISTRY_IMG)
+	IMG=$(IMG) BUNDLE_IMG=$(BUNDLE_IMG) CATALOG_IMG=$(CATALOG_IMG) REGISTRY_IMG=$(REGISTRY_IMG) MIRROR_REGISTRY_IMG=$(MIRROR_REGISTRY_IMG)
 
 .PHONY: images
 images: registry node-tools $(CRANE) $(GRPC_HEALTH_PROBE) $(OPM) $(OLM_IMAGE_BINS) $(SCORECARD_TEST) ## Build all images of the real-node cluster offline into bin/images/registry (list: bin/images/images.txt).

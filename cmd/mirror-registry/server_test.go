@@ -15,8 +15,9 @@ import (
 	"github.com/quartet-operator/quartet/cmd/mirror-registry/internal/retention"
 )
 
-// operatorConfig is the config.yml the operator renders today
-// (controllers/registrymirror/registryconfig.go), with cacheTTL 168h.
+// operatorConfig is the config.yml Quartet 0.2.0 rendered (controllers/registrymirror/registryconfig.go)
+// for a mirror with cacheTTL 168h. 0.3.0 renders it without proxy.ttl and with
+// http.draintimeout (its own tests run this binary with it); either must work.
 const operatorConfig = `# Rendered by the Quartet operator for RegistryMirror default/docker-hub; edits are overwritten.
 health:
   storagedriver:

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -35,9 +36,11 @@ const (
 	agentPort       = 5000
 	agentHealthPort = 8081
 	// registryUID is the registry pod's UID, GID and fsGroup where the platform assigns
-	// none (see Images.AssignedUIDs): the registry image (docker.io/library/registry, and
-	// distribution's own) has no USER and would run as root, and a fresh volume is writable
-	// by a non-root UID only through fsGroup.
+	// none (see Images.AssignedUIDs). A fresh volume is writable by a non-root UID only
+	// through fsGroup; and the caches of Quartet 0.2.0, whose registry image (docker.io/library/registry)
+	// had no USER, were written by UID 1000 into directories only their owner may write
+	// (mode 0755), so the registry keeps that UID rather than its image's USER 65532: it
+	// must add to and delete from those directories after an upgrade.
 	registryUID     = 1000
 	configFileName  = "config.yml"
 	configMountPath = "/etc/distribution"
@@ -48,10 +51,22 @@ const (
 	helperMountPath  = "/quartet/bin"
 	nodeLoopbackIP   = "127.0.0.1"
 	defaultStorage   = "10Gi"
-	registryBinary   = "/bin/registry"
+	registryBinary   = "/mirror-registry"
 	operatorBinary   = "/manager"
 	defaultNodeImage = "quay.io/quartet-operator/quartet:v0.3.0"
-	defaultRegImage  = "docker.io/library/registry:3.0.0"
+	defaultRegImage  = "quay.io/quartet-operator/mirror-registry:v0.3.0"
+
+	// defaultRetention and defaultMaxDiskPercent are spec.retention's and
+	// spec.maxDiskPercent's defaults (the API server fills them in; these serve objects
+	// that skipped defaulting).
+	defaultRetention      = 30 * 24 * time.Hour
+	defaultMaxDiskPercent = 85
+	// registryDrainTimeout is the registry's http.draintimeout: on SIGTERM it lets open
+	// requests finish for this long, then saves its last-use state file on the cache
+	// volume. registryGracePeriod, the pod's terminationGracePeriodSeconds, leaves 10 s
+	// beyond it for the save before the kubelet kills it.
+	registryDrainTimeout = 20 * time.Second
+	registryGracePeriod  = int64(registryDrainTimeout/time.Second) + 10
 )
 
 // Labels and annotations the operator puts on what it owns.
@@ -75,7 +90,8 @@ const (
 // Images are the operand images (RELATED_IMAGE_* environment variables, as OLM expects)
 // and how the cluster runs them.
 type Images struct {
-	// Registry is the CNCF distribution registry image.
+	// Registry is the mirror-registry image (cmd/mirror-registry: the CNCF distribution
+	// registry with retention by use).
 	Registry string
 	// NodeAgent is the operator's own image; its binary runs `node-agent` (package nodeagent).
 	NodeAgent string
@@ -333,6 +349,35 @@ func registryPodSecurity(img Images) *corev1ac.PodSecurityContextApplyConfigurat
 	return sc.WithRunAsUser(registryUID).WithRunAsGroup(registryUID).WithFSGroup(registryUID)
 }
 
+// retention is spec.retention, or its default when the object skipped defaulting.
+func retention(m *mirrorsv1alpha1.RegistryMirror) time.Duration {
+	if r := m.Spec.Retention; r != nil && r.Duration > 0 {
+		return r.Duration
+	}
+	return defaultRetention
+}
+
+// maxDiskPercent is spec.maxDiskPercent (0: no disk bound), or its default when the object
+// skipped defaulting.
+func maxDiskPercent(m *mirrorsv1alpha1.RegistryMirror) int32 {
+	if p := m.Spec.MaxDiskPercent; p != nil {
+		return *p
+	}
+	return defaultMaxDiskPercent
+}
+
+// registryArgs are mirror-registry's command line: the rendered config.yml, and the
+// retention and disk bound of the spec. The state file stays at its default, on the cache
+// volume (<rootdirectory>/quartet/last-use), so it lives as long as the cache it describes.
+// spec.cacheTTL is not passed: it is deprecated and ignored.
+func registryArgs(m *mirrorsv1alpha1.RegistryMirror) []string {
+	return []string{
+		"--config=" + configMountPath + "/" + configFileName,
+		"--retention=" + retention(m).String(),
+		"--max-disk-percent=" + strconv.Itoa(int(maxDiskPercent(m))),
+	}
+}
+
 // desiredStatefulSet runs one registry in proxy mode on the cache volume. configHash is
 // the hash of the rendered config.yml; a new hash rolls the pod.
 func desiredStatefulSet(m *mirrorsv1alpha1.RegistryMirror, img Images, configHash string) *appsv1ac.StatefulSetApplyConfiguration {
@@ -340,7 +385,7 @@ func desiredStatefulSet(m *mirrorsv1alpha1.RegistryMirror, img Images, configHas
 		WithName("registry").
 		WithImage(img.Registry).
 		WithCommand(registryBinary).
-		WithArgs("serve", configMountPath+"/"+configFileName).
+		WithArgs(registryArgs(m)...).
 		WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(RegistryPort).WithProtocol(corev1.ProtocolTCP)).
 		WithVolumeMounts(
 			corev1ac.VolumeMount().WithName("cache").WithMountPath(cacheMountPath),
@@ -404,6 +449,8 @@ func desiredStatefulSet(m *mirrorsv1alpha1.RegistryMirror, img Images, configHas
 			// into the environment, which the registry reads as configuration.
 			WithEnableServiceLinks(false).
 			WithAutomountServiceAccountToken(false).
+			// Longer than the registry's drain, so it saves its last uses before it is killed.
+			WithTerminationGracePeriodSeconds(registryGracePeriod).
 			WithSecurityContext(registryPodSecurity(img)).
 			WithInitContainers(helper).
 			WithContainers(container).

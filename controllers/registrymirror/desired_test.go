@@ -24,7 +24,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
-var testImages = Images{Registry: "registry.example/registry:3.0.0", NodeAgent: "registry.example/quartet:v0.3.0"}
+var testImages = Images{Registry: "registry.example/mirror-registry:v0.3.0", NodeAgent: "registry.example/quartet:v0.3.0"}
 
 func minimalMirror() *mirrorsv1alpha1.RegistryMirror {
 	return &mirrorsv1alpha1.RegistryMirror{
@@ -44,7 +44,9 @@ func fullMirror() *mirrorsv1alpha1.RegistryMirror {
 		Storage:              resource.MustParse("50Gi"),
 		StorageClassName:     ptr.To("fast"),
 		CredentialsSecretRef: &mirrorsv1alpha1.SecretReference{Name: "quay-pull"},
-		CacheTTL:             &metav1.Duration{Duration: 72 * time.Hour},
+		CacheTTL:             &metav1.Duration{Duration: 72 * time.Hour}, // deprecated, ignored
+		Retention:            &metav1.Duration{Duration: 90 * 24 * time.Hour},
+		MaxDiskPercent:       ptr.To[int32](70),
 		Resources: &corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("0.5"), corev1.ResourceMemory: resource.MustParse("256Mi")},
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
@@ -101,15 +103,17 @@ func TestRegistryConfigGolden(t *testing.T) {
 	golden(t, "config-full.golden.yml", renderRegistryConfig(fullMirror()))
 }
 
+// TestRegistryConfig: what mirror-registry needs of the config (proxy mode, filesystem
+// storage, plain HTTP, the credential helper, a drain shorter than the grace period), and no
+// proxy.ttl, whatever the deprecated spec.cacheTTL says: mirror-registry would turn it off.
 func TestRegistryConfig(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		ttl     *metav1.Duration
-		wantTTL any
+		name string
+		ttl  *metav1.Duration
 	}{
-		{"registry default", nil, nil},
-		{"a week", &metav1.Duration{Duration: 168 * time.Hour}, "168h0m0s"},
-		{"never expire", &metav1.Duration{}, "0s"},
+		{"no cacheTTL", nil},
+		{"cacheTTL a week", &metav1.Duration{Duration: 168 * time.Hour}},
+		{"cacheTTL 0s (was: never expire)", &metav1.Duration{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := minimalMirror()
@@ -119,13 +123,59 @@ func TestRegistryConfig(t *testing.T) {
 			require.NoError(t, yaml.Unmarshal([]byte(renderRegistryConfig(m)), &cfg))
 			proxy := cfg["proxy"].(map[string]any)
 			assert.Equal(t, "http://upstream.example:5000", proxy["remoteurl"], "trailing slash dropped")
-			assert.Equal(t, tc.wantTTL, proxy["ttl"])
+			assert.NotContains(t, proxy, "ttl", "retention is mirror-registry's flag; cacheTTL is ignored")
 			assert.NotContains(t, proxy, "username", "credentials come from the mounted Secret through the helper, never the ConfigMap")
 			assert.NotContains(t, proxy, "password")
 			// proxy.exec: the registry asks the helper and never contacts the upstream at start.
 			assert.Equal(t, map[string]any{"command": "/quartet/bin/docker-credential-quartet", "lifetime": "30s"}, proxy["exec"])
-			assert.Equal(t, ":5000", cfg["http"].(map[string]any)["addr"])
+			assert.Equal(t, map[string]any{"addr": ":5000", "draintimeout": "20s", "headers": map[string]any{"X-Content-Type-Options": []any{"nosniff"}}}, cfg["http"])
+			assert.Equal(t, map[string]any{"filesystem": map[string]any{"rootdirectory": "/var/lib/registry"}}, cfg["storage"],
+				"filesystem storage, no blob descriptor cache: what mirror-registry evicts from")
 			assert.Equal(t, "0.1", cfg["version"])
+			assert.Equal(t, renderRegistryConfig(minimalMirrorWithUpstream("http://upstream.example:5000/")), renderRegistryConfig(m),
+				"cacheTTL changes nothing, so it rolls no pod")
+		})
+	}
+}
+
+func minimalMirrorWithUpstream(upstream string) *mirrorsv1alpha1.RegistryMirror {
+	m := minimalMirror()
+	m.Spec.Upstream = upstream
+	return m
+}
+
+// TestRegistryArgs: mirror-registry's command line from spec.retention and
+// spec.maxDiskPercent, with their defaults where the object skipped defaulting.
+func TestRegistryArgs(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		retention *metav1.Duration
+		maxDisk   *int32
+		cacheTTL  *metav1.Duration
+		want      []string
+	}{
+		{"defaults (not filled in)", nil, nil, nil,
+			[]string{"--config=/etc/distribution/config.yml", "--retention=720h0m0s", "--max-disk-percent=85"}},
+		{"as the API server defaults them", &metav1.Duration{Duration: 720 * time.Hour}, ptr.To[int32](85), nil,
+			[]string{"--config=/etc/distribution/config.yml", "--retention=720h0m0s", "--max-disk-percent=85"}},
+		{"a week, a higher bound", &metav1.Duration{Duration: 168 * time.Hour}, ptr.To[int32](95), nil,
+			[]string{"--config=/etc/distribution/config.yml", "--retention=168h0m0s", "--max-disk-percent=95"}},
+		{"no disk bound", &metav1.Duration{Duration: 90 * time.Minute}, ptr.To[int32](0), nil,
+			[]string{"--config=/etc/distribution/config.yml", "--retention=1h30m0s", "--max-disk-percent=0"}},
+		{"cacheTTL is not retention", nil, nil, &metav1.Duration{Duration: time.Hour},
+			[]string{"--config=/etc/distribution/config.yml", "--retention=720h0m0s", "--max-disk-percent=85"}},
+		{"cacheTTL 0s does not keep forever", &metav1.Duration{Duration: 48 * time.Hour}, nil, &metav1.Duration{},
+			[]string{"--config=/etc/distribution/config.yml", "--retention=48h0m0s", "--max-disk-percent=85"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := minimalMirror()
+			m.Spec.Retention, m.Spec.MaxDiskPercent, m.Spec.CacheTTL = tc.retention, tc.maxDisk, tc.cacheTTL
+			assert.Equal(t, tc.want, registryArgs(m))
+			sts := &appsv1.StatefulSet{}
+			require.NoError(t, roundTrip(desiredStatefulSet(m, testImages, "h"), sts))
+			c := sts.Spec.Template.Spec.Containers[0]
+			assert.Equal(t, []string{"/mirror-registry"}, c.Command)
+			assert.Equal(t, tc.want, c.Args, "the StatefulSet runs exactly these")
 		})
 	}
 }
@@ -185,6 +235,15 @@ func TestStatefulSet(t *testing.T) {
 	assert.Equal(t, "quay-registry-headless", sts.Spec.ServiceName)
 	assert.Equal(t, "abc", sts.Spec.Template.Annotations[annotationConfigHash])
 	assert.False(t, *pod.EnableServiceLinks, "REGISTRY_* service env vars would reconfigure the registry")
+	assert.Equal(t, []string{"/mirror-registry"}, pod.Containers[0].Command)
+	assert.Equal(t, []string{"--config=/etc/distribution/config.yml", "--retention=2160h0m0s", "--max-disk-percent=70"}, pod.Containers[0].Args)
+	// The grace period outlasts the drain (http.draintimeout), so the state file is saved.
+	drain, err := time.ParseDuration(registryConfigOf(t, fullMirror())["http"].(map[string]any)["draintimeout"].(string))
+	require.NoError(t, err)
+	require.NotNil(t, pod.TerminationGracePeriodSeconds)
+	assert.Greater(t, time.Duration(*pod.TerminationGracePeriodSeconds)*time.Second, drain+5*time.Second)
+	assert.Contains(t, pod.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "cache", MountPath: "/var/lib/registry"},
+		"the state file (<rootdirectory>/quartet/last-use) lives on the cache volume")
 	// restricted pod security standard
 	assert.True(t, *pod.SecurityContext.RunAsNonRoot)
 	assert.Equal(t, int64(registryUID), *pod.SecurityContext.RunAsUser)
@@ -347,4 +406,11 @@ func TestHostsPath(t *testing.T) {
 func TestEndpoints(t *testing.T) {
 	assert.Equal(t, "http://docker-hub-registry.mirrors.svc:5000", Endpoint(minimalMirror()))
 	assert.Equal(t, "http://127.0.0.1:35001", nodeEndpoint(35001))
+}
+
+func registryConfigOf(t *testing.T, m *mirrorsv1alpha1.RegistryMirror) map[string]any {
+	t.Helper()
+	var cfg map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(renderRegistryConfig(m)), &cfg))
+	return cfg
 }

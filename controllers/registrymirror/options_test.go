@@ -14,10 +14,10 @@ import (
 func TestImagesFromEnv(t *testing.T) {
 	t.Setenv("RELATED_IMAGE_REGISTRY", "")
 	t.Setenv("RELATED_IMAGE_NODE_AGENT", "")
-	assert.Equal(t, Images{Registry: "docker.io/library/registry:3.0.0", NodeAgent: "quay.io/quartet-operator/quartet:v0.3.0"}, ImagesFromEnv())
-	t.Setenv("RELATED_IMAGE_REGISTRY", "mirror.local/registry@sha256:abc")
+	assert.Equal(t, Images{Registry: "quay.io/quartet-operator/mirror-registry:v0.3.0", NodeAgent: "quay.io/quartet-operator/quartet:v0.3.0"}, ImagesFromEnv())
+	t.Setenv("RELATED_IMAGE_REGISTRY", "mirror.local/mirror-registry@sha256:abc")
 	t.Setenv("RELATED_IMAGE_NODE_AGENT", " mirror.local/quartet:v9 ")
-	assert.Equal(t, Images{Registry: "mirror.local/registry@sha256:abc", NodeAgent: "mirror.local/quartet:v9"}, ImagesFromEnv())
+	assert.Equal(t, Images{Registry: "mirror.local/mirror-registry@sha256:abc", NodeAgent: "mirror.local/quartet:v9"}, ImagesFromEnv())
 }
 
 func TestFlagDefaults(t *testing.T) {

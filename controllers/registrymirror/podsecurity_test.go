@@ -20,8 +20,8 @@ import (
 // (test/podsecurity).
 //
 // The registry passes both where UIDs are assigned. Where they are not it names UID and
-// fsGroup 1000 (its image has no USER), which restricted-v2 would refuse, so Images.AssignedUIDs
-// must be set on OpenShift.
+// fsGroup 1000 (a fresh volume is writable through fsGroup only; 0.2.0's caches were written by
+// UID 1000), which restricted-v2 would refuse, so Images.AssignedUIDs must be set on OpenShift.
 //
 // The node agent is the one exception, by design (docs/SECURITY.md, Pod security): it
 // publishes the mirror on each node's 127.0.0.1:<hostPort> for the container runtime, which

@@ -7,21 +7,26 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
@@ -29,7 +34,8 @@ import (
 	"github.com/quartet-operator/quartet/internal/registrycreds"
 )
 
-// registryVersion is the CNCF distribution registry hack/build-registry.sh builds.
+// registryVersion is the CNCF distribution registry hack/build-registry.sh builds: the
+// tests' upstream, and the registry Quartet 0.2.0 ran.
 const registryVersion = "v3.0.0"
 
 // The upstream's only user (htpasswd needs bcrypt; this is bcrypt of the password).
@@ -43,6 +49,10 @@ var (
 	registryBuildOnce sync.Once
 	registryBin       string
 	registryBuildErr  error
+
+	mirrorRegistryBuildOnce sync.Once
+	mirrorRegistryBin       string
+	mirrorRegistryBuildErr  error
 )
 
 // registryExecutable returns bin/registry/<version>/registry, building it with
@@ -71,6 +81,32 @@ func registryExecutable(t *testing.T) string {
 	return registryBin
 }
 
+// mirrorRegistryExecutable returns the mirror's registry, cmd/mirror-registry, as
+// hack/build-mirror-registry.sh (make mirror-registry) builds it into
+// bin/mirror-registry/v<VERSION>/. It runs the script once per test binary: the source is
+// this repository's, and an unchanged build costs seconds.
+func mirrorRegistryExecutable(t *testing.T) string {
+	t.Helper()
+	mirrorRegistryBuildOnce.Do(func() {
+		root, err := localcluster.RepoRoot()
+		if err != nil {
+			mirrorRegistryBuildErr = err
+			return
+		}
+		cmd := exec.Command(filepath.Join(root, "hack", "build-mirror-registry.sh"))
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			mirrorRegistryBuildErr = fmt.Errorf("hack/build-mirror-registry.sh: %w\n%s", err, stderr.String())
+			return
+		}
+		mirrorRegistryBin = strings.TrimSpace(string(out))
+	})
+	require.NoError(t, mirrorRegistryBuildErr)
+	return mirrorRegistryBin
+}
+
 func freePort(t *testing.T) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -79,42 +115,39 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// startRegistry runs the registry with config (YAML) and extra environment, waits until
-// GET probePath answers wantCode, and stops it when the test ends. It returns a stop func.
-func startRegistry(t *testing.T, name, config string, env []string, base, probePath string, wantCode int) func() {
+// registryProcess is a registry the test started; it is killed when the test ends, and
+// its log is shown if the test failed.
+type registryProcess struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	exited  chan struct{}
+	done    bool
+}
+
+// startProcess runs argv with extra environment, waits until GET base+probePath answers
+// wantCode, and stops it when the test ends.
+func startProcess(t *testing.T, name string, argv, env []string, base, probePath string, wantCode int) *registryProcess {
 	t.Helper()
 	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "config.yml")
-	require.NoError(t, os.WriteFile(cfgPath, []byte(config), 0o600))
 	logf, err := os.Create(filepath.Join(dir, "registry.log"))
 	require.NoError(t, err)
-	cmd := exec.Command(registryExecutable(t), "serve", cfgPath)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	// Only what the pod would have: no REGISTRY_* from the test's own environment.
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}, env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	require.NoError(t, cmd.Start())
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		_ = cmd.Process.Kill()
-		<-exited
-		_ = logf.Close()
-	}
+	p := &registryProcess{name: name, cmd: cmd, logPath: logf.Name(), exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); _ = logf.Close(); close(p.exited) }()
 	t.Cleanup(func() {
-		stop()
+		p.kill()
 		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			t.Logf("%s registry log:\n%s", name, b)
+			t.Logf("%s registry log:\n%s", name, p.log())
 		}
 	})
 	require.Eventually(t, func() bool {
 		select {
-		case <-exited:
+		case <-p.exited:
 			return true // fail below with the log
 		default:
 		}
@@ -126,11 +159,151 @@ func startRegistry(t *testing.T, name, config string, env []string, base, probeP
 		return resp.StatusCode == wantCode
 	}, 20*time.Second, 50*time.Millisecond, "%s registry did not come up", name)
 	select {
-	case <-exited:
+	case <-p.exited:
 		t.Fatalf("%s registry exited", name)
 	default:
 	}
-	return stop
+	return p
+}
+
+// startRegistry runs the distribution registry (`registry serve`) with config (YAML).
+func startRegistry(t *testing.T, name, config string, env []string, base, probePath string, wantCode int) *registryProcess {
+	t.Helper()
+	cfgPath := filepath.Join(t.TempDir(), "config.yml")
+	require.NoError(t, os.WriteFile(cfgPath, []byte(config), 0o600))
+	return startProcess(t, name, []string{registryExecutable(t), "serve", cfgPath}, env, base, probePath, wantCode)
+}
+
+func (p *registryProcess) kill() {
+	if p.done {
+		return
+	}
+	p.done = true
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+}
+
+// terminate stops the process as the kubelet stops a container: SIGTERM, then SIGKILL once
+// grace has passed. It fails the test if the process needed the SIGKILL.
+func (p *registryProcess) terminate(t *testing.T, grace time.Duration) time.Duration {
+	t.Helper()
+	require.False(t, p.done, "%s already stopped", p.name)
+	p.done = true
+	start := time.Now()
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-p.exited:
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+		t.Fatalf("%s did not stop within the grace period of %s after SIGTERM", p.name, grace)
+	}
+	return time.Since(start)
+}
+
+func (p *registryProcess) log() string {
+	b, _ := os.ReadFile(p.logPath)
+	return string(b)
+}
+
+// waitLogLine waits until the process logged a line with msg (logrus' msg="...") and every
+// one of fields (key=value; logrus quotes a value with characters other than letters,
+// digits and -._/@^+), and returns that line.
+func (p *registryProcess) waitLogLine(t *testing.T, msg string, fields ...string) string {
+	t.Helper()
+	var found string
+	require.Eventually(t, func() bool {
+		for _, line := range strings.Split(p.log(), "\n") {
+			if !strings.Contains(line, `msg="`+msg+`"`) {
+				continue
+			}
+			words := strings.Fields(line)
+			ok := true
+			for _, f := range fields {
+				k, v, _ := strings.Cut(f, "=")
+				ok = ok && (slices.Contains(words, f) || slices.Contains(words, k+"="+strconv.Quote(v)))
+			}
+			if ok {
+				found = line
+				return true
+			}
+		}
+		return false
+	}, 20*time.Second, 50*time.Millisecond, "%s: no log line %q with %v:\n%s", p.name, msg, fields, p.log())
+	return found
+}
+
+// renderedMirror is what the operator renders for m, made to run on this host: the
+// registry container's command and arguments exactly (the binary is bin/mirror-registry's),
+// with the two paths the pod mounts moved to temporary directories: the ConfigMap's
+// config.yml (whose listen address moves to loopback, its cache to cacheDir and, if
+// helper is set, its credential helper to helper) and the cache volume.
+type renderedMirror struct {
+	argv      []string
+	container corev1.Container
+	pod       corev1.PodSpec
+	config    map[string]any
+}
+
+func renderMirror(t *testing.T, m *mirrorsv1alpha1.RegistryMirror, port int, cacheDir, helper string) renderedMirror {
+	t.Helper()
+	var cfg map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(renderRegistryConfig(m)), &cfg))
+	require.Equal(t, fmt.Sprintf(":%d", RegistryPort), cfg["http"].(map[string]any)["addr"])
+	require.Equal(t, cacheMountPath, cfg["storage"].(map[string]any)["filesystem"].(map[string]any)["rootdirectory"])
+	cfg["http"].(map[string]any)["addr"] = fmt.Sprintf("127.0.0.1:%d", port)
+	cfg["storage"].(map[string]any)["filesystem"].(map[string]any)["rootdirectory"] = cacheDir
+	helperCfg := cfg["proxy"].(map[string]any)["exec"].(map[string]any)
+	require.Equal(t, helperMountPath+"/"+registrycreds.HelperName, helperCfg["command"])
+	if helper != "" {
+		helperCfg["command"] = helper
+	}
+	config, err := yaml.Marshal(cfg)
+	require.NoError(t, err)
+	cfgPath := filepath.Join(t.TempDir(), configFileName)
+	require.NoError(t, os.WriteFile(cfgPath, config, 0o600))
+
+	sts := &appsv1.StatefulSet{}
+	require.NoError(t, roundTrip(desiredStatefulSet(m, testImages, "x"), sts))
+	pod := sts.Spec.Template.Spec
+	c := pod.Containers[0]
+	require.Equal(t, []string{"/mirror-registry"}, c.Command)
+	argv := []string{mirrorRegistryExecutable(t)}
+	moved := 0
+	for _, a := range c.Args {
+		if a == "--config="+configMountPath+"/"+configFileName {
+			a, moved = "--config="+cfgPath, moved+1
+		}
+		argv = append(argv, a)
+	}
+	require.Equal(t, 1, moved, "the registry reads the mounted config.yml: %q", c.Args)
+	return renderedMirror{argv: argv, container: c, pod: pod, config: cfg}
+}
+
+// gracePeriod is the pod's terminationGracePeriodSeconds.
+func (r renderedMirror) gracePeriod(t *testing.T) time.Duration {
+	t.Helper()
+	require.NotNil(t, r.pod.TerminationGracePeriodSeconds)
+	return time.Duration(*r.pod.TerminationGracePeriodSeconds) * time.Second
+}
+
+// stateFile reads mirror-registry's state file at its default place on the cache volume
+// (<rootdirectory>/quartet/last-use): digest -> unix seconds of the last use.
+func stateFile(t *testing.T, cacheDir string) map[string]int64 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(cacheDir, "quartet", "last-use"))
+	require.NoError(t, err, "the state file on the cache volume")
+	out := map[string]int64{}
+	for _, line := range strings.Split(string(b), "\n")[1:] { // a header line first
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		sec, err := strconv.ParseInt(f[1], 10, 64)
+		require.NoError(t, err, "line %q", line)
+		out[f[0]] = sec
+	}
+	return out
 }
 
 func digestOf(b []byte) string {
@@ -179,11 +352,11 @@ func do(t *testing.T, method, url string, body []byte, header map[string]string,
 }
 
 // push uploads the image's blobs (monolithic uploads) and manifest with the plain
-// registry HTTP API.
-func push(t *testing.T, base string, img testImage) {
+// registry HTTP API, with the upstream's login when auth is set.
+func push(t *testing.T, base string, img testImage, auth bool) {
 	t.Helper()
 	for digest, content := range img.blobs {
-		resp, body := do(t, http.MethodPost, base+"/v2/"+img.repo+"/blobs/uploads/", nil, nil, true)
+		resp, body := do(t, http.MethodPost, base+"/v2/"+img.repo+"/blobs/uploads/", nil, nil, auth)
 		require.Equal(t, http.StatusAccepted, resp.StatusCode, "%s", body)
 		loc := resp.Header.Get("Location")
 		if strings.HasPrefix(loc, "/") {
@@ -193,11 +366,11 @@ func push(t *testing.T, base string, img testImage) {
 		if strings.Contains(loc, "?") {
 			sep = "&"
 		}
-		resp, body = do(t, http.MethodPut, loc+sep+"digest="+digest, content, map[string]string{"Content-Type": "application/octet-stream"}, true)
+		resp, body = do(t, http.MethodPut, loc+sep+"digest="+digest, content, map[string]string{"Content-Type": "application/octet-stream"}, auth)
 		require.Equal(t, http.StatusCreated, resp.StatusCode, "%s", body)
 	}
 	resp, body := do(t, http.MethodPut, base+"/v2/"+img.repo+"/manifests/"+img.tag, img.manifest,
-		map[string]string{"Content-Type": "application/vnd.oci.image.manifest.v1+json"}, true)
+		map[string]string{"Content-Type": "application/vnd.oci.image.manifest.v1+json"}, auth)
 	require.Equal(t, http.StatusCreated, resp.StatusCode, "%s", body)
 }
 
@@ -218,14 +391,64 @@ func pull(t *testing.T, base string, img testImage) {
 	}
 }
 
-// TestRenderedConfigServesAsPullThroughCache proves the registry configuration the
-// operator renders is real: the CNCF distribution registry runs with exactly that
-// config.yml (only the listen address and the cache directory moved to loopback and a
-// temporary directory) and the credentials wired the way the StatefulSet wires them, in
-// front of a second registry with basic auth acting as the upstream. A test image pushed
-// upstream is pulled through the mirror, and pulled again from the cache once the
-// upstream is gone.
-func TestRenderedConfigServesAsPullThroughCache(t *testing.T) {
+// pullByDigest fetches the manifest by digest and every blob, anonymously.
+func pullByDigest(t *testing.T, base string, img testImage) {
+	t.Helper()
+	resp, body := do(t, http.MethodGet, base+"/v2/"+img.repo+"/manifests/"+img.manifestDigest, nil,
+		map[string]string{"Accept": "application/vnd.oci.image.manifest.v1+json"}, false)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "manifest by digest: %s", body)
+	assert.Equal(t, img.manifest, body)
+	for digest, content := range img.blobs {
+		resp, body := do(t, http.MethodGet, base+"/v2/"+img.repo+"/blobs/"+digest, nil, nil, false)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "blob %s: %s", digest, body)
+		assert.Equal(t, content, body)
+	}
+}
+
+// digests are the image's manifest and blobs, as the state file names them.
+func (img testImage) digests() []string {
+	out := []string{img.manifestDigest}
+	for d := range img.blobs {
+		out = append(out, d)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// waitCached waits until the cache in cacheDir holds the data of every digest of img:
+// distribution's proxy stores a blob it serves from the upstream with a second fetch of its
+// own, in the background (registry/proxy/proxyblobstore.go, ServeBlob), so a pull can end
+// before the cache has it.
+func waitCached(t *testing.T, cacheDir string, img testImage) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, d := range img.digests() {
+			hex := strings.TrimPrefix(d, "sha256:")
+			if _, err := os.Stat(filepath.Join(cacheDir, "docker/registry/v2/blobs/sha256", hex[:2], hex, "data")); err != nil {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 20*time.Millisecond, "the cache holds every digest of %s:%s", img.repo, img.tag)
+}
+
+// TestRenderedRegistryServesAsPullThroughCache proves what the operator renders for the
+// registry container is real: mirror-registry (cmd/mirror-registry, as make mirror-registry
+// builds it) runs with exactly the StatefulSet's command line and the ConfigMap's
+// config.yml (only the listen address and the two mounted paths moved to loopback and
+// temporary directories) and the credentials wired the way the StatefulSet wires them, in
+// front of a second registry with basic auth acting as the upstream. It accepts the rendered
+// --retention and --max-disk-percent; a test image pushed upstream is pulled through it, and
+// pulled again from the cache once the upstream is gone. Stopped as the kubelet stops it
+// (SIGTERM, then the grace period), it saves the last uses into its state file on the cache
+// volume; started again with the upstream still gone, it reads them back and serves the
+// cache.
+//
+// The retention itself (kept when pulled within it, however long ago first fetched;
+// deleted when not) is proven in cmd/mirror-registry with a fake clock
+// (TestMirrorKeepsContentUsedWithinRetention): the API allows no retention under 1h, and the
+// binary takes time from the wall clock only.
+func TestRenderedRegistryServesAsPullThroughCache(t *testing.T) {
 	if os.Getenv("QUARTET_SKIP_INTEGRATION") != "" {
 		t.Skip("QUARTET_SKIP_INTEGRATION set")
 	}
@@ -243,9 +466,9 @@ storage: {filesystem: {rootdirectory: %q}}
 http: {addr: "127.0.0.1:%d"}
 auth: {htpasswd: {realm: upstream, path: %q}}
 `, t.TempDir(), upstreamPort, htpasswd)
-	stopUpstream := startRegistry(t, "upstream", upstreamConfig, nil, upstreamBase, "/v2/", http.StatusUnauthorized)
+	upstream := startRegistry(t, "upstream", upstreamConfig, nil, upstreamBase, "/v2/", http.StatusUnauthorized)
 	img := newTestImage()
-	push(t, upstreamBase, img)
+	push(t, upstreamBase, img, true)
 	resp, _ := do(t, http.MethodGet, upstreamBase+"/v2/"+img.repo+"/manifests/"+img.tag, nil, nil, false)
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the upstream refuses anonymous pulls")
 
@@ -254,24 +477,20 @@ auth: {htpasswd: {realm: upstream, path: %q}}
 		ObjectMeta: metav1.ObjectMeta{Name: "loop", Namespace: "test"},
 		Spec: mirrorsv1alpha1.RegistryMirrorSpec{
 			Upstream:             upstreamBase + "/",
-			CacheTTL:             &metav1.Duration{Duration: time.Hour},
+			CacheTTL:             &metav1.Duration{Duration: time.Minute}, // deprecated: ignored
+			Retention:            &metav1.Duration{Duration: 2 * time.Hour},
+			MaxDiskPercent:       ptr.To[int32](99),
 			CredentialsSecretRef: &mirrorsv1alpha1.SecretReference{Name: "upstream-login"},
 		},
 	}
-	var cfg map[string]any
-	require.NoError(t, yaml.Unmarshal([]byte(renderRegistryConfig(m)), &cfg))
-	require.Equal(t, fmt.Sprintf(":%d", RegistryPort), cfg["http"].(map[string]any)["addr"])
-	require.Equal(t, cacheMountPath, cfg["storage"].(map[string]any)["filesystem"].(map[string]any)["rootdirectory"])
-	cfg["http"].(map[string]any)["addr"] = fmt.Sprintf("127.0.0.1:%d", mirrorPort)
-	cfg["storage"].(map[string]any)["filesystem"].(map[string]any)["rootdirectory"] = t.TempDir()
+	cacheDir := t.TempDir()
+	rendered := renderMirror(t, m, mirrorPort, cacheDir, buildCredentialHelper(t, t.TempDir()))
+	require.NotContains(t, rendered.config["proxy"], "ttl", "cacheTTL is not rendered")
 
 	// Credentials as the StatefulSet passes them: the Secret's keys as files, read by the
 	// credential helper (the manager binary, under its helper name) that the config names.
-	sts := &appsv1.StatefulSet{}
-	require.NoError(t, roundTrip(desiredStatefulSet(m, testImages, "x"), sts))
-	container := sts.Spec.Template.Spec.Containers[0]
 	credDir := t.TempDir()
-	for _, v := range sts.Spec.Template.Spec.Volumes {
+	for _, v := range rendered.pod.Volumes {
 		if v.Secret != nil {
 			require.Equal(t, "upstream-login", v.Secret.SecretName)
 			secret := map[string]string{"username": upstreamUser, "password": upstreamPassword}
@@ -280,46 +499,101 @@ auth: {htpasswd: {realm: upstream, path: %q}}
 			}
 		}
 	}
-	helperDir := t.TempDir()
-	proxy := cfg["proxy"].(map[string]any)
-	exec := proxy["exec"].(map[string]any)
-	require.Equal(t, helperMountPath+"/"+registrycreds.HelperName, exec["command"])
-	exec["command"] = buildCredentialHelper(t, helperDir)
-	mirrorConfig, err := yaml.Marshal(cfg)
-	require.NoError(t, err)
 	env := []string{registrycreds.DirEnv + "=" + credDir}
 	// The registry's own readiness path, as the StatefulSet probes it.
-	probe := container.ReadinessProbe.HTTPGet.Path
-	stopMirror := startRegistry(t, "mirror", string(mirrorConfig), env, mirrorBase, probe, http.StatusOK)
+	probe := rendered.container.ReadinessProbe.HTTPGet.Path
+	mirror := startProcess(t, "mirror", rendered.argv, env, mirrorBase, probe, http.StatusOK)
+	mirror.waitLogLine(t, "Serving the mirror", "retention=2h0m0s", "maxDiskPercent=99", "upstream="+upstreamBase)
 
 	pull(t, mirrorBase, img)
 	resp, body := do(t, http.MethodPut, mirrorBase+"/v2/"+img.repo+"/manifests/v2", img.manifest,
 		map[string]string{"Content-Type": "application/vnd.oci.image.manifest.v1+json"}, false)
 	assert.GreaterOrEqual(t, resp.StatusCode, 400, "a pull-through cache refuses pushes: %s", body)
 
-	// The blobs are cached: they still come when the upstream is gone.
-	stopUpstream()
-	_, err = http.Get(upstreamBase + "/v2/")
+	// The image is cached: it still comes, by tag and by digest, when the upstream is gone.
+	waitCached(t, cacheDir, img)
+	upstream.kill()
+	_, err := http.Get(upstreamBase + "/v2/")
 	require.Error(t, err, "upstream stopped")
-	for digest, content := range img.blobs {
-		resp, body := do(t, http.MethodGet, mirrorBase+"/v2/"+img.repo+"/blobs/"+digest, nil, nil, false)
-		require.Equal(t, http.StatusOK, resp.StatusCode, "cached blob %s", digest)
-		assert.Equal(t, content, body)
-	}
+	pull(t, mirrorBase, img)
+	pullByDigest(t, mirrorBase, img)
 	t.Logf("pulled %s:%s (%d blobs) through the mirror on port %s", img.repo, img.tag, len(img.blobs), strconv.Itoa(mirrorPort))
 
-	// The data centre's outside connection is down and the mirror restarts (a node reboot,
-	// an eviction): it must start and keep serving what it cached. With the registry's own
-	// proxy.username/password it would panic at start trying to reach the upstream.
-	stopMirror()
-	startRegistry(t, "mirror after restart", string(mirrorConfig), env, mirrorBase, probe, http.StatusOK)
-	resp, body = do(t, http.MethodGet, mirrorBase+"/v2/"+img.repo+"/manifests/"+img.manifestDigest, nil,
-		map[string]string{"Accept": "application/vnd.oci.image.manifest.v1+json"}, false)
-	require.Equal(t, http.StatusOK, resp.StatusCode, "cached manifest by digest after a restart without upstream: %s", body)
-	for digest, content := range img.blobs {
-		resp, body := do(t, http.MethodGet, mirrorBase+"/v2/"+img.repo+"/blobs/"+digest, nil, nil, false)
-		require.Equal(t, http.StatusOK, resp.StatusCode, "cached blob %s after a restart", digest)
-		assert.Equal(t, content, body)
+	// The pod stops (a node drain, a rollout): within its grace period the registry drains
+	// and saves the last uses on the cache volume.
+	pulled := time.Now()
+	took := mirror.terminate(t, rendered.gracePeriod(t))
+	t.Logf("SIGTERM to exit: %s (grace period %s)", took.Round(time.Millisecond), rendered.gracePeriod(t))
+	saved := stateFile(t, cacheDir)
+	assert.ElementsMatch(t, img.digests(), slices.Collect(maps.Keys(saved)), "every digest of the image has a last use")
+	for d, sec := range saved {
+		assert.InDelta(t, pulled.Unix(), sec, 60, "%s: last used at the pulls above", d)
+	}
+
+	// The data centre's outside connection is down and the mirror starts again: it must
+	// start, read its last uses back and keep serving what it cached. (With the registry's
+	// own proxy.username/password it would panic at start trying to reach the upstream.)
+	again := startProcess(t, "mirror after restart", rendered.argv, env, mirrorBase, probe, http.StatusOK)
+	again.waitLogLine(t, "Restored cache last uses", "digests=3", "withSavedLastUse=3", "usedNow=0")
+	pullByDigest(t, mirrorBase, img)
+	pull(t, mirrorBase, img)
+}
+
+// TestUpgradeFrom020KeepsTheCache: a cache that Quartet 0.2.0's registry filled (plain
+// distribution v3.0.0, `registry serve`, with the config.yml 0.2.0 rendered: the same as
+// now plus proxy.ttl from spec.cacheTTL and without http.draintimeout) is served by
+// mirror-registry run as 0.3.0 renders it on the same volume, with the upstream gone. The
+// state file does not exist yet, so every cached digest counts as used at the start (kept
+// for at least one retention), and is saved at the next stop.
+func TestUpgradeFrom020KeepsTheCache(t *testing.T) {
+	if os.Getenv("QUARTET_SKIP_INTEGRATION") != "" {
+		t.Skip("QUARTET_SKIP_INTEGRATION set")
+	}
+	upstreamPort, mirrorPort := freePort(t), freePort(t)
+	upstreamBase := fmt.Sprintf("http://127.0.0.1:%d", upstreamPort)
+	mirrorBase := fmt.Sprintf("http://127.0.0.1:%d", mirrorPort)
+	upstream := startRegistry(t, "upstream", fmt.Sprintf(`version: 0.1
+log: {level: warn}
+storage: {filesystem: {rootdirectory: %q}}
+http: {addr: "127.0.0.1:%d"}
+`, t.TempDir(), upstreamPort), nil, upstreamBase, "/v2/", http.StatusOK)
+	img := newTestImage()
+	push(t, upstreamBase, img, false)
+
+	m := &mirrorsv1alpha1.RegistryMirror{
+		ObjectMeta: metav1.ObjectMeta{Name: "old", Namespace: "test"},
+		Spec:       mirrorsv1alpha1.RegistryMirrorSpec{Upstream: upstreamBase, CacheTTL: &metav1.Duration{Duration: 168 * time.Hour}},
+	}
+	cacheDir := t.TempDir()
+	// No upstream here asks for credentials: the helper is never run.
+	rendered := renderMirror(t, m, mirrorPort, cacheDir, "/nonexistent/docker-credential-quartet")
+
+	// 0.2.0: distribution's registry with 0.2.0's config.yml.
+	old := rendered.config
+	delete(old["http"].(map[string]any), "draintimeout")
+	old["proxy"].(map[string]any)["ttl"] = "168h0m0s"
+	oldConfig, err := yaml.Marshal(old)
+	require.NoError(t, err)
+	v020 := startRegistry(t, "0.2.0 registry", string(oldConfig), nil, mirrorBase, "/", http.StatusOK)
+	pull(t, mirrorBase, img)
+	waitCached(t, cacheDir, img)
+	v020.kill()
+	upstream.kill()
+	_, err = os.Stat(filepath.Join(cacheDir, "quartet"))
+	require.True(t, os.IsNotExist(err), "0.2.0 kept no last uses")
+
+	// 0.3.0 on the same volume, the upstream gone.
+	upgraded := time.Now()
+	v030 := startProcess(t, "0.3.0 mirror-registry", rendered.argv, nil, mirrorBase, rendered.container.ReadinessProbe.HTTPGet.Path, http.StatusOK)
+	v030.waitLogLine(t, "Restored cache last uses", "digests=3", "withSavedLastUse=0", "usedNow=3")
+	v030.waitLogLine(t, "Serving the mirror", "retention=720h0m0s", "maxDiskPercent=85")
+	pull(t, mirrorBase, img)
+	pullByDigest(t, mirrorBase, img)
+	v030.terminate(t, rendered.gracePeriod(t))
+	saved := stateFile(t, cacheDir)
+	assert.ElementsMatch(t, img.digests(), slices.Collect(maps.Keys(saved)), "the old cache is known now")
+	for d, sec := range saved {
+		assert.InDelta(t, upgraded.Unix(), sec, 60, "%s: used at the upgrade", d)
 	}
 }
 

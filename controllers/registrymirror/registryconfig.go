@@ -3,7 +3,6 @@ package registrymirror
 import (
 	"fmt"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
@@ -34,8 +33,9 @@ type registryStore struct {
 }
 
 type registryHTTP struct {
-	Addr    string              `json:"addr"`
-	Headers map[string][]string `json:"headers,omitempty"`
+	Addr         string              `json:"addr"`
+	Headers      map[string][]string `json:"headers,omitempty"`
+	DrainTimeout string              `json:"draintimeout"`
 }
 
 type registryHealth struct {
@@ -50,9 +50,11 @@ type registryHealth struct {
 // (internal/registrycreds, proxy.exec) for them, which reads the mounted credentials
 // Secret, so no secret is ever written into the ConfigMap and the registry starts even
 // when the upstream cannot be reached (with proxy.username it would panic at start).
+//
+// Nor has it a ttl: distribution's expiry counts from the first fetch, and mirror-registry
+// turns it off (proxy.ttl 0) and keeps content by use instead (--retention, registryArgs).
 type registryProxy struct {
 	RemoteURL string            `json:"remoteurl"`
-	TTL       string            `json:"ttl,omitempty"`
 	Exec      registryProxyExec `json:"exec"`
 }
 
@@ -69,16 +71,19 @@ const credentialsLifetime = "30s"
 
 // renderRegistryConfig renders the registry's config.yml for a mirror: proxy mode in
 // front of spec.upstream, the cache on the volume, plain HTTP on :5000 (TLS, if wanted,
-// belongs to the cluster's network layer), and a storage health check that gates "/".
+// belongs to the cluster's network layer), a drain on SIGTERM shorter than the pod's grace
+// period, and a storage health check that gates "/". Retention is on mirror-registry's
+// command line (registryArgs), not here.
 func renderRegistryConfig(m *mirrorsv1alpha1.RegistryMirror) string {
 	c := registryConfig{
 		Version: "0.1",
 		Log:     registryLog{Level: "info", Formatter: "text", Fields: map[string]string{"service": "registry", "mirror": m.Namespace + "/" + m.Name}},
 		HTTP: registryHTTP{
-			Addr:    fmt.Sprintf(":%d", RegistryPort),
-			Headers: map[string][]string{"X-Content-Type-Options": {"nosniff"}},
+			Addr:         fmt.Sprintf(":%d", RegistryPort),
+			Headers:      map[string][]string{"X-Content-Type-Options": {"nosniff"}},
+			DrainTimeout: registryDrainTimeout.String(),
 		},
-		Proxy: registryProxy{RemoteURL: upstreamURL(m), TTL: ttlString(m.Spec.CacheTTL),
+		Proxy: registryProxy{RemoteURL: upstreamURL(m),
 			Exec: registryProxyExec{Command: helperMountPath + "/" + registrycreds.HelperName, Lifetime: credentialsLifetime}},
 	}
 	c.Storage.Filesystem.RootDirectory = cacheMountPath
@@ -90,13 +95,4 @@ func renderRegistryConfig(m *mirrorsv1alpha1.RegistryMirror) string {
 		panic(fmt.Sprintf("marshalling the registry configuration: %v", err)) // plain data, cannot fail
 	}
 	return "# Rendered by the Quartet operator for RegistryMirror " + m.Namespace + "/" + m.Name + "; edits are overwritten.\n" + string(b)
-}
-
-// ttlString is the proxy TTL as a Go duration ("" = the registry's default of 7 days;
-// "0s" = never expire).
-func ttlString(d *metav1.Duration) string {
-	if d == nil {
-		return ""
-	}
-	return d.Duration.String()
 }

@@ -27,7 +27,8 @@ func valuesYAML(image, version, registryImage string, resources map[string]any) 
   tag: v%s
   # When the kubelet pulls the operator image.
   pullPolicy: IfNotPresent
-# The CNCF distribution registry image every RegistryMirror runs (mirror it for air-gapped
+# The registry image every RegistryMirror runs: mirror-registry, the CNCF distribution
+# registry with retention by use, of the operator's version (mirror it for air-gapped
 # clusters). The node agent runs the operator's own image.
 registryImage: %s
 # Manager replicas; more than one needs leaderElection.enabled.

@@ -16,6 +16,9 @@
 # that commit's bundle.Dockerfile. v0.1.0 (reconstructed) is the oldest release's operator image
 # under another tag. A clone without that history fails here (git fetch --unshallow).
 #
+# The RegistryMirror's registry image (MIRROR_REGISTRY_IMG) is cmd/mirror-registry, built as its
+# Dockerfile (cmd/mirror-registry/Dockerfile) builds it, on the manager's base.
+#
 # Each image is pushed under its published name minus the host, e.g.
 # quay.io/quartet-operator/quartet:v0.3.0 as 127.0.0.1:PORT/quartet-operator/quartet:v0.3.0
 # (containerd's hosts.toml on the node maps quay.io, docker.io and registry.k8s.io to it).
@@ -23,6 +26,9 @@
 # previous list and says which changed. IMAGES_CHECK=1 (make images-check) fails when any did.
 #
 # The Makefile passes the tool paths (CRANE, OPM, ...) and image names; the defaults match it.
+# QUARTET_IMAGES_DIR puts the store, the list and the work files elsewhere than bin/images (a
+# second build that must not replace the store a running real node pulls from); the
+# Debian packages are then fetched again unless copied into its work/debs/.
 set -euo pipefail
 umask 022
 export LC_ALL=C
@@ -54,6 +60,7 @@ BUNDLE_FIRST_DIR=hack/olm/bundles/quartet.v$FIRST_VERSION
 OPM_IMG=${OPM_IMG:-quay.io/operator-framework/opm:$OPM_VERSION}
 OLM_IMG=${OLM_IMG:-quay.io/operator-framework/olm:$OLM_VERSION}
 REGISTRY_IMG=${REGISTRY_IMG:-docker.io/library/registry:3.0.0}
+MIRROR_REGISTRY_IMG=${MIRROR_REGISTRY_IMG:-quay.io/quartet-operator/mirror-registry:v0.3.0}
 PAUSE_IMG=${PAUSE_IMG:-registry.k8s.io/pause:3.10}
 SCORECARD_TEST_IMG=${SCORECARD_TEST_IMG:-quay.io/operator-framework/scorecard-test:$OPERATOR_SDK_VERSION}
 SCORECARD_UNTAR_IMG=${SCORECARD_UNTAR_IMG:-quay.io/operator-framework/scorecard-untar:quartet}
@@ -69,7 +76,7 @@ UBI_IMG=${UBI_IMG:-registry.access.redhat.com/ubi9/ubi:9.7}
 # pulled from quay.io by the operator-sdk process itself).
 EMPTY_INDEX_IMG=${EMPTY_INDEX_IMG:-quay.io/quartet-operator/empty-index:$OPM_VERSION}
 
-out=$root/bin/images
+out=${QUARTET_IMAGES_DIR:-$root/bin/images}
 store=$out/registry
 work=$out/work
 list=$out/images.txt
@@ -163,8 +170,9 @@ gobuild() { # gobuild OUT PACKAGE: static, trimmed, no VCS stamp (as the Dockerf
   CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -buildvcs=false -trimpath -ldflags="-s -w" -o "$1" "$2"
 }
 mkdir -p "$work/bin"
-say "building manager, pause, fakerates, httpget"
+say "building manager, mirror-registry, pause, fakerates, httpget"
 gobuild "$work/bin/manager" .
+(cd cmd/mirror-registry && gobuild "$work/bin/mirror-registry" .) # a Go module of its own
 gobuild "$work/bin/pause" ./hack/images/pause
 gobuild "$work/bin/fakerates" ./hack/fakerates
 gobuild "$work/bin/httpget" ./hack/httpget
@@ -263,6 +271,15 @@ cp LICENSE "$d/licenses/LICENSE"
 cp "$work/bin/manager" "$d/manager"
 normalize "$d"
 layer manager
+
+# mirror-registry: cmd/mirror-registry/Dockerfile's COPY LICENSE /licenses/LICENSE and
+# COPY --from=builder /workspace/mirror-registry .
+d=$(stage mirror-registry)
+mkdir -p "$d/licenses"
+cp LICENSE "$d/licenses/LICENSE"
+cp "$work/bin/mirror-registry" "$d/mirror-registry"
+normalize "$d"
+layer mirror-registry
 
 # The releases' managers, as each release's Dockerfile copies it (with /licenses/LICENSE only
 # where that Dockerfile has the COPY).
@@ -461,6 +478,8 @@ cr mutate "$(loc "$OPM_IMG")" --append="$(L empty-configs)" --entrypoint=/bin/op
 say "pushed $EMPTY_INDEX_IMG"
 manager_config=(--entrypoint=/manager --user=65532:65532 --workdir=/ --env="$PATH_ENV" --env=SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt)
 scratch "$IMG" base manager -- "${manager_config[@]}"
+scratch "$MIRROR_REGISTRY_IMG" base mirror-registry -- --entrypoint=/mirror-registry --user=65532:65532 --workdir=/ \
+  --env="$PATH_ENV" --env=SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt --exposed-ports=5000/tcp
 # The labels (no spaces, checked above) are split into one flag each on purpose.
 # shellcheck disable=SC2086
 scratch "$BUNDLE_IMG" bundle-current -- $bundle_labels
@@ -496,7 +515,7 @@ scratch "$UBI_IMG" base busybox -- --cmd=sh --env="$PATH_ENV"
 # --- the list, and the digests compared with the previous run --------------------------------
 new=$work/images.txt.new
 : >"$new.unsorted"
-for ref in "$OPM_IMG" "$CATALOG_IMG" "$IMG" "$IMG_FIRST" "$BUNDLE_IMG" "$BUNDLE_IMG_FIRST" "${release_images[@]}" "$OLM_IMG" \
+for ref in "$OPM_IMG" "$CATALOG_IMG" "$IMG" "$MIRROR_REGISTRY_IMG" "$IMG_FIRST" "$BUNDLE_IMG" "$BUNDLE_IMG_FIRST" "${release_images[@]}" "$OLM_IMG" \
   "$REGISTRY_IMG" "$PAUSE_IMG" "$SCORECARD_TEST_IMG" "$SCORECARD_UNTAR_IMG" "$E2E_IMG" "$COREDNS_IMG" "$UBI_IMG" "$EMPTY_INDEX_IMG"; do
   dig=$(cr digest "$(loc "$ref")")
   echo "$ref $dig" >>"$new.unsorted"
@@ -515,14 +534,14 @@ if [ -f "$list" ]; then
       say "CHANGED $ref ${old:-(new)} -> $dig"
     fi
   done <"$new"
-  [ $changed -eq 0 ] && say "all $(wc -l <"$new") digests equal the previous run's (bin/images/images.txt)"
+  [ $changed -eq 0 ] && say "all $(wc -l <"$new") digests equal the previous run's ($list)"
 fi
 mv "$new" "$list"
 say "wrote $list ($(du -sh "$store" | cut -f1) in $store)"
 cat "$list"
 if [ -n "${IMAGES_CHECK:-}" ]; then
   if [ -z "$had_prev" ]; then
-    echo "images: IMAGES_CHECK: no previous bin/images/images.txt to compare with" >&2
+    echo "images: IMAGES_CHECK: no previous $list to compare with" >&2
     exit 1
   fi
   if [ $changed -ne 0 ]; then

@@ -1,9 +1,10 @@
 // Package images tests the images that make images (hack/images/build.sh) builds without a
 // container engine: that they agree with the Dockerfiles they stand in for. The repository's
-// Dockerfile, bundle.Dockerfile and catalog.Dockerfile are parsed with BuildKit's own parser
-// (github.com/moby/buildkit/frontend/dockerfile), and every image is read back with
-// go-containerregistry from the registry store bin/images/registry, served by a registry the
-// test starts itself (read-only). It skips when bin/images/images.txt does not exist.
+// Dockerfile, cmd/mirror-registry/Dockerfile, bundle.Dockerfile and catalog.Dockerfile are
+// parsed with BuildKit's own parser (github.com/moby/buildkit/frontend/dockerfile), and every
+// image is read back with go-containerregistry from the registry store bin/images/registry
+// (or $QUARTET_IMAGES_DIR/registry, as build.sh), served by a registry the test starts itself
+// (read-only). It skips when bin/images/images.txt does not exist.
 //
 // The releases of hack/olm/releases are checked against their own commit: its Dockerfile and
 // bundle.Dockerfile, and a manager built here from that commit's tree (`git archive`) with the
@@ -46,6 +47,7 @@ const (
 	imageTagBase        = "quay.io/quartet-operator/quartet"
 	managerImage        = imageTagBase + ":v0.3.0"
 	managerFirstImage   = imageTagBase + ":v0.1.0"
+	mirrorRegistryImage = "quay.io/quartet-operator/mirror-registry:v0.3.0"
 	bundleImage         = imageTagBase + "-bundle:v0.3.0"
 	bundleFirstImage    = imageTagBase + "-bundle:v0.1.0"
 	catalogImage        = imageTagBase + "-catalog:v0.3.0"
@@ -67,7 +69,7 @@ const (
 	isELF = "(an ELF executable)"
 )
 
-var allImages = []string{managerImage, managerFirstImage, bundleImage, bundleFirstImage, catalogImage, opmImage,
+var allImages = []string{managerImage, managerFirstImage, mirrorRegistryImage, bundleImage, bundleFirstImage, catalogImage, opmImage,
 	olmImage, registryImage, pauseImage, scorecardTestImage, scorecardUntarImage, e2eImage, corednsImage, ubiImage, emptyIndexImage}
 
 // release is one line of hack/olm/releases: a version that shipped, and its commit.
@@ -111,7 +113,11 @@ func TestImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	listPath := filepath.Join(root, "bin", "images", "images.txt")
+	imagesDir := filepath.Join(root, "bin", "images")
+	if dir := os.Getenv("QUARTET_IMAGES_DIR"); dir != "" { // as hack/images/build.sh reads it
+		imagesDir = dir
+	}
+	listPath := filepath.Join(imagesDir, "images.txt")
 	list, err := os.ReadFile(listPath)
 	if errors.Is(err, fs.ErrNotExist) {
 		t.Skipf("skipping: %s does not exist; run make images to build the images this test checks", listPath)
@@ -144,7 +150,7 @@ func TestImages(t *testing.T) {
 		t.FailNow()
 	}
 
-	reg := startRegistry(t, root, filepath.Join(root, "bin", "images", "registry"))
+	reg := startRegistry(t, root, filepath.Join(imagesDir, "registry"))
 	images := &imageReader{t: t, reg: reg, digests: digests, cache: map[string]*image{}}
 
 	t.Run("list", func(t *testing.T) {
@@ -182,6 +188,7 @@ func TestImages(t *testing.T) {
 			t.Run(path2name(m.image), func(t *testing.T) { testManager(t, m, images) })
 		}
 	})
+	t.Run("cmd/mirror-registry/Dockerfile", func(t *testing.T) { testMirrorRegistry(t, root, images) })
 	t.Run("bundle.Dockerfile", func(t *testing.T) {
 		bundles := []bundleSource{{image: bundleImage, dir: "bundle", dockerfile: filepath.Join(root, "bundle.Dockerfile")}}
 		for i, r := range releases {
@@ -255,43 +262,12 @@ func testManager(t *testing.T, src managerSource, images *imageReader) {
 	want := df.config(final, nil)
 	checkConfig(t, managerImage, img.cfg.Config, want)
 
-	// What distroless/static:nonroot provides and the manager relies on.
-	checkFile(t, img, "/etc/ssl/certs/ca-certificates.crt", 0o644, 0, 0)
-	if f := img.files["/etc/ssl/certs/ca-certificates.crt"]; f != nil && f.size < 100_000 {
-		t.Errorf("ca-certificates.crt is only %d bytes", f.size)
-	}
-	checkFile(t, img, "/tmp", fs.ModeDir|fs.ModeSticky|0o777, 0, 0)
-	checkFile(t, img, "/home/nonroot", fs.ModeDir|0o700, 65532, 65532)
-	for _, want := range []struct{ file, line string }{
-		{"/etc/passwd", "nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin"},
-		{"/etc/group", "nonroot:x:65532:"},
-	} {
-		if f := img.files[want.file]; f == nil || !slices.Contains(strings.Split(string(f.data), "\n"), want.line) {
-			t.Errorf("%s: %s lacks the line %q", managerImage, want.file, want.line)
-		}
-	}
+	checkDistrolessBase(t, managerImage, img)
 
 	// The builder stage's build command, run here (same flags; the Dockerfile's COPYs take
 	// main.go, api/, controllers/, internal/ and go.mod/go.sum, all the main package needs).
-	builder := df.stage(t, "builder")
-	var run string
-	for _, c := range builder.Commands {
-		if r, ok := c.(*instructions.RunCommand); ok && strings.Contains(strings.Join(r.CmdLine, " "), "go build") {
-			run = strings.Join(r.CmdLine, " ")
-		}
-	}
-	for _, part := range []string{"CGO_ENABLED=0", "go build -trimpath", `-ldflags="-s -w"`, "-o manager ."} {
-		if !strings.Contains(run, part) {
-			t.Fatalf("Dockerfile: the builder's go build line %q lacks %q; update this test and hack/images/build.sh", run, part)
-		}
-	}
-	manager := filepath.Join(t.TempDir(), "manager")
-	build := exec.Command("go", "build", "-buildvcs=false", "-trimpath", "-ldflags=-s -w", "-o", manager, ".")
-	build.Dir = src.dir
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	builderGoBuild(t, df, "CGO_ENABLED=0", "go build -trimpath", `-ldflags="-s -w"`, "-o manager .")
+	manager := goBuild(t, src.dir, "manager")
 	sources := map[string]string{"builder:/workspace/manager": manager, ":LICENSE": filepath.Join(src.dir, "LICENSE")}
 	covered := checkCopies(t, managerImage, img, df, final, sources)
 	// Nothing beyond the base's files and the Dockerfile's COPYs (a release's image has no
@@ -307,6 +283,92 @@ func testManager(t *testing.T, src managerSource, images *imageReader) {
 		if f := img.files["/licenses/LICENSE"]; f == nil || f.sum != fileSum(t, filepath.Join(src.dir, "LICENSE")) {
 			t.Errorf("%s: /licenses/LICENSE is missing or is not the repository's LICENSE", managerImage)
 		}
+	}
+}
+
+// checkDistrolessBase: what the distroless/static:nonroot stand-in provides and the manager
+// and mirror-registry rely on.
+func checkDistrolessBase(t *testing.T, name string, img *image) {
+	t.Helper()
+	checkFile(t, img, "/etc/ssl/certs/ca-certificates.crt", 0o644, 0, 0)
+	if f := img.files["/etc/ssl/certs/ca-certificates.crt"]; f != nil && f.size < 100_000 {
+		t.Errorf("%s: ca-certificates.crt is only %d bytes", name, f.size)
+	}
+	checkFile(t, img, "/tmp", fs.ModeDir|fs.ModeSticky|0o777, 0, 0)
+	checkFile(t, img, "/home/nonroot", fs.ModeDir|0o700, 65532, 65532)
+	for _, want := range []struct{ file, line string }{
+		{"/etc/passwd", "nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin"},
+		{"/etc/group", "nonroot:x:65532:"},
+	} {
+		if f := img.files[want.file]; f == nil || !slices.Contains(strings.Split(string(f.data), "\n"), want.line) {
+			t.Errorf("%s: %s lacks the line %q", name, want.file, want.line)
+		}
+	}
+}
+
+// builderGoBuild returns the go build line of the Dockerfile's builder stage, and fails
+// unless it has every one of parts (the flags hack/images/build.sh and this test use).
+func builderGoBuild(t *testing.T, df *dockerfile, parts ...string) string {
+	t.Helper()
+	var run string
+	for _, c := range df.stage(t, "builder").Commands {
+		if r, ok := c.(*instructions.RunCommand); ok && strings.Contains(strings.Join(r.CmdLine, " "), "go build") {
+			run = strings.Join(r.CmdLine, " ")
+		}
+	}
+	for _, part := range parts {
+		if !strings.Contains(run, part) {
+			t.Fatalf("%s: the builder's go build line %q lacks %q; update this test and hack/images/build.sh", df.name, run, part)
+		}
+	}
+	return run
+}
+
+// goBuild builds the main package in dir into a temporary file as hack/images/build.sh does
+// (static, trimmed, no VCS stamp, linux/amd64) and returns its path.
+func goBuild(t *testing.T, dir, name string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), name)
+	build := exec.Command("go", "build", "-buildvcs=false", "-trimpath", "-ldflags=-s -w", "-o", out, ".")
+	build.Dir = dir
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build in %s: %v\n%s", dir, err, b)
+	}
+	return out
+}
+
+// testMirrorRegistry: the RegistryMirror's registry image against cmd/mirror-registry/Dockerfile,
+// the users' source of truth: its final stage (distroless/static:nonroot; USER, EXPOSE,
+// ENTRYPOINT; COPY of /licenses/LICENSE and /mirror-registry), with the binary built here
+// from cmd/mirror-registry (a module of its own) exactly as the builder stage's RUN line
+// builds it. It runs with any UID: nothing in the image is written, and /mirror-registry
+// is world-executable.
+func testMirrorRegistry(t *testing.T, root string, images *imageReader) {
+	dir := filepath.Join(root, "cmd", "mirror-registry")
+	df := parseDockerfile(t, filepath.Join(dir, "Dockerfile"))
+	final := df.final()
+	if final.BaseName != "gcr.io/distroless/static:nonroot" {
+		t.Fatalf("cmd/mirror-registry/Dockerfile: final stage FROM %s; this test knows gcr.io/distroless/static:nonroot", final.BaseName)
+	}
+	img := images.get(t, mirrorRegistryImage)
+	want := df.config(final, nil)
+	if want.User == "" || want.User == "0" || strings.HasPrefix(want.User, "0:") || strings.HasPrefix(want.User, "root") {
+		t.Errorf("cmd/mirror-registry/Dockerfile: USER %q; the image must run as non-root", want.User)
+	}
+	checkConfig(t, mirrorRegistryImage, img.cfg.Config, want)
+	checkDistrolessBase(t, mirrorRegistryImage, img)
+
+	builderGoBuild(t, df, "CGO_ENABLED=0", "go build -trimpath", `-ldflags="-s -w"`, "-o mirror-registry .")
+	sources := map[string]string{"builder:/workspace/mirror-registry": goBuild(t, dir, "mirror-registry"), ":LICENSE": filepath.Join(root, "LICENSE")}
+	covered := checkCopies(t, mirrorRegistryImage, img, df, final, sources)
+	for p := range img.files {
+		if p != "/" && !covered[p] && !isParentOf(p, covered) && !slices.Contains(managerBaseTops, strings.SplitN(strings.TrimPrefix(p, "/"), "/", 2)[0]) {
+			t.Errorf("%s: unexpected %s", mirrorRegistryImage, p)
+		}
+	}
+	if f := img.files["/mirror-registry"]; f == nil || f.mode.Perm() != 0o755 || !f.isELF || f.elfInterp != "" {
+		t.Errorf("%s: /mirror-registry is not a static executable of mode 0755 (any UID runs it)", mirrorRegistryImage)
 	}
 }
 
@@ -587,6 +649,16 @@ func (d *dockerfile) config(s *instructions.Stage, base *v1.Config) v1.Config {
 			}
 			for _, kv := range x.Labels {
 				c.Labels[kv.Key] = kv.Value
+			}
+		case *instructions.ExposeCommand:
+			if c.ExposedPorts == nil {
+				c.ExposedPorts = map[string]struct{}{}
+			}
+			for _, p := range x.Ports {
+				if !strings.Contains(p, "/") {
+					p += "/tcp"
+				}
+				c.ExposedPorts[p] = struct{}{}
 			}
 		}
 	}

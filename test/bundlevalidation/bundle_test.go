@@ -205,6 +205,8 @@ func TestBundleCSVContract(t *testing.T) {
 			related[r.Name] = r.Image
 		}
 		assert.Equal(t, env["RELATED_IMAGE_REGISTRY"], related["registry"])
+		// The mirror's registry is cmd/mirror-registry, released with the operator.
+		assert.Equal(t, "quay.io/quartet-operator/mirror-registry:v"+spec.Version.String(), env["RELATED_IMAGE_REGISTRY"])
 		assert.Equal(t, c.Image, related["node-agent"])
 	})
 

@@ -597,6 +597,31 @@ apiVersion: mirrors.quartet.dev/v1alpha1
 kind: RegistryMirror
 metadata: {name: bad, namespace: default}
 spec: {upstream: "https://quay.io", cacheTTL: "a week"}`, wantMsgs: []string{"spec.cacheTTL"}},
+	{name: "retention under 1h", doc: `
+apiVersion: mirrors.quartet.dev/v1alpha1
+kind: RegistryMirror
+metadata: {name: bad, namespace: default}
+spec: {upstream: "https://quay.io", retention: 30m}`, wantMsgs: []string{"spec.retention", "at least 1h"}},
+	{name: "retention over 10 years", doc: `
+apiVersion: mirrors.quartet.dev/v1alpha1
+kind: RegistryMirror
+metadata: {name: bad, namespace: default}
+spec: {upstream: "https://quay.io", retention: 87601h}`, wantMsgs: []string{"spec.retention", "at most 87600h"}},
+	{name: "retention not a duration", doc: `
+apiVersion: mirrors.quartet.dev/v1alpha1
+kind: RegistryMirror
+metadata: {name: bad, namespace: default}
+spec: {upstream: "https://quay.io", retention: "30 days"}`, wantMsgs: []string{"spec.retention", "should match"}},
+	{name: "disk percent 100", doc: `
+apiVersion: mirrors.quartet.dev/v1alpha1
+kind: RegistryMirror
+metadata: {name: bad, namespace: default}
+spec: {upstream: "https://quay.io", maxDiskPercent: 100}`, wantMsgs: []string{"spec.maxDiskPercent", "less than or equal to 99"}},
+	{name: "disk percent negative", doc: `
+apiVersion: mirrors.quartet.dev/v1alpha1
+kind: RegistryMirror
+metadata: {name: bad, namespace: default}
+spec: {upstream: "https://quay.io", maxDiskPercent: -1}`, wantMsgs: []string{"spec.maxDiskPercent", "greater than or equal to 0"}},
 	{name: "storage shrunk", update: `
 apiVersion: mirrors.quartet.dev/v1alpha1
 kind: RegistryMirror
@@ -615,6 +640,44 @@ apiVersion: mirrors.quartet.dev/v1alpha1
 kind: RegistryMirror
 metadata: {name: sc, namespace: default}
 spec: {upstream: "https://quay.io", storageClassName: slow}`, wantMsgs: []string{"spec", "spec.storageClassName is immutable"}},
+}
+
+// TestRegistryMirrorRetentionDefaults: a mirror as Quartet 0.2.0's users wrote it, with the
+// now deprecated cacheTTL, is still accepted and gets the retention and disk bound defaults;
+// the limits themselves are accepted.
+func TestRegistryMirrorRetentionDefaults(t *testing.T) {
+	env.Require(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, spec         string
+		wantRetention      string
+		wantMaxDiskPercent int64
+		wantCacheTTL       any
+	}{
+		{"0.2.0 object with cacheTTL", `{upstream: "https://quay.io", cacheTTL: 168h}`, "720h", 85, "168h"},
+		{"nothing set", `{upstream: "https://quay.io"}`, "720h", 85, nil},
+		{"the lowest", `{upstream: "https://quay.io", retention: 1h, maxDiskPercent: 0}`, "1h", 0, nil},
+		{"the highest", `{upstream: "https://quay.io", retention: 87600h, maxDiskPercent: 99}`, "87600h", 99, nil},
+		{"a Go duration", `{upstream: "https://quay.io", retention: 2160h0m0s}`, "2160h0m0s", 85, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := decode(t, `
+apiVersion: mirrors.quartet.dev/v1alpha1
+kind: RegistryMirror
+metadata: {name: retention, namespace: default}
+spec: `+tc.spec)
+			require.NoError(t, eventuallyCreate(ctx, u))
+			got := &unstructured.Unstructured{}
+			got.SetGroupVersionKind(u.GroupVersionKind())
+			require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(u), got))
+			t.Cleanup(func() { _ = env.Client.Delete(ctx, got) })
+			spec := got.Object["spec"].(map[string]any)
+			assert.Equal(t, tc.wantRetention, spec["retention"])
+			assert.EqualValues(t, tc.wantMaxDiskPercent, spec["maxDiskPercent"])
+			assert.Equal(t, tc.wantCacheTTL, spec["cacheTTL"], "cacheTTL is kept as written")
+			require.NoError(t, env.Client.Delete(ctx, got))
+		})
+	}
 }
 
 // TestInvalidObjectsRefused applies each invalid object and checks the API server refuses

@@ -34,6 +34,8 @@ const (
 	ReleasedOperatorImage = "quay.io/quartet-operator/quartet:v0.2.0"
 	// OldOperatorImage is ReleasedOperatorImage under 0.1.0's tag (the same image).
 	OldOperatorImage = "quay.io/quartet-operator/quartet:v0.1.0"
+	// MirrorRegistryImage is the RegistryMirror's registry of NewCSV (cmd/mirror-registry).
+	MirrorRegistryImage = "quay.io/quartet-operator/mirror-registry:v0.3.0"
 )
 
 // CreateCatalogSource creates a grpc CatalogSource in OLM's namespace served from image by

@@ -50,13 +50,41 @@ type RegistryMirrorSpec struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Credentials Secret"
 	CredentialsSecretRef *SecretReference `json:"credentialsSecretRef,omitempty"`
 
-	// cacheTTL is how long cached content is kept (a Go duration such as 168h). Default: the
-	// registry's own (7 days).
+	// cacheTTL is deprecated and ignored: set retention. It was distribution's proxy.ttl,
+	// an expiry counted from the first fetch, which never deleted anything (the registry
+	// Quartet 0.2.0 rendered had storage deletion off) and whose meaning retention does not
+	// share; it is kept so objects that carry it stay valid.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
 	// +kubebuilder:validation:MaxLength=32
 	// +optional
 	CacheTTL *metav1.Duration `json:"cacheTTL,omitempty"`
+
+	// retention is how long cached content is kept after it was last pulled (a Go duration
+	// such as 720h, at least 1h and at most 87600h): every pull, served from the cache or
+	// not, keeps an image (its manifest, config and layers) for another retention; content
+	// not pulled for longer is deleted. Default 720h (30 days), long enough to ride out an
+	// outage of the upstream.
+	// +default="720h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1h')",message="spec.retention must be at least 1h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('87600h')",message="spec.retention must be at most 87600h (10 years)"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Retention"
+	Retention *metav1.Duration `json:"retention,omitempty"`
+
+	// maxDiskPercent bounds the cache's disk: above this fill of the cache volume (used
+	// bytes of the whole volume, in percent) the least recently pulled content is deleted
+	// first, however recently, until the fill is below it again. 0 turns the bound off
+	// (only retention deletes). Default 85.
+	// +default=85
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=99
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Max Disk Percent"
+	MaxDiskPercent *int32 `json:"maxDiskPercent,omitempty"`
 
 	// resources of the registry container.
 	// +optional
@@ -111,8 +139,9 @@ type RegistryMirrorStatus struct {
 }
 
 // RegistryMirror runs a pull-through cache of one upstream registry: two Services, a
-// StatefulSet with the CNCF distribution registry in proxy mode, its PVC, and a DaemonSet
-// that makes the mirror reachable from every node.
+// StatefulSet with Quartet's mirror-registry (the CNCF distribution registry in proxy mode,
+// keeping what was pulled within spec.retention), its PVC, and a DaemonSet that makes the
+// mirror reachable from every node.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=rm

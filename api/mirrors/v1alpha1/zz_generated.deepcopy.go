@@ -200,6 +200,16 @@ func (in *RegistryMirrorSpec) DeepCopyInto(out *RegistryMirrorSpec) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.Retention != nil {
+		in, out := &in.Retention, &out.Retention
+		*out = new(v1.Duration)
+		**out = **in
+	}
+	if in.MaxDiskPercent != nil {
+		in, out := &in.MaxDiskPercent, &out.MaxDiskPercent
+		*out = new(int32)
+		**out = **in
+	}
 	if in.Resources != nil {
 		in, out := &in.Resources, &out.Resources
 		*out = new(corev1.ResourceRequirements)
