@@ -17,26 +17,32 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	"github.com/quartet-operator/quartet/test/realnode"
 )
 
-// TestMirrorKeepsLastUsesAcrossARestart is the part of issue 22's acceptance the real node
-// can show: the API allows no retention under 1h, and the registry takes time from the wall
-// clock only, so "still served after first fetch + retention because it was pulled since" is
-// proven with a fake clock in cmd/mirror-registry (TestMirrorKeepsContentUsedWithinRetention)
-// and the rendered command on loopback in controllers/registrymirror
-// (TestRenderedRegistryServesAsPullThroughCache). Here, with the images and the install users
-// get: the mirror runs the mirror-registry image with the retention and disk bound of its spec,
-// as the UID the pod names, not root; an image is pulled through it twice (the second time
-// from the cache); the upstream stops; the registry pod is deleted, drains and saves the last
-// uses into its state file on the cache volume (written by that UID), and its replacement
-// reads them back; a pod of the image, gone from the node, starts again from the cache.
+// TestMirrorKeepsLastUsesAcrossARestart is the part of issue 22's acceptance the operator's
+// mirror can show on the real node: the API allows no retention under 1h, so "still served
+// after first fetch + retention because it was pulled since" is proven with a fake clock in
+// cmd/mirror-registry (TestMirrorKeepsContentUsedWithinRetention), and with the image and
+// the node's containerd in a pod of the test's own with a 60s retention
+// (TestMirrorRegistryKeepsWhatWasPulledSinceItsFirstFetch). Here, with the images and the
+// install users get: the mirror runs the mirror-registry image with the retention and disk
+// bound of its spec, as the UID the pod names, not root; an image is pulled through it twice
+// (the second time from the cache); the upstream stops; the registry pod is deleted, drains
+// and saves the last uses into its state file on the cache volume (written by that UID), and
+// its replacement reads them back; a pod of the image, gone from the node, starts again from
+// the cache. The mirror is deleted at the end, its hosts.toml with it.
 func TestMirrorKeepsLastUsesAcrossARestart(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
 	const ns, name = "mirror-retention", "kept"
 	up, ref, layer := upstreamWithImage(t, 5008, "", "", "", "library/kept", 512<<10)
 	m := newMirror(t, ns, name, "http://"+up.Host, "", pullResolve)
+	// Registered after newMirror's grant, so it runs before the grant is revoked: the mirror
+	// goes and takes its hosts.toml off the node before the next test looks at the node's
+	// hosts.toml files (TestMirrorServesPullsAndOutlivesItsUpstream compares them).
+	t.Cleanup(func() { deleteMirrorAndWaitForHostsFile(t, m, up.Host) })
 
 	sts := &appsv1.StatefulSet{}
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-registry"}, sts))
@@ -161,4 +167,19 @@ func stateFileOnNode(t *testing.T, ns, claim string) (map[string]int64, uint32) 
 		}
 	}
 	return out, fi.Sys().(*syscall.Stat_t).Uid
+}
+
+// deleteMirrorAndWaitForHostsFile deletes mirror m and waits until its node agent took the
+// hosts.toml of upstream host off the node.
+func deleteMirrorAndWaitForHostsFile(t *testing.T, m *mirrorsv1alpha1.RegistryMirror, host string) {
+	t.Helper()
+	ctx := context.Background()
+	hostsPath := filepath.Join(env.Cluster.Node.CertsDir, host, "hosts.toml")
+	if err := env.Client.Delete(ctx, m); err != nil && !apierrors.IsNotFound(err) {
+		require.NoError(t, err)
+	}
+	require.NoError(t, realnode.WaitFor(ctx, "mirror "+m.Namespace+"/"+m.Name+" deleted, its hosts.toml removed", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+		_, err := os.Stat(hostsPath)
+		return os.IsNotExist(err), fmt.Sprint(err), nil
+	}))
 }
