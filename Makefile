@@ -94,8 +94,9 @@ vet: ## go vet.
 	go vet ./...
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## golangci-lint (.golangci.yml): errcheck, govet, ineffassign, staticcheck, unused on all Go code; kube-api-linter on api/.
+lint: $(GOLANGCI_LINT) ## golangci-lint (.golangci.yml): errcheck, govet, ineffassign, staticcheck, unused on all Go code (cmd/mirror-registry's module too); kube-api-linter on api/.
 	$(GOLANGCI_LINT) run ./...
+	cd cmd/mirror-registry && $(GOLANGCI_LINT) run ./...
 
 .PHONY: test
 test: controlplane registry mirror-registry vet $(KUSTOMIZE) $(HELM) $(PROMTOOL) ## go vet, unit tests and integration tests against the real API server; cmd/mirror-registry's own tests.
