@@ -384,5 +384,6 @@ func (r *Reconciler) report(ctx context.Context, m *mirrorsv1alpha1.RegistryMirr
 		return 0, nil
 	}
 	r.recordEvents(m, statusEvents(m.Status.Conditions, status.Conditions))
+	r.recordEvents(m, specEvents(m, m.Status.ObservedGeneration, status.ObservedGeneration))
 	return 0, r.patchStatus(ctx, m, status)
 }

@@ -597,3 +597,33 @@ func TestPrivateUpstreamIsFencedIn(t *testing.T) {
 		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(np), &networkingv1.NetworkPolicy{}))
 	}, wait, tick, "the NetworkPolicy goes with the credentials")
 }
+
+// TestCacheTTLIsIgnoredWithAWarning: a mirror that still sets the deprecated cacheTTL
+// becomes Ready as any other, and gets one Warning Event per generation saying the field
+// has no effect; a registry pod's command line carries the retention, never the TTL.
+func TestCacheTTLIsIgnoredWithAWarning(t *testing.T) {
+	env.Require(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startManager(t, env.Config, operator.Shared{}, 2)
+	newVolume(t, "rm-ttl-"+ns, "10Gi", false)
+	m := newMirror(ns, "ttl", "https://"+ns+".example", "rm-ttl-"+ns)
+	m.Spec.CacheTTL = &metav1.Duration{Duration: time.Hour}
+	require.NoError(t, env.Client.Create(ctx, m))
+	key := client.ObjectKeyFromObject(m)
+	waitReady(t, key, 1)
+	warnings := func(c *assert.CollectT) int {
+		return eventCounts(c, m)[corev1.EventTypeWarning+"/"+EventCacheTTLIgnored]
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.Equal(c, 1, warnings(c)) }, wait, tick)
+
+	editSpec(t, key, func(m *mirrorsv1alpha1.RegistryMirror) {
+		m.Spec.Retention = &metav1.Duration{Duration: 48 * time.Hour}
+	})
+	waitReady(t, key, 2)
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.Equal(c, 2, warnings(c)) }, wait, tick)
+	sts := children(t, getMirror(t, key))["StatefulSet/"+statefulSetName(m)].(*appsv1.StatefulSet)
+	command := strings.Join(append(sts.Spec.Template.Spec.Containers[0].Command, sts.Spec.Template.Spec.Containers[0].Args...), " ")
+	assert.Contains(t, command, "--retention=48h0m0s")
+	assert.NotContains(t, command, "1h0m0s")
+}

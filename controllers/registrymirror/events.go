@@ -1,6 +1,8 @@
 package registrymirror
 
 import (
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,7 +29,21 @@ const (
 	eventNodeAccessPrefix = "NodeAccess"
 	// eventUpstreamPrefix prefixes the UpstreamReachable reason in the upstream's Events.
 	eventUpstreamPrefix = "Upstream"
+	// EventCacheTTLIgnored: the spec sets cacheTTL, which is deprecated and has no effect.
+	EventCacheTTLIgnored = "CacheTTLIgnored"
 )
+
+// specEvents are the Events a newly observed spec is news for (observedGeneration moves
+// from prev to next): a Warning when it sets cacheTTL, which does nothing since retention
+// replaced it, so whoever set it learns that from the mirror, once per generation.
+func specEvents(m *mirrorsv1alpha1.RegistryMirror, prev, next int64) []event {
+	if m.Spec.CacheTTL == nil || prev == next {
+		return nil
+	}
+	return []event{{corev1.EventTypeWarning, EventCacheTTLIgnored, "Reconcile", fmt.Sprintf(
+		"spec.cacheTTL (%s) is deprecated and has no effect: the cache keeps what was pulled for spec.retention (%s) after its last pull; remove cacheTTL",
+		m.Spec.CacheTTL.Duration, retention(m))}}
+}
 
 // event is one Event about a mirror.
 type event struct {

@@ -5,11 +5,14 @@ import (
 	"net/netip"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 )
 
 func TestStatusEvents(t *testing.T) {
@@ -87,5 +90,29 @@ func TestUpstreamEventsCarryNoErrorText(t *testing.T) {
 		prev := []metav1.Condition{*meta.FindStatusCondition(st.Conditions, ConditionNodeAccess)}
 		evs := statusEvents(prev, st.Conditions)
 		assert.Equal(t, []event{tc.want}, evs, tc.name)
+	}
+}
+
+func TestSpecEventsWarnOfCacheTTLOncePerGeneration(t *testing.T) {
+	withTTL := minimalMirror()
+	withTTL.Spec.CacheTTL = &metav1.Duration{Duration: 168 * time.Hour}
+	withBoth := withTTL.DeepCopy()
+	withBoth.Spec.Retention = &metav1.Duration{Duration: 2160 * time.Hour}
+	for _, tc := range []struct {
+		name       string
+		m          *mirrorsv1alpha1.RegistryMirror
+		prev, next int64
+		want       []event
+	}{
+		{"no cacheTTL", minimalMirror(), 0, 1, nil},
+		{"cacheTTL on a new generation", withTTL, 0, 1, []event{{corev1.EventTypeWarning, EventCacheTTLIgnored, "Reconcile",
+			"spec.cacheTTL (168h0m0s) is deprecated and has no effect: the cache keeps what was pulled for spec.retention (720h0m0s) after its last pull; remove cacheTTL"}}},
+		{"cacheTTL, generation already observed", withTTL, 3, 3, nil},
+		{"cacheTTL next to a retention", withBoth, 1, 2, []event{{corev1.EventTypeWarning, EventCacheTTLIgnored, "Reconcile",
+			"spec.cacheTTL (168h0m0s) is deprecated and has no effect: the cache keeps what was pulled for spec.retention (2160h0m0s) after its last pull; remove cacheTTL"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, specEvents(tc.m, tc.prev, tc.next))
+		})
 	}
 }
