@@ -97,11 +97,14 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: newHandler(app, cfg), ReadHeaderTimeout: time.Minute}
+	warmer := &retention.Warmer{BaseURL: selfURL(ln.Addr()), Client: &http.Client{}, Platforms: opts.warmPlatforms,
+		Keeper: keeper, Clock: retention.RealClock{}, Log: log}
+	srv := &http.Server{Handler: newHandler(app, cfg, warmer), ReadHeaderTimeout: time.Minute}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.WithFields(logrus.Fields{"addr": ln.Addr().String(), "upstream": cfg.Proxy.RemoteURL, "retention": opts.retention.String(),
-		"maxDiskPercent": opts.maxDiskPercent, "pinnedFile": opts.pinnedFile, "stateFile": opts.stateFile}).Info("Serving the mirror")
+		"maxDiskPercent": opts.maxDiskPercent, "pinnedFile": opts.pinnedFile, "stateFile": opts.stateFile,
+		"warmInterval": opts.warmInterval.String()}).Info("Serving the mirror")
 
 	keeperCtx, stopKeeper := context.WithCancel(context.Background())
 	keeperDone := make(chan struct{})
@@ -110,9 +113,19 @@ func run(args []string) error {
 		keeper.Run(keeperCtx, opts.evictionInterval, opts.saveInterval)
 	}()
 
+	warmCtx, stopWarmer := context.WithCancel(context.Background())
+	warmerDone := make(chan struct{})
+	go func() {
+		defer close(warmerDone)
+		if opts.warmInterval > 0 && opts.pinnedFile != "" {
+			warmer.Run(warmCtx, opts.warmInterval)
+		}
+	}()
+
 	select {
 	case err = <-served:
 	case <-ctx.Done():
+		stopWarmer() // its requests would hold the drain
 		drain := cfg.HTTP.DrainTimeout
 		if drain == 0 {
 			drain = defaultDrainTimeout
@@ -124,6 +137,8 @@ func run(args []string) error {
 	}
 	// App.Shutdown is not called: with proxy.ttl 0 it would dereference the proxy's nil
 	// scheduler, and it has nothing else to close.
+	stopWarmer()
+	<-warmerDone
 	stopKeeper()
 	<-keeperDone
 	if errors.Is(err, http.ErrServerClosed) {

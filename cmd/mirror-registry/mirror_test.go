@@ -20,6 +20,7 @@ import (
 	"github.com/distribution/distribution/v3/configuration"
 	"github.com/distribution/distribution/v3/registry/storage/driver/filesystem"
 	"github.com/opencontainers/go-digest"
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -196,6 +197,7 @@ func pull(t *testing.T, registryURL string, img image) error {
 type mirror struct {
 	*httptest.Server
 	keeper *retention.Keeper
+	warmer *retention.Warmer
 	root   string
 }
 
@@ -237,7 +239,10 @@ func startMirror(t *testing.T, upstreamURL string, clock retention.Clock, o mirr
 	app, err := newApp(context.Background(), cfg)
 	require.NoError(t, err)
 	require.NoError(t, keeper.Restore(context.Background()))
-	m := &mirror{Server: httptest.NewServer(newHandler(app, cfg)), keeper: keeper, root: o.root}
+	warmer := &retention.Warmer{Client: client, Platforms: []v1.Platform{{OS: "linux", Architecture: "amd64"}},
+		Keeper: keeper, Clock: clock, Log: logrus.StandardLogger()}
+	m := &mirror{Server: httptest.NewServer(newHandler(app, cfg, warmer)), keeper: keeper, warmer: warmer, root: o.root}
+	warmer.BaseURL = m.URL
 	t.Cleanup(m.Close)
 	return m
 }

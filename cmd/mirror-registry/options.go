@@ -4,7 +4,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"runtime"
 	"time"
+
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/quartet-operator/quartet/cmd/mirror-registry/internal/retention"
 )
 
 // options are mirror-registry's flags. Everything else is the registry's own config.yml.
@@ -16,6 +21,8 @@ type options struct {
 	stateFile        string
 	evictionInterval time.Duration
 	saveInterval     time.Duration
+	warmInterval     time.Duration
+	warmPlatforms    []v1.Platform
 }
 
 // defaultRetention is long enough to ride out a real outage of the upstream link.
@@ -37,11 +44,19 @@ func parseOptions(args []string, output io.Writer) (options, error) {
 		"Where the last uses are kept across restarts (default: <storage rootdirectory>/quartet/last-use).")
 	fs.DurationVar(&o.evictionInterval, "eviction-interval", time.Minute, "How often expired content is looked for.")
 	fs.DurationVar(&o.saveInterval, "save-interval", time.Minute, "How often new uses are written to the state file.")
+	fs.DurationVar(&o.warmInterval, "warm-interval", 5*time.Minute,
+		"How often pinned images the cache does not hold are fetched from the upstream (0 turns warming off).")
+	platforms := fs.String("warm-platforms", "linux/"+runtime.GOARCH,
+		"The platforms (os/arch[/variant], comma-separated) whose manifests are fetched of a pinned index.")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
 	if fs.NArg() > 0 {
 		return options{}, fmt.Errorf("unexpected arguments %q: the configuration is --config", fs.Args())
+	}
+	var err error
+	if o.warmPlatforms, err = retention.ParsePlatforms(*platforms); err != nil {
+		return options{}, fmt.Errorf("--warm-platforms: %w", err)
 	}
 	return o, o.validate()
 }
@@ -54,6 +69,8 @@ func (o options) validate() error {
 		return fmt.Errorf("--max-disk-percent must be between 0 and 100, not %g", o.maxDiskPercent)
 	case o.evictionInterval <= 0:
 		return fmt.Errorf("--eviction-interval must be positive, not %s", o.evictionInterval)
+	case o.warmInterval < 0:
+		return fmt.Errorf("--warm-interval must not be negative, not %s", o.warmInterval)
 	case o.saveInterval <= 0:
 		return fmt.Errorf("--save-interval must be positive, not %s", o.saveInterval)
 	}

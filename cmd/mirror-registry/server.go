@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +18,10 @@ import (
 
 	"github.com/quartet-operator/quartet/cmd/mirror-registry/internal/retention"
 )
+
+// pinnedPath serves the warmer's status (retention.WarmStatus as JSON). It is outside the
+// registry API's /v2/.
+const pinnedPath = "/quartet/pinned"
 
 // defaultRootDirectory is the filesystem driver's own default
 // (registry/storage/driver/filesystem/driver.go).
@@ -106,8 +111,16 @@ func newApp(ctx context.Context, cfg *configuration.Configuration) (app *handler
 // unless a health check fails, panics become 500s, requests are logged. (NewRegistry
 // itself is not used: it hides its http.Server, and its Shutdown calls App.Shutdown, which
 // dereferences the proxy's nil scheduler when proxy.ttl is 0 — proxyregistry.go, Close.)
-func newHandler(app *handlers.App, cfg *configuration.Configuration) http.Handler {
+//
+// pinned, when not nil, answers at pinnedPath (the warmer's status, for the operator).
+func newHandler(app *handlers.App, cfg *configuration.Configuration, pinned http.Handler) http.Handler {
 	var h http.Handler = app
+	if pinned != nil {
+		mux := http.NewServeMux()
+		mux.Handle(pinnedPath, pinned)
+		mux.Handle("/", app)
+		h = mux
+	}
 	h = alive("/", h)
 	h = health.Handler(h)
 	h = panicHandler(h)
@@ -115,6 +128,22 @@ func newHandler(app *handlers.App, cfg *configuration.Configuration) http.Handle
 		h = gorhandlers.CombinedLoggingHandler(os.Stdout, h)
 	}
 	return h
+}
+
+// selfURL is how the registry reaches itself at the listener's address: an unspecified
+// address (":5000", "0.0.0.0:5000") is dialled on loopback.
+func selfURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String()
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+		if ip != nil && ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 func alive(path string, next http.Handler) http.Handler {

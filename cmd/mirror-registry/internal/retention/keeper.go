@@ -182,6 +182,34 @@ func (k *Keeper) Evict(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
+// IsRestored says whether Restore has finished.
+func (k *Keeper) IsRestored() bool {
+	k.passMu.Lock()
+	defer k.passMu.Unlock()
+	return k.restored
+}
+
+// PinnedImages reads the pinned-digests file if it changed and returns its lines.
+func (k *Keeper) PinnedImages() ([]Pin, error) {
+	k.passMu.Lock()
+	defer k.passMu.Unlock()
+	_, changed, invalid, err := k.pins.load()
+	if err != nil {
+		return nil, err
+	}
+	if changed {
+		k.opts.Log.WithFields(logrus.Fields{"pinnedFile": k.opts.PinnedFile, "images": len(k.pins.images), "invalidLines": len(invalid)}).Info("Read pinned digests")
+	}
+	return slices.Clone(k.pins.images), nil
+}
+
+// Cached says whether the cache serves d from repo without the upstream: a manifest
+// linked in the repository, a blob linked as its layer. With no repository, whether the
+// blob store holds d's data at all.
+func (k *Keeper) Cached(ctx context.Context, repo string, d digest.Digest, kind Kind) bool {
+	return k.store.cached(ctx, repo, d, kind)
+}
+
 func referencedByAny(d digest.Digest, manifests []digest.Digest, byDigest map[digest.Digest]Entry) bool {
 	for _, m := range manifests {
 		if slices.Contains(byDigest[m].Refs, d) {

@@ -13,6 +13,14 @@ var (
 		Name: "quartet_mirror_pinned_digests",
 		Help: "Cached manifests and blobs kept because a pinned digest is, or references, them.",
 	})
+	pinnedImagesGauge = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "quartet_mirror_pinned_images",
+		Help: "Images in the pinned-digests file at the last warm pass.",
+	})
+	pinnedCachedGauge = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "quartet_mirror_pinned_images_cached",
+		Help: "Pinned images the cache held whole (manifests of the warmed platforms, configs, layers) at the last warm pass.",
+	})
 	evictionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "quartet_mirror_evictions_total",
 		Help: "Manifests and blobs deleted from the cache, by reason.",
@@ -36,6 +44,6 @@ var (
 )
 
 func init() {
-	prometheus.MustRegister(recordsGauge, pinnedGauge, evictionsTotal, evictedBytesTotal,
+	prometheus.MustRegister(recordsGauge, pinnedGauge, pinnedImagesGauge, pinnedCachedGauge, evictionsTotal, evictedBytesTotal,
 		evictionFailuresTotal, diskUsedBytes, diskCapacityBytes)
 }

@@ -7,8 +7,26 @@ import (
 	"os"
 	"strings"
 
+	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
 )
+
+// Pin is one line of the pinned-digests file: a digest, and the repository it is pulled
+// from when the line names one ("" for a bare digest).
+type Pin struct {
+	// Repository is the path in the mirror (the upstream's repository: "library/nginx"),
+	// without the registry host the line may name.
+	Repository string
+	Digest     digest.Digest
+}
+
+// String is the pin as a line: repository@digest, or the bare digest.
+func (p Pin) String() string {
+	if p.Repository == "" {
+		return p.Digest.String()
+	}
+	return p.Repository + "@" + p.Digest.String()
+}
 
 // ParsePins reads the pinned digests, one a line: a bare digest ("sha256:…") or an image
 // reference by digest, as a pod's status.containerStatuses[].imageID has it
@@ -16,7 +34,23 @@ import (
 // '#' comments are skipped. Lines that hold no valid digest are returned, not fatal: one
 // bad line must not unpin the rest.
 func ParsePins(r io.Reader) (pins map[digest.Digest]bool, invalid []string, err error) {
-	pins = map[digest.Digest]bool{}
+	images, invalid, err := ParsePinnedImages(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	pins = make(map[digest.Digest]bool, len(images))
+	for _, p := range images {
+		pins[p.Digest] = true
+	}
+	return pins, invalid, nil
+}
+
+// ParsePinnedImages reads the same lines as ParsePins and keeps the repository of each
+// (distribution/reference's normalisation: "nginx" is library/nginx, a leading registry
+// host is dropped), in file order, each digest and repository once. A line whose name
+// part does not parse as a repository still pins its digest, with no repository.
+func ParsePinnedImages(r io.Reader) (pins []Pin, invalid []string, err error) {
+	seen := map[Pin]bool{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	for sc.Scan() {
@@ -24,20 +58,41 @@ func ParsePins(r io.Reader) (pins map[digest.Digest]bool, invalid []string, err 
 		if text == "" || strings.HasPrefix(text, "#") {
 			continue
 		}
+		var name string
 		if i := strings.LastIndexByte(text, '@'); i >= 0 {
-			text = text[i+1:]
+			name, text = text[:i], text[i+1:]
 		}
 		d, perr := digest.Parse(text)
 		if perr != nil {
 			invalid = append(invalid, sc.Text())
 			continue
 		}
-		pins[d] = true
+		p := Pin{Repository: repositoryPath(name), Digest: d}
+		if !seen[p] {
+			seen[p] = true
+			pins = append(pins, p)
+		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, nil, err
 	}
 	return pins, invalid, nil
+}
+
+// repositoryPath is the repository of an image name, without its registry host; "" when
+// there is no name or it is not one.
+func repositoryPath(name string) string {
+	if i := strings.Index(name, "://"); i >= 0 {
+		name = name[i+3:] // docker-pullable://
+	}
+	if name == "" {
+		return ""
+	}
+	named, err := reference.ParseNormalizedNamed(name)
+	if err != nil {
+		return ""
+	}
+	return reference.Path(named)
 }
 
 // pinFile re-reads the pinned-digests file when it changes (another inode — a ConfigMap
@@ -46,6 +101,8 @@ type pinFile struct {
 	path string
 	seen os.FileInfo
 	pins map[digest.Digest]bool
+	// images are the lines of the file read last, with their repositories (for warming).
+	images []Pin
 }
 
 // load returns the current pins. A missing file pins nothing. A file that cannot be read
@@ -57,7 +114,7 @@ func (p *pinFile) load() (pins map[digest.Digest]bool, changed bool, invalid []s
 	fi, err := os.Stat(p.path)
 	if os.IsNotExist(err) {
 		changed = p.seen != nil || p.pins == nil
-		p.seen, p.pins = nil, map[digest.Digest]bool{}
+		p.seen, p.pins, p.images = nil, map[digest.Digest]bool{}, nil
 		return p.pins, changed, nil, nil
 	}
 	if err != nil {
@@ -71,10 +128,14 @@ func (p *pinFile) load() (pins map[digest.Digest]bool, changed bool, invalid []s
 		return p.pins, false, nil, fmt.Errorf("pinned digests file: %w", err)
 	}
 	defer f.Close()
-	pins, invalid, err = ParsePins(f)
+	images, invalid, err := ParsePinnedImages(f)
 	if err != nil {
 		return p.pins, false, nil, fmt.Errorf("pinned digests file %s: %w", p.path, err)
 	}
-	p.seen, p.pins = fi, pins
+	pins = make(map[digest.Digest]bool, len(images))
+	for _, img := range images {
+		pins[img.Digest] = true
+	}
+	p.seen, p.pins, p.images = fi, pins, images
 	return pins, true, invalid, nil
 }

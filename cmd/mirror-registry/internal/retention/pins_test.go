@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/opencontainers/go-digest"
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -46,6 +47,41 @@ func TestParsePins(t *testing.T) {
 			assert.Equal(t, tt.want, got)
 			assert.Equal(t, tt.wantInvalid, invalid)
 		})
+	}
+}
+
+func TestParsePinnedImages(t *testing.T) {
+	a, b := dg("a"), dg("b")
+	got, invalid, err := ParsePinnedImages(strings.NewReader(strings.Join([]string{
+		"# the operator's header",
+		"docker.io/library/nginx@" + a.String(),
+		"nginx@" + a.String(), // the same image, normalised: once
+		"docker-pullable://registry.example:5000/team/app@" + b.String(),
+		"ghcr.io/org/tool@" + b.String(),
+		b.String(),
+		"not a name!@" + a.String(), // not a repository name: the digest is still pinned
+		"nginx:latest",
+	}, "\n")))
+	require.NoError(t, err)
+	assert.Equal(t, []Pin{
+		{Repository: "library/nginx", Digest: a},
+		{Repository: "team/app", Digest: b},
+		{Repository: "org/tool", Digest: b},
+		{Digest: b},
+		{Digest: a},
+	}, got)
+	assert.Equal(t, []string{"nginx:latest"}, invalid)
+	assert.Equal(t, "library/nginx@"+a.String(), got[0].String())
+	assert.Equal(t, b.String(), got[3].String())
+}
+
+func TestParsePlatforms(t *testing.T) {
+	got, err := ParsePlatforms("linux/amd64, linux/arm64/v8")
+	require.NoError(t, err)
+	assert.Equal(t, []v1.Platform{{OS: "linux", Architecture: "amd64"}, {OS: "linux", Architecture: "arm64", Variant: "v8"}}, got)
+	for _, bad := range []string{"", "linux", "linux/", "/amd64", "linux/arm64/", "a/b/c/d"} {
+		_, err := ParsePlatforms(bad)
+		assert.Error(t, err, bad)
 	}
 }
 

@@ -128,6 +128,28 @@ func (s *contentStore) size(ctx context.Context, d digest.Digest) (int64, error)
 	return desc.Size, nil
 }
 
+// cached says whether repo serves d from storage (see Keeper.Cached).
+func (s *contentStore) cached(ctx context.Context, repo string, d digest.Digest, kind Kind) bool {
+	if repo == "" {
+		_, err := s.size(ctx, d)
+		return err == nil
+	}
+	r, err := s.repository(ctx, repo)
+	if err != nil {
+		return false
+	}
+	if kind == KindManifest {
+		ms, err := r.Manifests(ctx)
+		if err != nil {
+			return false
+		}
+		ok, err := ms.Exists(ctx, d)
+		return err == nil && ok
+	}
+	_, err = r.Blobs(ctx).Stat(ctx, d)
+	return err == nil
+}
+
 // delete removes d from every repository that links it, then its data. A manifest loses
 // its tags first, so a tag never points at a missing manifest; then its revision link.
 // Links go before data: a request in between misses the link and fetches from the

@@ -1,0 +1,314 @@
+package retention
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/sirupsen/logrus"
+)
+
+// manifestAccept is every manifest type a pull accepts: indexes and image manifests, OCI
+// and Docker.
+var manifestAccept = strings.Join([]string{
+	v1.MediaTypeImageIndex, v1.MediaTypeImageManifest,
+	"application/vnd.docker.distribution.manifest.list.v2+json",
+	"application/vnd.docker.distribution.manifest.v2+json",
+}, ", ")
+
+// maxManifestBytes bounds a manifest read while warming (distribution's own limit is 4 MiB).
+const maxManifestBytes = 4 << 20
+
+// maxWarmDepth bounds index nesting (an index of indexes is legal, a loop is not possible
+// with digests, a deep chain is a mistake).
+const maxWarmDepth = 3
+
+// maxReportedMissing bounds the pins WarmStatus lists as missing.
+const maxReportedMissing = 20
+
+// Warmer fetches pinned images the cache does not hold through the registry's own HTTP
+// address, exactly as a pull would, so the proxy stores them: images that nodes pulled
+// before the mirror existed are cached before the upstream link fails. Of an index it
+// fetches the manifests of Platforms only.
+//
+// Memory: complete, the pins fully cached when this process last looked (a restart only
+// makes the next pass look at every pin again), and the last WarmStatus.
+type Warmer struct {
+	// BaseURL is the registry's own address, "http://127.0.0.1:5000".
+	BaseURL   string
+	Client    *http.Client
+	Platforms []v1.Platform
+	Keeper    *Keeper
+	Clock     Clock
+	Log       logrus.FieldLogger
+
+	mu       sync.Mutex
+	complete map[Pin]bool
+	status   WarmStatus
+}
+
+// WarmStatus is what the last warm pass found, served at /quartet/pinned.
+type WarmStatus struct {
+	// Pinned is the number of pinned images (lines of the pinned file).
+	Pinned int `json:"pinned"`
+	// Cached is how many of them the cache holds whole: manifest, the manifests of the
+	// warmed platforms, their configs and layers.
+	Cached int `json:"cached"`
+	// Missing are pinned images not (yet) cached and why, at most 20.
+	Missing []MissingPin `json:"missing,omitempty"`
+	// LastPass is when the pass ended (zero: no pass yet).
+	LastPass time.Time `json:"lastPass,omitzero"`
+}
+
+// MissingPin is a pinned image the cache does not hold.
+type MissingPin struct {
+	Image string `json:"image"`
+	Error string `json:"error"`
+}
+
+// Status returns the last pass's result.
+func (w *Warmer) Status() WarmStatus {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.status
+	s.Missing = slices.Clone(s.Missing)
+	return s
+}
+
+// ServeHTTP answers GET with the last WarmStatus as JSON.
+func (w *Warmer) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		rw.Header().Set("Allow", "GET, HEAD")
+		http.Error(rw, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	rw.Header().Set("Content-Type", "application/json")
+	rw.Header().Set("Cache-Control", "no-cache")
+	_ = json.NewEncoder(rw).Encode(w.Status())
+}
+
+// Warm runs one pass: every pinned image not known to be cached whole is fetched through
+// the registry. A failure (upstream down, image gone) is reported and tried again next
+// pass. Pins without a repository (bare digests) cannot be fetched and count as missing
+// unless the cache holds them.
+func (w *Warmer) Warm(ctx context.Context) (WarmStatus, error) {
+	pins, err := w.Keeper.PinnedImages()
+	if err != nil {
+		return w.Status(), err
+	}
+	w.mu.Lock()
+	complete := w.complete
+	w.mu.Unlock()
+	next := map[Pin]bool{}
+	status := WarmStatus{Pinned: len(pins)}
+	fetched := 0
+	for _, p := range pins {
+		if err := ctx.Err(); err != nil {
+			return w.Status(), err
+		}
+		var werr error
+		switch {
+		case complete[p] && w.Keeper.Cached(ctx, p.Repository, p.Digest, KindManifest):
+		case p.Repository == "":
+			if !w.Keeper.Cached(ctx, "", p.Digest, KindBlob) {
+				werr = errors.New("a bare digest names no repository: it is kept if cached, never fetched")
+			}
+		default:
+			var n int
+			n, werr = w.warmManifest(ctx, p.Repository, p.Digest, 0)
+			fetched += n
+		}
+		if werr != nil {
+			if len(status.Missing) < maxReportedMissing {
+				status.Missing = append(status.Missing, MissingPin{Image: p.String(), Error: werr.Error()})
+			}
+			continue
+		}
+		next[p] = true
+		status.Cached++
+	}
+	status.LastPass = w.Clock.Now().UTC()
+	w.mu.Lock()
+	w.complete, w.status = next, status
+	w.mu.Unlock()
+	pinnedImagesGauge.Set(float64(status.Pinned))
+	pinnedCachedGauge.Set(float64(status.Cached))
+	if fetched > 0 || len(status.Missing) > 0 {
+		w.Log.WithFields(logrus.Fields{"pinned": status.Pinned, "cached": status.Cached, "blobsFetched": fetched,
+			"missing": status.Pinned - status.Cached}).Info("Warmed the cache with pinned images")
+	}
+	return status, nil
+}
+
+// manifestBody is the part of an index or image manifest warming reads.
+type manifestBody struct {
+	MediaType string          `json:"mediaType"`
+	Manifests []v1.Descriptor `json:"manifests"`
+	Config    *v1.Descriptor  `json:"config"`
+	Layers    []v1.Descriptor `json:"layers"`
+}
+
+// warmManifest fetches manifest d of repo through the registry (from the cache when it
+// holds it), then what it needs: the manifests of the wanted platforms of an index, the
+// config and layers of an image. It returns how many blobs it fetched.
+func (w *Warmer) warmManifest(ctx context.Context, repo string, d digest.Digest, depth int) (int, error) {
+	if depth >= maxWarmDepth {
+		return 0, fmt.Errorf("manifest %s: indexes nested deeper than %d", d, maxWarmDepth)
+	}
+	body, err := w.get(ctx, repo, "manifests", d, manifestAccept, maxManifestBytes)
+	if err != nil {
+		return 0, err
+	}
+	var m manifestBody
+	if err := json.Unmarshal(body, &m); err != nil {
+		return 0, fmt.Errorf("manifest %s: %w", d, err)
+	}
+	fetched := 0
+	if len(m.Manifests) > 0 {
+		wanted := 0
+		for _, child := range m.Manifests {
+			if !w.wants(child.Platform) {
+				continue
+			}
+			wanted++
+			n, err := w.warmManifest(ctx, repo, child.Digest, depth+1)
+			fetched += n
+			if err != nil {
+				return fetched, err
+			}
+		}
+		if wanted == 0 {
+			return fetched, fmt.Errorf("index %s has no manifest for %s", d, platformsString(w.Platforms))
+		}
+		return fetched, nil
+	}
+	blobs := m.Layers
+	if m.Config != nil {
+		blobs = append([]v1.Descriptor{*m.Config}, blobs...)
+	}
+	for _, b := range blobs {
+		if w.Keeper.Cached(ctx, repo, b.Digest, KindBlob) {
+			continue
+		}
+		if _, err := w.get(ctx, repo, "blobs", b.Digest, "", -1); err != nil {
+			return fetched, err
+		}
+		fetched++
+	}
+	return fetched, nil
+}
+
+// get fetches a manifest or blob through the registry and checks its digest. limit < 0
+// reads the body to the end without keeping it.
+func (w *Warmer) get(ctx context.Context, repo, kind string, d digest.Digest, accept string, limit int64) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.BaseURL+"/v2/"+repo+"/"+kind+"/"+d.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	resp, err := w.Client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", strings.TrimSuffix(kind, "s"), d, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
+		return nil, fmt.Errorf("%s %s: %s: %s", strings.TrimSuffix(kind, "s"), d, resp.Status, strings.TrimSpace(string(snippet)))
+	}
+	verifier := d.Verifier()
+	var body []byte
+	if limit < 0 {
+		_, err = io.Copy(verifier, resp.Body)
+	} else {
+		body, err = io.ReadAll(io.LimitReader(resp.Body, limit))
+		if err == nil {
+			_, err = verifier.Write(body)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", strings.TrimSuffix(kind, "s"), d, err)
+	}
+	if !verifier.Verified() {
+		return nil, fmt.Errorf("%s %s: the content does not match its digest", strings.TrimSuffix(kind, "s"), d)
+	}
+	return body, nil
+}
+
+// wants says whether an index entry is for one of the warmed platforms. An entry without
+// a platform is fetched; a platform's variant counts only when the wanted one names one.
+func (w *Warmer) wants(p *v1.Platform) bool {
+	if p == nil {
+		return true
+	}
+	for _, want := range w.Platforms {
+		if p.OS == want.OS && p.Architecture == want.Architecture && (want.Variant == "" || p.Variant == want.Variant) {
+			return true
+		}
+	}
+	return false
+}
+
+// ParsePlatforms reads "os/arch[/variant]" entries separated by commas.
+func ParsePlatforms(s string) ([]v1.Platform, error) {
+	var out []v1.Platform
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		f := strings.Split(part, "/")
+		if len(f) < 2 || len(f) > 3 || f[0] == "" || f[1] == "" || (len(f) == 3 && f[2] == "") {
+			return nil, fmt.Errorf("platform %q is not os/arch[/variant]", part)
+		}
+		p := v1.Platform{OS: f[0], Architecture: f[1]}
+		if len(f) == 3 {
+			p.Variant = f[2]
+		}
+		out = append(out, p)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no platform")
+	}
+	return out, nil
+}
+
+func platformsString(ps []v1.Platform) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.OS + "/" + p.Architecture
+		if p.Variant != "" {
+			s[i] += "/" + p.Variant
+		}
+	}
+	return strings.Join(s, ",")
+}
+
+// Run warms once the cache's last uses are restored, then every interval, until ctx
+// ends.
+func (w *Warmer) Run(ctx context.Context, interval time.Duration) {
+	wait := time.Second // until restored
+	for {
+		if w.Keeper.IsRestored() {
+			wait = interval
+			if _, err := w.Warm(ctx); err != nil && ctx.Err() == nil {
+				w.Log.WithError(err).Error("Skipped warm pass")
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
