@@ -7,6 +7,7 @@ package registrymirror
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -33,6 +34,7 @@ import (
 // +kubebuilder:rbac:groups=mirrors.quartet.dev,resources=registrymirrors/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=services;configmaps;persistentvolumeclaims,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=mirrors.quartet.dev,resources=registryhostgrants,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch;delete
@@ -45,6 +47,9 @@ type Reconciler struct {
 	// managed-by quartet-registrymirror (see newChildCache); APIReader reads the API server,
 	// to see whether someone else's object holds a child's name.
 	Children  client.Reader
+	// Pods reads the cluster's pods, stripped to their images (newPodCache), for the images
+	// a mirror with node access pins; nil pins nothing.
+	Pods      client.Reader
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Clock     clock.PassiveClock
@@ -133,8 +138,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 			return ctrl.Result{}, err
 		}
 	}
+	pinned, inUse := r.pinnedImages(ctx, m, hostsDir, out.access.Granted)
+	out.imagesInUse = inUse
 	kids, err := r.reconcileChildren(ctx, m, reach{hostPort: out.hostPort, hostsPath: hostsPath(r.HostsRoot, hostsDir),
-		capabilities: out.access.Capabilities, operatorNamespace: r.Shared.OperatorNamespace})
+		capabilities: out.access.Capabilities, operatorNamespace: r.Shared.OperatorNamespace, pinnedImages: pinned})
 	out.workloads, out.problems = kids.workloads, append(out.problems, kids.problems...)
 	out.complete = err == nil && !kids.terminating
 	terminating = kids.terminating
@@ -142,10 +149,40 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, err
 	}
 
-	probes, next := r.probe(ctx, m, kids.workloads.statefulSet, kids.service)
+	probes, next := r.probe(ctx, m, kids.workloads.statefulSet, kids.service, out.access.Granted)
 	out.probes = probes
-	return ctrl.Result{RequeueAfter: nextPass(next, out.problems)}, nil
+	return ctrl.Result{RequeueAfter: nextPass(next, out.problems, out.access.Granted)}, nil
 }
+
+// pinnedImages returns the registry's pinned-images file and the number of images in use:
+// of a mirror with node access, the images the cluster's pods run from host; of another,
+// none (inUse nil). When the pods cannot be listed, the file the registry has now is kept
+// (an empty list would let the registry evict them), and so is the count.
+func (r *Reconciler) pinnedImages(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, host string, granted bool) (file string, inUse *int32) {
+	if !granted || r.Pods == nil {
+		return renderPinnedImages(host, nil, false), nil
+	}
+	listCtx, cancel := context.WithTimeout(ctx, podListTimeout)
+	pods, err := r.podsInUse(listCtx)
+	cancel()
+	if err != nil {
+		logf.FromContext(ctx).Error(err, "Kept the pinned images as they are")
+		live := &corev1.ConfigMap{}
+		if gerr := r.Children.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: configMapName(m)}, live); gerr == nil {
+			if f, ok := live.Data[pinnedImagesKey]; ok {
+				return f, m.Status.ImagesInUse
+			}
+		}
+		return renderPinnedImages(host, nil, true), m.Status.ImagesInUse
+	}
+	images := imagesInUse(pods, host)
+	n := int32(min(len(images), math.MaxInt32))
+	return renderPinnedImages(host, images, true), &n
+}
+
+// podListTimeout bounds waiting for the pod cache: its first list starts a watch, which
+// RBAC or a namespace-scoped install may refuse.
+const podListTimeout = 30 * time.Second
 
 // reconcileDelete handles a mirror being deleted. No finalizer is needed: the garbage
 // collector deletes the children (they carry controller references), and each node agent
@@ -351,7 +388,7 @@ func (r *Reconciler) reconcileChild(ctx context.Context, m *mirrorsv1alpha1.Regi
 
 // probe asks the registry (through its Service, once it has a ready replica) and the
 // upstream, and says when to probe again (0: never, probing is off).
-func (r *Reconciler) probe(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, sts *appsv1.StatefulSet, service *corev1.Service) (probeResults, time.Duration) {
+func (r *Reconciler) probe(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, sts *appsv1.StatefulSet, service *corev1.Service, granted bool) (probeResults, time.Duration) {
 	if r.Prober == nil {
 		p := probeResults{off: true}
 		return p, nextProbe(p)
@@ -361,6 +398,11 @@ func (r *Reconciler) probe(ctx context.Context, m *mirrorsv1alpha1.RegistryMirro
 	if addr, ok := registryAddress(sts, service); ok {
 		p.registryAddr = addr
 		p.registryProbed, p.registryErr = true, r.Prober.Registry(ctx, addr)
+		if p.registryErr == nil && granted {
+			if rep, err := r.Prober.Pinned(ctx, addr); err == nil {
+				p.pinned = &rep
+			}
+		}
 	}
 	return p, nextProbe(p)
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -626,4 +627,80 @@ func TestCacheTTLIsIgnoredWithAWarning(t *testing.T) {
 	command := strings.Join(append(sts.Spec.Template.Spec.Containers[0].Command, sts.Spec.Template.Spec.Containers[0].Args...), " ")
 	assert.Contains(t, command, "--retention=48h0m0s")
 	assert.NotContains(t, command, "1h0m0s")
+}
+
+// runningPod creates a pod in ns running image, with imageID as the node reported it (the
+// API server lets the test write the status a kubelet would). No scheduler takes it, so no
+// kwok node writes a status of its own over the test's.
+func runningPod(t *testing.T, ns, name, image, imageID string, phase corev1.PodPhase) {
+	t.Helper()
+	ctx := context.Background()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.PodSpec{SchedulerName: "quartet-test-nobody", Containers: []corev1.Container{{Name: "c", Image: image}}}}
+	require.NoError(t, env.Client.Create(ctx, p))
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+			return err
+		}
+		p.Status = corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{Name: "c", Image: image, ImageID: imageID}}}
+		return env.Client.Status().Update(ctx, p)
+	}))
+}
+
+// TestGrantedMirrorPinsThePodsImages (issue 22, part 2): a mirror with node access pins,
+// in its registry's ConfigMap, the images by digest that pods of any namespace run from
+// its host, and counts them in status.imagesInUse; ended pods and other hosts' images do
+// not count. Without node access it pins nothing: it does not serve the nodes, and its
+// namespace's editors learn nothing of other namespaces' pods.
+func TestGrantedMirrorPinsThePodsImages(t *testing.T) {
+	env.Require(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	apps := testenv.Namespace(t, env.Client, "rm-apps", nil)
+	host := ns + ".example"
+	startManager(t, env.Config, operator.Shared{}, 2)
+	newVolume(t, "rm-pins-"+ns, "10Gi", false)
+	runningPod(t, apps, "web", host+"/team/app:v1", host+"/team/app@"+digestA, corev1.PodRunning)
+	runningPod(t, apps, "web-2", host+"/team/app:v1", host+"/team/app@"+digestA, corev1.PodRunning)
+	runningPod(t, apps, "tool", host+"/tools/cli@"+digestB, "", corev1.PodPending)
+	runningPod(t, apps, "job", host+"/team/batch:v1", host+"/team/batch@"+digestC, corev1.PodSucceeded)
+	runningPod(t, apps, "hub", "nginx:1.27", "docker.io/library/nginx@"+digestC, corev1.PodRunning)
+	m := newMirror(ns, "pins", "https://"+host, "rm-pins-"+ns)
+	require.NoError(t, env.Client.Create(ctx, m))
+	key := client.ObjectKeyFromObject(m)
+
+	pinned := func(c require.TestingT) (string, *mirrorsv1alpha1.RegistryMirror) {
+		got := getMirror(c, key)
+		cm, ok := children(c, got)["ConfigMap/pins-registry-config"].(*corev1.ConfigMap)
+		require.True(c, ok, "the registry's ConfigMap")
+		return cm.Data[pinnedImagesKey], got
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		file, got := pinned(c)
+		assert.Contains(c, file, "no node access")
+		assert.NotContains(c, file, "@sha256:")
+		assert.Nil(c, got.Status.ImagesInUse)
+		assert.Equal(c, metav1.ConditionFalse, condition(got, ConditionNodeAccess).Status)
+	}, wait, tick)
+
+	revoke := testenv.GrantNodes(t, env.Client, host, ns, "pins")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		file, got := pinned(c)
+		var lines []string
+		for l := range strings.SplitSeq(file, "\n") {
+			if l != "" && !strings.HasPrefix(l, "#") {
+				lines = append(lines, l)
+			}
+		}
+		assert.Equal(c, []string{"team/app@" + digestA, "tools/cli@" + digestB}, lines)
+		assert.Equal(c, ptr.To[int32](2), got.Status.ImagesInUse)
+		assert.Nil(c, got.Status.ImagesCached, "no registry answers in this cluster")
+	}, wait, tick)
+
+	revoke()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		file, got := pinned(c)
+		assert.NotContains(c, file, "@sha256:")
+		assert.Nil(c, got.Status.ImagesInUse)
+	}, wait, tick)
 }

@@ -162,15 +162,30 @@ func nextProbe(p probeResults) time.Duration {
 // object holds: such objects are not watched (the child cache holds the mirrors' own only).
 const conflictRecheck = time.Minute
 
+// pinsRefresh is how often a mirror with node access looks again at the images the
+// cluster's pods run, when nothing else brings it back sooner (pods are not watched for
+// it: the pinned list follows them within this).
+const pinsRefresh = time.Minute
+
 // nextPass is when to look at a mirror again: at the probes' pace (probeAfter, 0: never),
-// and within conflictRecheck while an object of someone else holds a child's name.
-func nextPass(probeAfter time.Duration, problems []problem) time.Duration {
-	for _, p := range problems {
-		if p.Reason == ReasonConflict && (probeAfter == 0 || probeAfter > conflictRecheck) {
-			return conflictRecheck
+// within conflictRecheck while an object of someone else holds a child's name, and
+// within pinsRefresh while it has node access (granted).
+func nextPass(probeAfter time.Duration, problems []problem, granted bool) time.Duration {
+	next := probeAfter
+	sooner := func(d time.Duration) {
+		if next == 0 || next > d {
+			next = d
 		}
 	}
-	return probeAfter
+	for _, p := range problems {
+		if p.Reason == ReasonConflict {
+			sooner(conflictRecheck)
+		}
+	}
+	if granted {
+		sooner(pinsRefresh)
+	}
+	return next
 }
 
 // progressHold is how long a status change that only reports progress (see
@@ -204,6 +219,7 @@ func progressOnly(stored, next mirrorsv1alpha1.RegistryMirrorStatus) bool {
 	strip := func(st mirrorsv1alpha1.RegistryMirrorStatus) mirrorsv1alpha1.RegistryMirrorStatus {
 		st = *st.DeepCopy()
 		st.ReadyReplicas, st.NodesReady, st.NodesDesired = 0, 0, 0
+		st.ImagesInUse, st.ImagesCached = nil, nil
 		if c := meta.FindStatusCondition(st.Conditions, ConditionReady); c != nil {
 			c.Reason, c.Message = "", ""
 		}

@@ -238,8 +238,11 @@ func TestDecideStatusWrite(t *testing.T) {
 func TestNextPass(t *testing.T) {
 	conflict := []problem{{ReasonConflict, "Service x exists"}}
 	other := []problem{{ReasonApplyFailed, "refused"}}
-	assert.Equal(t, probeSteady, nextPass(probeSteady, nil))
-	assert.Equal(t, time.Duration(0), nextPass(0, other), "probes off and nothing to look at again")
-	assert.Equal(t, conflictRecheck, nextPass(0, conflict), "a foreign object is looked at again although nothing watches it")
-	assert.Equal(t, probeSteady, nextPass(probeSteady, conflict), "the probes come sooner")
+	assert.Equal(t, probeSteady, nextPass(probeSteady, nil, false))
+	assert.Equal(t, time.Duration(0), nextPass(0, other, false), "probes off and nothing to look at again")
+	assert.Equal(t, conflictRecheck, nextPass(0, conflict, false), "a foreign object is looked at again although nothing watches it")
+	assert.Equal(t, probeSteady, nextPass(probeSteady, conflict, false), "the probes come sooner")
+	assert.Equal(t, pinsRefresh, nextPass(0, nil, true), "with node access, the pods' images are looked at again though probes are off")
+	assert.Equal(t, probeSteady, nextPass(probeSteady, nil, true), "the probes come sooner")
+	assert.Equal(t, pinsRefresh, nextPass(5*time.Minute, nil, true))
 }

@@ -133,6 +133,8 @@ type reach struct {
 	hostsPath         string
 	capabilities      []string
 	operatorNamespace string
+	// pinnedImages is the registry's pinned-images file (renderPinnedImages).
+	pinnedImages string
 }
 
 // desiredChildren lists the mirror's objects in apply order: what the registry pod mounts
@@ -142,7 +144,7 @@ type reach struct {
 func desiredChildren(m *mirrorsv1alpha1.RegistryMirror, img Images, r reach) []child {
 	config := renderRegistryConfig(m)
 	out := []child{
-		{"ConfigMap", configMapName(m), desiredConfigMap(m, config), &corev1.ConfigMap{}},
+		{"ConfigMap", configMapName(m), desiredConfigMap(m, config, r.pinnedImages), &corev1.ConfigMap{}},
 		{"Service", serviceName(m), desiredService(m), &corev1.Service{}},
 		{"Service", headlessName(m), desiredHeadlessService(m), &corev1.Service{}},
 		{"PersistentVolumeClaim", pvcName(m), desiredPVC(m), &corev1.PersistentVolumeClaim{}},
@@ -267,12 +269,14 @@ func shortHash(b []byte) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// desiredConfigMap holds the registry's config.yml.
-func desiredConfigMap(m *mirrorsv1alpha1.RegistryMirror, config string) *corev1ac.ConfigMapApplyConfiguration {
+// desiredConfigMap holds the registry's config.yml and its pinned images. Only config.yml
+// rolls the registry pod (its hash is the pod's annotation); the registry re-reads the
+// pinned images when the kubelet updates the file.
+func desiredConfigMap(m *mirrorsv1alpha1.RegistryMirror, config, pinnedImages string) *corev1ac.ConfigMapApplyConfiguration {
 	return stampHash(corev1ac.ConfigMap(configMapName(m), m.Namespace).
 		WithLabels(commonLabels(m, componentReg)).
 		WithOwnerReferences(ownerReference(m)).
-		WithData(map[string]string{configFileName: config}))
+		WithData(map[string]string{configFileName: config, pinnedImagesKey: pinnedImages}))
 }
 
 func servicePort() *corev1ac.ServicePortApplyConfiguration {
@@ -369,12 +373,14 @@ func maxDiskPercent(m *mirrorsv1alpha1.RegistryMirror) int32 {
 // registryArgs are mirror-registry's command line: the rendered config.yml, and the
 // retention and disk bound of the spec. The state file stays at its default, on the cache
 // volume (<rootdirectory>/quartet/last-use), so it lives as long as the cache it describes.
-// spec.cacheTTL is not passed: it is deprecated and ignored.
+// The pinned images are the ConfigMap's pinnedImagesKey (see inuse.go). spec.cacheTTL is
+// not passed: it is deprecated and ignored.
 func registryArgs(m *mirrorsv1alpha1.RegistryMirror) []string {
 	return []string{
 		"--config=" + configMountPath + "/" + configFileName,
 		"--retention=" + retention(m).String(),
 		"--max-disk-percent=" + strconv.Itoa(int(maxDiskPercent(m))),
+		"--pinned-file=" + configMountPath + "/" + pinnedImagesKey,
 	}
 }
 

@@ -147,6 +147,7 @@ func minimalMirrorWithUpstream(upstream string) *mirrorsv1alpha1.RegistryMirror 
 // TestRegistryArgs: mirror-registry's command line from spec.retention and
 // spec.maxDiskPercent, with their defaults where the object skipped defaulting.
 func TestRegistryArgs(t *testing.T) {
+	const pinned = "--pinned-file=/etc/distribution/pinned-images"
 	for _, tc := range []struct {
 		name      string
 		retention *metav1.Duration
@@ -155,17 +156,17 @@ func TestRegistryArgs(t *testing.T) {
 		want      []string
 	}{
 		{"defaults (not filled in)", nil, nil, nil,
-			[]string{"--config=/etc/distribution/config.yml", "--retention=720h0m0s", "--max-disk-percent=85"}},
+			[]string{"--config=/etc/distribution/config.yml", "--retention=720h0m0s", "--max-disk-percent=85", pinned}},
 		{"as the API server defaults them", &metav1.Duration{Duration: 720 * time.Hour}, ptr.To[int32](85), nil,
-			[]string{"--config=/etc/distribution/config.yml", "--retention=720h0m0s", "--max-disk-percent=85"}},
+			[]string{"--config=/etc/distribution/config.yml", "--retention=720h0m0s", "--max-disk-percent=85", pinned}},
 		{"a week, a higher bound", &metav1.Duration{Duration: 168 * time.Hour}, ptr.To[int32](95), nil,
-			[]string{"--config=/etc/distribution/config.yml", "--retention=168h0m0s", "--max-disk-percent=95"}},
+			[]string{"--config=/etc/distribution/config.yml", "--retention=168h0m0s", "--max-disk-percent=95", pinned}},
 		{"no disk bound", &metav1.Duration{Duration: 90 * time.Minute}, ptr.To[int32](0), nil,
-			[]string{"--config=/etc/distribution/config.yml", "--retention=1h30m0s", "--max-disk-percent=0"}},
+			[]string{"--config=/etc/distribution/config.yml", "--retention=1h30m0s", "--max-disk-percent=0", pinned}},
 		{"cacheTTL is not retention", nil, nil, &metav1.Duration{Duration: time.Hour},
-			[]string{"--config=/etc/distribution/config.yml", "--retention=720h0m0s", "--max-disk-percent=85"}},
+			[]string{"--config=/etc/distribution/config.yml", "--retention=720h0m0s", "--max-disk-percent=85", pinned}},
 		{"cacheTTL 0s does not keep forever", &metav1.Duration{Duration: 48 * time.Hour}, nil, &metav1.Duration{},
-			[]string{"--config=/etc/distribution/config.yml", "--retention=48h0m0s", "--max-disk-percent=85"}},
+			[]string{"--config=/etc/distribution/config.yml", "--retention=48h0m0s", "--max-disk-percent=85", pinned}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := minimalMirror()
@@ -236,7 +237,8 @@ func TestStatefulSet(t *testing.T) {
 	assert.Equal(t, "abc", sts.Spec.Template.Annotations[annotationConfigHash])
 	assert.False(t, *pod.EnableServiceLinks, "REGISTRY_* service env vars would reconfigure the registry")
 	assert.Equal(t, []string{"/mirror-registry"}, pod.Containers[0].Command)
-	assert.Equal(t, []string{"--config=/etc/distribution/config.yml", "--retention=2160h0m0s", "--max-disk-percent=70"}, pod.Containers[0].Args)
+	assert.Equal(t, []string{"--config=/etc/distribution/config.yml", "--retention=2160h0m0s", "--max-disk-percent=70",
+		"--pinned-file=/etc/distribution/pinned-images"}, pod.Containers[0].Args)
 	// The grace period outlasts the drain (http.draintimeout), so the state file is saved.
 	drain, err := time.ParseDuration(registryConfigOf(t, fullMirror())["http"].(map[string]any)["draintimeout"].(string))
 	require.NoError(t, err)

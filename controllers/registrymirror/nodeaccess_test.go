@@ -136,7 +136,7 @@ func TestDrift(t *testing.T) {
 		{"shared process namespace", sts(func(s *corev1.PodSpec) { s.ShareProcessNamespace = ptr.To(true) }), []string{"shareProcessNamespace"}},
 		{"Service as applied", svc(func(map[string]string) {}), nil},
 		{"Service selector narrowed to someone's pods", svc(func(sel map[string]string) { sel["evil"] = "1" }), []string{"spec.selector"}},
-		{"a ConfigMap has no drift of this kind", child{kind: "ConfigMap", desired: desiredConfigMap(m, "x"), live: &corev1.ConfigMap{}}, nil},
+		{"a ConfigMap has no drift of this kind", child{kind: "ConfigMap", desired: desiredConfigMap(m, "x", ""), live: &corev1.ConfigMap{}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.want, drift(tc.c))

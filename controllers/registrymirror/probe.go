@@ -2,12 +2,14 @@ package registrymirror
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/netip"
 	"strings"
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -25,6 +27,18 @@ type Prober interface {
 	// registry that wants a login is reachable; a redirect is not followed, it is an
 	// answer too). An address probes may not dial is an error that is errAddressRefused.
 	Upstream(ctx context.Context, upstream string) error
+	// Pinned returns the registry's report on the pinned images (GET /quartet/pinned at
+	// its Service address, cmd/mirror-registry).
+	Pinned(ctx context.Context, addr string) (PinnedReport, error)
+}
+
+// PinnedReport is mirror-registry's answer at /quartet/pinned (retention.WarmStatus).
+type PinnedReport struct {
+	// Pinned is the number of images in its pinned file, Cached how many it holds whole.
+	Pinned int32 `json:"pinned"`
+	Cached int32 `json:"cached"`
+	// LastPass is when its warm pass ended; zero before the first.
+	LastPass metav1.Time `json:"lastPass,omitzero"`
 }
 
 // probeTimeout bounds one probe: a mirror's status must not wait on a black hole.
@@ -80,6 +94,25 @@ func (p *httpProber) Registry(ctx context.Context, addr string) error {
 	}
 	return err
 }
+
+func (p *httpProber) Pinned(ctx context.Context, addr string) (PinnedReport, error) {
+	code, body, err := egress.GetBody(ctx, p.client, p.allowed, "http://"+addr+pinnedReportPath, probeTimeout)
+	if err == nil && code != http.StatusOK {
+		err = statusError{Code: code}
+	}
+	var rep PinnedReport
+	if err == nil {
+		err = json.Unmarshal(body, &rep)
+	}
+	if err != nil {
+		logf.FromContext(ctx).V(1).Info("Pinned images report failed", "address", addr, "error", err)
+		return PinnedReport{}, err
+	}
+	return rep, nil
+}
+
+// pinnedReportPath is where mirror-registry reports on its pinned images.
+const pinnedReportPath = "/quartet/pinned"
 
 func (p *httpProber) Upstream(ctx context.Context, upstream string) error {
 	now := p.clock.Now()

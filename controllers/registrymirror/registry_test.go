@@ -2,6 +2,7 @@ package registrymirror
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -243,6 +244,9 @@ type renderedMirror struct {
 	container corev1.Container
 	pod       corev1.PodSpec
 	config    map[string]any
+	// pinnedFile is where the ConfigMap's pinned images are (written empty; a test puts
+	// renderPinnedImages there).
+	pinnedFile string
 }
 
 func renderMirror(t *testing.T, m *mirrorsv1alpha1.RegistryMirror, port int, cacheDir, helper string) renderedMirror {
@@ -269,15 +273,20 @@ func renderMirror(t *testing.T, m *mirrorsv1alpha1.RegistryMirror, port int, cac
 	c := pod.Containers[0]
 	require.Equal(t, []string{"/mirror-registry"}, c.Command)
 	argv := []string{mirrorRegistryExecutable(t)}
+	pinnedPath := filepath.Join(filepath.Dir(cfgPath), pinnedImagesKey)
+	require.NoError(t, os.WriteFile(pinnedPath, nil, 0o600))
 	moved := 0
 	for _, a := range c.Args {
-		if a == "--config="+configMountPath+"/"+configFileName {
+		switch a {
+		case "--config=" + configMountPath + "/" + configFileName:
 			a, moved = "--config="+cfgPath, moved+1
+		case "--pinned-file=" + configMountPath + "/" + pinnedImagesKey:
+			a, moved = "--pinned-file="+pinnedPath, moved+1
 		}
 		argv = append(argv, a)
 	}
-	require.Equal(t, 1, moved, "the registry reads the mounted config.yml: %q", c.Args)
-	return renderedMirror{argv: argv, container: c, pod: pod, config: cfg}
+	require.Equal(t, 2, moved, "the registry reads the mounted config.yml and pinned images: %q", c.Args)
+	return renderedMirror{argv: argv, container: c, pod: pod, config: cfg, pinnedFile: pinnedPath}
 }
 
 // gracePeriod is the pod's terminationGracePeriodSeconds.
@@ -537,6 +546,57 @@ auth: {htpasswd: {realm: upstream, path: %q}}
 	again.waitLogLine(t, "Restored cache last uses", "digests=3", "withSavedLastUse=3", "usedNow=0")
 	pullByDigest(t, mirrorBase, img)
 	pull(t, mirrorBase, img)
+}
+
+// TestRenderedRegistryWarmsThePodsImages (issue 22, part 2): an image a node pulled
+// straight from the upstream, before any mirror existed, runs in a pod. The operator pins
+// it (imagesInUse of the pod's imageID, rendered as the ConfigMap's pinned-images), and
+// mirror-registry, run with exactly the StatefulSet's command line, fetches it on its own:
+// the manager's probe reads that it holds it, and it is served once the upstream is gone
+// although no client ever pulled it through the mirror.
+func TestRenderedRegistryWarmsThePodsImages(t *testing.T) {
+	if os.Getenv("QUARTET_SKIP_INTEGRATION") != "" {
+		t.Skip("QUARTET_SKIP_INTEGRATION set")
+	}
+	upstreamPort, mirrorPort := freePort(t), freePort(t)
+	upstreamBase := fmt.Sprintf("http://127.0.0.1:%d", upstreamPort)
+	mirrorAddr := fmt.Sprintf("127.0.0.1:%d", mirrorPort)
+	upstreamConfig := fmt.Sprintf(`version: 0.1
+log: {level: warn}
+storage: {filesystem: {rootdirectory: %q}}
+http: {addr: "127.0.0.1:%d"}
+`, t.TempDir(), upstreamPort)
+	upstream := startRegistry(t, "upstream", upstreamConfig, nil, upstreamBase, "/v2/", http.StatusOK)
+	img := newTestImage()
+	push(t, upstreamBase, img, false)
+
+	m := &mirrorsv1alpha1.RegistryMirror{
+		ObjectMeta: metav1.ObjectMeta{Name: "warm", Namespace: "test"},
+		Spec:       mirrorsv1alpha1.RegistryMirrorSpec{Upstream: upstreamBase, Retention: &metav1.Duration{Duration: time.Hour}},
+	}
+	host, err := HostsDir(m.Spec.Upstream)
+	require.NoError(t, err)
+	running := pod("apps", "web", corev1.PodRunning, []string{host + "/" + img.repo + ":" + img.tag},
+		host+"/"+img.repo+"@"+img.manifestDigest)
+	images := imagesInUse([]corev1.Pod{running}, host)
+	require.Len(t, images, 1)
+
+	rendered := renderMirror(t, m, mirrorPort, t.TempDir(), "")
+	require.NoError(t, os.WriteFile(rendered.pinnedFile, []byte(renderPinnedImages(host, images, true)), 0o600))
+	mirror := startProcess(t, "mirror", rendered.argv, nil, "http://"+mirrorAddr, rendered.container.ReadinessProbe.HTTPGet.Path, http.StatusOK)
+	defer mirror.kill()
+
+	prober := newTestProber(loopback)
+	var rep PinnedReport
+	require.Eventually(t, func() bool {
+		rep, err = prober.Pinned(context.Background(), mirrorAddr)
+		return err == nil && !rep.LastPass.IsZero()
+	}, 30*time.Second, 100*time.Millisecond, "the first warm pass runs once the cache is scanned")
+	assert.Equal(t, PinnedReport{Pinned: 1, Cached: 1, LastPass: rep.LastPass}, rep)
+	mirror.waitLogLine(t, "Warmed the cache with pinned images", "pinned=1", "cached=1", "blobsFetched=2")
+
+	upstream.kill()
+	pullByDigest(t, "http://"+mirrorAddr, img)
 }
 
 // TestUpgradeFrom020KeepsTheCache: a cache that Quartet 0.2.0's registry filled (plain

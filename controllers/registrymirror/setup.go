@@ -50,9 +50,17 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 	if err := mgr.Add(children); err != nil {
 		return fmt.Errorf("adding the child cache: %w", err)
 	}
+	pods, err := newPodCache(mgr, shared.WatchNamespaces)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(pods); err != nil {
+		return fmt.Errorf("adding the pod cache: %w", err)
+	}
 	r := &Reconciler{
 		Client:    mgr.GetClient(),
 		Children:  children,
+		Pods:      pods,
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder("registrymirror"),
 		Clock:     clock.RealClock{},

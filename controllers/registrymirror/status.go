@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 )
@@ -82,6 +83,9 @@ type probeResults struct {
 	registryProbed bool
 	registryErr    error
 	registryAddr   string
+	// pinned is the registry's report on its pinned images (asked of a mirror with node
+	// access whose registry answered); nil when not asked or it did not answer.
+	pinned *PinnedReport
 }
 
 // outcome is what one pass found and did, assembled by Reconcile from its phases'
@@ -102,6 +106,9 @@ type outcome struct {
 	access nodeAccess
 	// wantsNodes is spec.configureNodes.
 	wantsNodes bool
+	// imagesInUse is the number of images the pods run from the mirror's host (nil: no
+	// node access).
+	imagesInUse *int32
 }
 
 // computeStatus returns the mirror's new status from the pass's outcome: endpoints,
@@ -124,6 +131,14 @@ func computeStatus(m *mirrorsv1alpha1.RegistryMirror, o outcome, now metav1.Time
 	if ds := o.workloads.daemonSet; ds != nil {
 		st.NodesReady = ds.Status.NumberReady
 		st.NodesDesired = ds.Status.DesiredNumberScheduled
+	}
+
+	st.ImagesInUse = o.imagesInUse
+	switch rep := o.probes.pinned; {
+	case !o.access.Granted:
+		st.ImagesCached = nil
+	case rep != nil && !rep.LastPass.IsZero():
+		st.ImagesCached = ptr.To(rep.Cached)
 	}
 
 	upstream := upstreamCondition(m, o.probes)

@@ -45,22 +45,35 @@ func NewClient(timeout time.Duration, allowed []netip.Prefix) *http.Client {
 // timeout and returns the answer's status code. The body is read up to 64 KiB and
 // discarded.
 func Get(ctx context.Context, c *http.Client, allowed []netip.Prefix, rawURL string, timeout time.Duration) (int, error) {
+	code, _, err := GetBody(ctx, c, allowed, rawURL, timeout)
+	if code != 0 {
+		return code, nil // an answer, even if its body broke off
+	}
+	return 0, err
+}
+
+// GetBody is Get, and returns the body's first 64 KiB too; a body that breaks off is an
+// error, with the status code.
+func GetBody(ctx context.Context, c *http.Client, allowed []netip.Prefix, rawURL string, timeout time.Duration) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	// The dialer checks every address it connects to; this catches an IP address that
 	// would go to a proxy instead.
 	if ip, err := netip.ParseAddr(req.URL.Hostname()); err == nil && !AddressAllowed(ip, allowed) {
-		return 0, &url.Error{Op: "Get", URL: rawURL, Err: AddressRefusedError{ip}}
+		return 0, nil, &url.Error{Op: "Get", URL: rawURL, Err: AddressRefusedError{ip}}
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
-	_ = resp.Body.Close()
-	return resp.StatusCode, nil
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return resp.StatusCode, nil, err
+	}
+	return resp.StatusCode, body, nil
 }

@@ -18,7 +18,8 @@ import (
 // caches of their own, selected by label (Copyrator's copies, ExchangeRate's ConfigMaps, the
 // mirrors' children). What a ChaosAgent's rounds read (started by the first round) is kept
 // metadata-only (pods, ConfigMaps, namespaces) or stripped to what a round decides on
-// (StripDeployment, StripHPA).
+// (StripDeployment, StripHPA). RegistryMirror's pod cache (started by the first mirror with
+// node access) is its own too, stripped to the pods' images.
 func ManagerOptions(scheme *runtime.Scheme, shared Shared) ctrl.Options {
 	cacheOpts := cache.Options{
 		DefaultTransform:  cache.TransformStripManagedFields(),

@@ -50,9 +50,10 @@ type RegistryHostGrantSpec struct {
 	Host string `json:"host,omitempty"`
 
 	// mirror is the RegistryMirror that may configure the nodes for host. Granting it
-	// trusts every editor of its namespace with host's pulls on every node: put such mirrors
-	// in a namespace only cluster admins edit. Of several grants for one host, the oldest
-	// counts.
+	// trusts every editor of its namespace with host's pulls on every node, and shows its
+	// readers which images by digest the cluster's pods run from host (the mirror pins and
+	// caches them): put such mirrors in a namespace only cluster admins edit. Of several
+	// grants for one host, the oldest counts.
 	// +required
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Mirror"
 	Mirror MirrorReference `json:"mirror,omitzero"`

@@ -136,6 +136,19 @@ type RegistryMirrorStatus struct {
 	// runtime (http://127.0.0.1:<hostPort>).
 	// +optional
 	NodeEndpoint string `json:"nodeEndpoint,omitempty"`
+	// imagesInUse is the number of distinct images, by digest, that the cluster's pods run
+	// from the mirror's host. A mirror with node access serves those pulls: it pins these
+	// images (never evicted) and fetches those its cache does not hold, images pulled
+	// before the mirror existed included. Unset without node access.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ImagesInUse *int32 `json:"imagesInUse,omitempty"`
+	// imagesCached is how many of the pinned images the registry holds whole (the
+	// manifest, of an index its node platform's, configs and layers), as it last reported.
+	// Unset until it has reported.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ImagesCached *int32 `json:"imagesCached,omitempty"`
 }
 
 // RegistryMirror runs a pull-through cache of one upstream registry: two Services, a
@@ -149,6 +162,8 @@ type RegistryMirrorStatus struct {
 // +kubebuilder:printcolumn:name="Storage",type=string,JSONPath=`.spec.storage`
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="In Use",type=integer,JSONPath=`.status.imagesInUse`,priority=1
+// +kubebuilder:printcolumn:name="Cached",type=integer,JSONPath=`.status.imagesCached`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 40 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label of at most 40 characters starting with a letter (the mirror's Services and StatefulSet are named after it)"
 // +operator-sdk:csv:customresourcedefinitions:displayName="Registry Mirror",resources={{Service,v1},{StatefulSet,v1},{DaemonSet,v1},{PersistentVolumeClaim,v1}}

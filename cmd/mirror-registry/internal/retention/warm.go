@@ -203,8 +203,33 @@ func (w *Warmer) warmManifest(ctx context.Context, repo string, d digest.Digest,
 			return fetched, err
 		}
 		fetched++
+		if err := w.waitStored(ctx, repo, b.Digest); err != nil {
+			return fetched, err
+		}
 	}
 	return fetched, nil
+}
+
+// storeWait bounds waiting for a fetched blob to be stored.
+const storeWait = time.Minute
+
+// waitStored waits until repo serves blob d from storage. distribution's proxy stores a
+// blob it served from the upstream with a fetch of its own, in the background
+// (registry/proxy/proxyblobstore.go, ServeBlob), so the answer can end before the cache
+// holds it.
+func (w *Warmer) waitStored(ctx context.Context, repo string, d digest.Digest) error {
+	deadline := time.Now().Add(storeWait)
+	for !w.Keeper.Cached(ctx, repo, d, KindBlob) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("blob %s: fetched, but not stored within %s", d, storeWait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 // get fetches a manifest or blob through the registry and checks its digest. limit < 0
