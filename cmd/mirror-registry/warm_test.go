@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -124,4 +125,26 @@ func TestWarmerRefetchesWhatTheCacheLost(t *testing.T) {
 	assert.Equal(t, 1, status.Cached)
 	assert.EqualValues(t, 2*len(img.blobs), up.blobGets.Load())
 	assert.Equal(t, allTrue(img.digests(), true), m.stored(img.digests()))
+}
+
+// Run warms at start, then as soon as the pinned file changes (a new pod's image), without
+// waiting for its interval.
+func TestWarmerRunFetchesANewPinWithoutWaitingForItsInterval(t *testing.T) {
+	up := startUpstream(t)
+	first := pushImage(t, up.URL, testRepo, "v1", 1, 512)
+	second := pushImage(t, up.URL, "library/second", "v1", 1, 512)
+	pinnedFile := filepath.Join(t.TempDir(), "pinned-images")
+	require.NoError(t, os.WriteFile(pinnedFile, []byte(testRepo+"@"+first.manifest.String()+"\n"), 0o644))
+	m := startMirror(t, up.URL, retention.NewFakeClock(at(0)), mirrorOptions{retention: time.Hour, pinnedFile: pinnedFile})
+	m.warmer.CheckEvery = 10 * time.Millisecond
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); m.warmer.Run(ctx, time.Hour) }()
+	defer func() { cancel(); <-done }()
+
+	require.Eventually(t, func() bool { return m.warmer.Status().Cached == 1 }, 10*time.Second, 10*time.Millisecond, "the first pass")
+	require.NoError(t, os.WriteFile(pinnedFile, []byte(testRepo+"@"+first.manifest.String()+"\nlibrary/second@"+second.manifest.String()+"\n"), 0o644))
+	require.Eventually(t, func() bool { return m.warmer.Status().Cached == 2 }, 10*time.Second, 10*time.Millisecond,
+		"the new pin is fetched though the interval is an hour")
+	assert.Equal(t, allTrue(second.digests(), true), m.stored(second.digests()))
 }

@@ -50,7 +50,8 @@ func TestMirrorKeepsLastUsesAcrossARestart(t *testing.T) {
 	c := pod.Containers[0]
 	require.Equal(t, realnode.MirrorRegistryImage, c.Image, "the CSV's RELATED_IMAGE_REGISTRY")
 	require.Equal(t, []string{"/mirror-registry"}, c.Command)
-	require.Equal(t, []string{"--config=/etc/distribution/config.yml", "--retention=720h0m0s", "--max-disk-percent=85"}, c.Args,
+	require.Equal(t, []string{"--config=/etc/distribution/config.yml", "--retention=720h0m0s", "--max-disk-percent=85",
+		"--pinned-file=/etc/distribution/pinned-images"}, c.Args,
 		"the API server's defaults of spec.retention and spec.maxDiskPercent")
 	require.NotNil(t, pod.SecurityContext.RunAsUser)
 	uid := *pod.SecurityContext.RunAsUser

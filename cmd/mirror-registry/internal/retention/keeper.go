@@ -189,18 +189,19 @@ func (k *Keeper) IsRestored() bool {
 	return k.restored
 }
 
-// PinnedImages reads the pinned-digests file if it changed and returns its lines.
-func (k *Keeper) PinnedImages() ([]Pin, error) {
+// PinnedImages reads the pinned-digests file if it changed and returns its lines, and
+// the file's version: a number that grows each time it is read anew.
+func (k *Keeper) PinnedImages() ([]Pin, uint64, error) {
 	k.passMu.Lock()
 	defer k.passMu.Unlock()
 	_, changed, invalid, err := k.pins.load()
 	if err != nil {
-		return nil, err
+		return nil, k.pins.version, err
 	}
 	if changed {
 		k.opts.Log.WithFields(logrus.Fields{"pinnedFile": k.opts.PinnedFile, "images": len(k.pins.images), "invalidLines": len(invalid)}).Info("Read pinned digests")
 	}
-	return slices.Clone(k.pins.images), nil
+	return slices.Clone(k.pins.images), k.pins.version, nil
 }
 
 // Cached says whether the cache serves d from repo without the upstream: a manifest

@@ -103,6 +103,8 @@ type pinFile struct {
 	pins map[digest.Digest]bool
 	// images are the lines of the file read last, with their repositories (for warming).
 	images []Pin
+	// version counts the reads that found the file changed.
+	version uint64
 }
 
 // load returns the current pins. A missing file pins nothing. A file that cannot be read
@@ -115,6 +117,9 @@ func (p *pinFile) load() (pins map[digest.Digest]bool, changed bool, invalid []s
 	if os.IsNotExist(err) {
 		changed = p.seen != nil || p.pins == nil
 		p.seen, p.pins, p.images = nil, map[digest.Digest]bool{}, nil
+		if changed {
+			p.version++
+		}
 		return p.pins, changed, nil, nil
 	}
 	if err != nil {
@@ -137,5 +142,6 @@ func (p *pinFile) load() (pins map[digest.Digest]bool, changed bool, invalid []s
 		pins[img.Digest] = true
 	}
 	p.seen, p.pins, p.images = fi, pins, images
+	p.version++
 	return pins, true, invalid, nil
 }

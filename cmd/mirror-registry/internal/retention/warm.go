@@ -50,10 +50,14 @@ type Warmer struct {
 	Keeper    *Keeper
 	Clock     Clock
 	Log       logrus.FieldLogger
+	// CheckEvery is how often Run looks whether the pinned file changed (0: pinsCheck).
+	CheckEvery time.Duration
 
 	mu       sync.Mutex
 	complete map[Pin]bool
 	status   WarmStatus
+	// warmedVersion is the pinned file's version the last pass read.
+	warmedVersion uint64
 }
 
 // WarmStatus is what the last warm pass found, served at /quartet/pinned.
@@ -101,7 +105,7 @@ func (w *Warmer) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 // pass. Pins without a repository (bare digests) cannot be fetched and count as missing
 // unless the cache holds them.
 func (w *Warmer) Warm(ctx context.Context) (WarmStatus, error) {
-	pins, err := w.Keeper.PinnedImages()
+	pins, version, err := w.Keeper.PinnedImages()
 	if err != nil {
 		return w.Status(), err
 	}
@@ -138,7 +142,7 @@ func (w *Warmer) Warm(ctx context.Context) (WarmStatus, error) {
 	}
 	status.LastPass = w.Clock.Now().UTC()
 	w.mu.Lock()
-	w.complete, w.status = next, status
+	w.complete, w.status, w.warmedVersion = next, status, version
 	w.mu.Unlock()
 	pinnedImagesGauge.Set(float64(status.Pinned))
 	pinnedCachedGauge.Set(float64(status.Cached))
@@ -319,16 +323,28 @@ func platformsString(ps []v1.Platform) string {
 	return strings.Join(s, ",")
 }
 
-// Run warms once the cache's last uses are restored, then every interval, until ctx
-// ends.
+// pinsCheck is how often Run looks whether the pinned file changed: a new pin (a new
+// pod's image) is fetched within it, not a whole interval later.
+const pinsCheck = 10 * time.Second
+
+// Run warms once the cache's last uses are restored, then every interval and whenever the
+// pinned file changes (looked at every pinsCheck), until ctx ends.
 func (w *Warmer) Run(ctx context.Context, interval time.Duration) {
-	wait := time.Second // until restored
+	var last time.Time
 	for {
-		if w.Keeper.IsRestored() {
-			wait = interval
+		if w.Keeper.IsRestored() && (last.IsZero() || time.Since(last) >= interval || w.pinsChanged()) {
 			if _, err := w.Warm(ctx); err != nil && ctx.Err() == nil {
 				w.Log.WithError(err).Error("Skipped warm pass")
 			}
+			last = time.Now()
+		}
+		check := w.CheckEvery
+		if check <= 0 {
+			check = pinsCheck
+		}
+		wait := min(check, interval)
+		if last.IsZero() {
+			wait = time.Second // until restored
 		}
 		select {
 		case <-ctx.Done():
@@ -336,4 +352,12 @@ func (w *Warmer) Run(ctx context.Context, interval time.Duration) {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// pinsChanged says whether the pinned file was read anew since the last pass.
+func (w *Warmer) pinsChanged() bool {
+	_, version, err := w.Keeper.PinnedImages()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return err == nil && version != w.warmedVersion
 }
