@@ -66,7 +66,7 @@ func (r *Reconciler) checkGuards(ctx context.Context, guards []v1beta1.SteadySta
 		switch {
 		case g.Deployment != nil:
 			v.Reason, v.Message, v.Failed = evaluateDeploymentGuard(*g.Deployment, r.seeDeployment(ctx, *g.Deployment, r.Client))
-			if v.Failed && v.Reason != GuardReasonDeploymentNotWatched {
+			if v.Failed && v.Reason != v1beta1.GuardReasonDeploymentNotWatched {
 				// The cache may lag the API server: a failure is confirmed by one read from
 				// the API server before it trips, which costs nothing while the guard holds.
 				v.Reason, v.Message, v.Failed = evaluateDeploymentGuard(*g.Deployment, r.seeDeployment(ctx, *g.Deployment, r.APIReader))

@@ -57,7 +57,7 @@ func TestHTTPCheckerKeepsToTheManagersRules(t *testing.T) {
 		require.ErrorIs(t, err, egress.ErrAddressRefused, u)
 		reason, _, failed := evaluateHTTPGuard(v1beta1.HTTPGuard{URL: u}, httpSeen{Err: err})
 		assert.True(t, failed)
-		assert.Equal(t, GuardReasonHTTPAddressRefused, reason)
+		assert.Equal(t, v1beta1.GuardReasonHTTPAddressRefused, reason)
 	}
 	assert.Zero(t, okHits.Load(), "no request reached loopback")
 	for _, u := range []string{"http://169.254.169.254/latest/meta-data", "http://[fd00:ec2::254]/"} {
@@ -85,7 +85,7 @@ func TestHTTPCheckerKeepsToTheManagersRules(t *testing.T) {
 	assert.GreaterOrEqual(t, latency, 300*time.Millisecond, "latency is measured")
 	reason, _, failed := evaluateHTTPGuard(v1beta1.HTTPGuard{URL: slow.URL, MaxLatencyMilliseconds: ptr.To[int32](100)}, httpSeen{Status: status, Latency: latency})
 	assert.True(t, failed)
-	assert.Equal(t, GuardReasonHTTPTooSlow, reason)
+	assert.Equal(t, v1beta1.GuardReasonHTTPTooSlow, reason)
 
 	hanging, _ := server(t, http.StatusOK, time.Minute)
 	start := time.Now()

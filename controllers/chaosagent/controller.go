@@ -397,11 +397,11 @@ func (r *Reconciler) baseScope(spec v1beta1.ChaosAgentSpec) Scope {
 func (r *Reconciler) specOf(spec v1beta1.ChaosAgentSpec) (Scope, schedule, string, error) {
 	scope, err := r.scopeOf(spec)
 	if err != nil {
-		return scope, schedule{}, ReasonInvalidSelector, err
+		return scope, schedule{}, v1beta1.ReasonInvalidSelector, err
 	}
 	sched, err := parseSchedule(spec.Schedule)
 	if err != nil {
-		return scope, sched, ReasonInvalidSchedule, err
+		return scope, sched, v1beta1.ReasonInvalidSchedule, err
 	}
 	return scope, sched, "", nil
 }

@@ -68,7 +68,7 @@ func testKill(t *testing.T, method v1beta1.KillMethod) {
 	got.Spec.Paused = true
 	require.NoError(t, env.Client.Patch(ctx, got, patch))
 	waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
-		return meta.IsStatusConditionTrue(a.Status.Conditions, ConditionPaused)
+		return meta.IsStatusConditionTrue(a.Status.Conditions, v1beta1.ConditionPaused)
 	}, "paused")
 
 	after := readyPods(t, ns, "web", 2)
@@ -225,7 +225,7 @@ func testPauseRestores(t *testing.T) {
 	got = waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
 		return a.Status.Counts.Restored == 1 && a.Status.ChangedObjects == 0
 	}, "restored on pause")
-	assert.True(t, meta.IsStatusConditionTrue(got.Status.Conditions, ConditionPaused))
+	assert.True(t, meta.IsStatusConditionTrue(got.Status.Conditions, v1beta1.ConditionPaused))
 	assert.Nil(t, got.Status.NextRoundTime)
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(web), web))
 	assert.EqualValues(t, 3, *web.Spec.Replicas)
@@ -254,7 +254,7 @@ func testDryRun(t *testing.T) {
 		assert.Equal(t, ResultDryRun, a.Result)
 	}
 	assert.Equal(t, v1beta1.ChaosCounts{}, got.Status.Counts)
-	assert.Contains(t, testenv.Condition(got.Status.Conditions, ConditionReady).Message, "dry run")
+	assert.Contains(t, testenv.Condition(got.Status.Conditions, v1beta1.ConditionReady).Message, "dry run")
 
 	assert.Equal(t, before, readyPods(t, ns, "web", 2), "no pod killed")
 	web := &appsv1.Deployment{}
@@ -284,7 +284,7 @@ func testV1alpha1(t *testing.T) {
 	require.NoError(t, env.Client.Create(ctx, u))
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, u) })
 	got := waitAgent(t, u.GetName(), func(a *v1beta1.ChaosAgent) bool {
-		return a.Status.Rounds >= 1 && meta.IsStatusConditionTrue(a.Status.Conditions, ConditionReady)
+		return a.Status.Rounds >= 1 && meta.IsStatusConditionTrue(a.Status.Conditions, v1beta1.ConditionReady)
 	}, "a round under v1beta1 defaults")
 	assert.Empty(t, got.Status.LastActions, "tolerance not reached")
 	assert.Contains(t, got.Finalizers, Finalizer)
@@ -379,11 +379,11 @@ func testRestoreKeepsToScope(t *testing.T) {
 	got.Spec.Paused = true
 	require.NoError(t, env.Client.Patch(ctx, got, patch))
 	got = waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
-		return a.Status.ObservedGeneration == a.Generation && meta.IsStatusConditionTrue(a.Status.Conditions, ConditionPaused)
+		return a.Status.ObservedGeneration == a.Generation && meta.IsStatusConditionTrue(a.Status.Conditions, v1beta1.ConditionPaused)
 	}, "restore on pause observed")
-	degraded := testenv.Condition(got.Status.Conditions, ConditionDegraded)
+	degraded := testenv.Condition(got.Status.Conditions, v1beta1.ConditionDegraded)
 	assert.Equal(t, metav1.ConditionTrue, degraded.Status)
-	assert.Equal(t, ReasonRestoreSkipped, degraded.Reason, degraded.Message)
+	assert.Equal(t, v1beta1.ReasonRestoreSkipped, degraded.Reason, degraded.Message)
 	assert.EqualValues(t, 3, got.Status.ChangedObjects, "the three objects keep the marks")
 	assert.True(t, hasAction(got, v1beta1.ActionRestoreConfigMap, skipped(SkipImmutable)), "frozen is immutable")
 	assert.True(t, hasAction(got, v1beta1.ActionRestoreConfigMap, skipped(SkipOutOfScope)), "settings is in an excluded namespace")
@@ -443,7 +443,7 @@ func testRestoreOnDeleteFalse(t *testing.T) {
 		return a.DeletionTimestamp != nil && failures >= 12
 	}, "restore on delete failing and backing off")
 	assert.Contains(t, wedged.Finalizers, Finalizer)
-	assert.Equal(t, ReasonRestoreFailed, testenv.Condition(wedged.Status.Conditions, ConditionDegraded).Reason)
+	assert.Equal(t, v1beta1.ReasonRestoreFailed, testenv.Condition(wedged.Status.Conditions, v1beta1.ConditionDegraded).Reason)
 
 	// kubectl patch chaosagent <name> --type merge -p '{"spec":{"restoreOnDelete":false}}'
 	generation := wedged.Generation

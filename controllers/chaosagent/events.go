@@ -120,9 +120,9 @@ const maxEventNote = 1024
 // recordRunEnded writes the Event of an ended run on the agent: GuardTripped (Warning) or
 // DurationElapsed (Normal), with what restore put back in the same pass.
 func (r *Reconciler) recordRunEnded(agent *v1beta1.ChaosAgent, run v1beta1.ChaosRun, restore bool, restored restoreOutcome) {
-	typ, reason := corev1.EventTypeNormal, ReasonDurationElapsed
+	typ, reason := corev1.EventTypeNormal, v1beta1.ReasonDurationElapsed
 	if run.EndReason == v1beta1.RunEndGuardTripped {
-		typ, reason = corev1.EventTypeWarning, ReasonGuardTripped
+		typ, reason = corev1.EventTypeWarning, v1beta1.ReasonGuardTripped
 	}
 	// events.k8s.io refuses a note above 1 KiB, and a guard's URL alone may be longer.
 	note := truncate(fmt.Sprintf("Stopped: %s; %s", run.EndMessage, restorePhrase(restore, restored)), maxEventNote)

@@ -13,29 +13,6 @@ import (
 	"github.com/quartet-operator/quartet/internal/egress"
 )
 
-// Reasons of a guard's result (GuardResult.reason, and the GuardTripped condition's reason
-// when it trips).
-const (
-	GuardReasonPassed = "Passed"
-	// GuardReasonDeploymentBelowFloor: fewer ready replicas than minReady.
-	GuardReasonDeploymentBelowFloor = "DeploymentBelowFloor"
-	// GuardReasonDeploymentNotFound: the Deployment does not exist.
-	GuardReasonDeploymentNotFound = "DeploymentNotFound"
-	// GuardReasonDeploymentNotWatched: the Deployment's namespace is not watched by the
-	// manager (WATCH_NAMESPACE), so its readiness cannot be known.
-	GuardReasonDeploymentNotWatched = "DeploymentNotWatched"
-	// GuardReasonDeploymentUnreadable: the cache could not be read.
-	GuardReasonDeploymentUnreadable = "DeploymentUnreadable"
-	// GuardReasonHTTPStatus: the answer had another status code than expectedStatus.
-	GuardReasonHTTPStatus = "HTTPUnexpectedStatus"
-	// GuardReasonHTTPTooSlow: the answer took longer than maxLatencyMilliseconds.
-	GuardReasonHTTPTooSlow = "HTTPTooSlow"
-	// GuardReasonHTTPFailed: no answer (refused, timed out, TLS, …).
-	GuardReasonHTTPFailed = "HTTPFailed"
-	// GuardReasonHTTPAddressRefused: the URL's address is one the manager may not dial.
-	GuardReasonHTTPAddressRefused = "HTTPAddressRefused"
-)
-
 // deploymentSeen is what the manager's cache holds about a guarded Deployment.
 type deploymentSeen struct {
 	// Deployment is nil when it was not found, not watched or not readable.
@@ -53,7 +30,7 @@ type httpSeen struct {
 	Err error
 }
 
-// guardVerdict is one guard's result: reason GuardReasonPassed, or why it failed.
+// guardVerdict is one guard's result: reason v1beta1.GuardReasonPassed, or why it failed.
 type guardVerdict struct {
 	Name    string
 	Failed  bool
@@ -69,11 +46,11 @@ func evaluateDeploymentGuard(g v1beta1.DeploymentGuard, seen deploymentSeen) (re
 	key := g.Namespace + "/" + g.Name
 	switch {
 	case seen.NotWatched:
-		return GuardReasonDeploymentNotWatched, fmt.Sprintf("Deployment %s is in a namespace the operator does not watch", key), true
+		return v1beta1.GuardReasonDeploymentNotWatched, fmt.Sprintf("Deployment %s is in a namespace the operator does not watch", key), true
 	case seen.Err != nil:
-		return GuardReasonDeploymentUnreadable, fmt.Sprintf("Deployment %s could not be read from the manager's cache", key), true
+		return v1beta1.GuardReasonDeploymentUnreadable, fmt.Sprintf("Deployment %s could not be read from the manager's cache", key), true
 	case seen.Deployment == nil:
-		return GuardReasonDeploymentNotFound, fmt.Sprintf("Deployment %s not found", key), true
+		return v1beta1.GuardReasonDeploymentNotFound, fmt.Sprintf("Deployment %s not found", key), true
 	}
 	d := seen.Deployment
 	base := replicasOf(d)
@@ -83,7 +60,7 @@ func evaluateDeploymentGuard(g v1beta1.DeploymentGuard, seen deploymentSeen) (re
 	floor, err := intstr.GetScaledValueFromIntOrPercent(&g.MinReady, int(base), true)
 	if err != nil {
 		// The CRD refuses such a floor; an object stored before the rule trips, safely.
-		return GuardReasonDeploymentBelowFloor, fmt.Sprintf("Deployment %s: minReady %s is not a count or a percentage", key, g.MinReady.String()), true
+		return v1beta1.GuardReasonDeploymentBelowFloor, fmt.Sprintf("Deployment %s: minReady %s is not a count or a percentage", key, g.MinReady.String()), true
 	}
 	of := ""
 	if g.MinReady.Type == intstr.String {
@@ -91,9 +68,9 @@ func evaluateDeploymentGuard(g v1beta1.DeploymentGuard, seen deploymentSeen) (re
 	}
 	ready := d.Status.ReadyReplicas
 	if int(ready) < floor {
-		return GuardReasonDeploymentBelowFloor, fmt.Sprintf("Deployment %s has %d ready replica(s), below its floor of %d%s", key, ready, floor, of), true
+		return v1beta1.GuardReasonDeploymentBelowFloor, fmt.Sprintf("Deployment %s has %d ready replica(s), below its floor of %d%s", key, ready, floor, of), true
 	}
-	return GuardReasonPassed, fmt.Sprintf("Deployment %s has %d ready replica(s), floor %d%s", key, ready, floor, of), false
+	return v1beta1.GuardReasonPassed, fmt.Sprintf("Deployment %s has %d ready replica(s), floor %d%s", key, ready, floor, of), false
 }
 
 // evaluateHTTPGuard holds while the answer has expectedStatus (200 by default) and, with
@@ -109,15 +86,15 @@ func evaluateHTTPGuard(g v1beta1.HTTPGuard, seen httpSeen) (reason, message stri
 	case seen.Err != nil:
 		phrase := egress.Failure(seen.Err)
 		if phrase == egress.PhraseAddressRefused {
-			return GuardReasonHTTPAddressRefused, fmt.Sprintf("GET %s not sent: %s; a cluster admin can allow its range with --chaosagent-guard-allowed-cidrs", g.URL, phrase), true
+			return v1beta1.GuardReasonHTTPAddressRefused, fmt.Sprintf("GET %s not sent: %s; a cluster admin can allow its range with --chaosagent-guard-allowed-cidrs", g.URL, phrase), true
 		}
-		return GuardReasonHTTPFailed, fmt.Sprintf("GET %s: %s", g.URL, phrase), true
+		return v1beta1.GuardReasonHTTPFailed, fmt.Sprintf("GET %s: %s", g.URL, phrase), true
 	case seen.Status != want:
-		return GuardReasonHTTPStatus, fmt.Sprintf("GET %s answered %d in %s, expected %d", g.URL, seen.Status, took, want), true
+		return v1beta1.GuardReasonHTTPUnexpectedStatus, fmt.Sprintf("GET %s answered %d in %s, expected %d", g.URL, seen.Status, took, want), true
 	case g.MaxLatencyMilliseconds != nil && seen.Latency > time.Duration(*g.MaxLatencyMilliseconds)*time.Millisecond:
-		return GuardReasonHTTPTooSlow, fmt.Sprintf("GET %s answered %d in %s, more than %dms", g.URL, seen.Status, took, *g.MaxLatencyMilliseconds), true
+		return v1beta1.GuardReasonHTTPTooSlow, fmt.Sprintf("GET %s answered %d in %s, more than %dms", g.URL, seen.Status, took, *g.MaxLatencyMilliseconds), true
 	}
-	return GuardReasonPassed, fmt.Sprintf("GET %s answered %d in %s", g.URL, seen.Status, took), false
+	return v1beta1.GuardReasonPassed, fmt.Sprintf("GET %s answered %d in %s", g.URL, seen.Status, took), false
 }
 
 // guardOrder returns the guards in the order they are checked: Deployment guards first (a

@@ -46,35 +46,35 @@ func TestEvaluateDeploymentGuard(t *testing.T) {
 		message string
 	}{
 		{"at the floor holds", guard(count(2)), deploymentSeen{Deployment: guardedDeployment(ptr.To[int32](3), 2, "")},
-			GuardReasonPassed, "Deployment shop/web has 2 ready replica(s), floor 2"},
+			v1beta1.GuardReasonPassed, "Deployment shop/web has 2 ready replica(s), floor 2"},
 		{"below the floor trips", guard(count(2)), deploymentSeen{Deployment: guardedDeployment(ptr.To[int32](3), 1, "")},
-			GuardReasonDeploymentBelowFloor, "Deployment shop/web has 1 ready replica(s), below its floor of 2"},
+			v1beta1.GuardReasonDeploymentBelowFloor, "Deployment shop/web has 1 ready replica(s), below its floor of 2"},
 		{"75% of 3 is rounded up to 3", guard(pct("75%")), deploymentSeen{Deployment: guardedDeployment(ptr.To[int32](3), 2, "")},
-			GuardReasonDeploymentBelowFloor, "Deployment shop/web has 2 ready replica(s), below its floor of 3 (75% of 3)"},
+			v1beta1.GuardReasonDeploymentBelowFloor, "Deployment shop/web has 2 ready replica(s), below its floor of 3 (75% of 3)"},
 		{"50% of 3 is 2", guard(pct("50%")), deploymentSeen{Deployment: guardedDeployment(ptr.To[int32](3), 2, "")},
-			GuardReasonPassed, "Deployment shop/web has 2 ready replica(s), floor 2 (50% of 3)"},
+			v1beta1.GuardReasonPassed, "Deployment shop/web has 2 ready replica(s), floor 2 (50% of 3)"},
 		{"a percentage is of the replicas before cancer doubled them", guard(pct("100%")),
 			deploymentSeen{Deployment: guardedDeployment(ptr.To[int32](4), 2, "2")},
-			GuardReasonPassed, "Deployment shop/web has 2 ready replica(s), floor 2 (100% of 2)"},
+			v1beta1.GuardReasonPassed, "Deployment shop/web has 2 ready replica(s), floor 2 (100% of 2)"},
 		{"unset replicas count as 1", guard(pct("100%")), deploymentSeen{Deployment: guardedDeployment(nil, 0, "")},
-			GuardReasonDeploymentBelowFloor, "Deployment shop/web has 0 ready replica(s), below its floor of 1 (100% of 1)"},
+			v1beta1.GuardReasonDeploymentBelowFloor, "Deployment shop/web has 0 ready replica(s), below its floor of 1 (100% of 1)"},
 		{"a hand-edited original is ignored", guard(pct("100%")), deploymentSeen{Deployment: guardedDeployment(ptr.To[int32](2), 2, "many")},
-			GuardReasonPassed, "Deployment shop/web has 2 ready replica(s), floor 2 (100% of 2)"},
+			v1beta1.GuardReasonPassed, "Deployment shop/web has 2 ready replica(s), floor 2 (100% of 2)"},
 		{"scaled to zero by its owner trips a count", guard(count(1)), deploymentSeen{Deployment: guardedDeployment(ptr.To[int32](0), 0, "")},
-			GuardReasonDeploymentBelowFloor, "Deployment shop/web has 0 ready replica(s), below its floor of 1"},
-		{"not found trips", guard(count(1)), deploymentSeen{}, GuardReasonDeploymentNotFound, "Deployment shop/web not found"},
-		{"not watched trips", guard(count(1)), deploymentSeen{NotWatched: true}, GuardReasonDeploymentNotWatched,
+			v1beta1.GuardReasonDeploymentBelowFloor, "Deployment shop/web has 0 ready replica(s), below its floor of 1"},
+		{"not found trips", guard(count(1)), deploymentSeen{}, v1beta1.GuardReasonDeploymentNotFound, "Deployment shop/web not found"},
+		{"not watched trips", guard(count(1)), deploymentSeen{NotWatched: true}, v1beta1.GuardReasonDeploymentNotWatched,
 			"Deployment shop/web is in a namespace the operator does not watch"},
-		{"an unreadable cache trips", guard(count(1)), deploymentSeen{Err: errors.New("timed out waiting for cache")}, GuardReasonDeploymentUnreadable,
+		{"an unreadable cache trips", guard(count(1)), deploymentSeen{Err: errors.New("timed out waiting for cache")}, v1beta1.GuardReasonDeploymentUnreadable,
 			"Deployment shop/web could not be read from the manager's cache"},
 		{"a floor the CRD refuses trips", guard(pct("most")), deploymentSeen{Deployment: guardedDeployment(ptr.To[int32](3), 3, "")},
-			GuardReasonDeploymentBelowFloor, "Deployment shop/web: minReady most is not a count or a percentage"},
+			v1beta1.GuardReasonDeploymentBelowFloor, "Deployment shop/web: minReady most is not a count or a percentage"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reason, message, failed := evaluateDeploymentGuard(tc.guard, tc.seen)
 			assert.Equal(t, tc.reason, reason)
 			assert.Equal(t, tc.message, message)
-			assert.Equal(t, tc.reason != GuardReasonPassed, failed)
+			assert.Equal(t, tc.reason != v1beta1.GuardReasonPassed, failed)
 		})
 	}
 }
@@ -92,34 +92,34 @@ func TestEvaluateHTTPGuard(t *testing.T) {
 		message string
 	}{
 		{"200 by default", v1beta1.HTTPGuard{URL: u}, httpSeen{Status: 200, Latency: 12 * time.Millisecond},
-			GuardReasonPassed, "GET http://web.shop.svc/healthz answered 200 in 12ms"},
+			v1beta1.GuardReasonPassed, "GET http://web.shop.svc/healthz answered 200 in 12ms"},
 		{"another status trips", v1beta1.HTTPGuard{URL: u, ExpectedStatus: 200}, httpSeen{Status: 503, Latency: 3 * time.Millisecond},
-			GuardReasonHTTPStatus, "GET http://web.shop.svc/healthz answered 503 in 3ms, expected 200"},
+			v1beta1.GuardReasonHTTPUnexpectedStatus, "GET http://web.shop.svc/healthz answered 503 in 3ms, expected 200"},
 		{"a redirect is an answer, not followed", v1beta1.HTTPGuard{URL: u, ExpectedStatus: 200}, httpSeen{Status: 302, Latency: time.Millisecond},
-			GuardReasonHTTPStatus, "GET http://web.shop.svc/healthz answered 302 in 1ms, expected 200"},
+			v1beta1.GuardReasonHTTPUnexpectedStatus, "GET http://web.shop.svc/healthz answered 302 in 1ms, expected 200"},
 		{"the expected status may be anything", v1beta1.HTTPGuard{URL: u, ExpectedStatus: 204}, httpSeen{Status: 204},
-			GuardReasonPassed, "GET http://web.shop.svc/healthz answered 204 in 0s"},
+			v1beta1.GuardReasonPassed, "GET http://web.shop.svc/healthz answered 204 in 0s"},
 		{"in time", v1beta1.HTTPGuard{URL: u, MaxLatencyMilliseconds: ptr.To[int32](500)}, httpSeen{Status: 200, Latency: 500 * time.Millisecond},
-			GuardReasonPassed, "GET http://web.shop.svc/healthz answered 200 in 500ms"},
+			v1beta1.GuardReasonPassed, "GET http://web.shop.svc/healthz answered 200 in 500ms"},
 		{"too slow trips", v1beta1.HTTPGuard{URL: u, MaxLatencyMilliseconds: ptr.To[int32](500)}, httpSeen{Status: 200, Latency: 1200 * time.Millisecond},
-			GuardReasonHTTPTooSlow, "GET http://web.shop.svc/healthz answered 200 in 1.2s, more than 500ms"},
+			v1beta1.GuardReasonHTTPTooSlow, "GET http://web.shop.svc/healthz answered 200 in 1.2s, more than 500ms"},
 		{"no answer trips with a fixed phrase", v1beta1.HTTPGuard{URL: u}, httpSeen{Err: dial(os.NewSyscallError("connect", syscall.ECONNREFUSED))},
-			GuardReasonHTTPFailed, "GET http://web.shop.svc/healthz: connection refused"},
+			v1beta1.GuardReasonHTTPFailed, "GET http://web.shop.svc/healthz: connection refused"},
 		{"a timeout", v1beta1.HTTPGuard{URL: u}, httpSeen{Err: &url.Error{Op: "Get", URL: u, Err: context.DeadlineExceeded}},
-			GuardReasonHTTPFailed, "GET http://web.shop.svc/healthz: timed out"},
+			v1beta1.GuardReasonHTTPFailed, "GET http://web.shop.svc/healthz: timed out"},
 		{"a refused address", v1beta1.HTTPGuard{URL: "http://169.254.169.254/latest"},
 			httpSeen{Err: &url.Error{Op: "Get", URL: u, Err: egress.AddressRefusedError{Addr: netip.MustParseAddr("169.254.169.254")}}},
-			GuardReasonHTTPAddressRefused, "GET http://169.254.169.254/latest not sent: address not allowed for probes (loopback, link-local or metadata); " +
+			v1beta1.GuardReasonHTTPAddressRefused, "GET http://169.254.169.254/latest not sent: address not allowed for probes (loopback, link-local or metadata); " +
 				"a cluster admin can allow its range with --chaosagent-guard-allowed-cidrs"},
 		{"a banner stays out of the message", v1beta1.HTTPGuard{URL: u},
 			httpSeen{Err: &url.Error{Op: "Get", URL: u, Err: errors.New(`malformed HTTP response "SSH-2.0-OpenSSH_9.6 internal-secret"`)}},
-			GuardReasonHTTPFailed, "GET http://web.shop.svc/healthz: the answer was not HTTP"},
+			v1beta1.GuardReasonHTTPFailed, "GET http://web.shop.svc/healthz: the answer was not HTTP"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reason, message, failed := evaluateHTTPGuard(tc.guard, tc.seen)
 			assert.Equal(t, tc.reason, reason)
 			assert.Equal(t, tc.message, message)
-			assert.Equal(t, tc.reason != GuardReasonPassed, failed)
+			assert.Equal(t, tc.reason != v1beta1.GuardReasonPassed, failed)
 			assert.NotContains(t, message, "10.96.0.7", "no dial details")
 			assert.NotContains(t, message, "internal-secret")
 		})
@@ -148,9 +148,9 @@ func TestGuardOrderChecksDeploymentsFirst(t *testing.T) {
 func TestFirstFailureAndResults(t *testing.T) {
 	now := time.Date(2026, 11, 26, 10, 0, 0, 500, time.UTC)
 	verdicts := []guardVerdict{
-		{Name: "a", Reason: GuardReasonPassed, Message: "fine"},
-		{Name: "b", Failed: true, Reason: GuardReasonHTTPStatus, Message: strings.Repeat("x", 600)},
-		{Name: "c", Failed: true, Reason: GuardReasonHTTPFailed},
+		{Name: "a", Reason: v1beta1.GuardReasonPassed, Message: "fine"},
+		{Name: "b", Failed: true, Reason: v1beta1.GuardReasonHTTPUnexpectedStatus, Message: strings.Repeat("x", 600)},
+		{Name: "c", Failed: true, Reason: v1beta1.GuardReasonHTTPFailed},
 	}
 	require.NotNil(t, firstFailure(verdicts))
 	assert.Equal(t, "b", firstFailure(verdicts).Name)

@@ -93,7 +93,7 @@ func testDeploymentGuardTrips(t *testing.T) {
 	got := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
 		return a.Status.Counts.DeploymentsScaled >= 1 && a.Status.Counts.ConfigMapsIpsumed >= 1
 	}, "web doubled and settings overwritten")
-	assert.Equal(t, metav1.ConditionFalse, testenv.Condition(got.Status.Conditions, ConditionGuardTripped).Status)
+	assert.Equal(t, metav1.ConditionFalse, testenv.Condition(got.Status.Conditions, v1beta1.ConditionGuardTripped).Status)
 	require.Len(t, got.Status.Guards, 1)
 	assert.Equal(t, v1beta1.GuardPassed, got.Status.Guards[0].Result)
 	assert.Contains(t, got.Status.Guards[0].Message, "has 2 ready replica(s), floor 2")
@@ -106,7 +106,7 @@ func testDeploymentGuardTrips(t *testing.T) {
 	readyReplicas(t, backend, "db", 1)
 	seenFailing := waitAgent(t, agent.Name, func(*v1beta1.ChaosAgent) bool { return true }, "")
 	tripped := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
-		return meta.IsStatusConditionTrue(a.Status.Conditions, ConditionGuardTripped)
+		return meta.IsStatusConditionTrue(a.Status.Conditions, v1beta1.ConditionGuardTripped)
 	}, "the guard tripped")
 	// The manager's cache may lag the test's read by a round at most.
 	assert.LessOrEqual(t, tripped.Status.Rounds-seenFailing.Status.Rounds, int64(1), "at most one round after the guard failed")
@@ -114,17 +114,17 @@ func testDeploymentGuardTrips(t *testing.T) {
 	assert.EqualValues(t, 1, replicasNow(t, ns, "web"), "replicas put back")
 	assert.Equal(t, original, configMapData(t, ns, "settings"), "data put back")
 	assert.Zero(t, tripped.Status.ChangedObjects)
-	gt := testenv.Condition(tripped.Status.Conditions, ConditionGuardTripped)
-	assert.Equal(t, GuardReasonDeploymentBelowFloor, gt.Reason)
+	gt := testenv.Condition(tripped.Status.Conditions, v1beta1.ConditionGuardTripped)
+	assert.Equal(t, v1beta1.GuardReasonDeploymentBelowFloor, gt.Reason)
 	assert.Contains(t, gt.Message, `guard "db-ready" tripped: Deployment `+backend+`/db has 1 ready replica(s), below its floor of 2`)
-	assert.Equal(t, ReasonGuardTripped, testenv.Condition(tripped.Status.Conditions, ConditionReady).Reason)
-	assert.Equal(t, metav1.ConditionTrue, testenv.Condition(tripped.Status.Conditions, ConditionPaused).Status)
+	assert.Equal(t, v1beta1.ReasonGuardTripped, testenv.Condition(tripped.Status.Conditions, v1beta1.ConditionReady).Reason)
+	assert.Equal(t, metav1.ConditionTrue, testenv.Condition(tripped.Status.Conditions, v1beta1.ConditionPaused).Status)
 	require.NotNil(t, tripped.Status.Run)
 	assert.Equal(t, v1beta1.RunEndGuardTripped, tripped.Status.Run.EndReason)
 	assert.True(t, hasAction(tripped, v1beta1.ActionRestoreDeployment, ResultSucceeded))
 	assert.True(t, hasAction(tripped, v1beta1.ActionRestoreConfigMap, ResultSucceeded))
 	assert.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Contains(c, testenv.EventReasons(c, env.Client, "default", "ChaosAgent", agent.Name), ReasonGuardTripped)
+		assert.Contains(c, testenv.EventReasons(c, env.Client, "default", "ChaosAgent", agent.Name), v1beta1.ReasonGuardTripped)
 	}, 30*time.Second, 200*time.Millisecond)
 
 	// Stopped: no round in three pauses, nothing changed again.
@@ -142,8 +142,8 @@ func testDeploymentGuardTrips(t *testing.T) {
 			a.Status.Counts.DeploymentsScaled > tripped.Status.Counts.DeploymentsScaled
 	}, "a new run acting again")
 	assert.Nil(t, resumed.Status.Run.EndTime)
-	assert.Equal(t, ReasonGuardsPassed, testenv.Condition(resumed.Status.Conditions, ConditionGuardTripped).Reason)
-	assert.Equal(t, metav1.ConditionFalse, testenv.Condition(resumed.Status.Conditions, ConditionPaused).Status)
+	assert.Equal(t, v1beta1.ReasonGuardsPassed, testenv.Condition(resumed.Status.Conditions, v1beta1.ConditionGuardTripped).Reason)
+	assert.Equal(t, metav1.ConditionFalse, testenv.Condition(resumed.Status.Conditions, v1beta1.ConditionPaused).Status)
 	patchSpec(t, agent.Name, `{"paused":true}`) // no more doublings while the test ends
 }
 
@@ -177,11 +177,11 @@ func testHTTPGuardTrips(t *testing.T) {
 
 	healthy.Store(false)
 	tripped := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
-		return meta.IsStatusConditionTrue(a.Status.Conditions, ConditionGuardTripped)
+		return meta.IsStatusConditionTrue(a.Status.Conditions, v1beta1.ConditionGuardTripped)
 	}, "the HTTP guard tripped")
 	assert.EqualValues(t, 1, replicasNow(t, ns, "web"), "replicas put back")
-	gt := testenv.Condition(tripped.Status.Conditions, ConditionGuardTripped)
-	assert.Equal(t, GuardReasonHTTPStatus, gt.Reason)
+	gt := testenv.Condition(tripped.Status.Conditions, v1beta1.ConditionGuardTripped)
+	assert.Equal(t, v1beta1.GuardReasonHTTPUnexpectedStatus, gt.Reason)
 	assert.Contains(t, gt.Message, "answered 503")
 	assert.Contains(t, gt.Message, "expected 200")
 	assert.Equal(t, v1beta1.GuardFailed, tripped.Status.Guards[0].Result)
@@ -214,11 +214,11 @@ func testDurationElapsed(t *testing.T) {
 	assert.EqualValues(t, 1, ended.Status.Rounds)
 	assert.EqualValues(t, 1, replicasNow(t, ns, "web"), "replicas put back")
 	assert.Equal(t, original, configMapData(t, ns, "settings"), "data put back")
-	assert.Equal(t, ReasonDurationElapsed, testenv.Condition(ended.Status.Conditions, ConditionPaused).Reason)
-	assert.Equal(t, metav1.ConditionTrue, testenv.Condition(ended.Status.Conditions, ConditionPaused).Status)
-	assert.Equal(t, ReasonDurationElapsed, testenv.Condition(ended.Status.Conditions, ConditionReady).Reason)
+	assert.Equal(t, v1beta1.ReasonDurationElapsed, testenv.Condition(ended.Status.Conditions, v1beta1.ConditionPaused).Reason)
+	assert.Equal(t, metav1.ConditionTrue, testenv.Condition(ended.Status.Conditions, v1beta1.ConditionPaused).Status)
+	assert.Equal(t, v1beta1.ReasonDurationElapsed, testenv.Condition(ended.Status.Conditions, v1beta1.ConditionReady).Reason)
 	assert.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Contains(c, testenv.EventReasons(c, env.Client, "default", "ChaosAgent", agent.Name), ReasonDurationElapsed)
+		assert.Contains(c, testenv.EventReasons(c, env.Client, "default", "ChaosAgent", agent.Name), v1beta1.ReasonDurationElapsed)
 	}, 30*time.Second, 200*time.Millisecond)
 }
 
@@ -259,13 +259,13 @@ func TestChaosAgentScheduleOnAShiftedClock(t *testing.T) {
 		})
 		createAgent(t, agent)
 		got := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
-			return a.Status.ObservedGeneration == a.Generation && meta.IsStatusConditionFalse(a.Status.Conditions, ConditionInWindow)
+			return a.Status.ObservedGeneration == a.Generation && meta.IsStatusConditionFalse(a.Status.Conditions, v1beta1.ConditionInWindow)
 		}, "outside its window")
 		require.NotNil(t, got.Status.NextWindowTime)
 		assert.True(t, mondayNine.Equal(got.Status.NextWindowTime.Time), "next window %s", got.Status.NextWindowTime)
-		ready := testenv.Condition(got.Status.Conditions, ConditionReady)
+		ready := testenv.Condition(got.Status.Conditions, v1beta1.ConditionReady)
 		assert.Equal(t, metav1.ConditionTrue, ready.Status)
-		assert.Equal(t, ReasonWaitingForWindow, ready.Reason)
+		assert.Equal(t, v1beta1.ReasonWaitingForWindow, ready.Reason)
 		assert.Contains(t, ready.Message, "2026-11-30T09:00:00+01:00 (Mon 09:00 Europe/Berlin)")
 
 		time.Sleep(3 * time.Second) // three pauses of the agent
@@ -291,8 +291,8 @@ func TestChaosAgentScheduleOnAShiftedClock(t *testing.T) {
 		got := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool { return a.Status.Rounds == 1 }, "the first round, at 09:00")
 		assert.False(t, got.Status.LastRoundTime.Before(&metav1.Time{Time: mondayNine}), "not before the window: %s", got.Status.LastRoundTime)
 		assert.EqualValues(t, 2, *mustDeployment(t, ns, "web").Spec.Replicas, "doubled inside the window")
-		assert.Equal(t, ReasonInsideWindow, testenv.Condition(got.Status.Conditions, ConditionInWindow).Reason)
-		assert.Contains(t, testenv.Condition(got.Status.Conditions, ConditionInWindow).Message, "until 2026-11-30T17:00:00+01:00")
+		assert.Equal(t, v1beta1.ReasonInsideWindow, testenv.Condition(got.Status.Conditions, v1beta1.ConditionInWindow).Reason)
+		assert.Contains(t, testenv.Condition(got.Status.Conditions, v1beta1.ConditionInWindow).Message, "until 2026-11-30T17:00:00+01:00")
 		assert.Nil(t, got.Status.NextWindowTime)
 	})
 
@@ -309,7 +309,7 @@ func TestChaosAgentScheduleOnAShiftedClock(t *testing.T) {
 		createAgent(t, agent)
 		waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool { return a.Status.Counts.DeploymentsScaled == 1 }, "doubled before 17:00")
 		closed := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
-			return a.Status.Counts.Restored == 1 && meta.IsStatusConditionFalse(a.Status.Conditions, ConditionInWindow)
+			return a.Status.Counts.Restored == 1 && meta.IsStatusConditionFalse(a.Status.Conditions, v1beta1.ConditionInWindow)
 		}, "put back when the window closed")
 		assert.EqualValues(t, 1, replicasNow(t, ns, "web"))
 		assert.EqualValues(t, 1, closed.Status.Rounds)

@@ -13,45 +13,6 @@ import (
 	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 )
 
-// Condition types.
-const (
-	ConditionReady    = "Ready"
-	ConditionPaused   = "Paused"
-	ConditionDegraded = "Degraded"
-	// ConditionInWindow is True while spec.schedule lets rounds run (always without one).
-	ConditionInWindow = "InWindow"
-	// ConditionGuardTripped is True from the pass a guard failed until spec.runName changes.
-	ConditionGuardTripped = "GuardTripped"
-)
-
-// Condition reasons.
-const (
-	ReasonRoundsRunning   = "RoundsRunning"
-	ReasonPaused          = "PausedBySpec"
-	ReasonNotPaused       = "NotPaused"
-	ReasonInvalidSelector = "InvalidSelector"
-	ReasonRoundFailed     = "RoundFailed"
-	ReasonActionsFailed   = "ActionsFailed"
-	ReasonRestoreFailed   = "RestoreFailed"
-	ReasonRestoreSkipped  = "RestoreSkipped"
-	ReasonNoFailures      = "NoFailures"
-	ReasonInvalidSchedule = "InvalidSchedule"
-	// ReasonWaitingForWindow: Ready, outside every window of spec.schedule.
-	ReasonWaitingForWindow = "WaitingForWindow"
-	// ReasonGuardTripped and ReasonDurationElapsed end a run (Ready False, Paused True).
-	ReasonGuardTripped    = "GuardTripped"
-	ReasonDurationElapsed = "DurationElapsed"
-	// InWindow reasons.
-	ReasonNoSchedule    = "NoSchedule"
-	ReasonInsideWindow  = "InsideWindow"
-	ReasonOutsideWindow = "OutsideWindow"
-	// GuardTripped reasons while no guard tripped (a trip's reason is the guard's, such as
-	// DeploymentBelowFloor).
-	ReasonNoGuards     = "NoGuards"
-	ReasonGuardsPassed = "GuardsPassed"
-	ReasonNotChecked   = "NotChecked"
-)
-
 // Results of an action (ChaosAction.result).
 const (
 	ResultSucceeded = "Succeeded"
@@ -242,28 +203,28 @@ func setConditions(s *v1beta1.ChaosAgentStatus, o outcome, records []v1beta1.Cha
 	case o.InvalidSpec != "":
 		reason := o.InvalidReason
 		if reason == "" {
-			reason = ReasonInvalidSelector
+			reason = v1beta1.ReasonInvalidSelector
 		}
-		set(ConditionReady, metav1.ConditionFalse, reason, o.InvalidSpec)
+		set(v1beta1.ConditionReady, metav1.ConditionFalse, reason, o.InvalidSpec)
 	case o.Spec.Paused:
-		set(ConditionReady, metav1.ConditionFalse, ReasonPaused, "spec.paused is true: no rounds run")
+		set(v1beta1.ConditionReady, metav1.ConditionFalse, v1beta1.ReasonPausedBySpec, "spec.paused is true: no rounds run")
 	case ended:
-		set(ConditionReady, metav1.ConditionFalse, runEndConditionReason(o.Run.EndReason), "The run ended: "+o.Run.EndMessage+"."+resume)
+		set(v1beta1.ConditionReady, metav1.ConditionFalse, runEndConditionReason(o.Run.EndReason), "The run ended: "+o.Run.EndMessage+"."+resume)
 	case o.Err != nil:
-		set(ConditionReady, metav1.ConditionFalse, ReasonRoundFailed, o.Err.Error())
+		set(v1beta1.ConditionReady, metav1.ConditionFalse, v1beta1.ReasonRoundFailed, o.Err.Error())
 	case o.Window.Scheduled && !o.Window.Open:
-		set(ConditionReady, metav1.ConditionTrue, ReasonWaitingForWindow, "Outside every window of spec.schedule: "+nextWindowPhrase(o.Window)+mode)
+		set(v1beta1.ConditionReady, metav1.ConditionTrue, v1beta1.ReasonWaitingForWindow, "Outside every window of spec.schedule: "+nextWindowPhrase(o.Window)+mode)
 	default:
-		set(ConditionReady, metav1.ConditionTrue, ReasonRoundsRunning,
+		set(v1beta1.ConditionReady, metav1.ConditionTrue, v1beta1.ReasonRoundsRunning,
 			fmt.Sprintf("Runs a round every %ds%s", o.Spec.PauseDuration, mode))
 	}
 	switch {
 	case o.Spec.Paused:
-		set(ConditionPaused, metav1.ConditionTrue, ReasonPaused, "spec.paused is true")
+		set(v1beta1.ConditionPaused, metav1.ConditionTrue, v1beta1.ReasonPausedBySpec, "spec.paused is true")
 	case ended:
-		set(ConditionPaused, metav1.ConditionTrue, runEndConditionReason(o.Run.EndReason), "The agent stopped itself: "+o.Run.EndMessage+"."+resume)
+		set(v1beta1.ConditionPaused, metav1.ConditionTrue, runEndConditionReason(o.Run.EndReason), "The agent stopped itself: "+o.Run.EndMessage+"."+resume)
 	default:
-		set(ConditionPaused, metav1.ConditionFalse, ReasonNotPaused, "Rounds run every spec.pauseDuration seconds")
+		set(v1beta1.ConditionPaused, metav1.ConditionFalse, v1beta1.ReasonNotPaused, "Rounds run every spec.pauseDuration seconds")
 	}
 	if o.InvalidSpec == "" {
 		setWindowCondition(set, o.Window)
@@ -278,16 +239,16 @@ func setConditions(s *v1beta1.ChaosAgentStatus, o outcome, records []v1beta1.Cha
 	}
 	switch {
 	case o.Restore.Failed > 0:
-		set(ConditionDegraded, metav1.ConditionTrue, ReasonRestoreFailed,
+		set(v1beta1.ConditionDegraded, metav1.ConditionTrue, v1beta1.ReasonRestoreFailed,
 			fmt.Sprintf("%d changed object(s) could not be put back yet; retrying", o.Restore.Failed))
 	case o.Restore.Left > 0:
-		set(ConditionDegraded, metav1.ConditionTrue, ReasonRestoreSkipped,
+		set(v1beta1.ConditionDegraded, metav1.ConditionTrue, v1beta1.ReasonRestoreSkipped,
 			fmt.Sprintf("%d object(s) carrying the agent's marks were left as they are (outside the agent's scope, or immutable); see status.lastActions", o.Restore.Left))
 	case failures > 0:
-		set(ConditionDegraded, metav1.ConditionTrue, ReasonActionsFailed,
+		set(v1beta1.ConditionDegraded, metav1.ConditionTrue, v1beta1.ReasonActionsFailed,
 			fmt.Sprintf("%d of %d action(s) failed in the last pass; see status.lastActions", failures, len(records)))
-	case o.Round.Ran || len(records) > 0 || meta.FindStatusCondition(s.Conditions, ConditionDegraded) == nil:
-		set(ConditionDegraded, metav1.ConditionFalse, ReasonNoFailures, "No action failed in the last pass")
+	case o.Round.Ran || len(records) > 0 || meta.FindStatusCondition(s.Conditions, v1beta1.ConditionDegraded) == nil:
+		set(v1beta1.ConditionDegraded, metav1.ConditionFalse, v1beta1.ReasonNoFailures, "No action failed in the last pass")
 	}
 }
 
@@ -295,13 +256,13 @@ func setConditions(s *v1beta1.ChaosAgentStatus, o outcome, records []v1beta1.Cha
 func setWindowCondition(set func(string, metav1.ConditionStatus, string, string), w windowState) {
 	switch {
 	case !w.Scheduled:
-		set(ConditionInWindow, metav1.ConditionTrue, ReasonNoSchedule, "No spec.schedule: rounds may run at any time")
+		set(v1beta1.ConditionInWindow, metav1.ConditionTrue, v1beta1.ReasonNoSchedule, "No spec.schedule: rounds may run at any time")
 	case w.Open && w.Change != nil:
-		set(ConditionInWindow, metav1.ConditionTrue, ReasonInsideWindow, "Inside a window of spec.schedule until "+w.describe(*w.Change))
+		set(v1beta1.ConditionInWindow, metav1.ConditionTrue, v1beta1.ReasonInsideWindow, "Inside a window of spec.schedule until "+w.describe(*w.Change))
 	case w.Open:
-		set(ConditionInWindow, metav1.ConditionTrue, ReasonInsideWindow, "Inside a window of spec.schedule")
+		set(v1beta1.ConditionInWindow, metav1.ConditionTrue, v1beta1.ReasonInsideWindow, "Inside a window of spec.schedule")
 	default:
-		set(ConditionInWindow, metav1.ConditionFalse, ReasonOutsideWindow, "Outside every window of spec.schedule: "+nextWindowPhrase(w))
+		set(v1beta1.ConditionInWindow, metav1.ConditionFalse, v1beta1.ReasonOutsideWindow, "Outside every window of spec.schedule: "+nextWindowPhrase(w))
 	}
 }
 
@@ -318,27 +279,27 @@ func nextWindowPhrase(w windowState) string {
 // Unknown before the first check of a run.
 func setGuardCondition(set func(string, metav1.ConditionStatus, string, string), s *v1beta1.ChaosAgentStatus, o outcome) {
 	if o.Run.EndTime != nil && o.Run.EndReason == v1beta1.RunEndGuardTripped {
-		reason := ReasonGuardTripped
+		reason := v1beta1.ReasonGuardTripped
 		if f := firstFailure(o.Guards); f != nil {
 			reason = f.Reason
-		} else if c := meta.FindStatusCondition(s.Conditions, ConditionGuardTripped); c != nil && c.Status == metav1.ConditionTrue {
+		} else if c := meta.FindStatusCondition(s.Conditions, v1beta1.ConditionGuardTripped); c != nil && c.Status == metav1.ConditionTrue {
 			reason = c.Reason // tripped in an earlier pass
 		}
-		set(ConditionGuardTripped, metav1.ConditionTrue, reason, o.Run.EndMessage)
+		set(v1beta1.ConditionGuardTripped, metav1.ConditionTrue, reason, o.Run.EndMessage)
 		return
 	}
 	switch {
 	case len(o.Spec.Guards) == 0:
-		set(ConditionGuardTripped, metav1.ConditionFalse, ReasonNoGuards, "No spec.guards")
+		set(v1beta1.ConditionGuardTripped, metav1.ConditionFalse, v1beta1.ReasonNoGuards, "No spec.guards")
 	case len(o.Guards) > 0:
-		set(ConditionGuardTripped, metav1.ConditionFalse, ReasonGuardsPassed,
+		set(v1beta1.ConditionGuardTripped, metav1.ConditionFalse, v1beta1.ReasonGuardsPassed,
 			fmt.Sprintf("%d guard(s) held at %s", len(o.Guards), o.Now.UTC().Truncate(time.Second).Format(time.RFC3339)))
 	default:
 		// Not checked in this pass: keep the last check, unless it is a trip of an earlier
 		// run or there was none.
-		c := meta.FindStatusCondition(s.Conditions, ConditionGuardTripped)
-		if c == nil || c.Status == metav1.ConditionTrue || c.Reason == ReasonNoGuards {
-			set(ConditionGuardTripped, metav1.ConditionUnknown, ReasonNotChecked, "The guards are checked before the next round")
+		c := meta.FindStatusCondition(s.Conditions, v1beta1.ConditionGuardTripped)
+		if c == nil || c.Status == metav1.ConditionTrue || c.Reason == v1beta1.ReasonNoGuards {
+			set(v1beta1.ConditionGuardTripped, metav1.ConditionUnknown, v1beta1.ReasonNotChecked, "The guards are checked before the next round")
 		}
 	}
 }
@@ -346,9 +307,9 @@ func setGuardCondition(set func(string, metav1.ConditionStatus, string, string),
 // runEndConditionReason is the Ready and Paused reason of an ended run.
 func runEndConditionReason(r v1beta1.RunEndReason) string {
 	if r == v1beta1.RunEndDurationElapsed {
-		return ReasonDurationElapsed
+		return v1beta1.ReasonDurationElapsed
 	}
-	return ReasonGuardTripped
+	return v1beta1.ReasonGuardTripped
 }
 
 // roundDue says whether a round is due at now, given when the last one ran (nil: never), and

@@ -42,10 +42,10 @@ func TestComputeStatus(t *testing.T) {
 		assert.EqualValues(t, 3, s.ObservedGeneration)
 		require.Len(t, s.LastActions, 4)
 		assert.Equal(t, "a/c", s.LastActions[0].Target, "newest first")
-		assert.Equal(t, metav1.ConditionTrue, testenv.Condition(s.Conditions, ConditionReady).Status)
-		assert.Equal(t, ReasonRoundsRunning, testenv.Condition(s.Conditions, ConditionReady).Reason)
-		assert.Equal(t, metav1.ConditionFalse, testenv.Condition(s.Conditions, ConditionPaused).Status)
-		assert.Equal(t, metav1.ConditionFalse, testenv.Condition(s.Conditions, ConditionDegraded).Status)
+		assert.Equal(t, metav1.ConditionTrue, testenv.Condition(s.Conditions, v1beta1.ConditionReady).Status)
+		assert.Equal(t, v1beta1.ReasonRoundsRunning, testenv.Condition(s.Conditions, v1beta1.ConditionReady).Reason)
+		assert.Equal(t, metav1.ConditionFalse, testenv.Condition(s.Conditions, v1beta1.ConditionPaused).Status)
+		assert.Equal(t, metav1.ConditionFalse, testenv.Condition(s.Conditions, v1beta1.ConditionDegraded).Status)
 	})
 	t.Run("dry-run records actions but counts nothing", func(t *testing.T) {
 		dry := spec
@@ -54,20 +54,20 @@ func TestComputeStatus(t *testing.T) {
 			Records: []v1beta1.ChaosAction{rec(v1beta1.ActionKillPod, "a/p1", ResultDryRun, true)}}})
 		assert.Equal(t, v1beta1.ChaosCounts{}, s.Counts)
 		assert.Len(t, s.LastActions, 1)
-		assert.Contains(t, testenv.Condition(s.Conditions, ConditionReady).Message, "dry run")
+		assert.Contains(t, testenv.Condition(s.Conditions, v1beta1.ConditionReady).Message, "dry run")
 	})
 	t.Run("failed actions make the agent Degraded until a clean round", func(t *testing.T) {
 		s := computeStatus(v1beta1.ChaosAgentStatus{}, outcome{Now: now, Spec: spec, Round: roundOutcome{Ran: true, NextRound: &next,
 			Records: []v1beta1.ChaosAction{rec(v1beta1.ActionKillPod, "a/p1", failed("Forbidden"), false),
 				rec(v1beta1.ActionKillPod, "a/p2", ResultSucceeded, false)}}})
-		c := testenv.Condition(s.Conditions, ConditionDegraded)
+		c := testenv.Condition(s.Conditions, v1beta1.ConditionDegraded)
 		assert.Equal(t, metav1.ConditionTrue, c.Status)
-		assert.Equal(t, ReasonActionsFailed, c.Reason)
+		assert.Equal(t, v1beta1.ReasonActionsFailed, c.Reason)
 		assert.Contains(t, c.Message, "1 of 2")
 		idle := computeStatus(s, outcome{Now: now.Add(time.Second), Spec: spec, Round: roundOutcome{NextRound: &next}})
-		assert.Equal(t, metav1.ConditionTrue, testenv.Condition(idle.Conditions, ConditionDegraded).Status, "a pass without a round keeps it")
+		assert.Equal(t, metav1.ConditionTrue, testenv.Condition(idle.Conditions, v1beta1.ConditionDegraded).Status, "a pass without a round keeps it")
 		clean := computeStatus(s, outcome{Now: now.Add(time.Minute), Spec: spec, Round: roundOutcome{Ran: true, NextRound: &next}})
-		assert.Equal(t, metav1.ConditionFalse, testenv.Condition(clean.Conditions, ConditionDegraded).Status)
+		assert.Equal(t, metav1.ConditionFalse, testenv.Condition(clean.Conditions, v1beta1.ConditionDegraded).Status)
 	})
 	t.Run("paused", func(t *testing.T) {
 		paused := spec
@@ -79,14 +79,14 @@ func TestComputeStatus(t *testing.T) {
 		assert.EqualValues(t, 0, s.Rounds)
 		assert.EqualValues(t, 1, s.Counts.Restored)
 		assert.EqualValues(t, 0, s.ChangedObjects, "everything put back")
-		assert.Equal(t, ReasonPaused, testenv.Condition(s.Conditions, ConditionReady).Reason)
-		assert.Equal(t, metav1.ConditionTrue, testenv.Condition(s.Conditions, ConditionPaused).Status)
+		assert.Equal(t, v1beta1.ReasonPausedBySpec, testenv.Condition(s.Conditions, v1beta1.ConditionReady).Reason)
+		assert.Equal(t, metav1.ConditionTrue, testenv.Condition(s.Conditions, v1beta1.ConditionPaused).Status)
 	})
 	t.Run("restore failures", func(t *testing.T) {
 		s := computeStatus(v1beta1.ChaosAgentStatus{ObservedGeneration: 1}, outcome{Now: now, Generation: 2, Spec: spec,
 			Restore: restoreOutcome{Attempted: true, Failed: 2}, Err: errors.New("boom")})
-		assert.Equal(t, ReasonRestoreFailed, testenv.Condition(s.Conditions, ConditionDegraded).Reason)
-		assert.Equal(t, ReasonRoundFailed, testenv.Condition(s.Conditions, ConditionReady).Reason)
+		assert.Equal(t, v1beta1.ReasonRestoreFailed, testenv.Condition(s.Conditions, v1beta1.ConditionDegraded).Reason)
+		assert.Equal(t, v1beta1.ReasonRoundFailed, testenv.Condition(s.Conditions, v1beta1.ConditionReady).Reason)
 		assert.EqualValues(t, 1, s.ObservedGeneration, "not observed while failing")
 		assert.EqualValues(t, 2, s.ChangedObjects, "the objects not put back still carry the marks")
 		unlisted := computeStatus(v1beta1.ChaosAgentStatus{ChangedObjects: 3}, outcome{Now: now, Spec: spec, Err: errors.New("listing")})
@@ -99,9 +99,9 @@ func TestComputeStatus(t *testing.T) {
 				rec(v1beta1.ActionRestoreConfigMap, "kube-system/c", skipped(SkipOutOfScope), false),
 				rec(v1beta1.ActionRestoreConfigMap, "a/frozen", skipped(SkipImmutable), false),
 			}}})
-		c := testenv.Condition(s.Conditions, ConditionDegraded)
+		c := testenv.Condition(s.Conditions, v1beta1.ConditionDegraded)
 		assert.Equal(t, metav1.ConditionTrue, c.Status)
-		assert.Equal(t, ReasonRestoreSkipped, c.Reason)
+		assert.Equal(t, v1beta1.ReasonRestoreSkipped, c.Reason)
 		assert.Contains(t, c.Message, "2 object(s)")
 		assert.EqualValues(t, 2, s.ChangedObjects, "the objects left still carry the marks")
 		assert.EqualValues(t, 1, s.Counts.Restored)
@@ -110,9 +110,9 @@ func TestComputeStatus(t *testing.T) {
 	})
 	t.Run("invalid selector waits for an edit", func(t *testing.T) {
 		s := computeStatus(v1beta1.ChaosAgentStatus{}, outcome{Now: now, Generation: 4, Spec: spec, InvalidSpec: "spec.podSelector: bad"})
-		c := testenv.Condition(s.Conditions, ConditionReady)
+		c := testenv.Condition(s.Conditions, v1beta1.ConditionReady)
 		assert.Equal(t, metav1.ConditionFalse, c.Status)
-		assert.Equal(t, ReasonInvalidSelector, c.Reason)
+		assert.Equal(t, v1beta1.ReasonInvalidSelector, c.Reason)
 		assert.Nil(t, s.NextRoundTime)
 		assert.EqualValues(t, 4, s.ObservedGeneration)
 	})
@@ -184,10 +184,10 @@ func TestComputeStatusWindowsGuardsRuns(t *testing.T) {
 	t.Run("an agent of the article: no schedule, no guards", func(t *testing.T) {
 		s := computeStatus(v1beta1.ChaosAgentStatus{}, outcome{Now: now, Spec: withDefaults(v1beta1.ChaosAgentSpec{}),
 			Round: roundOutcome{Ran: true, NextRound: &next}})
-		assert.Equal(t, ReasonNoSchedule, cond(s, ConditionInWindow).Reason)
-		assert.Equal(t, metav1.ConditionTrue, cond(s, ConditionInWindow).Status)
-		assert.Equal(t, ReasonNoGuards, cond(s, ConditionGuardTripped).Reason)
-		assert.Equal(t, metav1.ConditionFalse, cond(s, ConditionGuardTripped).Status)
+		assert.Equal(t, v1beta1.ReasonNoSchedule, cond(s, v1beta1.ConditionInWindow).Reason)
+		assert.Equal(t, metav1.ConditionTrue, cond(s, v1beta1.ConditionInWindow).Status)
+		assert.Equal(t, v1beta1.ReasonNoGuards, cond(s, v1beta1.ConditionGuardTripped).Reason)
+		assert.Equal(t, metav1.ConditionFalse, cond(s, v1beta1.ConditionGuardTripped).Status)
 		assert.Nil(t, s.Run, "no run recorded before one started")
 		assert.Nil(t, s.NextWindowTime)
 		assert.Empty(t, s.Guards)
@@ -197,15 +197,15 @@ func TestComputeStatusWindowsGuardsRuns(t *testing.T) {
 			Window: windowState{Scheduled: true, Open: false, Change: &opens, Zone: berlin}})
 		assert.Equal(t, opens, s.NextWindowTime.UTC())
 		assert.Nil(t, s.NextRoundTime)
-		ready := cond(s, ConditionReady)
+		ready := cond(s, v1beta1.ConditionReady)
 		assert.Equal(t, metav1.ConditionTrue, ready.Status)
-		assert.Equal(t, ReasonWaitingForWindow, ready.Reason)
-		in := cond(s, ConditionInWindow)
+		assert.Equal(t, v1beta1.ReasonWaitingForWindow, ready.Reason)
+		in := cond(s, v1beta1.ConditionInWindow)
 		assert.Equal(t, metav1.ConditionFalse, in.Status)
-		assert.Equal(t, ReasonOutsideWindow, in.Reason)
+		assert.Equal(t, v1beta1.ReasonOutsideWindow, in.Reason)
 		assert.Equal(t, "Outside every window of spec.schedule: the next opens at 2026-11-30T09:00:00+01:00 (Mon 09:00 Europe/Berlin)", in.Message)
-		assert.Equal(t, metav1.ConditionUnknown, cond(s, ConditionGuardTripped).Status, "guards not checked yet")
-		assert.Equal(t, ReasonNotChecked, cond(s, ConditionGuardTripped).Reason)
+		assert.Equal(t, metav1.ConditionUnknown, cond(s, v1beta1.ConditionGuardTripped).Status, "guards not checked yet")
+		assert.Equal(t, v1beta1.ReasonNotChecked, cond(s, v1beta1.ConditionGuardTripped).Reason)
 	})
 	var running v1beta1.ChaosAgentStatus
 	t.Run("inside a window, guards held: the run starts", func(t *testing.T) {
@@ -214,13 +214,13 @@ func TestComputeStatusWindowsGuardsRuns(t *testing.T) {
 		running = computeStatus(v1beta1.ChaosAgentStatus{}, outcome{Now: now, Spec: spec,
 			Run:    v1beta1.ChaosRun{Name: "one", StartTime: &start},
 			Window: windowState{Scheduled: true, Open: true, Change: &closes, Zone: berlin},
-			Guards: []guardVerdict{{Name: "web", Reason: GuardReasonPassed, Message: "3 ready"}, {Name: "api", Reason: GuardReasonPassed, Message: "200"}},
+			Guards: []guardVerdict{{Name: "web", Reason: v1beta1.GuardReasonPassed, Message: "3 ready"}, {Name: "api", Reason: v1beta1.GuardReasonPassed, Message: "200"}},
 			Round:  roundOutcome{Ran: true, NextRound: &next}})
 		assert.Nil(t, running.NextWindowTime)
-		assert.Equal(t, ReasonInsideWindow, cond(running, ConditionInWindow).Reason)
-		assert.Contains(t, cond(running, ConditionInWindow).Message, "until 2026-11-28T11:00:00+01:00")
-		assert.Equal(t, metav1.ConditionFalse, cond(running, ConditionGuardTripped).Status)
-		assert.Equal(t, ReasonGuardsPassed, cond(running, ConditionGuardTripped).Reason)
+		assert.Equal(t, v1beta1.ReasonInsideWindow, cond(running, v1beta1.ConditionInWindow).Reason)
+		assert.Contains(t, cond(running, v1beta1.ConditionInWindow).Message, "until 2026-11-28T11:00:00+01:00")
+		assert.Equal(t, metav1.ConditionFalse, cond(running, v1beta1.ConditionGuardTripped).Status)
+		assert.Equal(t, v1beta1.ReasonGuardsPassed, cond(running, v1beta1.ConditionGuardTripped).Reason)
 		require.NotNil(t, running.Run)
 		assert.Equal(t, start, *running.Run.StartTime)
 		require.Len(t, running.Guards, 2)
@@ -232,19 +232,19 @@ func TestComputeStatusWindowsGuardsRuns(t *testing.T) {
 		run := endRun(*running.Run, v1beta1.RunEndGuardTripped, `guard "web" tripped: Deployment shop/web has 1 ready replica(s), below its floor of 2`, now.Add(time.Minute))
 		tripped = computeStatus(running, outcome{Now: now.Add(time.Minute), Spec: spec, Run: run,
 			Window: windowState{Scheduled: true, Open: true},
-			Guards: []guardVerdict{{Name: "web", Failed: true, Reason: GuardReasonDeploymentBelowFloor, Message: "1 ready"}},
+			Guards: []guardVerdict{{Name: "web", Failed: true, Reason: v1beta1.GuardReasonDeploymentBelowFloor, Message: "1 ready"}},
 			Restore: restoreOutcome{Attempted: true, Records: []v1beta1.ChaosAction{
 				rec(v1beta1.ActionRestoreDeployment, "shop/api", ResultSucceeded, false)}}})
-		gt := cond(tripped, ConditionGuardTripped)
+		gt := cond(tripped, v1beta1.ConditionGuardTripped)
 		assert.Equal(t, metav1.ConditionTrue, gt.Status)
-		assert.Equal(t, GuardReasonDeploymentBelowFloor, gt.Reason)
+		assert.Equal(t, v1beta1.GuardReasonDeploymentBelowFloor, gt.Reason)
 		assert.Contains(t, gt.Message, `guard "web" tripped`)
-		ready := cond(tripped, ConditionReady)
+		ready := cond(tripped, v1beta1.ConditionReady)
 		assert.Equal(t, metav1.ConditionFalse, ready.Status)
-		assert.Equal(t, ReasonGuardTripped, ready.Reason)
+		assert.Equal(t, v1beta1.ReasonGuardTripped, ready.Reason)
 		assert.Contains(t, ready.Message, "Give spec.runName a new value")
-		assert.Equal(t, ReasonGuardTripped, cond(tripped, ConditionPaused).Reason)
-		assert.Equal(t, metav1.ConditionTrue, cond(tripped, ConditionPaused).Status)
+		assert.Equal(t, v1beta1.ReasonGuardTripped, cond(tripped, v1beta1.ConditionPaused).Reason)
+		assert.Equal(t, metav1.ConditionTrue, cond(tripped, v1beta1.ConditionPaused).Status)
 		assert.Equal(t, v1beta1.RunEndGuardTripped, tripped.Run.EndReason)
 		assert.EqualValues(t, 1, tripped.Counts.Restored)
 		assert.Equal(t, v1beta1.GuardFailed, tripped.Guards[0].Result, "web checked again")
@@ -254,29 +254,29 @@ func TestComputeStatusWindowsGuardsRuns(t *testing.T) {
 	t.Run("the stop holds over later passes", func(t *testing.T) {
 		later := computeStatus(tripped, outcome{Now: now.Add(time.Hour), Spec: spec, Run: *tripped.Run, Window: windowState{Scheduled: true, Open: true},
 			Restore: restoreOutcome{Attempted: true}})
-		assert.Equal(t, GuardReasonDeploymentBelowFloor, cond(later, ConditionGuardTripped).Reason, "the guard's reason is kept")
-		assert.Equal(t, cond(tripped, ConditionGuardTripped).LastTransitionTime, cond(later, ConditionGuardTripped).LastTransitionTime)
-		assert.Equal(t, ReasonGuardTripped, cond(later, ConditionReady).Reason)
+		assert.Equal(t, v1beta1.GuardReasonDeploymentBelowFloor, cond(later, v1beta1.ConditionGuardTripped).Reason, "the guard's reason is kept")
+		assert.Equal(t, cond(tripped, v1beta1.ConditionGuardTripped).LastTransitionTime, cond(later, v1beta1.ConditionGuardTripped).LastTransitionTime)
+		assert.Equal(t, v1beta1.ReasonGuardTripped, cond(later, v1beta1.ConditionReady).Reason)
 		assert.True(t, equality.Semantic.DeepEqual(tripped, later), "no status write while stopped")
 	})
 	t.Run("a pause while stopped is a pause", func(t *testing.T) {
 		paused := spec
 		paused.Paused = true
 		s := computeStatus(tripped, outcome{Now: now.Add(time.Hour), Spec: paused, Run: *tripped.Run})
-		assert.Equal(t, ReasonPaused, cond(s, ConditionReady).Reason)
-		assert.Equal(t, ReasonPaused, cond(s, ConditionPaused).Reason)
-		assert.Equal(t, metav1.ConditionTrue, cond(s, ConditionGuardTripped).Status, "and the trip is still shown")
+		assert.Equal(t, v1beta1.ReasonPausedBySpec, cond(s, v1beta1.ConditionReady).Reason)
+		assert.Equal(t, v1beta1.ReasonPausedBySpec, cond(s, v1beta1.ConditionPaused).Reason)
+		assert.Equal(t, metav1.ConditionTrue, cond(s, v1beta1.ConditionGuardTripped).Status, "and the trip is still shown")
 	})
 	t.Run("a new runName starts a new run", func(t *testing.T) {
 		two := spec
 		two.RunName = "two"
 		s := computeStatus(tripped, outcome{Now: now.Add(2 * time.Hour), Spec: two, Run: currentRun(tripped.Run, "two"), Window: windowState{Scheduled: true, Open: false}})
 		assert.Equal(t, &v1beta1.ChaosRun{Name: "two"}, s.Run)
-		assert.Equal(t, metav1.ConditionUnknown, cond(s, ConditionGuardTripped).Status, "the trip of the last run is not this run's")
-		assert.Equal(t, metav1.ConditionFalse, cond(s, ConditionPaused).Status)
-		assert.Equal(t, ReasonWaitingForWindow, cond(s, ConditionReady).Reason)
+		assert.Equal(t, metav1.ConditionUnknown, cond(s, v1beta1.ConditionGuardTripped).Status, "the trip of the last run is not this run's")
+		assert.Equal(t, metav1.ConditionFalse, cond(s, v1beta1.ConditionPaused).Status)
+		assert.Equal(t, v1beta1.ReasonWaitingForWindow, cond(s, v1beta1.ConditionReady).Reason)
 		assert.Nil(t, s.NextWindowTime, "no window within the horizon")
-		assert.Contains(t, cond(s, ConditionInWindow).Message, "no window opens in the next 800 days")
+		assert.Contains(t, cond(s, v1beta1.ConditionInWindow).Message, "no window opens in the next 800 days")
 	})
 	t.Run("the duration elapsed", func(t *testing.T) {
 		hour := spec
@@ -284,10 +284,10 @@ func TestComputeStatusWindowsGuardsRuns(t *testing.T) {
 		run, expired := expireRun(hour, *running.Run, now.Add(time.Hour))
 		require.True(t, expired)
 		s := computeStatus(running, outcome{Now: now.Add(time.Hour), Spec: hour, Run: run, Window: windowState{Scheduled: true, Open: true}})
-		assert.Equal(t, ReasonDurationElapsed, cond(s, ConditionReady).Reason)
-		assert.Equal(t, ReasonDurationElapsed, cond(s, ConditionPaused).Reason)
-		assert.Equal(t, metav1.ConditionTrue, cond(s, ConditionPaused).Status)
-		assert.Equal(t, metav1.ConditionFalse, cond(s, ConditionGuardTripped).Status, "no guard tripped")
+		assert.Equal(t, v1beta1.ReasonDurationElapsed, cond(s, v1beta1.ConditionReady).Reason)
+		assert.Equal(t, v1beta1.ReasonDurationElapsed, cond(s, v1beta1.ConditionPaused).Reason)
+		assert.Equal(t, metav1.ConditionTrue, cond(s, v1beta1.ConditionPaused).Status)
+		assert.Equal(t, metav1.ConditionFalse, cond(s, v1beta1.ConditionGuardTripped).Status, "no guard tripped")
 		assert.Equal(t, v1beta1.RunEndDurationElapsed, s.Run.EndReason)
 	})
 	t.Run("guards removed from spec leave status", func(t *testing.T) {
@@ -295,11 +295,11 @@ func TestComputeStatusWindowsGuardsRuns(t *testing.T) {
 		none.Guards = nil
 		s := computeStatus(running, outcome{Now: now.Add(time.Minute), Spec: none, Run: *running.Run, Round: roundOutcome{NextRound: &next}})
 		assert.Empty(t, s.Guards)
-		assert.Equal(t, ReasonNoGuards, cond(s, ConditionGuardTripped).Reason)
+		assert.Equal(t, v1beta1.ReasonNoGuards, cond(s, v1beta1.ConditionGuardTripped).Reason)
 	})
 	t.Run("an invalid schedule waits for an edit and keeps the run", func(t *testing.T) {
-		s := computeStatus(tripped, outcome{Now: now, Spec: spec, InvalidSpec: "spec.schedule.timeZone: bad", InvalidReason: ReasonInvalidSchedule})
-		assert.Equal(t, ReasonInvalidSchedule, cond(s, ConditionReady).Reason)
+		s := computeStatus(tripped, outcome{Now: now, Spec: spec, InvalidSpec: "spec.schedule.timeZone: bad", InvalidReason: v1beta1.ReasonInvalidSchedule})
+		assert.Equal(t, v1beta1.ReasonInvalidSchedule, cond(s, v1beta1.ConditionReady).Reason)
 		assert.Equal(t, tripped.Run, s.Run)
 	})
 }

@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 )
 
 // writer carries out a plan's writes to the API server, in parallel.
@@ -172,9 +174,9 @@ func blockedBy(rule types.NamespacedName, a action, obj client.Object) (c *confl
 		return nil, ann[AnnotationContentHash] == a.Source.Hash && ann[AnnotationSource] == rule.Namespace+"/"+a.Source.Name &&
 			copyCarriedFingerprint(obj.GetLabels(), ann) == a.Source.Carried.fingerprint()
 	case managed:
-		return &conflict{Key: a.Key, Reason: fmt.Sprintf("%s: copy of CopyratorRule %s", ReasonOtherRule, owner)}, false
+		return &conflict{Key: a.Key, Reason: fmt.Sprintf("%s: copy of CopyratorRule %s", flantv1.ConflictReasonManagedByOtherRule, owner)}, false
 	default:
-		return &conflict{Key: a.Key, Foreign: true, Reason: ReasonForeignObject + ": an object Copyrator did not create has this name"}, false
+		return &conflict{Key: a.Key, Foreign: true, Reason: flantv1.ConflictReasonExistsNotManaged + ": an object Copyrator did not create has this name"}, false
 	}
 }
 

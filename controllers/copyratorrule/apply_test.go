@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/quartet-operator/quartet/test/testenv"
+
+	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 )
 
 func TestOwnWritesEcho(t *testing.T) {
@@ -72,8 +74,8 @@ func TestBlockedBy(t *testing.T) {
 		{name: "own copy of older content: the cache's event brings the update",
 			obj: obj(copyLabels(testRule), map[string]string{AnnotationSource: "src/reg", AnnotationContentHash: "old"})},
 		{name: "own copy of another source's name", obj: obj(copyLabels(testRule), map[string]string{AnnotationSource: "src/x", AnnotationContentHash: src.Hash})},
-		{name: "another rule's copy", obj: obj(copyLabels(otherRule), current), wantConflict: ReasonOtherRule},
-		{name: "foreign object", obj: obj(map[string]string{"app": "x"}, current), wantConflict: ReasonForeignObject, foreign: true},
+		{name: "another rule's copy", obj: obj(copyLabels(otherRule), current), wantConflict: flantv1.ConflictReasonManagedByOtherRule},
+		{name: "foreign object", obj: obj(map[string]string{"app": "x"}, current), wantConflict: flantv1.ConflictReasonExistsNotManaged, foreign: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, found := blockedBy(testRule, a, tc.obj)

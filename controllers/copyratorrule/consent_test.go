@@ -68,11 +68,11 @@ func TestCopiesOnlyWhereConsented(t *testing.T) {
 			{Namespace: f.protected, Reason: protectedRefusal(f.protected).Reason},
 			{Namespace: later, Reason: "ServiceAccount " + f.src + "/copyrator may not create secrets in namespace " + later},
 		}, st.Refused)
-		auth := testenv.Condition(st.Conditions, ConditionAuthorized)
+		auth := testenv.Condition(st.Conditions, flantv1.ConditionAuthorized)
 		assert.Equal(c, metav1.ConditionFalse, auth.Status)
-		assert.Equal(c, ReasonTargetsRefused, auth.Reason)
+		assert.Equal(c, flantv1.ReasonTargetsRefused, auth.Reason)
 		assert.Contains(c, auth.Message, TargetClusterRole)
-		assert.Equal(c, metav1.ConditionTrue, testenv.Condition(st.Conditions, ConditionReady).Status, "the consenting namespace is served")
+		assert.Equal(c, metav1.ConditionTrue, testenv.Condition(st.Conditions, flantv1.ConditionReady).Status, "the consenting namespace is served")
 	})
 	for _, ns := range []string{later, "kube-system", f.protected} {
 		assert.Nil(t, getSecret(t, ns, src.Name), "nothing written into %s", ns)
@@ -105,7 +105,7 @@ func TestCopiesOnlyWhereConsented(t *testing.T) {
 	revokeGranted()
 	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
 		assert.EqualValues(c, 2, st.RefusedCount)
-		assert.Contains(c, testenv.Condition(st.Conditions, ConditionAuthorized).Message, "1 copy already in refusing namespaces is left as it is")
+		assert.Contains(c, testenv.Condition(st.Conditions, flantv1.ConditionAuthorized).Message, "1 copy already in refusing namespaces is left as it is")
 	})
 	src.StringData = map[string]string{"k": "v2"}
 	require.NoError(t, env.Client.Update(ctx, src))
@@ -140,7 +140,7 @@ func TestNeverCopiesClusterAccessSecrets(t *testing.T) {
 	requireCopies(t, plain, target)
 	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
 		assert.EqualValues(c, 1, st.SourcesMatched)
-		ready := testenv.Condition(st.Conditions, ConditionReady)
+		ready := testenv.Condition(st.Conditions, flantv1.ConditionReady)
 		assert.Contains(c, ready.Message, token.Name)
 		assert.Contains(c, ready.Message, string(corev1.SecretTypeBootstrapToken))
 	})

@@ -98,9 +98,9 @@ func TestCopiesIntoTargetsAndNewNamespaces(t *testing.T) {
 		assert.EqualValues(c, 1, st.SourcesMatched)
 		assert.EqualValues(c, 2, st.TargetNamespaces)
 		assert.EqualValues(c, 2, st.CopiesInSync)
-		assert.Equal(c, metav1.ConditionTrue, testenv.Condition(st.Conditions, ConditionReady).Status)
-		assert.Equal(c, ReasonCopiesInSync, testenv.Condition(st.Conditions, ConditionReady).Reason)
-		assert.Equal(c, metav1.ConditionFalse, testenv.Condition(st.Conditions, ConditionDegraded).Status)
+		assert.Equal(c, metav1.ConditionTrue, testenv.Condition(st.Conditions, flantv1.ConditionReady).Status)
+		assert.Equal(c, flantv1.ReasonCopiesInSync, testenv.Condition(st.Conditions, flantv1.ConditionReady).Reason)
+		assert.Equal(c, metav1.ConditionFalse, testenv.Condition(st.Conditions, flantv1.ConditionDegraded).Status)
 	})
 	copy1 := getSecret(t, f.targets[0], src.Name)
 	assert.Equal(t, map[string]string{LabelManagedBy: "copyrator", LabelRule: rule.Name, LabelRuleNamespace: f.src}, copy1.Labels,
@@ -162,7 +162,7 @@ func TestNewNamespaceLeavesOtherCopiesAlone(t *testing.T) {
 	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
 		assert.EqualValues(c, 4, st.TargetNamespaces)
 		assert.EqualValues(c, 4, st.CopiesInSync)
-		assert.Equal(c, ReasonCopiesInSync, testenv.Condition(st.Conditions, ConditionReady).Reason)
+		assert.Equal(c, flantv1.ReasonCopiesInSync, testenv.Condition(st.Conditions, flantv1.ConditionReady).Reason)
 	})
 	assert.EventuallyWithT(t, func(c *assert.CollectT) {
 		var notes []string
@@ -244,11 +244,11 @@ func TestForeignObjectIsAConflictAndLeftAlone(t *testing.T) {
 		if assert.Len(c, st.Conflicts, 1) {
 			assert.Equal(c, f.targets[0], st.Conflicts[0].Namespace)
 			assert.Equal(c, "shared", st.Conflicts[0].Name)
-			assert.Contains(c, st.Conflicts[0].Reason, ReasonForeignObject)
+			assert.Contains(c, st.Conflicts[0].Reason, flantv1.ConflictReasonExistsNotManaged)
 		}
 		assert.EqualValues(c, 1, st.CopiesInSync)
-		assert.Equal(c, ReasonConflicts, testenv.Condition(st.Conditions, ConditionDegraded).Reason)
-		assert.Equal(c, metav1.ConditionTrue, testenv.Condition(st.Conditions, ConditionDegraded).Status)
+		assert.Equal(c, flantv1.ReasonConflicts, testenv.Condition(st.Conditions, flantv1.ConditionDegraded).Reason)
+		assert.Equal(c, metav1.ConditionTrue, testenv.Condition(st.Conditions, flantv1.ConditionDegraded).Status)
 	})
 	assert.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Contains(c, eventsOf(c, rule), "Warning CopyConflict")
@@ -274,8 +274,8 @@ func TestForeignObjectIsAConflictAndLeftAlone(t *testing.T) {
 		for _, x := range st.Conflicts {
 			reasons += x.Reason + ";"
 		}
-		assert.Contains(c, reasons, ReasonOtherRule)
-		assert.Contains(c, reasons, ReasonForeignObject)
+		assert.Contains(c, reasons, flantv1.ConflictReasonManagedByOtherRule)
+		assert.Contains(c, reasons, flantv1.ConflictReasonExistsNotManaged)
 	})
 	requireCopies(t, src, f.targets[1])
 	assert.Equal(t, rule.Name, getSecret(t, f.targets[1], "shared").Labels[LabelRule])
@@ -334,7 +334,7 @@ func TestForeignObjectIsRecheckedAndReplacedWhenGone(t *testing.T) {
 	requireCopies(t, s, dst)
 	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
 		assert.EqualValues(c, 0, st.ConflictCount)
-		assert.Equal(c, metav1.ConditionFalse, testenv.Condition(st.Conditions, ConditionDegraded).Status)
+		assert.Equal(c, metav1.ConditionFalse, testenv.Condition(st.Conditions, flantv1.ConditionDegraded).Status)
 	})
 	key := client.ObjectKeyFromObject(rule)
 	assert.GreaterOrEqual(t, testutil.ToFloat64(copiesTotal.WithLabelValues(key.Namespace, key.Name, actionCreated)), 1.0)
@@ -402,7 +402,7 @@ func TestSourcesThatStopMatchingLoseTheirCopies(t *testing.T) {
 	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
 		assert.EqualValues(c, 0, st.SourcesMatched)
 		assert.EqualValues(c, 0, st.CopiesInSync)
-		assert.Equal(c, ReasonNoSources, testenv.Condition(st.Conditions, ConditionReady).Reason)
+		assert.Equal(c, flantv1.ReasonNoSourcesMatched, testenv.Condition(st.Conditions, flantv1.ConditionReady).Reason)
 	})
 	assert.NotNil(t, getSecret(t, f.src, "a"), "the source itself is never touched")
 	assert.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -568,9 +568,9 @@ func TestNamespacesListAndInvalidSelector(t *testing.T) {
 		spec.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: "Near"}}}
 	})
 	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
-		ready := testenv.Condition(st.Conditions, ConditionReady)
+		ready := testenv.Condition(st.Conditions, flantv1.ConditionReady)
 		assert.Equal(c, metav1.ConditionFalse, ready.Status)
-		assert.Equal(c, ReasonInvalidSpec, ready.Reason)
+		assert.Equal(c, flantv1.ReasonInvalidSpec, ready.Reason)
 		assert.Contains(c, ready.Message, "spec.namespaceSelector")
 	})
 	assert.NotNil(t, getSecret(t, b, "token"), "an invalid spec deletes nothing")
@@ -761,9 +761,9 @@ func TestNamedSourcesKeyFilterAndCarriedMetadata(t *testing.T) {
 	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
 		assert.EqualValues(c, 1, st.SourcesMatched)
 		assert.EqualValues(c, 2, st.CopiesInSync)
-		ready := testenv.Condition(st.Conditions, ConditionReady)
+		ready := testenv.Condition(st.Conditions, flantv1.ConditionReady)
 		assert.Equal(c, metav1.ConditionFalse, ready.Status)
-		assert.Equal(c, ReasonSourcesMissing, ready.Reason)
+		assert.Equal(c, flantv1.ReasonSourcesMissing, ready.Reason)
 		assert.Contains(c, ready.Message, "later")
 	})
 
@@ -779,7 +779,7 @@ func TestNamedSourcesKeyFilterAndCarriedMetadata(t *testing.T) {
 	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
 		assert.EqualValues(c, 2, st.SourcesMatched)
 		assert.EqualValues(c, 4, st.CopiesInSync)
-		assert.Equal(c, ReasonCopiesInSync, testenv.Condition(st.Conditions, ConditionReady).Reason)
+		assert.Equal(c, flantv1.ReasonCopiesInSync, testenv.Condition(st.Conditions, flantv1.ConditionReady).Reason)
 	})
 	assert.Equal(t, map[string][]byte{"ca.pem": []byte("CA2")}, getSecret(t, f.targets[1], "later").Data)
 	assert.Equal(t, before, getSecret(t, f.targets[0], "ingress-tls").ResourceVersion, "the rotated key is not copied: no write")
@@ -807,7 +807,7 @@ func TestNamedSourcesKeyFilterAndCarriedMetadata(t *testing.T) {
 	}, waitFor, tick)
 	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
 		assert.EqualValues(c, 4, st.CopiesInSync)
-		assert.Equal(c, ReasonCopiesInSync, testenv.Condition(st.Conditions, ConditionReady).Reason)
+		assert.Equal(c, flantv1.ReasonCopiesInSync, testenv.Condition(st.Conditions, flantv1.ConditionReady).Reason)
 	})
 }
 
@@ -836,7 +836,7 @@ func TestRestartWritesNothing(t *testing.T) {
 	for _, r := range []*flantv1.CopyratorRule{secrets, configMaps} {
 		eventuallyStatus(t, r, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
 			assert.EqualValues(c, 3, st.CopiesInSync)
-			assert.Equal(c, ReasonCopiesInSync, testenv.Condition(st.Conditions, ConditionReady).Reason)
+			assert.Equal(c, flantv1.ReasonCopiesInSync, testenv.Condition(st.Conditions, flantv1.ConditionReady).Reason)
 		})
 	}
 	stop()

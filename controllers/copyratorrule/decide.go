@@ -201,12 +201,6 @@ type conflict struct {
 	Foreign bool
 }
 
-// Conflict reasons (also the Reason field of status.conflicts).
-const (
-	ReasonForeignObject = "ExistsNotManaged"
-	ReasonOtherRule     = "ManagedByOtherRule"
-)
-
 // planInput is everything the planner looks at.
 type planInput struct {
 	Rule        types.NamespacedName
@@ -268,12 +262,12 @@ func planCopies(in planInput) plan {
 			}
 			if other, ok := in.Occupied[key]; ok {
 				p.Conflicts = append(p.Conflicts, conflict{Key: key, Foreign: false,
-					Reason: fmt.Sprintf("%s: copy of CopyratorRule %s", ReasonOtherRule, other.Rule)})
+					Reason: fmt.Sprintf("%s: copy of CopyratorRule %s", flantv1.ConflictReasonManagedByOtherRule, other.Rule)})
 				continue
 			}
 			if in.KnownForeign[key] {
 				p.Conflicts = append(p.Conflicts, conflict{Key: key, Foreign: true,
-					Reason: ReasonForeignObject + ": an object Copyrator did not create has this name"})
+					Reason: flantv1.ConflictReasonExistsNotManaged + ": an object Copyrator did not create has this name"})
 				continue
 			}
 			p.Actions = append(p.Actions, action{Op: opCreate, Key: key, Source: src})

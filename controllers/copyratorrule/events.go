@@ -113,9 +113,9 @@ func newRefusals(prev, next flantv1.CopyratorRuleStatus) (fresh []flantv1.Refuse
 // recordLimit sends a Warning Event when a limit starts leaving the rule's writes out
 // (the Degraded condition's reason becomes LimitReached).
 func (r *Reconciler) recordLimit(rule *flantv1.CopyratorRule, prev, next flantv1.CopyratorRuleStatus) {
-	before := meta.FindStatusCondition(prev.Conditions, ConditionDegraded)
-	after := meta.FindStatusCondition(next.Conditions, ConditionDegraded)
-	if after != nil && after.Reason == ReasonLimitReached && (before == nil || before.Reason != ReasonLimitReached) {
+	before := meta.FindStatusCondition(prev.Conditions, flantv1.ConditionDegraded)
+	after := meta.FindStatusCondition(next.Conditions, flantv1.ConditionDegraded)
+	if after != nil && after.Reason == flantv1.ReasonLimitReached && (before == nil || before.Reason != flantv1.ReasonLimitReached) {
 		r.Recorder.Eventf(rule, nil, corev1.EventTypeWarning, EventLimitReached, "Skip", "%s", after.Message)
 	}
 }

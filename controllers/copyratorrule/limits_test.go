@@ -123,10 +123,10 @@ func TestRuleStopsAtItsLimit(t *testing.T) {
 	createRule(t, rule)
 	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
 		assert.EqualValues(c, 2, st.CopiesInSync)
-		ready := testenv.Condition(st.Conditions, ConditionReady)
-		assert.Equal(c, ReasonLimitReached, ready.Reason)
+		ready := testenv.Condition(st.Conditions, flantv1.ConditionReady)
+		assert.Equal(c, flantv1.ReasonLimitReached, ready.Reason)
 		assert.Contains(c, ready.Message, "--copyratorrule-max-copies-per-rule=2")
-		assert.Equal(c, ReasonLimitReached, testenv.Condition(st.Conditions, ConditionDegraded).Reason)
+		assert.Equal(c, flantv1.ReasonLimitReached, testenv.Condition(st.Conditions, flantv1.ConditionDegraded).Reason)
 	})
 	written := 0
 	for _, ns := range targets {

@@ -41,7 +41,7 @@ func TestFreshNamespaces(t *testing.T) {
 
 func TestStatusWritten(t *testing.T) {
 	written := flantv1.CopyratorRuleStatus{ObservedGeneration: 2, TargetNamespaces: 3, CopiesInSync: 3,
-		Conditions: []metav1.Condition{{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonCopiesInSync}}}
+		Conditions: []metav1.Condition{{Type: flantv1.ConditionReady, Status: metav1.ConditionTrue, Reason: flantv1.ReasonCopiesInSync}}}
 	changed := *written.DeepCopy()
 	changed.CopiesInSync = 2
 	rule := func(rv string) *flantv1.CopyratorRule {

@@ -12,31 +12,6 @@ import (
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 )
 
-// Condition types and reasons.
-const (
-	ConditionReady      = "Ready"
-	ConditionDegraded   = "Degraded"
-	ConditionAuthorized = "Authorized"
-
-	ReasonCopiesInSync = "CopiesInSync"
-	ReasonNoSources    = "NoSourcesMatched"
-	// ReasonSourcesMissing: objects spec.sourceNames names do not exist (or are copies).
-	ReasonSourcesMissing = "SourcesMissing"
-	ReasonNoTargets      = "NoTargetNamespaces"
-	ReasonCopiesPending  = "CopiesPending"
-	ReasonWriteFailed    = "WriteFailed"
-	ReasonSyncFailed     = "SyncFailed"
-	ReasonInvalidSpec    = "InvalidSpec"
-	ReasonConflicts      = "Conflicts"
-	ReasonAsExpected     = "AsExpected"
-	// ReasonTargetsAuthorized and ReasonTargetsRefused are the Authorized condition's
-	// reasons; ReasonTargetsRefused is also Ready's when no namespace the rule selects consents.
-	ReasonTargetsAuthorized = "TargetsAuthorized"
-	ReasonTargetsRefused    = "TargetsRefused"
-	// ReasonLimitReached: writes were left out because the copies would pass a limit.
-	ReasonLimitReached = "LimitReached"
-)
-
 // maxListedConflicts bounds status.conflicts and status.refused (the CRD allows 20 each).
 const maxListedConflicts = 20
 
@@ -137,16 +112,16 @@ func computeStatus(prev flantv1.CopyratorRuleStatus, o outcome, now metav1.Time)
 		// A spec mistake ends the pass without an error: the next edit of the spec brings a
 		// new generation.
 		st.ObservedGeneration = o.Generation
-		set(ConditionReady, metav1.ConditionFalse, ReasonInvalidSpec, o.SpecErr.Error())
-		set(ConditionDegraded, metav1.ConditionTrue, ReasonInvalidSpec, o.SpecErr.Error())
-		set(ConditionAuthorized, metav1.ConditionUnknown, ReasonInvalidSpec, "Not checked: the spec is invalid")
+		set(flantv1.ConditionReady, metav1.ConditionFalse, flantv1.ReasonInvalidSpec, o.SpecErr.Error())
+		set(flantv1.ConditionDegraded, metav1.ConditionTrue, flantv1.ReasonInvalidSpec, o.SpecErr.Error())
+		set(flantv1.ConditionAuthorized, metav1.ConditionUnknown, flantv1.ReasonInvalidSpec, "Not checked: the spec is invalid")
 		return st
 	case o.SyncErr != nil:
 		// Nothing was acted on: observedGeneration and the counts stay as they were.
-		set(ConditionReady, metav1.ConditionFalse, ReasonSyncFailed, o.SyncErr.Error())
-		set(ConditionDegraded, metav1.ConditionTrue, ReasonSyncFailed, o.SyncErr.Error())
-		if meta.FindStatusCondition(st.Conditions, ConditionAuthorized) == nil {
-			set(ConditionAuthorized, metav1.ConditionUnknown, ReasonSyncFailed, "Not checked yet")
+		set(flantv1.ConditionReady, metav1.ConditionFalse, flantv1.ReasonSyncFailed, o.SyncErr.Error())
+		set(flantv1.ConditionDegraded, metav1.ConditionTrue, flantv1.ReasonSyncFailed, o.SyncErr.Error())
+		if meta.FindStatusCondition(st.Conditions, flantv1.ConditionAuthorized) == nil {
+			set(flantv1.ConditionAuthorized, metav1.ConditionUnknown, flantv1.ReasonSyncFailed, "Not checked yet")
 		}
 		return st
 	}
@@ -168,33 +143,33 @@ func computeStatus(prev flantv1.CopyratorRuleStatus, o outcome, now metav1.Time)
 		st.Refused = append(st.Refused, flantv1.RefusedNamespace{Namespace: r.Namespace, Reason: r.Reason})
 	}
 	if len(o.Refused) == 0 {
-		set(ConditionAuthorized, metav1.ConditionTrue, ReasonTargetsAuthorized,
+		set(flantv1.ConditionAuthorized, metav1.ConditionTrue, flantv1.ReasonTargetsAuthorized,
 			fmt.Sprintf("Every namespace the rule selects lets ServiceAccount %s create %ss", o.ServiceAccount, o.Kind))
 	} else {
-		set(ConditionAuthorized, metav1.ConditionFalse, ReasonTargetsRefused, refusedMessage(o))
+		set(flantv1.ConditionAuthorized, metav1.ConditionFalse, flantv1.ReasonTargetsRefused, refusedMessage(o))
 	}
 
 	expected := o.Desired - len(o.Conflicts)
 	switch {
 	case o.Dropped > 0:
-		set(ConditionReady, metav1.ConditionFalse, ReasonLimitReached, limitMessage(o, expected))
+		set(flantv1.ConditionReady, metav1.ConditionFalse, flantv1.ReasonLimitReached, limitMessage(o, expected))
 	case len(o.WriteErrs) > 0:
-		set(ConditionReady, metav1.ConditionFalse, ReasonWriteFailed,
+		set(flantv1.ConditionReady, metav1.ConditionFalse, flantv1.ReasonWriteFailed,
 			fmt.Sprintf("%d of %d copies in sync; %d writes failed: %s", o.InSync, expected, len(o.WriteErrs), summarize(o.WriteErrs)))
 	case o.Sources == 0 && len(o.Missing) > 0:
-		set(ConditionReady, metav1.ConditionFalse, ReasonSourcesMissing, missingMessage(o))
+		set(flantv1.ConditionReady, metav1.ConditionFalse, flantv1.ReasonSourcesMissing, missingMessage(o))
 	case o.Sources == 0:
-		set(ConditionReady, metav1.ConditionTrue, ReasonNoSources, noSourcesMessage(o))
+		set(flantv1.ConditionReady, metav1.ConditionTrue, flantv1.ReasonNoSourcesMatched, noSourcesMessage(o))
 	case o.Targets == 0 && len(o.Refused) > 0:
-		set(ConditionReady, metav1.ConditionFalse, ReasonTargetsRefused,
+		set(flantv1.ConditionReady, metav1.ConditionFalse, flantv1.ReasonTargetsRefused,
 			fmt.Sprintf("No namespace the rule selects consents to its copies (%d refuse; see the Authorized condition)", len(o.Refused)))
 	case o.Targets == 0:
-		set(ConditionReady, metav1.ConditionTrue, ReasonNoTargets, "No active namespace is a target")
+		set(flantv1.ConditionReady, metav1.ConditionTrue, flantv1.ReasonNoTargetNamespaces, "No active namespace is a target")
 	case o.InSync < expected:
-		set(ConditionReady, metav1.ConditionFalse, ReasonCopiesPending,
+		set(flantv1.ConditionReady, metav1.ConditionFalse, flantv1.ReasonCopiesPending,
 			fmt.Sprintf("%d of %d copies in sync", o.InSync, expected))
 	case len(o.Missing) > 0:
-		set(ConditionReady, metav1.ConditionFalse, ReasonSourcesMissing,
+		set(flantv1.ConditionReady, metav1.ConditionFalse, flantv1.ReasonSourcesMissing,
 			fmt.Sprintf("%d copies of %d %ss in %d namespaces are in sync; %s", o.InSync, o.Sources, o.Kind, o.Targets, missingMessage(o)))
 	default:
 		msg := fmt.Sprintf("%d copies of %d %ss in %d namespaces are in sync", o.InSync, o.Sources, o.Kind, o.Targets)
@@ -202,18 +177,18 @@ func computeStatus(prev flantv1.CopyratorRuleStatus, o outcome, now metav1.Time)
 			msg += fmt.Sprintf("; %d matching %s never copied (%s: types %s)", len(o.Skipped),
 				plural(len(o.Skipped), "Secret is", "Secrets are"), strings.Join(o.Skipped, ", "), skippedTypes())
 		}
-		set(ConditionReady, metav1.ConditionTrue, ReasonCopiesInSync, msg)
+		set(flantv1.ConditionReady, metav1.ConditionTrue, flantv1.ReasonCopiesInSync, msg)
 	}
 	switch {
 	case o.Dropped > 0:
-		set(ConditionDegraded, metav1.ConditionTrue, ReasonLimitReached, limitMessage(o, expected))
+		set(flantv1.ConditionDegraded, metav1.ConditionTrue, flantv1.ReasonLimitReached, limitMessage(o, expected))
 	case len(o.WriteErrs) > 0:
-		set(ConditionDegraded, metav1.ConditionTrue, ReasonWriteFailed, summarize(o.WriteErrs))
+		set(flantv1.ConditionDegraded, metav1.ConditionTrue, flantv1.ReasonWriteFailed, summarize(o.WriteErrs))
 	case len(o.Conflicts) > 0:
-		set(ConditionDegraded, metav1.ConditionTrue, ReasonConflicts,
+		set(flantv1.ConditionDegraded, metav1.ConditionTrue, flantv1.ReasonConflicts,
 			fmt.Sprintf("%d target objects exist and are not this rule's copies; they are left alone", len(o.Conflicts)))
 	default:
-		set(ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "No conflicts and no failed writes")
+		set(flantv1.ConditionDegraded, metav1.ConditionFalse, flantv1.ReasonAsExpected, "No conflicts and no failed writes")
 	}
 	return st
 }

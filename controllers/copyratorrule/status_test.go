@@ -35,32 +35,32 @@ func TestComputeStatus(t *testing.T) {
 		wantCount     int32
 	}{
 		{name: "all in sync", pass: outcome{Kind: "Secret", Sources: 1, Targets: 3, Desired: 3, InSync: 3},
-			ready: cond{"True", ReasonCopiesInSync}, degraded: cond{"False", ReasonAsExpected}, wantObserved: 4, wantInSync: 3},
+			ready: cond{"True", flantv1.ReasonCopiesInSync}, degraded: cond{"False", flantv1.ReasonAsExpected}, wantObserved: 4, wantInSync: 3},
 		{name: "no sources", pass: outcome{Kind: "Secret", Targets: 3},
-			ready: cond{"True", ReasonNoSources}, degraded: cond{"False", ReasonAsExpected}, wantObserved: 4},
+			ready: cond{"True", flantv1.ReasonNoSourcesMatched}, degraded: cond{"False", flantv1.ReasonAsExpected}, wantObserved: 4},
 		{name: "no targets", pass: outcome{Kind: "Secret", Sources: 2},
-			ready: cond{"True", ReasonNoTargets}, degraded: cond{"False", ReasonAsExpected}, wantObserved: 4},
+			ready: cond{"True", flantv1.ReasonNoTargetNamespaces}, degraded: cond{"False", flantv1.ReasonAsExpected}, wantObserved: 4},
 		{name: "pending copies", pass: outcome{Kind: "Secret", Sources: 1, Targets: 3, Desired: 3, InSync: 2},
-			ready: cond{"False", ReasonCopiesPending}, degraded: cond{"False", ReasonAsExpected}, wantObserved: 4, wantInSync: 2},
+			ready: cond{"False", flantv1.ReasonCopiesPending}, degraded: cond{"False", flantv1.ReasonAsExpected}, wantObserved: 4, wantInSync: 2},
 		{name: "conflicts: ready for the rest, degraded, list bounded", pass: outcome{Kind: "Secret", Sources: 1, Targets: 30, Desired: 30, InSync: 5, Conflicts: manyConflicts},
-			ready: cond{"True", ReasonCopiesInSync}, degraded: cond{"True", ReasonConflicts}, wantObserved: 4, wantInSync: 5, wantConflicts: 20, wantCount: 25},
+			ready: cond{"True", flantv1.ReasonCopiesInSync}, degraded: cond{"True", flantv1.ReasonConflicts}, wantObserved: 4, wantInSync: 5, wantConflicts: 20, wantCount: 25},
 		{name: "failed writes", pass: outcome{Kind: "Secret", Sources: 1, Targets: 3, Desired: 3, InSync: 1, WriteErrs: []string{"a", "b"}},
-			ready: cond{"False", ReasonWriteFailed}, degraded: cond{"True", ReasonWriteFailed}, wantObserved: 4, wantInSync: 1},
+			ready: cond{"False", flantv1.ReasonWriteFailed}, degraded: cond{"True", flantv1.ReasonWriteFailed}, wantObserved: 4, wantInSync: 1},
 		{name: "named sources missing, none there", pass: outcome{Kind: "Secret", Targets: 3, Missing: []string{"a", "b"}},
-			ready: cond{"False", ReasonSourcesMissing}, degraded: cond{"False", ReasonAsExpected}, wantObserved: 4},
+			ready: cond{"False", flantv1.ReasonSourcesMissing}, degraded: cond{"False", flantv1.ReasonAsExpected}, wantObserved: 4},
 		{name: "some named sources missing, the rest in sync", pass: outcome{Kind: "Secret", Sources: 1, Targets: 3, Desired: 3, InSync: 3, Missing: []string{"b"}},
-			ready: cond{"False", ReasonSourcesMissing}, degraded: cond{"False", ReasonAsExpected}, wantObserved: 4, wantInSync: 3},
+			ready: cond{"False", flantv1.ReasonSourcesMissing}, degraded: cond{"False", flantv1.ReasonAsExpected}, wantObserved: 4, wantInSync: 3},
 		{name: "invalid spec keeps the old counts", pass: outcome{SpecErr: errors.New("spec.namespaceSelector: bad")},
-			ready: cond{"False", ReasonInvalidSpec}, degraded: cond{"True", ReasonInvalidSpec}, wantObserved: 4, wantInSync: 7},
+			ready: cond{"False", flantv1.ReasonInvalidSpec}, degraded: cond{"True", flantv1.ReasonInvalidSpec}, wantObserved: 4, wantInSync: 7},
 		{name: "read failure keeps the old counts and generation", pass: outcome{SyncErr: errors.New("timeout")},
-			ready: cond{"False", ReasonSyncFailed}, degraded: cond{"True", ReasonSyncFailed}, wantObserved: 3, wantInSync: 7},
+			ready: cond{"False", flantv1.ReasonSyncFailed}, degraded: cond{"True", flantv1.ReasonSyncFailed}, wantObserved: 3, wantInSync: 7},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			prev := flantv1.CopyratorRuleStatus{ObservedGeneration: 3, CopiesInSync: 7}
 			tc.pass.Generation, tc.pass.Namespace = 4, "src"
 			st := computeStatus(prev, tc.pass, now)
-			ready := meta.FindStatusCondition(st.Conditions, ConditionReady)
-			degraded := meta.FindStatusCondition(st.Conditions, ConditionDegraded)
+			ready := meta.FindStatusCondition(st.Conditions, flantv1.ConditionReady)
+			degraded := meta.FindStatusCondition(st.Conditions, flantv1.ConditionDegraded)
 			require.NotNil(t, ready)
 			require.NotNil(t, degraded)
 			assert.Equal(t, tc.ready, cond{ready.Status, ready.Reason}, ready.Message)
@@ -105,24 +105,24 @@ func TestComputeStatusConsent(t *testing.T) {
 	}{
 		{name: "every selected namespace consents",
 			pass:  outcome{Kind: "Secret", Sources: 1, Targets: 2, Desired: 2, InSync: 2},
-			ready: cond{"True", ReasonCopiesInSync}, authorized: cond{"True", ReasonTargetsAuthorized},
+			ready: cond{"True", flantv1.ReasonCopiesInSync}, authorized: cond{"True", flantv1.ReasonTargetsAuthorized},
 			wantInMsg: []string{"t1/copyrator"}},
 		{name: "some refuse: the rest is served, Authorized says who refused and what to do",
 			pass: outcome{Kind: "Secret", Sources: 1, Targets: 1, Desired: 1, InSync: 1, Frozen: 2,
 				Refused: []refusal{protectedRefusal("kube-system"), rbacRefusal("t2", sa, "secrets")}},
-			ready: cond{"True", ReasonCopiesInSync}, authorized: cond{"False", ReasonTargetsRefused}, wantListed: 2, wantCount: 2,
+			ready: cond{"True", flantv1.ReasonCopiesInSync}, authorized: cond{"False", flantv1.ReasonTargetsRefused}, wantListed: 2, wantCount: 2,
 			wantInMsg: []string{"kube-system is protected", "t1/copyrator may not create secrets in namespace t2", TargetClusterRole,
 				"2 copies already in refusing namespaces are left as they are"}},
 		{name: "all refuse: not Ready",
 			pass:  outcome{Kind: "Secret", Sources: 1, Refused: many},
-			ready: cond{"False", ReasonTargetsRefused}, authorized: cond{"False", ReasonTargetsRefused}, wantListed: 20, wantCount: 23,
+			ready: cond{"False", flantv1.ReasonTargetsRefused}, authorized: cond{"False", flantv1.ReasonTargetsRefused}, wantListed: 20, wantCount: 23,
 			wantInMsg: []string{"23 namespaces", "and 20 more"}, wantNotInMsg: []string{"left as they are"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.pass.Generation, tc.pass.Namespace, tc.pass.ServiceAccount = 2, "t1", sa
 			st := computeStatus(flantv1.CopyratorRuleStatus{}, tc.pass, now)
-			ready := meta.FindStatusCondition(st.Conditions, ConditionReady)
-			auth := meta.FindStatusCondition(st.Conditions, ConditionAuthorized)
+			ready := meta.FindStatusCondition(st.Conditions, flantv1.ConditionReady)
+			auth := meta.FindStatusCondition(st.Conditions, flantv1.ConditionAuthorized)
 			require.NotNil(t, ready)
 			require.NotNil(t, auth)
 			assert.Equal(t, tc.ready, cond{ready.Status, ready.Reason}, ready.Message)
@@ -141,15 +141,15 @@ func TestComputeStatusConsent(t *testing.T) {
 	t.Run("every condition is set on a spec mistake and on the first failed read", func(t *testing.T) {
 		for _, pass := range []outcome{{SpecErr: errors.New("bad")}, {SyncErr: errors.New("timeout")}} {
 			st := computeStatus(flantv1.CopyratorRuleStatus{}, pass, now)
-			auth := meta.FindStatusCondition(st.Conditions, ConditionAuthorized)
+			auth := meta.FindStatusCondition(st.Conditions, flantv1.ConditionAuthorized)
 			require.NotNil(t, auth)
 			assert.Equal(t, metav1.ConditionUnknown, auth.Status)
 		}
 	})
 	t.Run("a never-copied source is named", func(t *testing.T) {
 		st := computeStatus(flantv1.CopyratorRuleStatus{}, outcome{Kind: "Secret", Namespace: "t1", Skipped: []string{"bootstrap-token-abcdef"}}, now)
-		ready := meta.FindStatusCondition(st.Conditions, ConditionReady)
-		assert.Equal(t, ReasonNoSources, ready.Reason)
+		ready := meta.FindStatusCondition(st.Conditions, flantv1.ConditionReady)
+		assert.Equal(t, flantv1.ReasonNoSourcesMatched, ready.Reason)
 		assert.Contains(t, ready.Message, "bootstrap-token-abcdef")
 		assert.Contains(t, ready.Message, "bootstrap.kubernetes.io/token")
 	})
@@ -200,13 +200,13 @@ func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
 
 	pass.Targets, pass.Desired, pass.InSync = 3, 3, 3
 	st := computeStatus(prev, pass, t1)
-	ready := meta.FindStatusCondition(st.Conditions, ConditionReady)
+	ready := meta.FindStatusCondition(st.Conditions, flantv1.ConditionReady)
 	assert.Equal(t, t0, ready.LastTransitionTime, "same status: the transition time stays")
 	assert.Contains(t, ready.Message, "3 copies")
 
 	pass.WriteErrs = []string{"boom"}
 	st = computeStatus(prev, pass, t1)
-	assert.Equal(t, t1, meta.FindStatusCondition(st.Conditions, ConditionReady).LastTransitionTime)
+	assert.Equal(t, t1, meta.FindStatusCondition(st.Conditions, flantv1.ConditionReady).LastTransitionTime)
 	assert.Equal(t, prev, computeStatus(prev, outcome{Generation: 1, Kind: "Secret", Sources: 1, Targets: 2, Desired: 2, InSync: 2}, t1),
 		"an unchanged pass yields an equal status, so no write")
 }

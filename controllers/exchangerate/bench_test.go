@@ -495,7 +495,7 @@ func observed(obj any) (key string, data map[string]string, ok bool) {
 		return o.Namespace + "/" + o.Name, o.Data, true
 	case *operatorsv1.ExchangeRate:
 		ready := ""
-		if c := meta.FindStatusCondition(o.Status.Conditions, ConditionReady); c != nil {
+		if c := meta.FindStatusCondition(o.Status.Conditions, operatorsv1.ConditionReady); c != nil {
 			ready = string(c.Status)
 		}
 		return o.Namespace + "/" + o.Name, map[string]string{"rate": o.Status.Rate, "ready": ready}, true

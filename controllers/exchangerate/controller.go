@@ -73,7 +73,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	o := outcome{Generation: xr.Generation, ConfigMapName: xr.Name, StaleAfterDays: r.StaleAfterDays}
 	defer func() {
 		status := computeStatus(xr.Status, o)
-		recordStale(req.NamespacedName, meta.IsStatusConditionTrue(status.Conditions, ConditionStale))
+		recordStale(req.NamespacedName, meta.IsStatusConditionTrue(status.Conditions, operatorsv1.ConditionStale))
 		r.recordTransitions(xr, status, o)
 		if err := r.patchStatus(ctx, xr, status); err != nil {
 			result, reterr = ctrl.Result{}, kerrors.NewAggregate([]error{reterr, err})

@@ -82,7 +82,7 @@ func testSample(t *testing.T) {
 	assert.Equal(t, xr.UID, ref.UID)
 	assert.Equal(t, "ExchangeRate", ref.Kind)
 
-	got := waitCondition(t, ns, xr.Name, ConditionReady, metav1.ConditionTrue, ReasonRateWritten)
+	got := waitCondition(t, ns, xr.Name, operatorsv1.ConditionReady, metav1.ConditionTrue, operatorsv1.ReasonRateWritten)
 	assert.Equal(t, got.Generation, got.Status.ObservedGeneration)
 	assert.Equal(t, "1.1625", got.Status.Rate)
 	assert.Equal(t, today(), got.Status.PublicationDate)
@@ -90,9 +90,9 @@ func testSample(t *testing.T) {
 	assert.Equal(t, "exchange-rate-usd", got.Status.ConfigMapName)
 	require.NotNil(t, got.Status.LastSuccessfulFetch)
 	assert.WithinDuration(t, time.Now(), got.Status.LastSuccessfulFetch.Time, time.Minute)
-	assert.True(t, meta.IsStatusConditionFalse(got.Status.Conditions, ConditionDegraded))
-	assert.True(t, meta.IsStatusConditionFalse(got.Status.Conditions, ConditionStale))
-	assert.Equal(t, ReasonSingleSource, testenv.Condition(got.Status.Conditions, ConditionDivergent).Reason, "one source: nothing to cross-check")
+	assert.True(t, meta.IsStatusConditionFalse(got.Status.Conditions, operatorsv1.ConditionDegraded))
+	assert.True(t, meta.IsStatusConditionFalse(got.Status.Conditions, operatorsv1.ConditionStale))
+	assert.Equal(t, operatorsv1.ReasonSingleSource, testenv.Condition(got.Status.Conditions, operatorsv1.ConditionDivergent).Reason, "one source: nothing to cross-check")
 	require.Equal(t, 1, testenv.Series(staleGauge, map[string]string{"exchangerate_namespace": ns, "exchangerate": xr.Name}),
 		"quartet_exchangerate_stale series")
 	assert.Equal(t, 0.0, testutil.ToFloat64(staleGauge.WithLabelValues(ns, xr.Name)), "quartet_exchangerate_stale")
@@ -121,7 +121,7 @@ func testCurrencyChange(t *testing.T) {
 	require.NoError(t, env.Client.Patch(ctx, xr, patch))
 	// 171.58 / 1.1625 = 147.5956…, rounded to six significant digits.
 	waitConfigMap(t, ns, "price", map[string]string{"rate": "147.596", "currency": "JPY", "base": "USD"})
-	got := waitCondition(t, ns, "price", ConditionReady, metav1.ConditionTrue, ReasonRateWritten)
+	got := waitCondition(t, ns, "price", operatorsv1.ConditionReady, metav1.ConditionTrue, operatorsv1.ReasonRateWritten)
 	assert.Equal(t, int64(2), got.Status.ObservedGeneration)
 	assert.Equal(t, "147.596", got.Status.Rate)
 	eventuallyEvent(t, ns, "price", EventConfigMapUpdated)
@@ -136,19 +136,19 @@ func testOutage(t *testing.T) {
 
 	require.NoError(t, env.Client.Create(ctx, newXR(ns, "usd", "USD", "")))
 	waitConfigMap(t, ns, "usd", map[string]string{"rate": "1.1625"})
-	waitCondition(t, ns, "usd", ConditionDegraded, metav1.ConditionFalse, ReasonFetchSucceeded)
+	waitCondition(t, ns, "usd", operatorsv1.ConditionDegraded, metav1.ConditionFalse, operatorsv1.ReasonFetchSucceeded)
 
 	for _, f := range []struct {
 		failure fakeupstream.Failure
 		reason  string
 	}{
-		{fakeupstream.ServerError, ReasonUpstreamServerError},
-		{fakeupstream.Garbage, ReasonUpstreamMalformed},
-		{fakeupstream.Truncated, ReasonUpstreamUnreachable},
+		{fakeupstream.ServerError, operatorsv1.ReasonUpstreamServerError},
+		{fakeupstream.Garbage, operatorsv1.ReasonUpstreamMalformed},
+		{fakeupstream.Truncated, operatorsv1.ReasonUpstreamUnreachable},
 	} {
 		srv.Fail(f.failure, 0)
-		got := waitCondition(t, ns, "usd", ConditionDegraded, metav1.ConditionTrue, f.reason)
-		assert.True(t, meta.IsStatusConditionTrue(got.Status.Conditions, ConditionReady), "the last good rate is still served")
+		got := waitCondition(t, ns, "usd", operatorsv1.ConditionDegraded, metav1.ConditionTrue, f.reason)
+		assert.True(t, meta.IsStatusConditionTrue(got.Status.Conditions, operatorsv1.ConditionReady), "the last good rate is still served")
 		assert.Equal(t, "1.1625", got.Status.Rate)
 		cm := waitConfigMap(t, ns, "usd", nil)
 		assert.Equal(t, "1.1625", cm.Data["rate"], "a failure never replaces the good value")
@@ -169,8 +169,8 @@ func testOutage(t *testing.T) {
 	rates["USD"] = "1.1702"
 	srv.SetRates(today(), rates)
 	waitConfigMap(t, ns, "usd", map[string]string{"rate": "1.1702"})
-	waitCondition(t, ns, "usd", ConditionDegraded, metav1.ConditionFalse, ReasonFetchSucceeded)
-	got := waitCondition(t, ns, "usd", ConditionReady, metav1.ConditionTrue, ReasonRateWritten)
+	waitCondition(t, ns, "usd", operatorsv1.ConditionDegraded, metav1.ConditionFalse, operatorsv1.ReasonFetchSucceeded)
+	got := waitCondition(t, ns, "usd", operatorsv1.ConditionReady, metav1.ConditionTrue, operatorsv1.ReasonRateWritten)
 	assert.Equal(t, "1.1702", got.Status.Rate)
 }
 
@@ -183,8 +183,8 @@ func testUnknownCurrency(t *testing.T) {
 
 	xr := newXR(ns, "bitcoin", "XBT", "")
 	require.NoError(t, env.Client.Create(ctx, xr))
-	got := waitCondition(t, ns, "bitcoin", ConditionReady, metav1.ConditionFalse, ReasonUnknownCurrency)
-	assert.Contains(t, testenv.Condition(got.Status.Conditions, ConditionReady).Message, "ecb does not publish a rate for XBT")
+	got := waitCondition(t, ns, "bitcoin", operatorsv1.ConditionReady, metav1.ConditionFalse, operatorsv1.ReasonUnknownCurrency)
+	assert.Contains(t, testenv.Condition(got.Status.Conditions, operatorsv1.ConditionReady).Message, "ecb does not publish a rate for XBT")
 	assert.Equal(t, got.Generation, got.Status.ObservedGeneration)
 	assert.Empty(t, got.Status.Rate)
 	assert.True(t, apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "bitcoin"}, &corev1.ConfigMap{})))
@@ -202,7 +202,7 @@ func testUnknownCurrency(t *testing.T) {
 	got.Spec.Currency = "GBP"
 	require.NoError(t, env.Client.Patch(ctx, got, patch))
 	waitConfigMap(t, ns, "bitcoin", map[string]string{"rate": "0.86485", "currency": "GBP"})
-	waitCondition(t, ns, "bitcoin", ConditionReady, metav1.ConditionTrue, ReasonRateWritten)
+	waitCondition(t, ns, "bitcoin", operatorsv1.ConditionReady, metav1.ConditionTrue, operatorsv1.ReasonRateWritten)
 }
 
 // testOneRequestPerRefresh prices 30 currencies (one of them EUR itself, in USD) and
@@ -249,7 +249,7 @@ func testUnchangedRefreshWritesNothing(t *testing.T) {
 
 	require.NoError(t, env.Client.Create(ctx, newXR(ns, "usd", "USD", "")))
 	waitConfigMap(t, ns, "usd", map[string]string{"rate": "1.1625"})
-	xr := waitCondition(t, ns, "usd", ConditionReady, metav1.ConditionTrue, ReasonRateWritten)
+	xr := waitCondition(t, ns, "usd", operatorsv1.ConditionReady, metav1.ConditionTrue, operatorsv1.ReasonRateWritten)
 	cm := &corev1.ConfigMap{}
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "usd"}, cm))
 	require.NotNil(t, xr.Status.LastSuccessfulFetch)
@@ -298,7 +298,7 @@ func testUnchangedRefreshWritesNothing(t *testing.T) {
 	assert.NotEqual(t, cm.ResourceVersion, gotCM.ResourceVersion)
 	require.NotNil(t, got.Status.LastSuccessfulFetch)
 	assert.True(t, got.Status.LastSuccessfulFetch.After(fetched), "lastSuccessfulFetch %s, was %s", got.Status.LastSuccessfulFetch, fetched)
-	assert.Contains(t, testenv.Condition(got.Status.Conditions, ConditionReady).Message, "1.1702")
+	assert.Contains(t, testenv.Condition(got.Status.Conditions, operatorsv1.ConditionReady).Message, "1.1702")
 
 	t.Log("the new publication sent no Event; an edit by someone else, undone, sends one")
 	edited := gotCM.DeepCopy()
@@ -360,7 +360,7 @@ func testForeignConfigMap(t *testing.T) {
 	mine := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "usd"}, Data: map[string]string{"rate": "mine"}}
 	require.NoError(t, env.Client.Create(ctx, mine))
 	require.NoError(t, env.Client.Create(ctx, newXR(ns, "usd", "USD", "")))
-	waitCondition(t, ns, "usd", ConditionReady, metav1.ConditionFalse, ReasonConfigMapConflict)
+	waitCondition(t, ns, "usd", operatorsv1.ConditionReady, metav1.ConditionFalse, operatorsv1.ReasonConfigMapConflict)
 	got := &corev1.ConfigMap{}
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(mine), got))
 	assert.Equal(t, map[string]string{"rate": "mine"}, got.Data, "someone else's ConfigMap is left alone")
@@ -370,7 +370,7 @@ func testForeignConfigMap(t *testing.T) {
 	t.Log("once the owner removes it, the ExchangeRate writes its own at the next refresh")
 	require.NoError(t, env.Client.Delete(ctx, mine))
 	waitConfigMap(t, ns, "usd", map[string]string{"rate": "1.1625"})
-	waitCondition(t, ns, "usd", ConditionReady, metav1.ConditionTrue, ReasonRateWritten)
+	waitCondition(t, ns, "usd", operatorsv1.ConditionReady, metav1.ConditionTrue, operatorsv1.ReasonRateWritten)
 }
 
 // testDelete needs the full cluster: the controller-manager's garbage collector deletes
@@ -385,7 +385,7 @@ func testDelete(t *testing.T) {
 	require.NoError(t, env.Client.Create(ctx, xr))
 	waitConfigMap(t, ns, "gone", map[string]string{"rate": "0.9343"})
 	// The series is set in the pass's status step, after the ConfigMap write: wait for the status.
-	waitCondition(t, ns, "gone", ConditionReady, metav1.ConditionTrue, ReasonRateWritten)
+	waitCondition(t, ns, "gone", operatorsv1.ConditionReady, metav1.ConditionTrue, operatorsv1.ReasonRateWritten)
 	series := map[string]string{"exchangerate_namespace": ns, "exchangerate": "gone"}
 	assert.Equal(t, 1, testenv.Series(staleGauge, series), "quartet_exchangerate_stale series")
 	require.NoError(t, env.Client.Delete(ctx, xr))
@@ -408,8 +408,8 @@ func testStale(t *testing.T) {
 
 	xr := newXR(ns, "old", "USD", "")
 	require.NoError(t, env.Client.Create(ctx, xr))
-	got := waitCondition(t, ns, xr.Name, ConditionStale, metav1.ConditionTrue, ReasonPublicationOld)
-	assert.True(t, meta.IsStatusConditionTrue(got.Status.Conditions, ConditionReady), "a stale rate is still written")
+	got := waitCondition(t, ns, xr.Name, operatorsv1.ConditionStale, metav1.ConditionTrue, operatorsv1.ReasonPublicationOld)
+	assert.True(t, meta.IsStatusConditionTrue(got.Status.Conditions, operatorsv1.ConditionReady), "a stale rate is still written")
 	require.Equal(t, 1, testenv.Series(staleGauge, map[string]string{"exchangerate_namespace": ns, "exchangerate": xr.Name}))
 	assert.Equal(t, 1.0, testutil.ToFloat64(staleGauge.WithLabelValues(ns, xr.Name)), "quartet_exchangerate_stale")
 }
@@ -464,24 +464,24 @@ func testFailover(t *testing.T) {
 	xr.Spec.Sources = twoSources
 	require.NoError(t, env.Client.Create(ctx, xr))
 	waitConfigMap(t, ns, "usd", map[string]string{"rate": "1.1625", "source": "ecb"})
-	got := waitCondition(t, ns, "usd", ConditionDivergent, metav1.ConditionFalse, ReasonSourcesAgree)
+	got := waitCondition(t, ns, "usd", operatorsv1.ConditionDivergent, metav1.ConditionFalse, operatorsv1.ReasonSourcesAgree)
 	assert.Equal(t, "ecb", got.Status.Source)
-	assert.Equal(t, "frankfurter-v2 agrees with ecb within 1%", testenv.Condition(got.Status.Conditions, ConditionDivergent).Message)
+	assert.Equal(t, "frankfurter-v2 agrees with ecb within 1%", testenv.Condition(got.Status.Conditions, operatorsv1.ConditionDivergent).Message)
 
 	t.Log("the ECB fails: the rate is Frankfurter's at the next refresh")
 	ecb.Fail(fakeupstream.ServerError, 0)
 	waitConfigMap(t, ns, "usd", map[string]string{"rate": "1.1631", "source": "frankfurter-v2"})
-	got = waitCondition(t, ns, "usd", ConditionDegraded, metav1.ConditionTrue, ReasonUpstreamServerError)
-	assert.True(t, meta.IsStatusConditionTrue(got.Status.Conditions, ConditionReady))
-	assert.Contains(t, testenv.Condition(got.Status.Conditions, ConditionDegraded).Message, "the rate is frankfurter-v2's")
-	assert.Equal(t, ReasonNotCompared, testenv.Condition(got.Status.Conditions, ConditionDivergent).Reason)
+	got = waitCondition(t, ns, "usd", operatorsv1.ConditionDegraded, metav1.ConditionTrue, operatorsv1.ReasonUpstreamServerError)
+	assert.True(t, meta.IsStatusConditionTrue(got.Status.Conditions, operatorsv1.ConditionReady))
+	assert.Contains(t, testenv.Condition(got.Status.Conditions, operatorsv1.ConditionDegraded).Message, "the rate is frankfurter-v2's")
+	assert.Equal(t, operatorsv1.ReasonNotCompared, testenv.Condition(got.Status.Conditions, operatorsv1.ConditionDivergent).Reason)
 	eventuallyEvent(t, ns, "usd", EventFetchFailed)
 	eventuallyEvent(t, ns, "usd", EventConfigMapUpdated)
 
 	t.Log("the ECB is back: its rate again")
 	ecb.Heal()
 	waitConfigMap(t, ns, "usd", map[string]string{"rate": "1.1625", "source": "ecb"})
-	got = waitCondition(t, ns, "usd", ConditionDegraded, metav1.ConditionFalse, ReasonFetchSucceeded)
+	got = waitCondition(t, ns, "usd", operatorsv1.ConditionDegraded, metav1.ConditionFalse, operatorsv1.ReasonFetchSucceeded)
 	assert.Equal(t, "ecb", got.Status.Source)
 }
 
@@ -498,10 +498,10 @@ func testDivergent(t *testing.T) {
 	xr := newXR(ns, "pound", "GBP", "")
 	xr.Spec.Sources, xr.Spec.DivergenceTolerance = twoSources, "2%"
 	require.NoError(t, env.Client.Create(ctx, xr))
-	got := waitCondition(t, ns, "pound", ConditionDivergent, metav1.ConditionTrue, ReasonSourcesDisagree)
+	got := waitCondition(t, ns, "pound", operatorsv1.ConditionDivergent, metav1.ConditionTrue, operatorsv1.ReasonSourcesDisagree)
 	assert.Equal(t, "frankfurter-v2 says GBP 0.9 (published "+today()+"), 4.06% from ecb's 0.86485 (published "+today()+"); the tolerance is 2%",
-		testenv.Condition(got.Status.Conditions, ConditionDivergent).Message)
-	assert.True(t, meta.IsStatusConditionTrue(got.Status.Conditions, ConditionReady), "a divergence is a warning, the rate is written")
+		testenv.Condition(got.Status.Conditions, operatorsv1.ConditionDivergent).Message)
+	assert.True(t, meta.IsStatusConditionTrue(got.Status.Conditions, operatorsv1.ConditionReady), "a divergence is a warning, the rate is written")
 	waitConfigMap(t, ns, "pound", map[string]string{"rate": "0.86485", "source": "ecb"})
 	eventuallyEvent(t, ns, "pound", EventSourcesDivergent)
 
@@ -509,7 +509,7 @@ func testDivergent(t *testing.T) {
 	patch := client.MergeFrom(got.DeepCopy())
 	got.Spec.DivergenceTolerance = "5%"
 	require.NoError(t, env.Client.Patch(ctx, got, patch))
-	waitCondition(t, ns, "pound", ConditionDivergent, metav1.ConditionFalse, ReasonSourcesAgree)
+	waitCondition(t, ns, "pound", operatorsv1.ConditionDivergent, metav1.ConditionFalse, operatorsv1.ReasonSourcesAgree)
 }
 
 // testOneRequestPerSource: 30 ExchangeRates on two sources cost one request per source to
@@ -563,7 +563,7 @@ func testSeveralCurrencies(t *testing.T) {
 	cm := waitConfigMap(t, ns, "basket", map[string]string{"USD": "1.24425", "GBP": "0.925666", "EUR": "1.07032", "base": "CHF",
 		"date": today(), "source": "frankfurter-v2:ECB"})
 	assert.Len(t, cm.Data, 6, "three currencies, base, date and source")
-	got := waitCondition(t, ns, "basket", ConditionReady, metav1.ConditionTrue, ReasonRateWritten)
+	got := waitCondition(t, ns, "basket", operatorsv1.ConditionReady, metav1.ConditionTrue, operatorsv1.ReasonRateWritten)
 	assert.Equal(t, []operatorsv1.CurrencyRate{{Currency: "USD", Rate: "1.24425"}, {Currency: "GBP", Rate: "0.925666"},
 		{Currency: "EUR", Rate: "1.07032"}}, got.Status.Rates)
 	assert.Empty(t, got.Status.Rate)
@@ -574,9 +574,9 @@ func testSeveralCurrencies(t *testing.T) {
 	bad := newXR(ns, "nowhere", "USD", "")
 	bad.Spec.Sources = []operatorsv1.ExchangeRateSource{{Type: operatorsv1.SourceTypeFrankfurterV2, Provider: "XYZ"}}
 	require.NoError(t, env.Client.Create(ctx, bad))
-	got = waitCondition(t, ns, "nowhere", ConditionDegraded, metav1.ConditionTrue, ReasonUpstreamMalformed)
-	assert.Contains(t, testenv.Condition(got.Status.Conditions, ConditionDegraded).Message, "is XYZ one of the providers /v2/providers lists?")
-	assert.Equal(t, ReasonRateUnavailable, testenv.Condition(got.Status.Conditions, ConditionReady).Reason)
+	got = waitCondition(t, ns, "nowhere", operatorsv1.ConditionDegraded, metav1.ConditionTrue, operatorsv1.ReasonUpstreamMalformed)
+	assert.Contains(t, testenv.Condition(got.Status.Conditions, operatorsv1.ConditionDegraded).Message, "is XYZ one of the providers /v2/providers lists?")
+	assert.Equal(t, operatorsv1.ReasonRateUnavailable, testenv.Condition(got.Status.Conditions, operatorsv1.ConditionReady).Reason)
 }
 
 // testSourceLimit: a spec naming a source beyond --exchangerate-max-sources is refused in
@@ -592,8 +592,8 @@ func testSourceLimit(t *testing.T) {
 	xr := newXR(ns, "usd", "USD", "")
 	xr.Spec.Sources = []operatorsv1.ExchangeRateSource{{Type: operatorsv1.SourceTypeFrankfurter}}
 	require.NoError(t, env.Client.Create(ctx, xr))
-	got := waitCondition(t, ns, "usd", ConditionReady, metav1.ConditionFalse, ReasonTooManySources)
-	assert.Contains(t, testenv.Condition(got.Status.Conditions, ConditionReady).Message, "frankfurter would be one more")
+	got := waitCondition(t, ns, "usd", operatorsv1.ConditionReady, metav1.ConditionFalse, operatorsv1.ReasonTooManySources)
+	assert.Contains(t, testenv.Condition(got.Status.Conditions, operatorsv1.ConditionReady).Message, "frankfurter would be one more")
 	eventuallyEvent(t, ns, "usd", EventTooManySources)
 	assert.Zero(t, srv.Requests(fakeupstream.FrankfurterPath))
 
@@ -620,8 +620,8 @@ func testSourcesSample(t *testing.T) {
 	cm := waitConfigMap(t, ns, "exchange-rates-eur", map[string]string{"USD": "1.1625", "GBP": "0.86485", "JPY": "171.58",
 		"base": "EUR", "date": today(), "source": "ecb"})
 	assert.Len(t, cm.Data, 6)
-	got := waitCondition(t, ns, xr.Name, ConditionDivergent, metav1.ConditionFalse, ReasonSourcesAgree)
+	got := waitCondition(t, ns, xr.Name, operatorsv1.ConditionDivergent, metav1.ConditionFalse, operatorsv1.ReasonSourcesAgree)
 	assert.Equal(t, "ConfigMap exchange-rates-eur holds 3 rates per EUR (USD 1.1625, GBP 0.86485, JPY 171.58), published "+today()+" by ecb",
-		testenv.Condition(got.Status.Conditions, ConditionReady).Message)
-	assert.Equal(t, "the last fetches from ecb and frankfurter-v2 succeeded", testenv.Condition(got.Status.Conditions, ConditionDegraded).Message)
+		testenv.Condition(got.Status.Conditions, operatorsv1.ConditionReady).Message)
+	assert.Equal(t, "the last fetches from ecb and frankfurter-v2 succeeded", testenv.Condition(got.Status.Conditions, operatorsv1.ConditionDegraded).Message)
 }

@@ -179,11 +179,11 @@ func crossCheck(names []string, p pricing, tolerance *big.Rat) verdict {
 	limit := percent(tolerance)
 	switch {
 	case len(names) == 1:
-		return verdict{metav1.ConditionFalse, ReasonSingleSource, fmt.Sprintf("one source (%s): nothing to cross-check", names[0])}
+		return verdict{metav1.ConditionFalse, operatorsv1.ReasonSingleSource, fmt.Sprintf("one source (%s): nothing to cross-check", names[0])}
 	case p.Chosen < 0:
-		return verdict{metav1.ConditionUnknown, ReasonNotCompared, "no rate yet"}
+		return verdict{metav1.ConditionUnknown, operatorsv1.ReasonNotCompared, "no rate yet"}
 	case !p.Fresh[p.Chosen]:
-		return verdict{metav1.ConditionUnknown, ReasonNotCompared, "no source gave a fresh rate to compare"}
+		return verdict{metav1.ConditionUnknown, operatorsv1.ReasonNotCompared, "no source gave a fresh rate to compare"}
 	}
 	chosen := p.Quotes[p.Chosen]
 	var compared, silent, disagreements []string
@@ -212,10 +212,10 @@ func crossCheck(names []string, p pricing, tolerance *big.Rat) verdict {
 		if n := len(disagreements) - maxListed; n > 0 {
 			disagreements, more = disagreements[:maxListed], fmt.Sprintf(" and %d more", n)
 		}
-		return verdict{metav1.ConditionTrue, ReasonSourcesDisagree, fmt.Sprintf("%s%s; the tolerance is %s",
+		return verdict{metav1.ConditionTrue, operatorsv1.ReasonSourcesDisagree, fmt.Sprintf("%s%s; the tolerance is %s",
 			strings.Join(disagreements, "; "), more, limit)}
 	case len(compared) == 0:
-		return verdict{metav1.ConditionUnknown, ReasonNotCompared, fmt.Sprintf("%s gave no fresh rate to compare with %s's",
+		return verdict{metav1.ConditionUnknown, operatorsv1.ReasonNotCompared, fmt.Sprintf("%s gave no fresh rate to compare with %s's",
 			strings.Join(silent, " and "), names[p.Chosen])}
 	}
 	msg := fmt.Sprintf("%s agree with %s within %s", strings.Join(compared, " and "), names[p.Chosen], limit)
@@ -225,7 +225,7 @@ func crossCheck(names []string, p pricing, tolerance *big.Rat) verdict {
 	if len(silent) > 0 {
 		msg += fmt.Sprintf("; %s gave no fresh rate", strings.Join(silent, " and "))
 	}
-	return verdict{metav1.ConditionFalse, ReasonSourcesAgree, msg}
+	return verdict{metav1.ConditionFalse, operatorsv1.ReasonSourcesAgree, msg}
 }
 
 // sourceNames are the answers' source names, in order.

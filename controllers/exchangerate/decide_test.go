@@ -20,7 +20,7 @@ func TestNextRefresh(t *testing.T) {
 	half := func() float64 { return 0.5 }
 	threeQuarters := func() float64 { return 0.75 }
 	tab := &Table{Source: "ecb"}
-	fetchErr := &FetchError{Reason: ReasonUpstreamServerError, Err: errors.New("503")}
+	fetchErr := &FetchError{Reason: operatorsv1.ReasonUpstreamServerError, Err: errors.New("503")}
 	tests := []struct {
 		name     string
 		o        outcome
@@ -72,7 +72,7 @@ func TestNextRefreshOfSeveralSources(t *testing.T) {
 	ecb := sourceAnswer{Name: "ecb", Schedule: ecbSchedule(), Snapshot: Snapshot{Table: &Table{Date: "2026-05-14"}, CheckedAt: friday}}
 	blend := sourceAnswer{Name: "frankfurter-v2", Snapshot: Snapshot{Table: &Table{Date: "2026-05-15"}, CheckedAt: friday}}
 	failing := sourceAnswer{Name: "frankfurter-v2", Snapshot: Snapshot{Table: &Table{Date: "2026-05-15"}, CheckedAt: friday.Add(-time.Hour),
-		Err: &FetchError{Reason: ReasonUpstreamTimeout, Err: errors.New("slow")}, RetryAt: friday.Add(2 * time.Minute)}}
+		Err: &FetchError{Reason: operatorsv1.ReasonUpstreamTimeout, Err: errors.New("slow")}, RetryAt: friday.Add(2 * time.Minute)}}
 	tests := []struct {
 		name     string
 		o        outcome
@@ -103,7 +103,7 @@ func TestPriceSpec(t *testing.T) {
 	ecbTab := mustTable(t, "ecb", "2026-05-15", map[string]string{"USD": "1.1625"})
 	oldTab := mustTable(t, "ecb", "2026-05-08", map[string]string{"USD": "1.15"})
 	v2Tab := mustTable(t, "frankfurter-v2", "2026-05-15", map[string]string{"USD": "1.163", "ARS": "1389.6"})
-	outage := &FetchError{Reason: ReasonUpstreamServerError, Err: errors.New("503")}
+	outage := &FetchError{Reason: operatorsv1.ReasonUpstreamServerError, Err: errors.New("503")}
 	ok := func(name string, tab *Table) sourceAnswer {
 		return sourceAnswer{Name: name, Snapshot: Snapshot{Table: tab}}
 	}
@@ -180,35 +180,35 @@ func TestCrossCheck(t *testing.T) {
 		want      verdict
 	}{
 		{"one source", []string{"ecb"}, pricing{Quotes: []*Quote{q("ecb", "2026-05-15", "USD", "1.1625")}, Fresh: []bool{true}}, onePercent,
-			verdict{metav1.ConditionFalse, ReasonSingleSource, "one source (ecb): nothing to cross-check"}},
+			verdict{metav1.ConditionFalse, operatorsv1.ReasonSingleSource, "one source (ecb): nothing to cross-check"}},
 		{"no rate yet", two, pricing{Quotes: []*Quote{nil, nil}, Fresh: []bool{false, false}, Chosen: -1}, onePercent,
-			verdict{metav1.ConditionUnknown, ReasonNotCompared, "no rate yet"}},
+			verdict{metav1.ConditionUnknown, operatorsv1.ReasonNotCompared, "no rate yet"}},
 		{"agree within the tolerance (0.04 %)", two, pricing{Quotes: []*Quote{q("ecb", "2026-05-15", "USD", "1.1625"),
 			q("frankfurter-v2", "2026-05-15", "USD", "1.163")}, Fresh: []bool{true, true}}, onePercent,
-			verdict{metav1.ConditionFalse, ReasonSourcesAgree, "frankfurter-v2 agrees with ecb within 1%"}},
+			verdict{metav1.ConditionFalse, operatorsv1.ReasonSourcesAgree, "frankfurter-v2 agrees with ecb within 1%"}},
 		{"disagree beyond it", two, pricing{Quotes: []*Quote{q("ecb", "2026-05-15", "USD", "1.1625"),
 			q("frankfurter-v2", "2026-05-15", "USD", "1.25")}, Fresh: []bool{true, true}}, onePercent,
-			verdict{metav1.ConditionTrue, ReasonSourcesDisagree,
+			verdict{metav1.ConditionTrue, operatorsv1.ReasonSourcesDisagree,
 				"frankfurter-v2 says USD 1.25 (published 2026-05-15), 7.53% from ecb's 1.1625 (published 2026-05-15); the tolerance is 1%"}},
 		{"exactly at the tolerance agrees", two, pricing{Quotes: []*Quote{q("ecb", "2026-05-15", "USD", "1"),
 			q("frankfurter-v2", "2026-05-15", "USD", "0.995")}, Fresh: []bool{true, true}}, big.NewRat(5, 1000),
-			verdict{metav1.ConditionFalse, ReasonSourcesAgree, "frankfurter-v2 agrees with ecb within 0.5%"}},
+			verdict{metav1.ConditionFalse, operatorsv1.ReasonSourcesAgree, "frankfurter-v2 agrees with ecb within 0.5%"}},
 		{"a zero tolerance: any difference", two, pricing{Quotes: []*Quote{q("ecb", "2026-05-15", "USD", "1.1625"),
 			q("frankfurter-v2", "2026-05-15", "USD", "1.1626")}, Fresh: []bool{true, true}}, new(big.Rat),
-			verdict{metav1.ConditionTrue, ReasonSourcesDisagree,
+			verdict{metav1.ConditionTrue, operatorsv1.ReasonSourcesDisagree,
 				"frankfurter-v2 says USD 1.1626 (published 2026-05-15), 0.0086% from ecb's 1.1625 (published 2026-05-15); the tolerance is 0%"}},
 		{"after a failover the written rate is the second source's", two, pricing{Quotes: []*Quote{q("ecb", "2026-05-14", "USD", "1.1625"),
 			q("frankfurter-v2", "2026-05-15", "USD", "1.17")}, Fresh: []bool{false, true}, Chosen: 1}, onePercent,
-			verdict{metav1.ConditionUnknown, ReasonNotCompared, "ecb gave no fresh rate to compare with frankfurter-v2's"}},
+			verdict{metav1.ConditionUnknown, operatorsv1.ReasonNotCompared, "ecb gave no fresh rate to compare with frankfurter-v2's"}},
 		{"nothing fresh", two, pricing{Quotes: []*Quote{q("ecb", "2026-05-04", "USD", "1.1625"), nil}, Fresh: []bool{false, false}}, onePercent,
-			verdict{metav1.ConditionUnknown, ReasonNotCompared, "no source gave a fresh rate to compare"}},
+			verdict{metav1.ConditionUnknown, operatorsv1.ReasonNotCompared, "no source gave a fresh rate to compare"}},
 		{"several currencies, one off", two, pricing{Quotes: []*Quote{q("ecb", "2026-05-15", "USD", "1.1625", "GBP", "0.86485"),
 			q("frankfurter-v2", "2026-05-15", "USD", "1.1625", "GBP", "0.5")}, Fresh: []bool{true, true}}, onePercent,
-			verdict{metav1.ConditionTrue, ReasonSourcesDisagree,
+			verdict{metav1.ConditionTrue, operatorsv1.ReasonSourcesDisagree,
 				"frankfurter-v2 says GBP 0.5 (published 2026-05-15), 42.2% from ecb's 0.86485 (published 2026-05-15); the tolerance is 1%"}},
 		{"three sources, one silent", []string{"ecb", "frankfurter", "frankfurter-v2"}, pricing{Quotes: []*Quote{q("ecb", "2026-05-15", "USD", "1.1625"),
 			q("frankfurter", "2026-05-15", "USD", "1.1625"), nil}, Fresh: []bool{true, true, false}}, onePercent,
-			verdict{metav1.ConditionFalse, ReasonSourcesAgree, "frankfurter agrees with ecb within 1%; frankfurter-v2 gave no fresh rate"}},
+			verdict{metav1.ConditionFalse, operatorsv1.ReasonSourcesAgree, "frankfurter agrees with ecb within 1%; frankfurter-v2 gave no fresh rate"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

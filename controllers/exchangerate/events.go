@@ -39,20 +39,20 @@ func (r *Reconciler) recordConfigMapWrite(xr *operatorsv1.ExchangeRate, cm *core
 // the new one (not on every retry, so an outage is one Warning per ExchangeRate rather
 // than one per attempt).
 func (r *Reconciler) recordTransitions(xr *operatorsv1.ExchangeRate, status operatorsv1.ExchangeRateStatus, o outcome) {
-	if began(xr.Status.Conditions, status.Conditions, ConditionDegraded, metav1.ConditionTrue, "") {
+	if began(xr.Status.Conditions, status.Conditions, operatorsv1.ConditionDegraded, metav1.ConditionTrue, "") {
 		r.Recorder.Eventf(xr, nil, corev1.EventTypeWarning, EventFetchFailed, "Fetch", "%v", o.fetchErr())
 	}
-	if began(xr.Status.Conditions, status.Conditions, ConditionDivergent, metav1.ConditionTrue, "") {
+	if began(xr.Status.Conditions, status.Conditions, operatorsv1.ConditionDivergent, metav1.ConditionTrue, "") {
 		r.Recorder.Eventf(xr, nil, corev1.EventTypeWarning, EventSourcesDivergent, "CrossCheck", "%s",
-			meta.FindStatusCondition(status.Conditions, ConditionDivergent).Message)
+			meta.FindStatusCondition(status.Conditions, operatorsv1.ConditionDivergent).Message)
 	}
-	if began(xr.Status.Conditions, status.Conditions, ConditionReady, metav1.ConditionFalse, ReasonTooManySources) {
+	if began(xr.Status.Conditions, status.Conditions, operatorsv1.ConditionReady, metav1.ConditionFalse, operatorsv1.ReasonTooManySources) {
 		r.Recorder.Eventf(xr, nil, corev1.EventTypeWarning, EventTooManySources, "Reconcile", "%v", o.SourcesErr)
 	}
-	if began(xr.Status.Conditions, status.Conditions, ConditionReady, metav1.ConditionFalse, ReasonUnknownCurrency) {
+	if began(xr.Status.Conditions, status.Conditions, operatorsv1.ConditionReady, metav1.ConditionFalse, operatorsv1.ReasonUnknownCurrency) {
 		r.Recorder.Eventf(xr, nil, corev1.EventTypeWarning, EventUnknownCurrency, "Reconcile", "%v", o.QuoteErr)
 	}
-	if began(xr.Status.Conditions, status.Conditions, ConditionReady, metav1.ConditionFalse, ReasonConfigMapConflict) {
+	if began(xr.Status.Conditions, status.Conditions, operatorsv1.ConditionReady, metav1.ConditionFalse, operatorsv1.ReasonConfigMapConflict) {
 		r.Recorder.Eventf(xr, nil, corev1.EventTypeWarning, EventConfigMapConflict, "Reconcile",
 			"ConfigMap %s exists and is not controlled by this ExchangeRate; left unchanged", xr.Name)
 	}

@@ -5,11 +5,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
 )
 
 func TestBegan(t *testing.T) {
 	c := func(status metav1.ConditionStatus, reason, msg string) []metav1.Condition {
-		return []metav1.Condition{{Type: ConditionReady, Status: status, Reason: reason, Message: msg}}
+		return []metav1.Condition{{Type: operatorsv1.ConditionReady, Status: status, Reason: reason, Message: msg}}
 	}
 	tests := []struct {
 		name       string
@@ -28,6 +30,6 @@ func TestBegan(t *testing.T) {
 		{"other reason", nil, c(metav1.ConditionFalse, "Y", "a"), metav1.ConditionFalse, "X", false},
 	}
 	for _, tt := range tests {
-		assert.Equal(t, tt.want, began(tt.prev, tt.next, ConditionReady, tt.status, tt.reason), tt.name)
+		assert.Equal(t, tt.want, began(tt.prev, tt.next, operatorsv1.ConditionReady, tt.status, tt.reason), tt.name)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"golang.org/x/sync/singleflight"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
+
+	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
 )
 
 // exponentialBackoff is the wait before retrying a failed fetch: base after the first
@@ -133,7 +135,7 @@ func (c *RateCache) fetch(ctx context.Context, seen uint64) {
 	if err != nil {
 		var fe *FetchError
 		if !errors.As(err, &fe) {
-			fe = &FetchError{Reason: ReasonUpstreamUnreachable, Err: err}
+			fe = &FetchError{Reason: operatorsv1.ReasonUpstreamUnreachable, Err: err}
 		}
 		c.lastErr = fe
 		c.retryAt = now.Add(c.retry.Step())

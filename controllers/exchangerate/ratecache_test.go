@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
 )
 
 // scriptedSource answers fetches from a script and counts them; release, when set,
@@ -102,10 +104,10 @@ func TestRateCacheRefreshFailureAndBackoff(t *testing.T) {
 	src := &scriptedSource{name: "test-backoff", answers: []func(*Table) (*Table, error){
 		tableAnswer(good),
 		notModified,
-		failAnswer(ReasonUpstreamServerError),
-		failAnswer(ReasonUpstreamTimeout),
-		failAnswer(ReasonUpstreamMalformed),
-		failAnswer(ReasonUpstreamServerError),
+		failAnswer(operatorsv1.ReasonUpstreamServerError),
+		failAnswer(operatorsv1.ReasonUpstreamTimeout),
+		failAnswer(operatorsv1.ReasonUpstreamMalformed),
+		failAnswer(operatorsv1.ReasonUpstreamServerError),
 		tableAnswer(newer),
 	}}
 	clk := clocktesting.NewFakePassiveClock(t0)
@@ -146,7 +148,7 @@ func TestRateCacheRefreshFailureAndBackoff(t *testing.T) {
 	}
 	var fe *FetchError
 	require.ErrorAs(t, s.Err, &fe)
-	assert.Equal(t, ReasonUpstreamServerError, fe.Reason)
+	assert.Equal(t, operatorsv1.ReasonUpstreamServerError, fe.Reason)
 	assert.Equal(t, 2.0, counterValue(t, upstreamRequests.WithLabelValues("test-backoff", "server_error")))
 	assert.Equal(t, 1.0, counterValue(t, upstreamRequests.WithLabelValues("test-backoff", "timeout")))
 
@@ -161,7 +163,7 @@ func TestRateCacheRefreshFailureAndBackoff(t *testing.T) {
 
 	t.Log("after recovery the backoff starts again from Base")
 	src.mu.Lock()
-	src.answers = []func(*Table) (*Table, error){failAnswer(ReasonUpstreamUnreachable)}
+	src.answers = []func(*Table) (*Table, error){failAnswer(operatorsv1.ReasonUpstreamUnreachable)}
 	src.mu.Unlock()
 	clk.SetTime(now.Add(2 * time.Hour))
 	s = c.Get(ctx, time.Hour)
@@ -179,7 +181,7 @@ func TestRateCacheFirstFetchFails(t *testing.T) {
 	assert.True(t, s.CheckedAt.IsZero())
 	var fe *FetchError
 	require.ErrorAs(t, s.Err, &fe)
-	assert.Equal(t, ReasonUpstreamUnreachable, fe.Reason)
+	assert.Equal(t, operatorsv1.ReasonUpstreamUnreachable, fe.Reason)
 	assert.Equal(t, t0.Add(time.Minute), s.RetryAt)
 }
 

@@ -123,15 +123,6 @@ func sourceSchedule(s Source) Schedule {
 	return Schedule{}
 }
 
-// Fetch outcomes: condition reasons and, lower-cased, metric results.
-const (
-	ReasonUpstreamServerError = "UpstreamServerError"
-	ReasonUpstreamRejected    = "UpstreamRejected"
-	ReasonUpstreamTimeout     = "UpstreamTimeout"
-	ReasonUpstreamUnreachable = "UpstreamUnreachable"
-	ReasonUpstreamMalformed   = "UpstreamMalformed"
-)
-
 // Metric results that are not failures.
 const (
 	resultOK          = "ok"
@@ -150,13 +141,13 @@ func (e *FetchError) Unwrap() error { return e.Err }
 // result is the metric label of the failure.
 func (e *FetchError) result() string {
 	switch e.Reason {
-	case ReasonUpstreamServerError:
+	case operatorsv1.ReasonUpstreamServerError:
 		return "server_error"
-	case ReasonUpstreamRejected:
+	case operatorsv1.ReasonUpstreamRejected:
 		return "rejected"
-	case ReasonUpstreamTimeout:
+	case operatorsv1.ReasonUpstreamTimeout:
 		return "timeout"
-	case ReasonUpstreamUnreachable:
+	case operatorsv1.ReasonUpstreamUnreachable:
 		return "unreachable"
 	default:
 		return "malformed"
@@ -242,7 +233,7 @@ func (s *httpSource) URL() string { return s.url }
 func (s *httpSource) Fetch(ctx context.Context, prev *Table) (*Table, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
 	if err != nil {
-		return nil, fetchErr(ReasonUpstreamUnreachable, "building request for %s: %v", s.url, err)
+		return nil, fetchErr(operatorsv1.ReasonUpstreamUnreachable, "building request for %s: %v", s.url, err)
 	}
 	req.Header.Set("Accept", s.accept)
 	req.Header.Set("User-Agent", "quartet-exchangerate")
@@ -266,11 +257,11 @@ func (s *httpSource) Fetch(ctx context.Context, prev *Table) (*Table, error) {
 	switch {
 	case resp.StatusCode == http.StatusNotModified:
 		if prev == nil {
-			return nil, fetchErr(ReasonUpstreamMalformed, "%s answered 304 Not Modified to an unconditional request", s.url)
+			return nil, fetchErr(operatorsv1.ReasonUpstreamMalformed, "%s answered 304 Not Modified to an unconditional request", s.url)
 		}
 		return prev, nil
 	case resp.StatusCode >= 500:
-		return nil, fetchErr(ReasonUpstreamServerError, "%s answered %s", s.url, resp.Status)
+		return nil, fetchErr(operatorsv1.ReasonUpstreamServerError, "%s answered %s", s.url, resp.Status)
 	case resp.StatusCode >= 400:
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		msg := ""
@@ -278,11 +269,11 @@ func (s *httpSource) Fetch(ctx context.Context, prev *Table) (*Table, error) {
 			msg = s.errorMessage(body)
 		}
 		if msg != "" {
-			return nil, fetchErr(ReasonUpstreamRejected, "%s answered %s: %s", s.url, resp.Status, msg)
+			return nil, fetchErr(operatorsv1.ReasonUpstreamRejected, "%s answered %s: %s", s.url, resp.Status, msg)
 		}
-		return nil, fetchErr(ReasonUpstreamRejected, "%s answered %s", s.url, resp.Status)
+		return nil, fetchErr(operatorsv1.ReasonUpstreamRejected, "%s answered %s", s.url, resp.Status)
 	case resp.StatusCode != http.StatusOK:
-		return nil, fetchErr(ReasonUpstreamMalformed, "%s answered %s, want 200", s.url, resp.Status)
+		return nil, fetchErr(operatorsv1.ReasonUpstreamMalformed, "%s answered %s, want 200", s.url, resp.Status)
 	}
 
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
@@ -290,11 +281,11 @@ func (s *httpSource) Fetch(ctx context.Context, prev *Table) (*Table, error) {
 		return nil, transportError(s.url, err)
 	}
 	if len(body) > maxBody {
-		return nil, fetchErr(ReasonUpstreamMalformed, "%s sent more than %d bytes", s.url, maxBody)
+		return nil, fetchErr(operatorsv1.ReasonUpstreamMalformed, "%s sent more than %d bytes", s.url, maxBody)
 	}
 	t, err := s.parse(body)
 	if err != nil {
-		return nil, &FetchError{Reason: ReasonUpstreamMalformed, Err: fmt.Errorf("%s: %w", s.url, err)}
+		return nil, &FetchError{Reason: operatorsv1.ReasonUpstreamMalformed, Err: fmt.Errorf("%s: %w", s.url, err)}
 	}
 	t.Source = s.name
 	t.ETag = resp.Header.Get("ETag")
@@ -306,9 +297,9 @@ func (s *httpSource) Fetch(ctx context.Context, prev *Table) (*Table, error) {
 func transportError(u string, err error) *FetchError {
 	var ne net.Error
 	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
-		return fetchErr(ReasonUpstreamTimeout, "%s did not answer in time: %v", u, err)
+		return fetchErr(operatorsv1.ReasonUpstreamTimeout, "%s did not answer in time: %v", u, err)
 	}
-	return fetchErr(ReasonUpstreamUnreachable, "reading %s: %v", u, err)
+	return fetchErr(operatorsv1.ReasonUpstreamUnreachable, "reading %s: %v", u, err)
 }
 
 // sourceURL is the document s fetches, for the log; "" for a Source that is not HTTP.

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quartet-operator/quartet/controllers/exchangerate/fakeupstream"
+
+	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
 )
 
 func startFake(t testing.TB) *fakeupstream.Server {
@@ -110,12 +112,12 @@ func TestSourceFetch(t *testing.T) {
 				reason  string
 				msg     string
 			}{
-				{"server error", func() { srv.Fail(fakeupstream.ServerError, 503) }, ReasonUpstreamServerError, "503 Service Unavailable"},
-				{"bad gateway", func() { srv.Fail(fakeupstream.ServerError, 502) }, ReasonUpstreamServerError, "502 Bad Gateway"},
-				{"garbage", func() { srv.Fail(fakeupstream.Garbage, 0) }, ReasonUpstreamMalformed, "decoding"},
-				{"incomplete document", func() { srv.Fail(fakeupstream.Incomplete, 0) }, ReasonUpstreamMalformed, "decoding"},
-				{"truncated transfer", func() { srv.Fail(fakeupstream.Truncated, 0) }, ReasonUpstreamUnreachable, "unexpected EOF"},
-				{"slow", func() { srv.SetDelay(2 * time.Second) }, ReasonUpstreamTimeout, "did not answer in time"},
+				{"server error", func() { srv.Fail(fakeupstream.ServerError, 503) }, operatorsv1.ReasonUpstreamServerError, "503 Service Unavailable"},
+				{"bad gateway", func() { srv.Fail(fakeupstream.ServerError, 502) }, operatorsv1.ReasonUpstreamServerError, "502 Bad Gateway"},
+				{"garbage", func() { srv.Fail(fakeupstream.Garbage, 0) }, operatorsv1.ReasonUpstreamMalformed, "decoding"},
+				{"incomplete document", func() { srv.Fail(fakeupstream.Incomplete, 0) }, operatorsv1.ReasonUpstreamMalformed, "decoding"},
+				{"truncated transfer", func() { srv.Fail(fakeupstream.Truncated, 0) }, operatorsv1.ReasonUpstreamUnreachable, "unexpected EOF"},
+				{"slow", func() { srv.SetDelay(2 * time.Second) }, operatorsv1.ReasonUpstreamTimeout, "did not answer in time"},
 			}
 			for _, f := range failures {
 				srv.Heal()
@@ -155,7 +157,7 @@ func TestSourceFetchClientErrors(t *testing.T) {
 		_, err = src.Fetch(context.Background(), nil)
 		var fe *FetchError
 		require.ErrorAs(t, err, &fe)
-		assert.Equal(t, ReasonUpstreamMalformed, fe.Reason)
+		assert.Equal(t, operatorsv1.ReasonUpstreamMalformed, fe.Reason)
 		assert.ErrorContains(t, err, "no rates; is XYZ one of the providers /v2/providers lists?")
 	})
 	t.Run("frankfurter v2 422 message", func(t *testing.T) {
@@ -181,7 +183,7 @@ func TestSourceFetchClientErrors(t *testing.T) {
 		_, err = src.Fetch(context.Background(), nil)
 		var fe *FetchError
 		require.ErrorAs(t, err, &fe)
-		assert.Equal(t, ReasonUpstreamRejected, fe.Reason)
+		assert.Equal(t, operatorsv1.ReasonUpstreamRejected, fe.Reason)
 		assert.Contains(t, err.Error(), "404 Not Found: not found")
 	})
 	t.Run("frankfurter 422 message", func(t *testing.T) {
@@ -202,7 +204,7 @@ func TestSourceFetchClientErrors(t *testing.T) {
 		_, err = src.Fetch(context.Background(), nil)
 		var fe *FetchError
 		require.ErrorAs(t, err, &fe)
-		assert.Equal(t, ReasonUpstreamRejected, fe.Reason)
+		assert.Equal(t, operatorsv1.ReasonUpstreamRejected, fe.Reason)
 		assert.Equal(t, "rejected", fe.result())
 	})
 	t.Run("304 without having asked", func(t *testing.T) {
@@ -232,6 +234,6 @@ func TestSourceFetchClientErrors(t *testing.T) {
 		_, err = src.Fetch(context.Background(), nil)
 		var fe *FetchError
 		require.ErrorAs(t, err, &fe)
-		assert.Equal(t, ReasonUpstreamUnreachable, fe.Reason)
+		assert.Equal(t, operatorsv1.ReasonUpstreamUnreachable, fe.Reason)
 	})
 }

@@ -14,38 +14,6 @@ import (
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
 )
 
-// Condition types.
-const (
-	// ConditionReady: the ConfigMap holds the rate for the current spec.
-	ConditionReady = "Ready"
-	// ConditionStale: the rate's publication date is older than the manager's limit.
-	ConditionStale = "Stale"
-	// ConditionDegraded: the last fetch from a source failed (the last good rate stays).
-	ConditionDegraded = "Degraded"
-	// ConditionDivergent: another source's rate differs from the one written by more than
-	// spec.divergenceTolerance.
-	ConditionDivergent = "Divergent"
-)
-
-// Condition reasons (the Upstream* reasons of failed fetches are in source.go).
-const (
-	ReasonReconciling        = "Reconciling"
-	ReasonRateWritten        = "RateWritten"
-	ReasonUnknownCurrency    = "UnknownCurrency"
-	ReasonRateUnavailable    = "RateUnavailable"
-	ReasonConfigMapConflict  = "ConfigMapConflict"
-	ReasonConfigMapFailed    = "ConfigMapWriteFailed"
-	ReasonFetchSucceeded     = "FetchSucceeded"
-	ReasonPublicationCurrent = "PublicationCurrent"
-	ReasonPublicationOld     = "PublicationOld"
-	ReasonNoPublication      = "NoPublication"
-	ReasonTooManySources     = "TooManySources"
-	ReasonSourcesAgree       = "SourcesAgree"
-	ReasonSourcesDisagree    = "SourcesDisagree"
-	ReasonSingleSource       = "SingleSource"
-	ReasonNotCompared        = "NotCompared"
-)
-
 // errConfigMapConflict marks a ConfigMap of the CR's name that another owner (or nobody)
 // controls: we do not take over someone else's data.
 var errConfigMapConflict = errors.New("ConfigMap exists and is not controlled by this ExchangeRate")
@@ -121,23 +89,23 @@ func computeStatus(prev operatorsv1.ExchangeRateStatus, o outcome) operatorsv1.E
 	var unknown *UnknownCurrencyError
 	switch {
 	case o.SourcesErr != nil:
-		set(ConditionReady, metav1.ConditionFalse, ReasonTooManySources, o.SourcesErr.Error()+"; waiting for the spec to change")
+		set(operatorsv1.ConditionReady, metav1.ConditionFalse, operatorsv1.ReasonTooManySources, o.SourcesErr.Error()+"; waiting for the spec to change")
 	case o.Quote != nil && o.ConfigMapErr == nil:
-		set(ConditionReady, metav1.ConditionTrue, ReasonRateWritten, fmt.Sprintf("ConfigMap %s holds %s, published %s by %s",
+		set(operatorsv1.ConditionReady, metav1.ConditionTrue, operatorsv1.ReasonRateWritten, fmt.Sprintf("ConfigMap %s holds %s, published %s by %s",
 			o.ConfigMapName, o.Quote.describe(), o.Quote.Date, o.Quote.Source))
 	case errors.As(o.QuoteErr, &unknown):
-		set(ConditionReady, metav1.ConditionFalse, ReasonUnknownCurrency, o.QuoteErr.Error()+"; waiting for the spec to change")
+		set(operatorsv1.ConditionReady, metav1.ConditionFalse, operatorsv1.ReasonUnknownCurrency, o.QuoteErr.Error()+"; waiting for the spec to change")
 	case errors.Is(o.ConfigMapErr, errConfigMapConflict):
-		set(ConditionReady, metav1.ConditionFalse, ReasonConfigMapConflict, fmt.Sprintf(
+		set(operatorsv1.ConditionReady, metav1.ConditionFalse, operatorsv1.ReasonConfigMapConflict, fmt.Sprintf(
 			"ConfigMap %s exists and is not controlled by this ExchangeRate; delete or rename it, or rename the ExchangeRate", o.ConfigMapName))
 	case o.ConfigMapErr != nil:
-		set(ConditionReady, metav1.ConditionFalse, ReasonConfigMapFailed, fmt.Sprintf("writing ConfigMap %s: %v", o.ConfigMapName, o.ConfigMapErr))
+		set(operatorsv1.ConditionReady, metav1.ConditionFalse, operatorsv1.ReasonConfigMapWriteFailed, fmt.Sprintf("writing ConfigMap %s: %v", o.ConfigMapName, o.ConfigMapErr))
 	case o.QuoteErr != nil:
-		set(ConditionReady, metav1.ConditionFalse, ReasonRateUnavailable, o.QuoteErr.Error())
+		set(operatorsv1.ConditionReady, metav1.ConditionFalse, operatorsv1.ReasonRateUnavailable, o.QuoteErr.Error())
 	case fetchErr != nil:
-		set(ConditionReady, metav1.ConditionFalse, ReasonRateUnavailable, "no rate yet: "+fetchErr.Error())
+		set(operatorsv1.ConditionReady, metav1.ConditionFalse, operatorsv1.ReasonRateUnavailable, "no rate yet: "+fetchErr.Error())
 	default:
-		set(ConditionReady, metav1.ConditionUnknown, ReasonReconciling, "waiting for the first rate")
+		set(operatorsv1.ConditionReady, metav1.ConditionUnknown, operatorsv1.ReasonReconciling, "waiting for the first rate")
 	}
 
 	// Degraded
@@ -152,9 +120,9 @@ func computeStatus(prev operatorsv1.ExchangeRateStatus, o outcome) operatorsv1.E
 	}
 	switch {
 	case o.SourcesErr != nil:
-		set(ConditionDegraded, metav1.ConditionUnknown, ReasonTooManySources, "no source fetched: the spec names one the manager cannot add")
+		set(operatorsv1.ConditionDegraded, metav1.ConditionUnknown, operatorsv1.ReasonTooManySources, "no source fetched: the spec names one the manager cannot add")
 	case fetchErr != nil:
-		reason := ReasonUpstreamUnreachable
+		reason := operatorsv1.ReasonUpstreamUnreachable
 		var fe *FetchError
 		if errors.As(fetchErr, &fe) {
 			reason = fe.Reason
@@ -171,36 +139,36 @@ func computeStatus(prev operatorsv1.ExchangeRateStatus, o outcome) operatorsv1.E
 		// No next-attempt time: it moves with every retry, and the message with it would
 		// write every ExchangeRate's status once per attempt of an outage. The backoff flags
 		// say when the attempts come.
-		set(ConditionDegraded, metav1.ConditionTrue, reason, fmt.Sprintf("%v; %s; retrying with backoff", fetchErr, kept))
+		set(operatorsv1.ConditionDegraded, metav1.ConditionTrue, reason, fmt.Sprintf("%v; %s; retrying with backoff", fetchErr, kept))
 	case len(succeeded) == 1:
-		set(ConditionDegraded, metav1.ConditionFalse, ReasonFetchSucceeded, fmt.Sprintf("the last fetch from %s succeeded", succeeded[0]))
+		set(operatorsv1.ConditionDegraded, metav1.ConditionFalse, operatorsv1.ReasonFetchSucceeded, fmt.Sprintf("the last fetch from %s succeeded", succeeded[0]))
 	case len(succeeded) > 1:
-		set(ConditionDegraded, metav1.ConditionFalse, ReasonFetchSucceeded, fmt.Sprintf("the last fetches from %s succeeded", strings.Join(succeeded, " and ")))
+		set(operatorsv1.ConditionDegraded, metav1.ConditionFalse, operatorsv1.ReasonFetchSucceeded, fmt.Sprintf("the last fetches from %s succeeded", strings.Join(succeeded, " and ")))
 	default:
-		set(ConditionDegraded, metav1.ConditionUnknown, ReasonReconciling, "no fetch has finished yet")
+		set(operatorsv1.ConditionDegraded, metav1.ConditionUnknown, operatorsv1.ReasonReconciling, "no fetch has finished yet")
 	}
 
 	// Divergent
 	if o.SourcesErr != nil || len(o.Sources) == 0 {
-		set(ConditionDivergent, metav1.ConditionUnknown, ReasonNotCompared, "no source fetched")
+		set(operatorsv1.ConditionDivergent, metav1.ConditionUnknown, operatorsv1.ReasonNotCompared, "no source fetched")
 	} else {
 		tolerance := o.Tolerance
 		if tolerance == nil {
 			tolerance = defaultTolerance
 		}
 		v := crossCheck(sourceNames(o.Sources), o.Pricing, tolerance)
-		set(ConditionDivergent, v.Status, v.Reason, v.Message)
+		set(operatorsv1.ConditionDivergent, v.Status, v.Reason, v.Message)
 	}
 
 	// Stale: about the rate the ConfigMap holds. The messages name the day it turns Stale,
 	// not the age, which would change the message (and write the status) every day.
 	if age, ok := publicationAgeDays(st.PublicationDate, o.Now); !ok {
-		set(ConditionStale, metav1.ConditionUnknown, ReasonNoPublication, "no rate has been published to the ConfigMap yet")
+		set(operatorsv1.ConditionStale, metav1.ConditionUnknown, operatorsv1.ReasonNoPublication, "no rate has been published to the ConfigMap yet")
 	} else if from := staleFrom(st.PublicationDate, o.StaleAfterDays); age > o.StaleAfterDays {
-		set(ConditionStale, metav1.ConditionTrue, ReasonPublicationOld, fmt.Sprintf(
+		set(operatorsv1.ConditionStale, metav1.ConditionTrue, operatorsv1.ReasonPublicationOld, fmt.Sprintf(
 			"the rate was published %s, more than %d days ago: Stale since %s (UTC)", st.PublicationDate, o.StaleAfterDays, from))
 	} else {
-		set(ConditionStale, metav1.ConditionFalse, ReasonPublicationCurrent, fmt.Sprintf(
+		set(operatorsv1.ConditionStale, metav1.ConditionFalse, operatorsv1.ReasonPublicationCurrent, fmt.Sprintf(
 			"the rate was published %s; the limit is %d days: Stale from %s (UTC) unless a newer rate arrives",
 			st.PublicationDate, o.StaleAfterDays, from))
 	}

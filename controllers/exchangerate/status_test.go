@@ -37,12 +37,12 @@ func TestComputeStatus(t *testing.T) {
 		ObservedGeneration: 2, Rate: "1.1", PublicationDate: "2026-05-14", Source: "ecb", ConfigMapName: "exchange-rate-usd",
 		LastSuccessfulFetch: &yesterday,
 		Conditions: []metav1.Condition{
-			{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonRateWritten, LastTransitionTime: metav1.NewTime(t0.Add(-24 * time.Hour))},
-			{Type: ConditionDegraded, Status: metav1.ConditionFalse, Reason: ReasonFetchSucceeded, LastTransitionTime: metav1.NewTime(t0.Add(-24 * time.Hour))},
-			{Type: ConditionStale, Status: metav1.ConditionFalse, Reason: ReasonPublicationCurrent, LastTransitionTime: metav1.NewTime(t0.Add(-24 * time.Hour))},
+			{Type: operatorsv1.ConditionReady, Status: metav1.ConditionTrue, Reason: operatorsv1.ReasonRateWritten, LastTransitionTime: metav1.NewTime(t0.Add(-24 * time.Hour))},
+			{Type: operatorsv1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: operatorsv1.ReasonFetchSucceeded, LastTransitionTime: metav1.NewTime(t0.Add(-24 * time.Hour))},
+			{Type: operatorsv1.ConditionStale, Status: metav1.ConditionFalse, Reason: operatorsv1.ReasonPublicationCurrent, LastTransitionTime: metav1.NewTime(t0.Add(-24 * time.Hour))},
 		},
 	}
-	outage := &FetchError{Reason: ReasonUpstreamServerError, Err: errors.New("https://ecb answered 503 Service Unavailable")}
+	outage := &FetchError{Reason: operatorsv1.ReasonUpstreamServerError, Err: errors.New("https://ecb answered 503 Service Unavailable")}
 
 	tests := []struct {
 		name        string
@@ -60,13 +60,13 @@ func TestComputeStatus(t *testing.T) {
 			o: outcome{Now: now, Generation: 3, Sources: ecbOnly(Snapshot{Table: tab, CheckedAt: now, FetchedAt: now}), Quote: usd,
 				ConfigMapName: "exchange-rate-usd", StaleAfterDays: 5},
 			wantConds: map[string]cond{
-				ConditionReady:     {metav1.ConditionTrue, ReasonRateWritten},
-				ConditionDegraded:  {metav1.ConditionFalse, ReasonFetchSucceeded},
-				ConditionStale:     {metav1.ConditionFalse, ReasonPublicationCurrent},
-				ConditionDivergent: {metav1.ConditionFalse, ReasonSingleSource},
+				operatorsv1.ConditionReady:     {metav1.ConditionTrue, operatorsv1.ReasonRateWritten},
+				operatorsv1.ConditionDegraded:  {metav1.ConditionFalse, operatorsv1.ReasonFetchSucceeded},
+				operatorsv1.ConditionStale:     {metav1.ConditionFalse, operatorsv1.ReasonPublicationCurrent},
+				operatorsv1.ConditionDivergent: {metav1.ConditionFalse, operatorsv1.ReasonSingleSource},
 			},
 			wantRate: "1.1625", wantDate: "2026-05-15", wantObsGen: 3, wantFetched: &t0,
-			wantMsg: map[string]string{ConditionReady: "ConfigMap exchange-rate-usd holds 1.1625 USD per EUR, published 2026-05-15 by ecb"},
+			wantMsg: map[string]string{operatorsv1.ConditionReady: "ConfigMap exchange-rate-usd holds 1.1625 USD per EUR, published 2026-05-15 by ecb"},
 		},
 		{
 			name: "outage: last good table still prices, Degraded says why",
@@ -75,26 +75,26 @@ func TestComputeStatus(t *testing.T) {
 				Err: outage, RetryAt: t0.Add(time.Minute)}),
 				Quote: usd, ConfigMapName: "exchange-rate-usd", StaleAfterDays: 5},
 			wantConds: map[string]cond{
-				ConditionReady:     {metav1.ConditionTrue, ReasonRateWritten},
-				ConditionDegraded:  {metav1.ConditionTrue, ReasonUpstreamServerError},
-				ConditionStale:     {metav1.ConditionFalse, ReasonPublicationCurrent},
-				ConditionDivergent: {metav1.ConditionFalse, ReasonSingleSource},
+				operatorsv1.ConditionReady:     {metav1.ConditionTrue, operatorsv1.ReasonRateWritten},
+				operatorsv1.ConditionDegraded:  {metav1.ConditionTrue, operatorsv1.ReasonUpstreamServerError},
+				operatorsv1.ConditionStale:     {metav1.ConditionFalse, operatorsv1.ReasonPublicationCurrent},
+				operatorsv1.ConditionDivergent: {metav1.ConditionFalse, operatorsv1.ReasonSingleSource},
 			},
 			// The rate in status is new: it was brought by the fetch of its table, not by the last check.
 			wantRate: "1.1625", wantDate: "2026-05-15", wantObsGen: 3, wantFetched: ptrTime(t0.Add(-2 * time.Hour)),
-			wantMsg: map[string]string{ConditionDegraded: "503 Service Unavailable; keeping rate 1.1625 published 2026-05-15; retrying with backoff"},
+			wantMsg: map[string]string{operatorsv1.ConditionDegraded: "503 Service Unavailable; keeping rate 1.1625 published 2026-05-15; retrying with backoff"},
 		},
 		{
 			name: "first fetch fails: no rate yet",
 			o:    outcome{Now: now, Generation: 1, Sources: ecbOnly(Snapshot{Err: outage, RetryAt: t0.Add(time.Minute)}), ConfigMapName: "x", StaleAfterDays: 5},
 			wantConds: map[string]cond{
-				ConditionReady:     {metav1.ConditionFalse, ReasonRateUnavailable},
-				ConditionDegraded:  {metav1.ConditionTrue, ReasonUpstreamServerError},
-				ConditionStale:     {metav1.ConditionUnknown, ReasonNoPublication},
-				ConditionDivergent: {metav1.ConditionFalse, ReasonSingleSource},
+				operatorsv1.ConditionReady:     {metav1.ConditionFalse, operatorsv1.ReasonRateUnavailable},
+				operatorsv1.ConditionDegraded:  {metav1.ConditionTrue, operatorsv1.ReasonUpstreamServerError},
+				operatorsv1.ConditionStale:     {metav1.ConditionUnknown, operatorsv1.ReasonNoPublication},
+				operatorsv1.ConditionDivergent: {metav1.ConditionFalse, operatorsv1.ReasonSingleSource},
 			},
 			wantObsGen: 1,
-			wantMsg:    map[string]string{ConditionReady: "no rate yet: https://ecb answered 503", ConditionDegraded: "no rate has been fetched yet"},
+			wantMsg:    map[string]string{operatorsv1.ConditionReady: "no rate yet: https://ecb answered 503", operatorsv1.ConditionDegraded: "no rate has been fetched yet"},
 		},
 		{
 			name: "unknown currency keeps the last good rate",
@@ -102,24 +102,24 @@ func TestComputeStatus(t *testing.T) {
 			o: outcome{Now: now, Generation: 4, Sources: ecbOnly(Snapshot{Table: tab, CheckedAt: now, FetchedAt: now}),
 				QuoteErr: &UnknownCurrencyError{Code: "XYZ", Source: "ecb", Known: []string{"EUR", "USD"}}, ConfigMapName: "exchange-rate-usd", StaleAfterDays: 5},
 			wantConds: map[string]cond{
-				ConditionReady:     {metav1.ConditionFalse, ReasonUnknownCurrency},
-				ConditionDegraded:  {metav1.ConditionFalse, ReasonFetchSucceeded},
-				ConditionStale:     {metav1.ConditionFalse, ReasonPublicationCurrent},
-				ConditionDivergent: {metav1.ConditionFalse, ReasonSingleSource},
+				operatorsv1.ConditionReady:     {metav1.ConditionFalse, operatorsv1.ReasonUnknownCurrency},
+				operatorsv1.ConditionDegraded:  {metav1.ConditionFalse, operatorsv1.ReasonFetchSucceeded},
+				operatorsv1.ConditionStale:     {metav1.ConditionFalse, operatorsv1.ReasonPublicationCurrent},
+				operatorsv1.ConditionDivergent: {metav1.ConditionFalse, operatorsv1.ReasonSingleSource},
 			},
 			// The kept rate keeps the time of the fetch that brought it.
 			wantRate: "1.1", wantDate: "2026-05-14", wantObsGen: 4, wantFetched: ptrTime(yesterday.Time),
-			wantMsg: map[string]string{ConditionReady: "ecb does not publish a rate for XYZ (it publishes EUR, USD); waiting for the spec to change"},
+			wantMsg: map[string]string{operatorsv1.ConditionReady: "ecb does not publish a rate for XYZ (it publishes EUR, USD); waiting for the spec to change"},
 		},
 		{
 			name: "someone else's ConfigMap",
 			o: outcome{Now: now, Generation: 1, Sources: ecbOnly(Snapshot{Table: tab, CheckedAt: now, FetchedAt: now}), ConfigMapErr: errConfigMapConflict,
 				ConfigMapName: "exchange-rate-usd", StaleAfterDays: 5},
 			wantConds: map[string]cond{
-				ConditionReady:     {metav1.ConditionFalse, ReasonConfigMapConflict},
-				ConditionDegraded:  {metav1.ConditionFalse, ReasonFetchSucceeded},
-				ConditionStale:     {metav1.ConditionUnknown, ReasonNoPublication},
-				ConditionDivergent: {metav1.ConditionFalse, ReasonSingleSource},
+				operatorsv1.ConditionReady:     {metav1.ConditionFalse, operatorsv1.ReasonConfigMapConflict},
+				operatorsv1.ConditionDegraded:  {metav1.ConditionFalse, operatorsv1.ReasonFetchSucceeded},
+				operatorsv1.ConditionStale:     {metav1.ConditionUnknown, operatorsv1.ReasonNoPublication},
+				operatorsv1.ConditionDivergent: {metav1.ConditionFalse, operatorsv1.ReasonSingleSource},
 			},
 			// No rate in status, so no fetch brought one.
 			wantObsGen: 1,
@@ -130,39 +130,39 @@ func TestComputeStatus(t *testing.T) {
 			o: outcome{Now: now, Generation: 3, Sources: ecbOnly(Snapshot{Table: tab, CheckedAt: now, FetchedAt: now}), ConfigMapErr: errors.New("etcd timeout"),
 				ConfigMapName: "exchange-rate-usd", StaleAfterDays: 5},
 			wantConds: map[string]cond{
-				ConditionReady:     {metav1.ConditionFalse, ReasonConfigMapFailed},
-				ConditionDegraded:  {metav1.ConditionFalse, ReasonFetchSucceeded},
-				ConditionStale:     {metav1.ConditionFalse, ReasonPublicationCurrent},
-				ConditionDivergent: {metav1.ConditionFalse, ReasonSingleSource},
+				operatorsv1.ConditionReady:     {metav1.ConditionFalse, operatorsv1.ReasonConfigMapWriteFailed},
+				operatorsv1.ConditionDegraded:  {metav1.ConditionFalse, operatorsv1.ReasonFetchSucceeded},
+				operatorsv1.ConditionStale:     {metav1.ConditionFalse, operatorsv1.ReasonPublicationCurrent},
+				operatorsv1.ConditionDivergent: {metav1.ConditionFalse, operatorsv1.ReasonSingleSource},
 			},
 			wantRate: "1.1", wantDate: "2026-05-14", wantObsGen: 2, wantFetched: ptrTime(yesterday.Time),
-			wantMsg: map[string]string{ConditionReady: "writing ConfigMap exchange-rate-usd: etcd timeout"},
+			wantMsg: map[string]string{operatorsv1.ConditionReady: "writing ConfigMap exchange-rate-usd: etcd timeout"},
 		},
 		{
 			name: "publication older than the limit is Stale",
 			o: outcome{Now: t0.AddDate(0, 0, 6), Generation: 1, Sources: ecbOnly(Snapshot{Table: tab, CheckedAt: t0.AddDate(0, 0, 6), FetchedAt: t0}), Quote: usd,
 				ConfigMapName: "exchange-rate-usd", StaleAfterDays: 5},
 			wantConds: map[string]cond{
-				ConditionReady:     {metav1.ConditionTrue, ReasonRateWritten},
-				ConditionDegraded:  {metav1.ConditionFalse, ReasonFetchSucceeded},
-				ConditionStale:     {metav1.ConditionTrue, ReasonPublicationOld},
-				ConditionDivergent: {metav1.ConditionFalse, ReasonSingleSource},
+				operatorsv1.ConditionReady:     {metav1.ConditionTrue, operatorsv1.ReasonRateWritten},
+				operatorsv1.ConditionDegraded:  {metav1.ConditionFalse, operatorsv1.ReasonFetchSucceeded},
+				operatorsv1.ConditionStale:     {metav1.ConditionTrue, operatorsv1.ReasonPublicationOld},
+				operatorsv1.ConditionDivergent: {metav1.ConditionFalse, operatorsv1.ReasonSingleSource},
 			},
 			wantRate: "1.1625", wantDate: "2026-05-15", wantObsGen: 1, wantFetched: &t0,
-			wantMsg: map[string]string{ConditionStale: "the rate was published 2026-05-15, more than 5 days ago: Stale since 2026-05-21 (UTC)"},
+			wantMsg: map[string]string{operatorsv1.ConditionStale: "the rate was published 2026-05-15, more than 5 days ago: Stale since 2026-05-21 (UTC)"},
 		},
 		{
 			name: "publication exactly at the limit is not Stale",
 			o: outcome{Now: t0.AddDate(0, 0, 5), Generation: 1, Sources: ecbOnly(Snapshot{Table: tab, CheckedAt: t0.AddDate(0, 0, 5), FetchedAt: t0}), Quote: usd,
 				ConfigMapName: "exchange-rate-usd", StaleAfterDays: 5},
 			wantConds: map[string]cond{
-				ConditionReady:     {metav1.ConditionTrue, ReasonRateWritten},
-				ConditionDegraded:  {metav1.ConditionFalse, ReasonFetchSucceeded},
-				ConditionStale:     {metav1.ConditionFalse, ReasonPublicationCurrent},
-				ConditionDivergent: {metav1.ConditionFalse, ReasonSingleSource},
+				operatorsv1.ConditionReady:     {metav1.ConditionTrue, operatorsv1.ReasonRateWritten},
+				operatorsv1.ConditionDegraded:  {metav1.ConditionFalse, operatorsv1.ReasonFetchSucceeded},
+				operatorsv1.ConditionStale:     {metav1.ConditionFalse, operatorsv1.ReasonPublicationCurrent},
+				operatorsv1.ConditionDivergent: {metav1.ConditionFalse, operatorsv1.ReasonSingleSource},
 			},
 			wantRate: "1.1625", wantDate: "2026-05-15", wantObsGen: 1, wantFetched: &t0,
-			wantMsg: map[string]string{ConditionStale: "the rate was published 2026-05-15; the limit is 5 days: Stale from 2026-05-21 (UTC)"},
+			wantMsg: map[string]string{operatorsv1.ConditionStale: "the rate was published 2026-05-15; the limit is 5 days: Stale from 2026-05-21 (UTC)"},
 		},
 	}
 	for _, tt := range tests {
@@ -203,10 +203,10 @@ func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
 	second := computeStatus(first, o)
 	assert.Equal(t, first, second, "nothing changed: identical status, so no write")
 
-	o.Sources[0].Snapshot.Err, o.Sources[0].Snapshot.RetryAt = &FetchError{Reason: ReasonUpstreamTimeout, Err: errors.New("slow")}, t0.Add(2*time.Hour)
+	o.Sources[0].Snapshot.Err, o.Sources[0].Snapshot.RetryAt = &FetchError{Reason: operatorsv1.ReasonUpstreamTimeout, Err: errors.New("slow")}, t0.Add(2*time.Hour)
 	third := computeStatus(second, o)
-	assert.Equal(t, metav1.NewTime(t0), testenv.Condition(third.Conditions, ConditionReady).LastTransitionTime)
-	assert.Equal(t, metav1.NewTime(t0.Add(time.Hour)), testenv.Condition(third.Conditions, ConditionDegraded).LastTransitionTime)
+	assert.Equal(t, metav1.NewTime(t0), testenv.Condition(third.Conditions, operatorsv1.ConditionReady).LastTransitionTime)
+	assert.Equal(t, metav1.NewTime(t0.Add(time.Hour)), testenv.Condition(third.Conditions, operatorsv1.ConditionDegraded).LastTransitionTime)
 }
 
 // TestComputeStatusUnchangedRefresh: a pass that learns nothing new (a 304, the same
@@ -219,7 +219,7 @@ func TestComputeStatusUnchangedRefresh(t *testing.T) {
 	// validators, a restarted manager).
 	again := mustTable(t, "ecb", "2026-05-15", map[string]string{"USD": "1.1625", "GBP": "0.86485"})
 	usd := &Quote{Base: "EUR", Currency: "USD", Rate: "1.1625", Date: "2026-05-15", Source: "ecb"}
-	outage := &FetchError{Reason: ReasonUpstreamServerError, Err: errors.New("https://ecb answered 503 Service Unavailable")}
+	outage := &FetchError{Reason: operatorsv1.ReasonUpstreamServerError, Err: errors.New("https://ecb answered 503 Service Unavailable")}
 	first := outcome{Now: t0, Generation: 1, Sources: ecbOnly(Snapshot{Table: tab, CheckedAt: t0, FetchedAt: t0}), Quote: usd,
 		ConfigMapName: "usd", StaleAfterDays: 5}
 	// at is first, later: now and the cache's answer at that time.
@@ -293,35 +293,35 @@ func TestComputeStatusChangesWithState(t *testing.T) {
 				assert.Equal(t, "1.1702", st.Rate)
 				assert.Equal(t, "2026-05-18", st.PublicationDate)
 				assert.Equal(t, monday, st.LastSuccessfulFetch.Time, "the time of the fetch that brought the rate")
-				assert.Equal(t, metav1.NewTime(t0), testenv.Condition(st.Conditions, ConditionReady).LastTransitionTime, "still Ready")
+				assert.Equal(t, metav1.NewTime(t0), testenv.Condition(st.Conditions, operatorsv1.ConditionReady).LastTransitionTime, "still Ready")
 			},
-			changed: []string{ConditionReady, ConditionStale}, // messages name the new rate and date
+			changed: []string{operatorsv1.ConditionReady, operatorsv1.ConditionStale}, // messages name the new rate and date
 		},
 		{
 			name: "the limit passes: Stale turns True, nothing else moves",
 			o: outcome{Now: t0.AddDate(0, 0, 6), Generation: 1, Sources: ecbOnly(Snapshot{Table: tab, CheckedAt: t0.AddDate(0, 0, 6), FetchedAt: t0}),
 				Quote: usd, ConfigMapName: "usd", StaleAfterDays: 5},
 			check: func(t *testing.T, st operatorsv1.ExchangeRateStatus) {
-				stale := testenv.Condition(st.Conditions, ConditionStale)
+				stale := testenv.Condition(st.Conditions, operatorsv1.ConditionStale)
 				assert.Equal(t, metav1.ConditionTrue, stale.Status)
 				assert.Equal(t, metav1.NewTime(t0.AddDate(0, 0, 6)), stale.LastTransitionTime)
 				assert.Equal(t, prev.LastSuccessfulFetch, st.LastSuccessfulFetch)
 			},
-			changed: []string{ConditionStale},
+			changed: []string{operatorsv1.ConditionStale},
 		},
 		{
 			name: "an outage begins: Degraded turns True, the rate and its fetch time stay",
 			o: outcome{Now: t0.Add(time.Hour), Generation: 1, Sources: ecbOnly(Snapshot{Table: tab, CheckedAt: t0, FetchedAt: t0,
-				Err: &FetchError{Reason: ReasonUpstreamTimeout, Err: errors.New("slow")}, RetryAt: t0.Add(time.Hour + time.Minute)}),
+				Err: &FetchError{Reason: operatorsv1.ReasonUpstreamTimeout, Err: errors.New("slow")}, RetryAt: t0.Add(time.Hour + time.Minute)}),
 				Quote: usd, ConfigMapName: "usd", StaleAfterDays: 5},
 			check: func(t *testing.T, st operatorsv1.ExchangeRateStatus) {
-				degraded := testenv.Condition(st.Conditions, ConditionDegraded)
+				degraded := testenv.Condition(st.Conditions, operatorsv1.ConditionDegraded)
 				assert.Equal(t, metav1.ConditionTrue, degraded.Status)
 				assert.Equal(t, "slow; keeping rate 1.1625 published 2026-05-15; retrying with backoff", degraded.Message)
 				assert.Equal(t, prev.LastSuccessfulFetch, st.LastSuccessfulFetch)
 				assert.Equal(t, "1.1625", st.Rate)
 			},
-			changed: []string{ConditionDegraded},
+			changed: []string{operatorsv1.ConditionDegraded},
 		},
 	}
 	for _, tt := range tests {
@@ -391,7 +391,7 @@ func TestComputeStatusOfSeveralSources(t *testing.T) {
 	ecbTab := mustTable(t, "ecb", "2026-05-15", map[string]string{"USD": "1.1625", "GBP": "0.86485"})
 	v2Tab := mustTable(t, "frankfurter-v2", "2026-05-15", map[string]string{"USD": "1.163", "GBP": "0.8651"})
 	offTab := mustTable(t, "frankfurter-v2", "2026-05-15", map[string]string{"USD": "1.25", "GBP": "0.8651"})
-	outage := &FetchError{Reason: ReasonUpstreamServerError, Err: errors.New("https://ecb answered 503 Service Unavailable")}
+	outage := &FetchError{Reason: operatorsv1.ReasonUpstreamServerError, Err: errors.New("https://ecb answered 503 Service Unavailable")}
 	ecbAt, v2At := t0.Add(-time.Hour), t0.Add(-30*time.Minute)
 	ecbOK := sourceAnswer{Name: "ecb", Snapshot: Snapshot{Table: ecbTab, CheckedAt: now, FetchedAt: ecbAt}}
 	ecbDown := sourceAnswer{Name: "ecb", Snapshot: Snapshot{Table: ecbTab, CheckedAt: ecbAt, FetchedAt: ecbAt, Err: outage, RetryAt: now.Add(time.Minute)}}
@@ -424,24 +424,24 @@ func TestComputeStatusOfSeveralSources(t *testing.T) {
 			name: "both answer and agree",
 			o:    pass(usd, ecbOK, v2(v2Tab)),
 			wantConds: map[string]cond{
-				ConditionReady: {metav1.ConditionTrue, ReasonRateWritten}, ConditionDegraded: {metav1.ConditionFalse, ReasonFetchSucceeded},
-				ConditionStale: {metav1.ConditionFalse, ReasonPublicationCurrent}, ConditionDivergent: {metav1.ConditionFalse, ReasonSourcesAgree},
+				operatorsv1.ConditionReady: {metav1.ConditionTrue, operatorsv1.ReasonRateWritten}, operatorsv1.ConditionDegraded: {metav1.ConditionFalse, operatorsv1.ReasonFetchSucceeded},
+				operatorsv1.ConditionStale: {metav1.ConditionFalse, operatorsv1.ReasonPublicationCurrent}, operatorsv1.ConditionDivergent: {metav1.ConditionFalse, operatorsv1.ReasonSourcesAgree},
 			},
-			wantMsg: map[string]string{ConditionDegraded: "the last fetches from ecb and frankfurter-v2 succeeded",
-				ConditionDivergent: "frankfurter-v2 agrees with ecb within 1%"},
+			wantMsg: map[string]string{operatorsv1.ConditionDegraded: "the last fetches from ecb and frankfurter-v2 succeeded",
+				operatorsv1.ConditionDivergent: "frankfurter-v2 agrees with ecb within 1%"},
 			wantSource: "ecb", wantFetched: ecbAt,
 		},
 		{
 			name: "failover: the ECB fails, the rate is Frankfurter's, Degraded says both",
 			o:    pass(usd, ecbDown, v2(v2Tab)),
 			wantConds: map[string]cond{
-				ConditionReady: {metav1.ConditionTrue, ReasonRateWritten}, ConditionDegraded: {metav1.ConditionTrue, ReasonUpstreamServerError},
-				ConditionStale: {metav1.ConditionFalse, ReasonPublicationCurrent}, ConditionDivergent: {metav1.ConditionUnknown, ReasonNotCompared},
+				operatorsv1.ConditionReady: {metav1.ConditionTrue, operatorsv1.ReasonRateWritten}, operatorsv1.ConditionDegraded: {metav1.ConditionTrue, operatorsv1.ReasonUpstreamServerError},
+				operatorsv1.ConditionStale: {metav1.ConditionFalse, operatorsv1.ReasonPublicationCurrent}, operatorsv1.ConditionDivergent: {metav1.ConditionUnknown, operatorsv1.ReasonNotCompared},
 			},
 			wantMsg: map[string]string{
-				ConditionReady:     "ConfigMap usd holds 1.163 USD per EUR, published 2026-05-15 by frankfurter-v2",
-				ConditionDegraded:  "ecb: https://ecb answered 503 Service Unavailable; the rate is frankfurter-v2's; retrying with backoff",
-				ConditionDivergent: "ecb gave no fresh rate to compare with frankfurter-v2's",
+				operatorsv1.ConditionReady:     "ConfigMap usd holds 1.163 USD per EUR, published 2026-05-15 by frankfurter-v2",
+				operatorsv1.ConditionDegraded:  "ecb: https://ecb answered 503 Service Unavailable; the rate is frankfurter-v2's; retrying with backoff",
+				operatorsv1.ConditionDivergent: "ecb gave no fresh rate to compare with frankfurter-v2's",
 			},
 			wantSource: "frankfurter-v2", wantFetched: v2At,
 		},
@@ -449,21 +449,21 @@ func TestComputeStatusOfSeveralSources(t *testing.T) {
 			name: "the sources disagree",
 			o:    pass(usd, ecbOK, v2(offTab)),
 			wantConds: map[string]cond{
-				ConditionReady: {metav1.ConditionTrue, ReasonRateWritten}, ConditionDegraded: {metav1.ConditionFalse, ReasonFetchSucceeded},
-				ConditionStale: {metav1.ConditionFalse, ReasonPublicationCurrent}, ConditionDivergent: {metav1.ConditionTrue, ReasonSourcesDisagree},
+				operatorsv1.ConditionReady: {metav1.ConditionTrue, operatorsv1.ReasonRateWritten}, operatorsv1.ConditionDegraded: {metav1.ConditionFalse, operatorsv1.ReasonFetchSucceeded},
+				operatorsv1.ConditionStale: {metav1.ConditionFalse, operatorsv1.ReasonPublicationCurrent}, operatorsv1.ConditionDivergent: {metav1.ConditionTrue, operatorsv1.ReasonSourcesDisagree},
 			},
-			wantMsg:    map[string]string{ConditionDivergent: "frankfurter-v2 says USD 1.25 (published 2026-05-15), 7.53% from ecb's 1.1625"},
+			wantMsg:    map[string]string{operatorsv1.ConditionDivergent: "frankfurter-v2 says USD 1.25 (published 2026-05-15), 7.53% from ecb's 1.1625"},
 			wantSource: "ecb", wantFetched: ecbAt,
 		},
 		{
 			name: "several currencies",
 			o:    pass(operatorsv1.ExchangeRateSpec{Currencies: []string{"USD", "GBP"}, DivergenceTolerance: "0.5%"}, ecbOK, v2(v2Tab)),
 			wantConds: map[string]cond{
-				ConditionReady: {metav1.ConditionTrue, ReasonRateWritten}, ConditionDegraded: {metav1.ConditionFalse, ReasonFetchSucceeded},
-				ConditionStale: {metav1.ConditionFalse, ReasonPublicationCurrent}, ConditionDivergent: {metav1.ConditionFalse, ReasonSourcesAgree},
+				operatorsv1.ConditionReady: {metav1.ConditionTrue, operatorsv1.ReasonRateWritten}, operatorsv1.ConditionDegraded: {metav1.ConditionFalse, operatorsv1.ReasonFetchSucceeded},
+				operatorsv1.ConditionStale: {metav1.ConditionFalse, operatorsv1.ReasonPublicationCurrent}, operatorsv1.ConditionDivergent: {metav1.ConditionFalse, operatorsv1.ReasonSourcesAgree},
 			},
-			wantMsg: map[string]string{ConditionReady: "ConfigMap usd holds 2 rates per EUR (USD 1.1625, GBP 0.86485), published 2026-05-15 by ecb",
-				ConditionDivergent: "within 0.5%"},
+			wantMsg: map[string]string{operatorsv1.ConditionReady: "ConfigMap usd holds 2 rates per EUR (USD 1.1625, GBP 0.86485), published 2026-05-15 by ecb",
+				operatorsv1.ConditionDivergent: "within 0.5%"},
 			wantSource: "ecb", wantFetched: ecbAt,
 			check: func(t *testing.T, st operatorsv1.ExchangeRateStatus) {
 				assert.Empty(t, st.Rate)
@@ -474,10 +474,10 @@ func TestComputeStatusOfSeveralSources(t *testing.T) {
 			name: "no source publishes the currency",
 			o:    pass(operatorsv1.ExchangeRateSpec{Currency: "XBT"}, ecbOK, v2(v2Tab)),
 			wantConds: map[string]cond{
-				ConditionReady: {metav1.ConditionFalse, ReasonUnknownCurrency}, ConditionDegraded: {metav1.ConditionFalse, ReasonFetchSucceeded},
-				ConditionStale: {metav1.ConditionUnknown, ReasonNoPublication}, ConditionDivergent: {metav1.ConditionUnknown, ReasonNotCompared},
+				operatorsv1.ConditionReady: {metav1.ConditionFalse, operatorsv1.ReasonUnknownCurrency}, operatorsv1.ConditionDegraded: {metav1.ConditionFalse, operatorsv1.ReasonFetchSucceeded},
+				operatorsv1.ConditionStale: {metav1.ConditionUnknown, operatorsv1.ReasonNoPublication}, operatorsv1.ConditionDivergent: {metav1.ConditionUnknown, operatorsv1.ReasonNotCompared},
 			},
-			wantMsg: map[string]string{ConditionReady: "no source publishes a rate for XBT: ecb does not publish a rate for XBT (it publishes EUR, GBP, USD); " +
+			wantMsg: map[string]string{operatorsv1.ConditionReady: "no source publishes a rate for XBT: ecb does not publish a rate for XBT (it publishes EUR, GBP, USD); " +
 				"frankfurter-v2 does not publish a rate for XBT (it publishes EUR, GBP, USD); waiting for the spec to change"},
 		},
 		{
@@ -485,10 +485,10 @@ func TestComputeStatusOfSeveralSources(t *testing.T) {
 			o: outcome{Now: now, Generation: 2, SourcesErr: &SourceLimitError{Source: "frankfurter-v2:XYZ", Max: 16},
 				ConfigMapName: "usd", StaleAfterDays: 5},
 			wantConds: map[string]cond{
-				ConditionReady: {metav1.ConditionFalse, ReasonTooManySources}, ConditionDegraded: {metav1.ConditionUnknown, ReasonTooManySources},
-				ConditionStale: {metav1.ConditionUnknown, ReasonNoPublication}, ConditionDivergent: {metav1.ConditionUnknown, ReasonNotCompared},
+				operatorsv1.ConditionReady: {metav1.ConditionFalse, operatorsv1.ReasonTooManySources}, operatorsv1.ConditionDegraded: {metav1.ConditionUnknown, operatorsv1.ReasonTooManySources},
+				operatorsv1.ConditionStale: {metav1.ConditionUnknown, operatorsv1.ReasonNoPublication}, operatorsv1.ConditionDivergent: {metav1.ConditionUnknown, operatorsv1.ReasonNotCompared},
 			},
-			wantMsg: map[string]string{ConditionReady: "the manager already fetches from 16 sources (--exchangerate-max-sources) and frankfurter-v2:XYZ " +
+			wantMsg: map[string]string{operatorsv1.ConditionReady: "the manager already fetches from 16 sources (--exchangerate-max-sources) and frankfurter-v2:XYZ " +
 				"would be one more; name sources other ExchangeRates use, or ask the admin to raise the limit; waiting for the spec to change"},
 		},
 	}

@@ -21,7 +21,7 @@ func TestStatusBookStored(t *testing.T) {
 	old.Status = mirrorsv1alpha1.RegistryMirrorStatus{Endpoint: "old"}
 	written := old.DeepCopy()
 	written.ResourceVersion = "11"
-	written.Status = mirrorsv1alpha1.RegistryMirrorStatus{Endpoint: "new", Conditions: []metav1.Condition{{Type: ConditionReady}}}
+	written.Status = mirrorsv1alpha1.RegistryMirrorStatus{Endpoint: "new", Conditions: []metav1.Condition{{Type: mirrorsv1alpha1.ConditionReady}}}
 
 	var b statusBook
 	assert.Equal(t, old.Status, b.stored(key, old, t0), "nothing written yet")

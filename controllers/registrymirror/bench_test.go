@@ -190,7 +190,7 @@ func BenchmarkMirrorsToReady(b *testing.B) {
 		require.NoError(b, c.List(ctx, &list, client.InNamespace(ctrlNS)))
 		ready, visited := 0, 0
 		for i := range list.Items {
-			if meta.IsStatusConditionTrue(list.Items[i].Status.Conditions, ConditionReady) {
+			if meta.IsStatusConditionTrue(list.Items[i].Status.Conditions, mirrorsv1alpha1.ConditionReady) {
 				ready++
 			}
 			if len(list.Items[i].Status.Conditions) > 0 {
@@ -209,7 +209,7 @@ func BenchmarkMirrorsToReady(b *testing.B) {
 			lastLog = time.Now()
 			reasons := map[string]int{}
 			for i := range list.Items {
-				if c := meta.FindStatusCondition(list.Items[i].Status.Conditions, ConditionReady); c != nil {
+				if c := meta.FindStatusCondition(list.Items[i].Status.Conditions, mirrorsv1alpha1.ConditionReady); c != nil {
 					reasons[c.Reason]++
 				} else {
 					reasons["none"]++

@@ -106,7 +106,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	hostsDir, err := HostsDir(m.Spec.Upstream)
 	if err != nil {
 		// A spec mistake: say so and wait for the next edit.
-		out.problems = []problem{{ReasonInvalidUpstream, err.Error()}}
+		out.problems = []problem{{mirrorsv1alpha1.ReasonInvalidUpstream, err.Error()}}
 		return ctrl.Result{}, nil
 	}
 	out.wantsNodes = m.Spec.ConfigureNodes
@@ -214,9 +214,9 @@ func (r *Reconciler) reconcileHostPort(ctx context.Context, m *mirrorsv1alpha1.R
 	port, conflict, err := r.ports.assign(client.ObjectKeyFromObject(m), m.Spec.HostPort, current, held, requested)
 	switch {
 	case err != nil:
-		return 0, []problem{{ReasonHostPortsFull, err.Error()}}, nil
+		return 0, []problem{{mirrorsv1alpha1.ReasonHostPortsExhausted, err.Error()}}, nil
 	case conflict != "":
-		return 0, []problem{{ReasonHostPortConflict,
+		return 0, []problem{{mirrorsv1alpha1.ReasonHostPortConflict,
 			fmt.Sprintf("host port %d is used by the node agents of RegistryMirror %s; choose another spec.hostPort", port, conflict)}}, nil
 	}
 	return port, nil, nil
@@ -338,7 +338,7 @@ func (r *Reconciler) reconcileChild(ctx context.Context, m *mirrorsv1alpha1.Regi
 	switch action {
 	case childForeign:
 		objectWrites.WithLabelValues(c.kind, "conflict").Inc()
-		return childResult{problem: &problem{ReasonConflict,
+		return childResult{problem: &problem{mirrorsv1alpha1.ReasonObjectConflict,
 			fmt.Sprintf("%s %s exists and is not controlled by this RegistryMirror; it is left alone (delete or rename it)", c.kind, key)}}, nil
 	case childUpToDate:
 		return childResult{live: c.live}, nil
@@ -346,7 +346,7 @@ func (r *Reconciler) reconcileChild(ctx context.Context, m *mirrorsv1alpha1.Regi
 		fields := drift(c)
 		if err := r.revertChild(ctx, c); err != nil {
 			objectWrites.WithLabelValues(c.kind, "failed").Inc()
-			return childResult{problem: &problem{ReasonApplyFailed, fmt.Sprintf("reverting %s of %s %s failed: %v", strings.Join(fields, ", "), c.kind, key, err)}},
+			return childResult{problem: &problem{mirrorsv1alpha1.ReasonApplyFailed, fmt.Sprintf("reverting %s of %s %s failed: %v", strings.Join(fields, ", "), c.kind, key, err)}},
 				fmt.Errorf("reverting %s %s: %w", c.kind, key, err)
 		}
 		objectWrites.WithLabelValues(c.kind, "reverted").Inc()
@@ -360,14 +360,14 @@ func (r *Reconciler) reconcileChild(ctx context.Context, m *mirrorsv1alpha1.Regi
 			return childResult{terminating: true}, nil
 		case applyRefused:
 			objectWrites.WithLabelValues(c.kind, "refused").Inc()
-			res := childResult{problem: &problem{ReasonApplyFailed, fmt.Sprintf("applying %s %s was refused: %v", c.kind, key, err)}}
+			res := childResult{problem: &problem{mirrorsv1alpha1.ReasonApplyFailed, fmt.Sprintf("applying %s %s was refused: %v", c.kind, key, err)}}
 			if exists {
 				res.live = c.live
 			}
 			return res, nil
 		default:
 			objectWrites.WithLabelValues(c.kind, "failed").Inc()
-			return childResult{problem: &problem{ReasonApplyFailed, fmt.Sprintf("applying %s %s failed: %v", c.kind, key, err)}},
+			return childResult{problem: &problem{mirrorsv1alpha1.ReasonApplyFailed, fmt.Sprintf("applying %s %s failed: %v", c.kind, key, err)}},
 				fmt.Errorf("applying %s %s: %w", c.kind, key, err)
 		}
 	}
@@ -415,7 +415,7 @@ func (r *Reconciler) report(ctx context.Context, m *mirrorsv1alpha1.RegistryMirr
 	key := client.ObjectKeyFromObject(m)
 	m.Status = r.statuses.stored(key, m, now)
 	status := computeStatus(m, out, metav1.NewTime(now.Truncate(time.Second)))
-	recordReady(key, meta.IsStatusConditionTrue(status.Conditions, ConditionReady))
+	recordReady(key, meta.IsStatusConditionTrue(status.Conditions, mirrorsv1alpha1.ConditionReady))
 	write, after := decideStatusWrite(m.Status, status, r.statuses.heldFor(key, now))
 	switch {
 	case after > 0:

@@ -109,7 +109,7 @@ func waitReady(t *testing.T, key types.NamespacedName, generation int64) *mirror
 	var m *mirrorsv1alpha1.RegistryMirror
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		m = getMirror(c, key)
-		ready := condition(m, ConditionReady)
+		ready := condition(m, mirrorsv1alpha1.ConditionReady)
 		assert.Equal(c, metav1.ConditionTrue, ready.Status, "Ready: %s", ready.Message)
 		assert.Equal(c, generation, m.Status.ObservedGeneration)
 		assert.Equal(c, generation, ready.ObservedGeneration)
@@ -194,7 +194,7 @@ func TestMirrorLifecycle(t *testing.T) {
 	assert.Equal(t, int32(1), m.Status.NodesReady, "one kwok node")
 	assert.Equal(t, int32(1), m.Status.NodesDesired)
 	assert.Regexp(t, `^http://127\.0\.0\.1:3[0-9]{4}$`, m.Status.NodeEndpoint)
-	assert.Equal(t, metav1.ConditionFalse, condition(m, ConditionDegraded).Status)
+	assert.Equal(t, metav1.ConditionFalse, condition(m, mirrorsv1alpha1.ConditionDegraded).Status)
 	kids := children(t, m)
 	require.Len(t, kids, 6)
 	for name, obj := range kids {
@@ -303,7 +303,7 @@ func TestMirrorLifecycle(t *testing.T) {
 		assert.Equal(c, "20Gi", ptr.To(got.Spec.Resources.Requests[corev1.ResourceStorage]).String())
 		mm := getMirror(c, key)
 		assert.Equal(c, int64(3), mm.Status.ObservedGeneration)
-		assert.Equal(c, metav1.ConditionFalse, condition(mm, ConditionDegraded).Status, condition(mm, ConditionDegraded).Message)
+		assert.Equal(c, metav1.ConditionFalse, condition(mm, mirrorsv1alpha1.ConditionDegraded).Status, condition(mm, mirrorsv1alpha1.ConditionDegraded).Message)
 	}, wait, tick)
 
 	phase("storage grown")
@@ -340,15 +340,15 @@ func TestForeignObjectIsAConflict(t *testing.T) {
 
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		m = getMirror(c, key)
-		d := condition(m, ConditionDegraded)
+		d := condition(m, mirrorsv1alpha1.ConditionDegraded)
 		assert.Equal(c, metav1.ConditionTrue, d.Status)
-		assert.Equal(c, ReasonConflict, d.Reason)
+		assert.Equal(c, mirrorsv1alpha1.ReasonObjectConflict, d.Reason)
 		assert.Contains(c, d.Message, "Service "+ns+"/quay-registry exists and is not controlled by this RegistryMirror")
-		assert.Equal(c, 1, eventCounts(c, m)["Warning/"+ReasonConflict])
+		assert.Equal(c, 1, eventCounts(c, m)["Warning/"+mirrorsv1alpha1.ReasonObjectConflict])
 		// The other children are still made.
 		assert.NotNil(c, children(c, m)["StatefulSet/quay-registry"])
 	}, wait, tick)
-	assert.NotEqual(t, metav1.ConditionTrue, condition(m, ConditionReady).Status, "no PersistentVolume, so not ready")
+	assert.NotEqual(t, metav1.ConditionTrue, condition(m, mirrorsv1alpha1.ConditionReady).Status, "no PersistentVolume, so not ready")
 	got := &corev1.Service{}
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(foreign), got))
 	assert.Empty(t, got.OwnerReferences, "never taken over")
@@ -362,7 +362,7 @@ func TestForeignObjectIsAConflict(t *testing.T) {
 		assert.NoError(c, env.Client.Get(ctx, client.ObjectKeyFromObject(foreign), svc))
 		assert.True(c, metav1.IsControlledBy(svc, m))
 		mm := getMirror(c, key)
-		assert.Equal(c, metav1.ConditionFalse, condition(mm, ConditionDegraded).Status)
+		assert.Equal(c, metav1.ConditionFalse, condition(mm, mirrorsv1alpha1.ConditionDegraded).Status)
 	}, wait, tick)
 }
 
@@ -383,13 +383,13 @@ func TestStorageResizeRefused(t *testing.T) {
 	editSpec(t, key, func(m *mirrorsv1alpha1.RegistryMirror) { m.Spec.Storage = resource.MustParse("30Gi") })
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		mm := getMirror(c, key)
-		d := condition(mm, ConditionDegraded)
+		d := condition(mm, mirrorsv1alpha1.ConditionDegraded)
 		assert.Equal(c, metav1.ConditionTrue, d.Status)
-		assert.Equal(c, ReasonApplyFailed, d.Reason)
+		assert.Equal(c, mirrorsv1alpha1.ReasonApplyFailed, d.Reason)
 		assert.Contains(c, d.Message, "applying PersistentVolumeClaim "+ns+"/ghcr-registry-cache was refused")
-		assert.Equal(c, metav1.ConditionTrue, condition(mm, ConditionReady).Status, "the registry still serves")
+		assert.Equal(c, metav1.ConditionTrue, condition(mm, mirrorsv1alpha1.ConditionReady).Status, "the registry still serves")
 		assert.Equal(c, int64(1), mm.Status.ObservedGeneration, "generation 2 is not done")
-		assert.Equal(c, 1, eventCounts(c, mm)["Warning/"+ReasonApplyFailed])
+		assert.Equal(c, 1, eventCounts(c, mm)["Warning/"+mirrorsv1alpha1.ReasonApplyFailed])
 	}, wait, tick)
 }
 
@@ -432,10 +432,10 @@ func TestHostPorts(t *testing.T) {
 	require.NoError(t, env.Client.Create(ctx, e))
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		m := getMirror(c, client.ObjectKeyFromObject(e))
-		d := condition(m, ConditionDegraded)
-		assert.Equal(c, ReasonHostPortConflict, d.Reason)
+		d := condition(m, mirrorsv1alpha1.ConditionDegraded)
+		assert.Equal(c, mirrorsv1alpha1.ReasonHostPortConflict, d.Reason)
 		assert.Contains(c, d.Message, fmt.Sprintf("host port %d is used by the node agents of RegistryMirror %s/a", taken, ns))
-		assert.Contains(c, condition(m, ConditionReady).Message, "the node agent DaemonSet does not exist")
+		assert.Contains(c, condition(m, mirrorsv1alpha1.ConditionReady).Message, "the node agent DaemonSet does not exist")
 		assert.Nil(c, children(c, m)["DaemonSet/e-node"])
 		assert.NotNil(c, children(c, m)["StatefulSet/e-registry"], "the rest is applied")
 	}, wait, tick)
@@ -523,28 +523,28 @@ func TestNodeAccessNeedsAGrant(t *testing.T) {
 	}
 	access := func(c *assert.CollectT, m *mirrorsv1alpha1.RegistryMirror, status metav1.ConditionStatus, reason string) *mirrorsv1alpha1.RegistryMirror {
 		got := getMirror(c, client.ObjectKeyFromObject(m))
-		cond := condition(got, ConditionNodeAccess)
+		cond := condition(got, mirrorsv1alpha1.ConditionNodeAccess)
 		assert.Equal(c, status, cond.Status, cond.Message)
 		assert.Equal(c, reason, cond.Reason)
 		return got
 	}
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		got := access(c, a, metav1.ConditionFalse, ReasonNoHostGrant)
-		assert.Equal(c, ReasonNodeAccessNotGranted, condition(got, ConditionReady).Reason, "configureNodes asks for what no grant allows")
+		got := access(c, a, metav1.ConditionFalse, mirrorsv1alpha1.ReasonNoHostGrant)
+		assert.Equal(c, mirrorsv1alpha1.ReasonNodeAccessNotGranted, condition(got, mirrorsv1alpha1.ConditionReady).Reason, "configureNodes asks for what no grant allows")
 		assert.Empty(c, got.Status.NodeEndpoint)
 		kids := children(c, got)
 		assert.Nil(c, kids["DaemonSet/a-node"], "no node agents without a grant")
 		assert.NotNil(c, kids["StatefulSet/a-registry"], "the in-cluster cache is there")
-		got = access(c, b, metav1.ConditionFalse, ReasonNoHostGrant)
-		assert.Equal(c, metav1.ConditionTrue, condition(got, ConditionReady).Status, "an in-cluster cache is ready: %s", condition(got, ConditionReady).Message)
+		got = access(c, b, metav1.ConditionFalse, mirrorsv1alpha1.ReasonNoHostGrant)
+		assert.Equal(c, metav1.ConditionTrue, condition(got, mirrorsv1alpha1.ConditionReady).Status, "an in-cluster cache is ready: %s", condition(got, mirrorsv1alpha1.ConditionReady).Message)
 	}, wait, tick)
 
 	revokeA := testenv.GrantNodes(t, env.Client, host, ns, "a")
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		got := access(c, a, metav1.ConditionTrue, ReasonNodeAccessGranted)
+		got := access(c, a, metav1.ConditionTrue, mirrorsv1alpha1.ReasonGranted)
 		assert.NotNil(c, children(c, got)["DaemonSet/a-node"])
-		assert.Equal(c, metav1.ConditionTrue, condition(got, ConditionReady).Status, condition(got, ConditionReady).Message)
-		got = access(c, b, metav1.ConditionFalse, ReasonHostGrantedElsewhere)
+		assert.Equal(c, metav1.ConditionTrue, condition(got, mirrorsv1alpha1.ConditionReady).Status, condition(got, mirrorsv1alpha1.ConditionReady).Message)
+		got = access(c, b, metav1.ConditionFalse, mirrorsv1alpha1.ReasonHostGrantedToAnotherMirror)
 		assert.Nil(c, children(c, got)["DaemonSet/b-node"])
 	}, wait, tick)
 
@@ -553,17 +553,17 @@ func TestNodeAccessNeedsAGrant(t *testing.T) {
 	testenv.GrantNodes(t, env.Client, host, ns, "b")
 	require.Never(t, func() bool {
 		got := getMirror(t, client.ObjectKeyFromObject(b))
-		return condition(got, ConditionNodeAccess).Status == metav1.ConditionTrue
+		return condition(got, mirrorsv1alpha1.ConditionNodeAccess).Status == metav1.ConditionTrue
 	}, 3*time.Second, tick, "a newer grant of a granted host does not take it over")
 
 	// The older grant goes: a loses its node agents, b gets the host.
 	revokeA()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		got := access(c, a, metav1.ConditionFalse, ReasonHostGrantedElsewhere)
+		got := access(c, a, metav1.ConditionFalse, mirrorsv1alpha1.ReasonHostGrantedToAnotherMirror)
 		assert.Nil(c, children(c, got)["DaemonSet/a-node"], "node agents removed")
-		assert.Positive(c, eventCounts(c, got)["Warning/NodeAccess"+ReasonHostGrantedElsewhere])
+		assert.Positive(c, eventCounts(c, got)["Warning/NodeAccess"+mirrorsv1alpha1.ReasonHostGrantedToAnotherMirror])
 		assert.Positive(c, eventCounts(c, got)["Normal/"+EventDeleted])
-		got = access(c, b, metav1.ConditionTrue, ReasonNodeAccessGranted)
+		got = access(c, b, metav1.ConditionTrue, mirrorsv1alpha1.ReasonGranted)
 		assert.NotNil(c, children(c, got)["DaemonSet/b-node"])
 	}, wait, tick)
 }
@@ -680,7 +680,7 @@ func TestGrantedMirrorPinsThePodsImages(t *testing.T) {
 		assert.Contains(c, file, "no node access")
 		assert.NotContains(c, file, "@sha256:")
 		assert.Nil(c, got.Status.ImagesInUse)
-		assert.Equal(c, metav1.ConditionFalse, condition(got, ConditionNodeAccess).Status)
+		assert.Equal(c, metav1.ConditionFalse, condition(got, mirrorsv1alpha1.ConditionNodeAccess).Status)
 	}, wait, tick)
 
 	revoke := testenv.GrantNodes(t, env.Client, host, ns, "pins")

@@ -178,7 +178,7 @@ func nextPass(probeAfter time.Duration, problems []problem, granted bool) time.D
 		}
 	}
 	for _, p := range problems {
-		if p.Reason == ReasonConflict {
+		if p.Reason == mirrorsv1alpha1.ReasonObjectConflict {
 			sooner(conflictRecheck)
 		}
 	}
@@ -220,7 +220,7 @@ func progressOnly(stored, next mirrorsv1alpha1.RegistryMirrorStatus) bool {
 		st = *st.DeepCopy()
 		st.ReadyReplicas, st.NodesReady, st.NodesDesired = 0, 0, 0
 		st.ImagesInUse, st.ImagesCached = nil, nil
-		if c := meta.FindStatusCondition(st.Conditions, ConditionReady); c != nil {
+		if c := meta.FindStatusCondition(st.Conditions, mirrorsv1alpha1.ConditionReady); c != nil {
 			c.Reason, c.Message = "", ""
 		}
 		return st

@@ -195,7 +195,7 @@ func TestDecideStatusWrite(t *testing.T) {
 	}()
 	degraded := statusOf(with(func(o *outcome) {
 		o.workloads.statefulSet = rolling
-		o.problems = []problem{{ReasonConflict, "Service mirrors/x is not controlled by this RegistryMirror"}}
+		o.problems = []problem{{mirrorsv1alpha1.ReasonObjectConflict, "Service mirrors/x is not controlled by this RegistryMirror"}}
 	}), notReady)
 	nextGen := func() mirrorsv1alpha1.RegistryMirrorStatus {
 		mm := m.DeepCopy()
@@ -236,8 +236,8 @@ func TestDecideStatusWrite(t *testing.T) {
 }
 
 func TestNextPass(t *testing.T) {
-	conflict := []problem{{ReasonConflict, "Service x exists"}}
-	other := []problem{{ReasonApplyFailed, "refused"}}
+	conflict := []problem{{mirrorsv1alpha1.ReasonObjectConflict, "Service x exists"}}
+	other := []problem{{mirrorsv1alpha1.ReasonApplyFailed, "refused"}}
 	assert.Equal(t, probeSteady, nextPass(probeSteady, nil, false))
 	assert.Equal(t, time.Duration(0), nextPass(0, other, false), "probes off and nothing to look at again")
 	assert.Equal(t, conflictRecheck, nextPass(0, conflict, false), "a foreign object is looked at again although nothing watches it")

@@ -57,14 +57,14 @@ type event struct {
 // the mirror).
 func statusEvents(prev, next []metav1.Condition) []event {
 	var out []event
-	before := meta.FindStatusCondition(prev, ConditionDegraded)
-	after := meta.FindStatusCondition(next, ConditionDegraded)
+	before := meta.FindStatusCondition(prev, mirrorsv1alpha1.ConditionDegraded)
+	after := meta.FindStatusCondition(next, mirrorsv1alpha1.ConditionDegraded)
 	if after != nil && after.Status == metav1.ConditionTrue &&
 		(before == nil || before.Status != metav1.ConditionTrue || before.Message != after.Message) {
 		out = append(out, event{corev1.EventTypeWarning, after.Reason, "Reconcile", after.Message})
 	}
-	upBefore := meta.FindStatusCondition(prev, ConditionUpstreamReachable)
-	upAfter := meta.FindStatusCondition(next, ConditionUpstreamReachable)
+	upBefore := meta.FindStatusCondition(prev, mirrorsv1alpha1.ConditionUpstreamReachable)
+	upAfter := meta.FindStatusCondition(next, mirrorsv1alpha1.ConditionUpstreamReachable)
 	if upAfter != nil && upAfter.Status != metav1.ConditionUnknown && (upBefore == nil || upBefore.Status != upAfter.Status) {
 		eventType := corev1.EventTypeNormal
 		if upAfter.Status == metav1.ConditionFalse {
@@ -72,8 +72,8 @@ func statusEvents(prev, next []metav1.Condition) []event {
 		}
 		out = append(out, event{eventType, eventUpstreamPrefix + upAfter.Reason, "Probe", upAfter.Message})
 	}
-	accBefore := meta.FindStatusCondition(prev, ConditionNodeAccess)
-	accAfter := meta.FindStatusCondition(next, ConditionNodeAccess)
+	accBefore := meta.FindStatusCondition(prev, mirrorsv1alpha1.ConditionNodeAccess)
+	accAfter := meta.FindStatusCondition(next, mirrorsv1alpha1.ConditionNodeAccess)
 	if accAfter != nil && accAfter.Status != metav1.ConditionUnknown &&
 		(accBefore == nil || accBefore.Status != accAfter.Status || accBefore.Reason != accAfter.Reason) {
 		// Losing node access is a warning; not having it (an in-cluster cache) is not.

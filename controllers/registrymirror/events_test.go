@@ -17,47 +17,47 @@ import (
 
 func TestStatusEvents(t *testing.T) {
 	degraded := func(status metav1.ConditionStatus, reason, msg string) metav1.Condition {
-		return metav1.Condition{Type: ConditionDegraded, Status: status, Reason: reason, Message: msg}
+		return metav1.Condition{Type: mirrorsv1alpha1.ConditionDegraded, Status: status, Reason: reason, Message: msg}
 	}
 	upstream := func(status metav1.ConditionStatus, reason string) metav1.Condition {
-		return metav1.Condition{Type: ConditionUpstreamReachable, Status: status, Reason: reason, Message: "https://quay.io " + reason}
+		return metav1.Condition{Type: mirrorsv1alpha1.ConditionUpstreamReachable, Status: status, Reason: reason, Message: "https://quay.io " + reason}
 	}
 	access := func(status metav1.ConditionStatus, reason string) metav1.Condition {
-		return metav1.Condition{Type: ConditionNodeAccess, Status: status, Reason: reason, Message: "access " + reason}
+		return metav1.Condition{Type: mirrorsv1alpha1.ConditionNodeAccess, Status: status, Reason: reason, Message: "access " + reason}
 	}
-	fine := degraded(metav1.ConditionFalse, ReasonAsExpected, "All objects are applied and owned by this mirror")
-	conflict := degraded(metav1.ConditionTrue, ReasonConflict, "Service ns/a-registry exists")
+	fine := degraded(metav1.ConditionFalse, mirrorsv1alpha1.ReasonAsExpected, "All objects are applied and owned by this mirror")
+	conflict := degraded(metav1.ConditionTrue, mirrorsv1alpha1.ReasonObjectConflict, "Service ns/a-registry exists")
 	for _, tc := range []struct {
 		name       string
 		prev, next []metav1.Condition
 		want       []event
 	}{
-		{"first pass, all fine, not probed", nil, []metav1.Condition{fine, upstream(metav1.ConditionUnknown, ReasonNotProbed)}, nil},
+		{"first pass, all fine, not probed", nil, []metav1.Condition{fine, upstream(metav1.ConditionUnknown, mirrorsv1alpha1.ReasonNotProbed)}, nil},
 		{"a problem appears", []metav1.Condition{fine}, []metav1.Condition{conflict},
-			[]event{{corev1.EventTypeWarning, ReasonConflict, "Reconcile", "Service ns/a-registry exists"}}},
+			[]event{{corev1.EventTypeWarning, mirrorsv1alpha1.ReasonObjectConflict, "Reconcile", "Service ns/a-registry exists"}}},
 		{"the same problem again", []metav1.Condition{conflict}, []metav1.Condition{conflict}, nil},
-		{"another problem", []metav1.Condition{conflict}, []metav1.Condition{degraded(metav1.ConditionTrue, ReasonConflict, "Service ns/a-registry exists; applying X was refused")},
-			[]event{{corev1.EventTypeWarning, ReasonConflict, "Reconcile", "Service ns/a-registry exists; applying X was refused"}}},
+		{"another problem", []metav1.Condition{conflict}, []metav1.Condition{degraded(metav1.ConditionTrue, mirrorsv1alpha1.ReasonObjectConflict, "Service ns/a-registry exists; applying X was refused")},
+			[]event{{corev1.EventTypeWarning, mirrorsv1alpha1.ReasonObjectConflict, "Reconcile", "Service ns/a-registry exists; applying X was refused"}}},
 		{"the problem is gone", []metav1.Condition{conflict}, []metav1.Condition{fine}, nil},
-		{"upstream reached first", []metav1.Condition{upstream(metav1.ConditionUnknown, ReasonNotProbed)}, []metav1.Condition{upstream(metav1.ConditionTrue, ReasonReachable)},
+		{"upstream reached first", []metav1.Condition{upstream(metav1.ConditionUnknown, mirrorsv1alpha1.ReasonNotProbed)}, []metav1.Condition{upstream(metav1.ConditionTrue, mirrorsv1alpha1.ReasonReachable)},
 			[]event{{corev1.EventTypeNormal, "UpstreamReachable", "Probe", "https://quay.io Reachable"}}},
-		{"upstream gone", []metav1.Condition{upstream(metav1.ConditionTrue, ReasonReachable)}, []metav1.Condition{upstream(metav1.ConditionFalse, ReasonUnreachable)},
+		{"upstream gone", []metav1.Condition{upstream(metav1.ConditionTrue, mirrorsv1alpha1.ReasonReachable)}, []metav1.Condition{upstream(metav1.ConditionFalse, mirrorsv1alpha1.ReasonUnreachable)},
 			[]event{{corev1.EventTypeWarning, "UpstreamUnreachable", "Probe", "https://quay.io Unreachable"}}},
-		{"upstream never reached", nil, []metav1.Condition{upstream(metav1.ConditionFalse, ReasonNeverReached)},
+		{"upstream never reached", nil, []metav1.Condition{upstream(metav1.ConditionFalse, mirrorsv1alpha1.ReasonNeverReached)},
 			[]event{{corev1.EventTypeWarning, "UpstreamNeverReached", "Probe", "https://quay.io NeverReached"}}},
-		{"upstream still gone", []metav1.Condition{upstream(metav1.ConditionFalse, ReasonUnreachable)}, []metav1.Condition{upstream(metav1.ConditionFalse, ReasonUnreachable)}, nil},
-		{"probing turned off", []metav1.Condition{upstream(metav1.ConditionTrue, ReasonReachable)}, []metav1.Condition{upstream(metav1.ConditionUnknown, ReasonNotProbed)}, nil},
-		{"node access granted", []metav1.Condition{access(metav1.ConditionFalse, ReasonNoHostGrant)}, []metav1.Condition{access(metav1.ConditionTrue, ReasonNodeAccessGranted)},
-			[]event{{corev1.EventTypeNormal, "NodeAccessGranted", "Authorize", "access " + ReasonNodeAccessGranted}}},
-		{"first pass without node access: news, no warning", nil, []metav1.Condition{access(metav1.ConditionFalse, ReasonNoHostGrant)},
-			[]event{{corev1.EventTypeNormal, "NodeAccessNoHostGrant", "Authorize", "access " + ReasonNoHostGrant}}},
-		{"node access lost: a warning", []metav1.Condition{access(metav1.ConditionTrue, ReasonNodeAccessGranted)},
-			[]metav1.Condition{access(metav1.ConditionFalse, ReasonHostGrantedElsewhere)},
-			[]event{{corev1.EventTypeWarning, "NodeAccessHostGrantedToAnotherMirror", "Authorize", "access " + ReasonHostGrantedElsewhere}}},
-		{"no node access still", []metav1.Condition{access(metav1.ConditionFalse, ReasonNoHostGrant)}, []metav1.Condition{access(metav1.ConditionFalse, ReasonNoHostGrant)}, nil},
-		{"both at once, Degraded first", []metav1.Condition{fine, upstream(metav1.ConditionTrue, ReasonReachable)},
-			[]metav1.Condition{conflict, upstream(metav1.ConditionFalse, ReasonUnreachable)},
-			[]event{{corev1.EventTypeWarning, ReasonConflict, "Reconcile", "Service ns/a-registry exists"},
+		{"upstream still gone", []metav1.Condition{upstream(metav1.ConditionFalse, mirrorsv1alpha1.ReasonUnreachable)}, []metav1.Condition{upstream(metav1.ConditionFalse, mirrorsv1alpha1.ReasonUnreachable)}, nil},
+		{"probing turned off", []metav1.Condition{upstream(metav1.ConditionTrue, mirrorsv1alpha1.ReasonReachable)}, []metav1.Condition{upstream(metav1.ConditionUnknown, mirrorsv1alpha1.ReasonNotProbed)}, nil},
+		{"node access granted", []metav1.Condition{access(metav1.ConditionFalse, mirrorsv1alpha1.ReasonNoHostGrant)}, []metav1.Condition{access(metav1.ConditionTrue, mirrorsv1alpha1.ReasonGranted)},
+			[]event{{corev1.EventTypeNormal, "NodeAccessGranted", "Authorize", "access " + mirrorsv1alpha1.ReasonGranted}}},
+		{"first pass without node access: news, no warning", nil, []metav1.Condition{access(metav1.ConditionFalse, mirrorsv1alpha1.ReasonNoHostGrant)},
+			[]event{{corev1.EventTypeNormal, "NodeAccessNoHostGrant", "Authorize", "access " + mirrorsv1alpha1.ReasonNoHostGrant}}},
+		{"node access lost: a warning", []metav1.Condition{access(metav1.ConditionTrue, mirrorsv1alpha1.ReasonGranted)},
+			[]metav1.Condition{access(metav1.ConditionFalse, mirrorsv1alpha1.ReasonHostGrantedToAnotherMirror)},
+			[]event{{corev1.EventTypeWarning, "NodeAccessHostGrantedToAnotherMirror", "Authorize", "access " + mirrorsv1alpha1.ReasonHostGrantedToAnotherMirror}}},
+		{"no node access still", []metav1.Condition{access(metav1.ConditionFalse, mirrorsv1alpha1.ReasonNoHostGrant)}, []metav1.Condition{access(metav1.ConditionFalse, mirrorsv1alpha1.ReasonNoHostGrant)}, nil},
+		{"both at once, Degraded first", []metav1.Condition{fine, upstream(metav1.ConditionTrue, mirrorsv1alpha1.ReasonReachable)},
+			[]metav1.Condition{conflict, upstream(metav1.ConditionFalse, mirrorsv1alpha1.ReasonUnreachable)},
+			[]event{{corev1.EventTypeWarning, mirrorsv1alpha1.ReasonObjectConflict, "Reconcile", "Service ns/a-registry exists"},
 				{corev1.EventTypeWarning, "UpstreamUnreachable", "Probe", "https://quay.io Unreachable"}}},
 	} {
 		assert.Equal(t, tc.want, statusEvents(tc.prev, tc.next), tc.name)
@@ -87,7 +87,7 @@ func TestUpstreamEventsCarryNoErrorText(t *testing.T) {
 		o := probedOK()
 		o.probes.upstreamErr = tc.err
 		st := computeStatus(m, o, t0)
-		prev := []metav1.Condition{*meta.FindStatusCondition(st.Conditions, ConditionNodeAccess)}
+		prev := []metav1.Condition{*meta.FindStatusCondition(st.Conditions, mirrorsv1alpha1.ConditionNodeAccess)}
 		evs := statusEvents(prev, st.Conditions)
 		assert.Equal(t, []event{tc.want}, evs, tc.name)
 	}

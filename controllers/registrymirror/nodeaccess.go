@@ -23,21 +23,6 @@ import (
 // edit a namespace can create a RegistryMirror there; only a cluster admin can create a
 // cluster-scoped grant. Without one, the mirror is an in-cluster cache.
 
-// ConditionNodeAccess says whether a RegistryHostGrant lets the mirror onto the nodes.
-const ConditionNodeAccess = "NodeAccess"
-
-// NodeAccess reasons.
-const (
-	ReasonNodeAccessGranted     = "Granted"
-	ReasonNoHostGrant           = "NoHostGrant"
-	ReasonHostGrantedElsewhere  = "HostGrantedToAnotherMirror"
-	ReasonCredentialsNotGranted = "CredentialsNotGranted"
-	ReasonPlainHTTPNotGranted   = "PlainHTTPNotGranted"
-	// ReasonNodeAccessNotGranted is Ready's reason when spec.configureNodes asks for the
-	// nodes and no grant allows it.
-	ReasonNodeAccessNotGranted = "NodeAccessNotGranted"
-)
-
 // nodeAccess is what the grants allow a mirror on the nodes.
 type nodeAccess struct {
 	// Granted: node agents run, and write hosts.toml when spec.configureNodes.
@@ -75,25 +60,25 @@ func decideNodeAccess(m *mirrorsv1alpha1.RegistryMirror, host string, grants []m
 	g := effectiveGrant(host, grants)
 	switch {
 	case g == nil:
-		return nodeAccess{Reason: ReasonNoHostGrant, Message: fmt.Sprintf(
+		return nodeAccess{Reason: mirrorsv1alpha1.ReasonNoHostGrant, Message: fmt.Sprintf(
 			"No RegistryHostGrant names a mirror for host %s: the mirror serves in the cluster only (%s), with no node agents and nothing on the nodes; a cluster admin grants node access with a RegistryHostGrant",
 			host, Endpoint(m))}
 	case g.Spec.Mirror.Namespace != m.Namespace || g.Spec.Mirror.Name != m.Name:
-		return nodeAccess{Reason: ReasonHostGrantedElsewhere, Message: fmt.Sprintf(
+		return nodeAccess{Reason: mirrorsv1alpha1.ReasonHostGrantedToAnotherMirror, Message: fmt.Sprintf(
 			"RegistryHostGrant %s gives host %s to another mirror: this one serves in the cluster only (%s)", g.Name, host, Endpoint(m))}
 	case m.Spec.CredentialsSecretRef != nil && !g.Spec.AllowCredentials:
-		return nodeAccess{Reason: ReasonCredentialsNotGranted, Message: fmt.Sprintf(
+		return nodeAccess{Reason: mirrorsv1alpha1.ReasonCredentialsNotGranted, Message: fmt.Sprintf(
 			"The mirror has upstream credentials and RegistryHostGrant %s does not set allowCredentials: on the nodes every pod could pull %s's private images without an imagePullSecret",
 			g.Name, host)}
 	case strings.HasPrefix(strings.ToLower(m.Spec.Upstream), "http://") && !g.Spec.AllowPlainHTTP:
-		return nodeAccess{Reason: ReasonPlainHTTPNotGranted, Message: fmt.Sprintf(
+		return nodeAccess{Reason: mirrorsv1alpha1.ReasonPlainHTTPNotGranted, Message: fmt.Sprintf(
 			"The upstream is plain HTTP and RegistryHostGrant %s does not set allowPlainHTTP: the nodes' pulls of %s would fall back to plain HTTP", g.Name, host)}
 	}
 	caps := []string{string(mirrorsv1alpha1.CapabilityPull)}
 	if g.HasCapability(mirrorsv1alpha1.CapabilityResolve) {
 		caps = append(caps, string(mirrorsv1alpha1.CapabilityResolve))
 	}
-	return nodeAccess{Granted: true, Capabilities: caps, Reason: ReasonNodeAccessGranted, Message: fmt.Sprintf(
+	return nodeAccess{Granted: true, Capabilities: caps, Reason: mirrorsv1alpha1.ReasonGranted, Message: fmt.Sprintf(
 		"RegistryHostGrant %s lets this mirror onto the nodes for host %s (capabilities %s)", g.Name, host, strings.Join(caps, ", "))}
 }
 
@@ -103,7 +88,7 @@ func (a nodeAccess) condition() metav1.Condition {
 	if a.Granted {
 		status = metav1.ConditionTrue
 	}
-	return metav1.Condition{Type: ConditionNodeAccess, Status: status, Reason: a.Reason, Message: a.Message}
+	return metav1.Condition{Type: mirrorsv1alpha1.ConditionNodeAccess, Status: status, Reason: a.Reason, Message: a.Message}
 }
 
 // reconcileNodeAccess reads the grants from the cache and decides.

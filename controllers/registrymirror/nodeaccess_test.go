@@ -41,34 +41,34 @@ func TestDecideNodeAccess(t *testing.T) {
 		caps     []string
 		inSwitch string
 	}{
-		{name: "no grant: in-cluster only", mirror: m, reason: ReasonNoHostGrant, inSwitch: "http://docker-hub-registry.mirrors.svc:5000"},
+		{name: "no grant: in-cluster only", mirror: m, reason: mirrorsv1alpha1.ReasonNoHostGrant, inSwitch: "http://docker-hub-registry.mirrors.svc:5000"},
 		{name: "a grant of another host", mirror: m, grants: []mirrorsv1alpha1.RegistryHostGrant{grant("q", "quay.io", "mirrors", "docker-hub", 0)},
-			reason: ReasonNoHostGrant},
+			reason: mirrorsv1alpha1.ReasonNoHostGrant},
 		{name: "granted, pull only by default", mirror: m, grants: []mirrorsv1alpha1.RegistryHostGrant{grant("hub", "docker.io", "mirrors", "docker-hub", 0)},
-			granted: true, reason: ReasonNodeAccessGranted, caps: []string{"pull"}, inSwitch: "RegistryHostGrant hub"},
+			granted: true, reason: mirrorsv1alpha1.ReasonGranted, caps: []string{"pull"}, inSwitch: "RegistryHostGrant hub"},
 		{name: "granted with resolve", mirror: m, grants: []mirrorsv1alpha1.RegistryHostGrant{grant("hub", "docker.io", "mirrors", "docker-hub", 0, "pull", "resolve")},
-			granted: true, reason: ReasonNodeAccessGranted, caps: []string{"pull", "resolve"}},
+			granted: true, reason: mirrorsv1alpha1.ReasonGranted, caps: []string{"pull", "resolve"}},
 		{name: "the host granted to a mirror of the same name in another namespace", mirror: m,
 			grants: []mirrorsv1alpha1.RegistryHostGrant{grant("hub", "docker.io", "platform", "docker-hub", 0)},
-			reason: ReasonHostGrantedElsewhere, inSwitch: "RegistryHostGrant hub"},
+			reason: mirrorsv1alpha1.ReasonHostGrantedToAnotherMirror, inSwitch: "RegistryHostGrant hub"},
 		{name: "two grants of one host: the oldest counts", mirror: m, grants: []mirrorsv1alpha1.RegistryHostGrant{
 			grant("newer", "docker.io", "mirrors", "docker-hub", time.Hour), grant("older", "docker.io", "platform", "hub", 2*time.Hour)},
-			reason: ReasonHostGrantedElsewhere, inSwitch: "RegistryHostGrant older"},
+			reason: mirrorsv1alpha1.ReasonHostGrantedToAnotherMirror, inSwitch: "RegistryHostGrant older"},
 		{name: "two grants of one host, this mirror's is the oldest", mirror: m, grants: []mirrorsv1alpha1.RegistryHostGrant{
 			grant("newer", "docker.io", "platform", "hub", time.Hour), grant("older", "docker.io", "mirrors", "docker-hub", 2*time.Hour)},
-			granted: true, reason: ReasonNodeAccessGranted, caps: []string{"pull"}},
+			granted: true, reason: mirrorsv1alpha1.ReasonGranted, caps: []string{"pull"}},
 		{name: "upstream credentials need allowCredentials", mirror: withCreds,
 			grants: []mirrorsv1alpha1.RegistryHostGrant{grant("hub", "docker.io", "mirrors", "docker-hub", 0)},
-			reason: ReasonCredentialsNotGranted, inSwitch: "imagePullSecret"},
+			reason: mirrorsv1alpha1.ReasonCredentialsNotGranted, inSwitch: "imagePullSecret"},
 		{name: "upstream credentials allowed", mirror: withCreds, grants: []mirrorsv1alpha1.RegistryHostGrant{
 			allow(grant("hub", "docker.io", "mirrors", "docker-hub", 0), func(s *mirrorsv1alpha1.RegistryHostGrantSpec) { s.AllowCredentials = true })},
-			granted: true, reason: ReasonNodeAccessGranted, caps: []string{"pull"}},
+			granted: true, reason: mirrorsv1alpha1.ReasonGranted, caps: []string{"pull"}},
 		{name: "a plain HTTP upstream needs allowPlainHTTP", mirror: plain,
 			grants: []mirrorsv1alpha1.RegistryHostGrant{grant("hub", "docker.io", "mirrors", "docker-hub", 0)},
-			reason: ReasonPlainHTTPNotGranted, inSwitch: "plain HTTP"},
+			reason: mirrorsv1alpha1.ReasonPlainHTTPNotGranted, inSwitch: "plain HTTP"},
 		{name: "a plain HTTP upstream allowed", mirror: plain, grants: []mirrorsv1alpha1.RegistryHostGrant{
 			allow(grant("hub", "docker.io", "mirrors", "docker-hub", 0), func(s *mirrorsv1alpha1.RegistryHostGrantSpec) { s.AllowPlainHTTP = true })},
-			granted: true, reason: ReasonNodeAccessGranted, caps: []string{"pull"}},
+			granted: true, reason: mirrorsv1alpha1.ReasonGranted, caps: []string{"pull"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := decideNodeAccess(tc.mirror, "docker.io", tc.grants)
@@ -77,7 +77,7 @@ func TestDecideNodeAccess(t *testing.T) {
 			assert.Equal(t, tc.caps, got.Capabilities)
 			assert.Contains(t, got.Message, tc.inSwitch)
 			c := got.condition()
-			assert.Equal(t, ConditionNodeAccess, c.Type)
+			assert.Equal(t, mirrorsv1alpha1.ConditionNodeAccess, c.Type)
 			assert.Equal(t, tc.granted, c.Status == metav1.ConditionTrue)
 		})
 	}

@@ -28,6 +28,8 @@ import (
 
 	"github.com/quartet-operator/quartet/internal/operator"
 	"github.com/quartet-operator/quartet/test/testenv"
+
+	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 )
 
 func TestProbeFailure(t *testing.T) {
@@ -198,10 +200,10 @@ func TestUpstreamStatusCarriesNoErrorText(t *testing.T) {
 		reason   string
 		phrase   string
 	}{
-		{"nothing listens", closedPort(), loopback, ReasonNeverReached, phraseRefused},
-		{"an SSH server", listener("SSH-2.0-OpenSSH_9.6 banner-secret\r\n"), loopback, ReasonNeverReached, phraseNotHTTP},
-		{"closes at once", listener(""), loopback, ReasonNeverReached, phraseClosed},
-		{"loopback not allowed", closedPort(), nil, ReasonAddressRefused, phraseAddressRefused},
+		{"nothing listens", closedPort(), loopback, mirrorsv1alpha1.ReasonNeverReached, phraseRefused},
+		{"an SSH server", listener("SSH-2.0-OpenSSH_9.6 banner-secret\r\n"), loopback, mirrorsv1alpha1.ReasonNeverReached, phraseNotHTTP},
+		{"closes at once", listener(""), loopback, mirrorsv1alpha1.ReasonNeverReached, phraseClosed},
+		{"loopback not allowed", closedPort(), nil, mirrorsv1alpha1.ReasonAddressRefused, phraseAddressRefused},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := newTestProber(tc.allowed).Upstream(context.Background(), tc.upstream)
@@ -209,7 +211,7 @@ func TestUpstreamStatusCarriesNoErrorText(t *testing.T) {
 			m := minimalMirror()
 			m.Spec.Upstream = tc.upstream
 			st := computeStatus(m, outcome{probes: probeResults{upstreamProbed: true, upstreamErr: err}}, metav1.Now())
-			c := meta.FindStatusCondition(st.Conditions, ConditionUpstreamReachable)
+			c := meta.FindStatusCondition(st.Conditions, mirrorsv1alpha1.ConditionUpstreamReachable)
 			require.NotNil(t, c)
 			assert.Equal(t, metav1.ConditionFalse, c.Status)
 			assert.Equal(t, tc.reason, c.Reason)
@@ -242,15 +244,15 @@ func TestManagerProbesOnlyAllowedUpstreams(t *testing.T) {
 	key := client.ObjectKeyFromObject(m)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		m = getMirror(c, key)
-		up := condition(m, ConditionUpstreamReachable)
+		up := condition(m, mirrorsv1alpha1.ConditionUpstreamReachable)
 		assert.Equal(c, metav1.ConditionFalse, up.Status, up.Message)
-		assert.Equal(c, ReasonAddressRefused, up.Reason, up.Message)
+		assert.Equal(c, mirrorsv1alpha1.ReasonAddressRefused, up.Reason, up.Message)
 		assert.Equal(c, 1, eventCounts(c, m)["Warning/UpstreamAddressRefused"])
 	}, wait, tick)
-	up := condition(m, ConditionUpstreamReachable)
+	up := condition(m, mirrorsv1alpha1.ConditionUpstreamReachable)
 	assert.Contains(t, up.Message, phraseAddressRefused)
 	assert.NotContains(t, up.Message, "dial tcp")
-	assert.Equal(t, metav1.ConditionFalse, condition(m, ConditionReady).Status)
+	assert.Equal(t, metav1.ConditionFalse, condition(m, mirrorsv1alpha1.ConditionReady).Status)
 	for _, e := range testenv.Events(t, env.Client, ns, "RegistryMirror", m.Name) {
 		assert.NotContains(t, e.Note, "dial tcp")
 	}
@@ -260,9 +262,9 @@ func TestManagerProbesOnlyAllowedUpstreams(t *testing.T) {
 	opts.ProbeAllowedCIDRs = "127.0.0.0/8"
 	testenv.StartManager(t, env.Config, shared, opts.Setup)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		up := condition(getMirror(c, key), ConditionUpstreamReachable)
+		up := condition(getMirror(c, key), mirrorsv1alpha1.ConditionUpstreamReachable)
 		assert.Equal(c, metav1.ConditionTrue, up.Status, up.Message)
-		assert.Equal(c, ReasonReachable, up.Reason, up.Message)
+		assert.Equal(c, mirrorsv1alpha1.ReasonReachable, up.Reason, up.Message)
 	}, wait, tick)
 	assert.Positive(t, hits.Load(), "with 127.0.0.0/8 allowed the upstream was asked")
 }

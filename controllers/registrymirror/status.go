@@ -14,49 +14,6 @@ import (
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 )
 
-// Condition types.
-const (
-	// ConditionReady is True when the registry and every node agent are rolled out and ready.
-	ConditionReady = "Ready"
-	// ConditionDegraded is True when an object could not be applied, belongs to someone
-	// else, or the host port is taken.
-	ConditionDegraded = "Degraded"
-	// ConditionUpstreamReachable says whether the upstream answers the manager's probe.
-	// False does not make the mirror unready once the upstream has answered: the cache
-	// keeps serving what it holds, which is what a mirror is for.
-	ConditionUpstreamReachable = "UpstreamReachable"
-)
-
-// Condition reasons.
-const (
-	ReasonReady                  = "MirrorReady"
-	ReasonRegistryMissing        = "RegistryMissing"
-	ReasonCacheVolumePending     = "CacheVolumePending"
-	ReasonRegistryRollingOut     = "RegistryRollingOut"
-	ReasonRegistryNotReady       = "RegistryNotReady"
-	ReasonNodeAgentMissing       = "NodeAgentMissing"
-	ReasonNodeAgentsRollingOut   = "NodeAgentsRollingOut"
-	ReasonNodeAgentsNotReady     = "NodeAgentsNotReady"
-	ReasonRegistryNotAnswering   = "RegistryNotAnswering"
-	ReasonUpstreamNeverReached   = "UpstreamNeverReached"
-	ReasonUpstreamAddressRefused = "UpstreamAddressRefused"
-
-	ReasonReachable    = "Reachable"
-	ReasonUnreachable  = "Unreachable"
-	ReasonNeverReached = "NeverReached"
-	ReasonNotProbed    = "NotProbed"
-	// ReasonAddressRefused: the upstream resolves to an address the manager's probes may
-	// not dial (loopback, link-local, metadata); a rule, not a network failure.
-	ReasonAddressRefused = "AddressRefused"
-
-	ReasonAsExpected       = "AsExpected"
-	ReasonConflict         = "ObjectConflict"
-	ReasonApplyFailed      = "ApplyFailed"
-	ReasonHostPortConflict = "HostPortConflict"
-	ReasonHostPortsFull    = "HostPortsExhausted"
-	ReasonInvalidUpstream  = "InvalidUpstream"
-)
-
 // problem is one thing that kept a pass from applying everything.
 type problem struct {
 	Reason  string
@@ -148,7 +105,7 @@ func computeStatus(m *mirrorsv1alpha1.RegistryMirror, o outcome, now metav1.Time
 
 	access := o.access.condition()
 	if o.access.Reason == "" {
-		access = metav1.Condition{Type: ConditionNodeAccess, Status: metav1.ConditionUnknown, Reason: ReasonInvalidUpstream,
+		access = metav1.Condition{Type: mirrorsv1alpha1.ConditionNodeAccess, Status: metav1.ConditionUnknown, Reason: mirrorsv1alpha1.ReasonInvalidUpstream,
 			Message: "Not decided: the upstream is invalid"}
 	}
 	access.ObservedGeneration = m.Generation
@@ -160,7 +117,7 @@ func computeStatus(m *mirrorsv1alpha1.RegistryMirror, o outcome, now metav1.Time
 	ready.LastTransitionTime = now
 	meta.SetStatusCondition(&st.Conditions, ready)
 
-	degraded := metav1.Condition{Type: ConditionDegraded, Status: metav1.ConditionFalse, Reason: ReasonAsExpected,
+	degraded := metav1.Condition{Type: mirrorsv1alpha1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: mirrorsv1alpha1.ReasonAsExpected,
 		Message: "All objects are applied and owned by this mirror", ObservedGeneration: m.Generation, LastTransitionTime: now}
 	if len(o.problems) > 0 {
 		msgs := make([]string, len(o.problems))
@@ -182,26 +139,26 @@ func computeStatus(m *mirrorsv1alpha1.RegistryMirror, o outcome, now metav1.Time
 // whether it ever did: an upstream that answered once may have filled the cache. The
 // message gives a fixed phrase for a failure (probeFailure), never the error's text.
 func upstreamCondition(m *mirrorsv1alpha1.RegistryMirror, p probeResults) metav1.Condition {
-	c := metav1.Condition{Type: ConditionUpstreamReachable}
+	c := metav1.Condition{Type: mirrorsv1alpha1.ConditionUpstreamReachable}
 	up := upstreamURL(m)
 	switch {
 	case p.off:
-		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, ReasonNotProbed, "The manager does not probe upstreams (--registrymirror-probes=false)"
+		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, mirrorsv1alpha1.ReasonNotProbed, "The manager does not probe upstreams (--registrymirror-probes=false)"
 	case !p.upstreamProbed:
-		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, ReasonNotProbed, "The upstream has not been probed yet"
+		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, mirrorsv1alpha1.ReasonNotProbed, "The upstream has not been probed yet"
 	case p.upstreamErr == nil:
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonReachable, fmt.Sprintf("%s answers GET /v2/", up)
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, mirrorsv1alpha1.ReasonReachable, fmt.Sprintf("%s answers GET /v2/", up)
 	case errors.Is(p.upstreamErr, errAddressRefused):
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonAddressRefused,
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, mirrorsv1alpha1.ReasonAddressRefused,
 			fmt.Sprintf("%s is not probed: %s; a cluster admin can allow its range with --registrymirror-probe-allowed-cidrs", up, phraseAddressRefused)
 	default:
-		prev := meta.FindStatusCondition(m.Status.Conditions, ConditionUpstreamReachable)
-		reachedBefore := prev != nil && (prev.Status == metav1.ConditionTrue || prev.Reason == ReasonUnreachable)
+		prev := meta.FindStatusCondition(m.Status.Conditions, mirrorsv1alpha1.ConditionUpstreamReachable)
+		reachedBefore := prev != nil && (prev.Status == metav1.ConditionTrue || prev.Reason == mirrorsv1alpha1.ReasonUnreachable)
 		c.Status = metav1.ConditionFalse
 		if reachedBefore {
-			c.Reason, c.Message = ReasonUnreachable, fmt.Sprintf("%s does not answer (%s); the mirror serves what its cache holds", up, probeFailure(p.upstreamErr))
+			c.Reason, c.Message = mirrorsv1alpha1.ReasonUnreachable, fmt.Sprintf("%s does not answer (%s); the mirror serves what its cache holds", up, probeFailure(p.upstreamErr))
 		} else {
-			c.Reason, c.Message = ReasonNeverReached, fmt.Sprintf("%s has never answered (%s); the mirror has nothing to serve until it does", up, probeFailure(p.upstreamErr))
+			c.Reason, c.Message = mirrorsv1alpha1.ReasonNeverReached, fmt.Sprintf("%s has never answered (%s); the mirror has nothing to serve until it does", up, probeFailure(p.upstreamErr))
 		}
 	}
 	return c
@@ -219,34 +176,34 @@ func readyCondition(o outcome, upstream metav1.Condition) metav1.Condition {
 	w := o.workloads
 	switch sts := w.statefulSet; {
 	case sts == nil:
-		add(ReasonRegistryMissing, "the registry StatefulSet does not exist")
+		add(mirrorsv1alpha1.ReasonRegistryMissing, "the registry StatefulSet does not exist")
 	case w.pvc != nil && w.pvc.Status.Phase != corev1.ClaimBound:
-		add(ReasonCacheVolumePending, "cache volume %s is %s (no matching PersistentVolume or provisioner yet)", w.pvc.Name, phaseOr(w.pvc.Status.Phase, "Pending"))
+		add(mirrorsv1alpha1.ReasonCacheVolumePending, "cache volume %s is %s (no matching PersistentVolume or provisioner yet)", w.pvc.Name, phaseOr(w.pvc.Status.Phase, "Pending"))
 	case !statefulSetRolledOut(sts):
-		add(ReasonRegistryRollingOut, "registry %s is rolling out (%d/%d updated)", sts.Name, sts.Status.UpdatedReplicas, replicasOf(sts))
+		add(mirrorsv1alpha1.ReasonRegistryRollingOut, "registry %s is rolling out (%d/%d updated)", sts.Name, sts.Status.UpdatedReplicas, replicasOf(sts))
 	case sts.Status.ReadyReplicas < replicasOf(sts):
-		add(ReasonRegistryNotReady, "registry %s has %d/%d ready replicas", sts.Name, sts.Status.ReadyReplicas, replicasOf(sts))
+		add(mirrorsv1alpha1.ReasonRegistryNotReady, "registry %s has %d/%d ready replicas", sts.Name, sts.Status.ReadyReplicas, replicasOf(sts))
 	}
 	switch ds := w.daemonSet; {
 	case !o.access.Granted && o.wantsNodes:
-		add(ReasonNodeAccessNotGranted, "no node access: spec.configureNodes asks for the nodes and no RegistryHostGrant allows this mirror there (see the NodeAccess condition)")
+		add(mirrorsv1alpha1.ReasonNodeAccessNotGranted, "no node access: spec.configureNodes asks for the nodes and no RegistryHostGrant allows this mirror there (see the NodeAccess condition)")
 	case !o.access.Granted:
 		// An in-cluster cache: no node agents to wait for.
 	case ds == nil:
-		add(ReasonNodeAgentMissing, "the node agent DaemonSet does not exist")
+		add(mirrorsv1alpha1.ReasonNodeAgentMissing, "the node agent DaemonSet does not exist")
 	case ds.Status.ObservedGeneration < ds.Generation || ds.Status.UpdatedNumberScheduled < ds.Status.DesiredNumberScheduled:
-		add(ReasonNodeAgentsRollingOut, "node agents are rolling out (%d/%d nodes updated)", ds.Status.UpdatedNumberScheduled, ds.Status.DesiredNumberScheduled)
+		add(mirrorsv1alpha1.ReasonNodeAgentsRollingOut, "node agents are rolling out (%d/%d nodes updated)", ds.Status.UpdatedNumberScheduled, ds.Status.DesiredNumberScheduled)
 	case ds.Status.NumberReady < ds.Status.DesiredNumberScheduled:
-		add(ReasonNodeAgentsNotReady, "node agents are ready on %d/%d nodes", ds.Status.NumberReady, ds.Status.DesiredNumberScheduled)
+		add(mirrorsv1alpha1.ReasonNodeAgentsNotReady, "node agents are ready on %d/%d nodes", ds.Status.NumberReady, ds.Status.DesiredNumberScheduled)
 	}
 	if o.probes.registryProbed && o.probes.registryErr != nil {
-		add(ReasonRegistryNotAnswering, "the registry does not answer GET /v2/ through its Service (%s): %s", o.probes.registryAddr, probeFailure(o.probes.registryErr))
+		add(mirrorsv1alpha1.ReasonRegistryNotAnswering, "the registry does not answer GET /v2/ through its Service (%s): %s", o.probes.registryAddr, probeFailure(o.probes.registryErr))
 	}
 	switch upstream.Reason {
-	case ReasonNeverReached:
-		add(ReasonUpstreamNeverReached, "the upstream has never answered: nothing can be pulled through the mirror yet")
-	case ReasonAddressRefused:
-		add(ReasonUpstreamAddressRefused, "the upstream's address is not allowed for probes: it is not known to answer")
+	case mirrorsv1alpha1.ReasonNeverReached:
+		add(mirrorsv1alpha1.ReasonUpstreamNeverReached, "the upstream has never answered: nothing can be pulled through the mirror yet")
+	case mirrorsv1alpha1.ReasonAddressRefused:
+		add(mirrorsv1alpha1.ReasonUpstreamAddressRefused, "the upstream's address is not allowed for probes: it is not known to answer")
 	}
 	if len(reasons) == 0 {
 		nodes := int32(0)
@@ -263,17 +220,17 @@ func readyCondition(o outcome, upstream metav1.Condition) metav1.Condition {
 				msg = "The registry answers through its Service, in the cluster only (no node access)"
 			}
 		}
-		if upstream.Reason == ReasonUnreachable {
+		if upstream.Reason == mirrorsv1alpha1.ReasonUnreachable {
 			msg += "; the upstream is unreachable, so only cached content is served"
 		}
-		return metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonReady, Message: msg}
+		return metav1.Condition{Type: mirrorsv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: mirrorsv1alpha1.ReasonMirrorReady, Message: msg}
 	}
 	status := metav1.ConditionFalse
 	if !o.complete && (w.statefulSet == nil || (o.access.Granted && w.daemonSet == nil)) {
 		// The pass could not look at everything: say so instead of guessing.
 		status = metav1.ConditionUnknown
 	}
-	return metav1.Condition{Type: ConditionReady, Status: status, Reason: reasons[0], Message: capitalize(strings.Join(msgs, "; "))}
+	return metav1.Condition{Type: mirrorsv1alpha1.ConditionReady, Status: status, Reason: reasons[0], Message: capitalize(strings.Join(msgs, "; "))}
 }
 
 func statefulSetRolledOut(sts *appsv1.StatefulSet) bool {

@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 )
 
 func readySTS() *appsv1.StatefulSet {
@@ -37,7 +39,7 @@ func readyDS() *appsv1.DaemonSet {
 }
 
 // granted is the node access of a mirror a RegistryHostGrant names.
-var granted = nodeAccess{Granted: true, Capabilities: []string{"pull"}, Reason: ReasonNodeAccessGranted, Message: "granted"}
+var granted = nodeAccess{Granted: true, Capabilities: []string{"pull"}, Reason: mirrorsv1alpha1.ReasonGranted, Message: "granted"}
 
 func boundPVC() *corev1.PersistentVolumeClaim {
 	return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "docker-hub-registry-cache"},
@@ -54,78 +56,78 @@ func TestReadyCondition(t *testing.T) {
 	}{
 		{"all ready", func() outcome {
 			return outcome{access: granted, workloads: workloads{statefulSet: readySTS(), daemonSet: readyDS(), pvc: boundPVC()}, complete: true}
-		}, metav1.ConditionTrue, ReasonReady, "The registry serves and node agents are ready on 3 nodes"},
+		}, metav1.ConditionTrue, mirrorsv1alpha1.ReasonMirrorReady, "The registry serves and node agents are ready on 3 nodes"},
 		{"no nodes yet is still ready", func() outcome {
 			return outcome{access: granted, workloads: workloads{statefulSet: readySTS(), daemonSet: &appsv1.DaemonSet{}, pvc: boundPVC()}, complete: true}
-		}, metav1.ConditionTrue, ReasonReady, "The registry serves and node agents are ready on 0 nodes"},
+		}, metav1.ConditionTrue, mirrorsv1alpha1.ReasonMirrorReady, "The registry serves and node agents are ready on 0 nodes"},
 		{"nothing applied yet", func() outcome { return outcome{access: granted} },
-			metav1.ConditionUnknown, ReasonRegistryMissing, "The registry StatefulSet does not exist; the node agent DaemonSet does not exist"},
+			metav1.ConditionUnknown, mirrorsv1alpha1.ReasonRegistryMissing, "The registry StatefulSet does not exist; the node agent DaemonSet does not exist"},
 		{"registry missing after a complete pass (conflict)", func() outcome {
 			return outcome{access: granted, workloads: workloads{daemonSet: readyDS()}, complete: true}
-		}, metav1.ConditionFalse, ReasonRegistryMissing, "The registry StatefulSet does not exist"},
+		}, metav1.ConditionFalse, mirrorsv1alpha1.ReasonRegistryMissing, "The registry StatefulSet does not exist"},
 		{"cache volume pending", func() outcome {
 			pvc := boundPVC()
 			pvc.Status.Phase = ""
 			return outcome{access: granted, workloads: workloads{statefulSet: readySTS(), daemonSet: readyDS(), pvc: pvc}, complete: true}
-		}, metav1.ConditionFalse, ReasonCacheVolumePending, "Cache volume docker-hub-registry-cache is Pending (no matching PersistentVolume or provisioner yet)"},
+		}, metav1.ConditionFalse, mirrorsv1alpha1.ReasonCacheVolumePending, "Cache volume docker-hub-registry-cache is Pending (no matching PersistentVolume or provisioner yet)"},
 		{"new StatefulSet not observed yet", func() outcome {
 			sts := readySTS()
 			sts.Generation = 3
 			return outcome{access: granted, workloads: workloads{statefulSet: sts, daemonSet: readyDS(), pvc: boundPVC()}, complete: true}
-		}, metav1.ConditionFalse, ReasonRegistryRollingOut, "Registry docker-hub-registry is rolling out (1/1 updated)"},
+		}, metav1.ConditionFalse, mirrorsv1alpha1.ReasonRegistryRollingOut, "Registry docker-hub-registry is rolling out (1/1 updated)"},
 		{"registry revision rolling", func() outcome {
 			sts := readySTS()
 			sts.Status.UpdateRevision = "r3"
 			sts.Status.UpdatedReplicas = 0
 			return outcome{access: granted, workloads: workloads{statefulSet: sts, daemonSet: readyDS(), pvc: boundPVC()}, complete: true}
-		}, metav1.ConditionFalse, ReasonRegistryRollingOut, "Registry docker-hub-registry is rolling out (0/1 updated)"},
+		}, metav1.ConditionFalse, mirrorsv1alpha1.ReasonRegistryRollingOut, "Registry docker-hub-registry is rolling out (0/1 updated)"},
 		{"registry not ready", func() outcome {
 			sts := readySTS()
 			sts.Status.ReadyReplicas = 0
 			return outcome{access: granted, workloads: workloads{statefulSet: sts, daemonSet: readyDS(), pvc: boundPVC()}, complete: true}
-		}, metav1.ConditionFalse, ReasonRegistryNotReady, "Registry docker-hub-registry has 0/1 ready replicas"},
+		}, metav1.ConditionFalse, mirrorsv1alpha1.ReasonRegistryNotReady, "Registry docker-hub-registry has 0/1 ready replicas"},
 		{"node agents rolling", func() outcome {
 			ds := readyDS()
 			ds.Status.UpdatedNumberScheduled = 1
 			return outcome{access: granted, workloads: workloads{statefulSet: readySTS(), daemonSet: ds, pvc: boundPVC()}, complete: true}
-		}, metav1.ConditionFalse, ReasonNodeAgentsRollingOut, "Node agents are rolling out (1/3 nodes updated)"},
+		}, metav1.ConditionFalse, mirrorsv1alpha1.ReasonNodeAgentsRollingOut, "Node agents are rolling out (1/3 nodes updated)"},
 		{"node agents not ready, registry not ready either", func() outcome {
 			sts := readySTS()
 			sts.Status.ReadyReplicas = 0
 			ds := readyDS()
 			ds.Status.NumberReady = 2
 			return outcome{access: granted, workloads: workloads{statefulSet: sts, daemonSet: ds, pvc: boundPVC()}, complete: true}
-		}, metav1.ConditionFalse, ReasonRegistryNotReady, "Registry docker-hub-registry has 0/1 ready replicas; node agents are ready on 2/3 nodes"},
+		}, metav1.ConditionFalse, mirrorsv1alpha1.ReasonRegistryNotReady, "Registry docker-hub-registry has 0/1 ready replicas; node agents are ready on 2/3 nodes"},
 		{"probed: registry answers, upstream answers", func() outcome {
 			return probedOK()
-		}, metav1.ConditionTrue, ReasonReady, "The registry answers through its Service and node agents are ready on 3 nodes"},
+		}, metav1.ConditionTrue, mirrorsv1alpha1.ReasonMirrorReady, "The registry answers through its Service and node agents are ready on 3 nodes"},
 		{"probed: registry does not answer through its Service", func() outcome {
 			o := probedOK()
 			o.probes.registryErr = dialError("10.0.0.7:5000", syscall.ECONNREFUSED)
 			return o
-		}, metav1.ConditionFalse, ReasonRegistryNotAnswering, "The registry does not answer GET /v2/ through its Service (10.0.0.7:5000): connection refused"},
+		}, metav1.ConditionFalse, mirrorsv1alpha1.ReasonRegistryNotAnswering, "The registry does not answer GET /v2/ through its Service (10.0.0.7:5000): connection refused"},
 		{"probed: registry answers with an error", func() outcome {
 			o := probedOK()
 			o.probes.registryErr = statusError{Code: 503}
 			return o
-		}, metav1.ConditionFalse, ReasonRegistryNotAnswering, "The registry does not answer GET /v2/ through its Service (10.0.0.7:5000): answered with an HTTP error status"},
+		}, metav1.ConditionFalse, mirrorsv1alpha1.ReasonRegistryNotAnswering, "The registry does not answer GET /v2/ through its Service (10.0.0.7:5000): answered with an HTTP error status"},
 		{"probed: the upstream's address is refused", func() outcome {
 			o := probedOK()
 			o.probes.upstreamErr = dialError("169.254.169.254:80", addressRefusedError{Addr: netip.MustParseAddr("169.254.169.254")})
 			return o
-		}, metav1.ConditionFalse, ReasonUpstreamAddressRefused, "The upstream's address is not allowed for probes: it is not known to answer"},
+		}, metav1.ConditionFalse, mirrorsv1alpha1.ReasonUpstreamAddressRefused, "The upstream's address is not allowed for probes: it is not known to answer"},
 		{"no node access: an in-cluster cache, ready without node agents", func() outcome {
-			return outcome{access: nodeAccess{Reason: ReasonNoHostGrant}, workloads: workloads{statefulSet: readySTS(), pvc: boundPVC()}, complete: true}
-		}, metav1.ConditionTrue, ReasonReady, "The registry serves in the cluster only (no node access)"},
+			return outcome{access: nodeAccess{Reason: mirrorsv1alpha1.ReasonNoHostGrant}, workloads: workloads{statefulSet: readySTS(), pvc: boundPVC()}, complete: true}
+		}, metav1.ConditionTrue, mirrorsv1alpha1.ReasonMirrorReady, "The registry serves in the cluster only (no node access)"},
 		{"no node access although configureNodes asks for the nodes", func() outcome {
-			return outcome{access: nodeAccess{Reason: ReasonNoHostGrant}, wantsNodes: true,
+			return outcome{access: nodeAccess{Reason: mirrorsv1alpha1.ReasonNoHostGrant}, wantsNodes: true,
 				workloads: workloads{statefulSet: readySTS(), pvc: boundPVC()}, complete: true}
-		}, metav1.ConditionFalse, ReasonNodeAccessNotGranted, "No node access: spec.configureNodes asks for the nodes and no RegistryHostGrant allows this mirror there (see the NodeAccess condition)"},
+		}, metav1.ConditionFalse, mirrorsv1alpha1.ReasonNodeAccessNotGranted, "No node access: spec.configureNodes asks for the nodes and no RegistryHostGrant allows this mirror there (see the NodeAccess condition)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := tc.obs()
 			c := readyCondition(o, upstreamCondition(minimalMirror(), o.probes))
-			assert.Equal(t, ConditionReady, c.Type)
+			assert.Equal(t, mirrorsv1alpha1.ConditionReady, c.Type)
 			assert.Equal(t, tc.wantStatus, c.Status)
 			assert.Equal(t, tc.wantReason, c.Reason)
 			assert.Equal(t, tc.wantMessage, c.Message)
@@ -163,23 +165,23 @@ func TestUpstreamReachability(t *testing.T) {
 		wantReadyReason        string
 		wantReadyMessageSuffix string
 	}{
-		{"never answered", down, metav1.ConditionFalse, ReasonNeverReached, metav1.ConditionFalse, ReasonUpstreamNeverReached, "nothing can be pulled through the mirror yet"},
-		{"answers", probedOK(), metav1.ConditionTrue, ReasonReachable, metav1.ConditionTrue, ReasonReady, "ready on 3 nodes"},
-		{"gone", down, metav1.ConditionFalse, ReasonUnreachable, metav1.ConditionTrue, ReasonReady, "the upstream is unreachable, so only cached content is served"},
-		{"still gone", down, metav1.ConditionFalse, ReasonUnreachable, metav1.ConditionTrue, ReasonReady, "only cached content is served"},
-		{"back", probedOK(), metav1.ConditionTrue, ReasonReachable, metav1.ConditionTrue, ReasonReady, "ready on 3 nodes"},
+		{"never answered", down, metav1.ConditionFalse, mirrorsv1alpha1.ReasonNeverReached, metav1.ConditionFalse, mirrorsv1alpha1.ReasonUpstreamNeverReached, "nothing can be pulled through the mirror yet"},
+		{"answers", probedOK(), metav1.ConditionTrue, mirrorsv1alpha1.ReasonReachable, metav1.ConditionTrue, mirrorsv1alpha1.ReasonMirrorReady, "ready on 3 nodes"},
+		{"gone", down, metav1.ConditionFalse, mirrorsv1alpha1.ReasonUnreachable, metav1.ConditionTrue, mirrorsv1alpha1.ReasonMirrorReady, "the upstream is unreachable, so only cached content is served"},
+		{"still gone", down, metav1.ConditionFalse, mirrorsv1alpha1.ReasonUnreachable, metav1.ConditionTrue, mirrorsv1alpha1.ReasonMirrorReady, "only cached content is served"},
+		{"back", probedOK(), metav1.ConditionTrue, mirrorsv1alpha1.ReasonReachable, metav1.ConditionTrue, mirrorsv1alpha1.ReasonMirrorReady, "ready on 3 nodes"},
 	}
 	for _, s := range steps {
 		m.Status = computeStatus(m, s.obs, t0)
-		up := meta.FindStatusCondition(m.Status.Conditions, ConditionUpstreamReachable)
-		ready := meta.FindStatusCondition(m.Status.Conditions, ConditionReady)
+		up := meta.FindStatusCondition(m.Status.Conditions, mirrorsv1alpha1.ConditionUpstreamReachable)
+		ready := meta.FindStatusCondition(m.Status.Conditions, mirrorsv1alpha1.ConditionReady)
 		assert.Equal(t, s.wantUp, up.Status, s.name)
 		assert.Equal(t, s.wantUpReason, up.Reason, s.name)
 		assert.Equal(t, s.wantReady, ready.Status, s.name)
 		assert.Equal(t, s.wantReadyReason, ready.Reason, s.name)
 		assert.True(t, strings.HasSuffix(ready.Message, s.wantReadyMessageSuffix), "%s: %q", s.name, ready.Message)
 	}
-	msg := meta.FindStatusCondition(computeStatus(m, down, t0).Conditions, ConditionUpstreamReachable).Message
+	msg := meta.FindStatusCondition(computeStatus(m, down, t0).Conditions, mirrorsv1alpha1.ConditionUpstreamReachable).Message
 	assert.Equal(t, "https://registry-1.docker.io does not answer (connection refused); the mirror serves what its cache holds", msg)
 	assert.NotContains(t, msg, "dial tcp", "the status says what failed, not the error's text")
 
@@ -194,21 +196,21 @@ func TestUpstreamReachability(t *testing.T) {
 			rm.Status = computeStatus(rm, probedOK(), t0)
 		}
 		st := computeStatus(rm, refused, t0)
-		up := meta.FindStatusCondition(st.Conditions, ConditionUpstreamReachable)
+		up := meta.FindStatusCondition(st.Conditions, mirrorsv1alpha1.ConditionUpstreamReachable)
 		assert.Equal(t, metav1.ConditionFalse, up.Status, prev)
-		assert.Equal(t, ReasonAddressRefused, up.Reason, prev)
+		assert.Equal(t, mirrorsv1alpha1.ReasonAddressRefused, up.Reason, prev)
 		assert.Equal(t, "https://registry-1.docker.io is not probed: address not allowed for probes (loopback, link-local or metadata); "+
 			"a cluster admin can allow its range with --registrymirror-probe-allowed-cidrs", up.Message, prev)
 		assert.NotContains(t, up.Message, "169.254.169.254", prev)
-		ready := meta.FindStatusCondition(st.Conditions, ConditionReady)
+		ready := meta.FindStatusCondition(st.Conditions, mirrorsv1alpha1.ConditionReady)
 		assert.Equal(t, metav1.ConditionFalse, ready.Status, prev)
-		assert.Equal(t, ReasonUpstreamAddressRefused, ready.Reason, prev)
+		assert.Equal(t, mirrorsv1alpha1.ReasonUpstreamAddressRefused, ready.Reason, prev)
 	}
 
 	off := outcome{access: granted, workloads: workloads{statefulSet: readySTS(), daemonSet: readyDS(), pvc: boundPVC()}, complete: true, probes: probeResults{off: true}}
 	st := computeStatus(minimalMirror(), off, t0)
-	assert.Equal(t, metav1.ConditionUnknown, meta.FindStatusCondition(st.Conditions, ConditionUpstreamReachable).Status)
-	assert.Equal(t, metav1.ConditionTrue, meta.FindStatusCondition(st.Conditions, ConditionReady).Status, "probes off: Ready rests on the workloads")
+	assert.Equal(t, metav1.ConditionUnknown, meta.FindStatusCondition(st.Conditions, mirrorsv1alpha1.ConditionUpstreamReachable).Status)
+	assert.Equal(t, metav1.ConditionTrue, meta.FindStatusCondition(st.Conditions, mirrorsv1alpha1.ConditionReady).Status, "probes off: Ready rests on the workloads")
 }
 
 func TestComputeStatus(t *testing.T) {
@@ -226,15 +228,15 @@ func TestComputeStatus(t *testing.T) {
 	assert.Equal(t, int32(3), st.NodesDesired)
 	assert.Equal(t, int64(4), st.ObservedGeneration)
 	require.Len(t, st.Conditions, 4, "Ready, Degraded, UpstreamReachable and NodeAccess are set on every pass")
-	assert.Equal(t, metav1.ConditionTrue, meta.FindStatusCondition(st.Conditions, ConditionNodeAccess).Status)
-	assert.Equal(t, metav1.ConditionUnknown, meta.FindStatusCondition(st.Conditions, ConditionUpstreamReachable).Status)
-	ready := meta.FindStatusCondition(st.Conditions, ConditionReady)
+	assert.Equal(t, metav1.ConditionTrue, meta.FindStatusCondition(st.Conditions, mirrorsv1alpha1.ConditionNodeAccess).Status)
+	assert.Equal(t, metav1.ConditionUnknown, meta.FindStatusCondition(st.Conditions, mirrorsv1alpha1.ConditionUpstreamReachable).Status)
+	ready := meta.FindStatusCondition(st.Conditions, mirrorsv1alpha1.ConditionReady)
 	assert.Equal(t, metav1.ConditionTrue, ready.Status)
 	assert.Equal(t, int64(4), ready.ObservedGeneration)
 	assert.Equal(t, t0, ready.LastTransitionTime)
-	degraded := meta.FindStatusCondition(st.Conditions, ConditionDegraded)
+	degraded := meta.FindStatusCondition(st.Conditions, mirrorsv1alpha1.ConditionDegraded)
 	assert.Equal(t, metav1.ConditionFalse, degraded.Status)
-	assert.Equal(t, ReasonAsExpected, degraded.Reason)
+	assert.Equal(t, mirrorsv1alpha1.ReasonAsExpected, degraded.Reason)
 
 	// The same observation later changes nothing, so the caller skips the write.
 	m.Status = st
@@ -243,15 +245,15 @@ func TestComputeStatus(t *testing.T) {
 	// A conflict: Degraded with every problem listed, transition time moves, and the
 	// generation is not claimed as observed.
 	bad := ok
-	bad.problems = []problem{{ReasonConflict, "Service mirrors/docker-hub-registry exists and is not controlled by this RegistryMirror"}, {ReasonApplyFailed, "applying X was refused"}}
+	bad.problems = []problem{{mirrorsv1alpha1.ReasonObjectConflict, "Service mirrors/docker-hub-registry exists and is not controlled by this RegistryMirror"}, {mirrorsv1alpha1.ReasonApplyFailed, "applying X was refused"}}
 	m.Generation = 5
 	st2 := computeStatus(m, bad, t1)
-	degraded = meta.FindStatusCondition(st2.Conditions, ConditionDegraded)
+	degraded = meta.FindStatusCondition(st2.Conditions, mirrorsv1alpha1.ConditionDegraded)
 	assert.Equal(t, metav1.ConditionTrue, degraded.Status)
-	assert.Equal(t, ReasonConflict, degraded.Reason)
+	assert.Equal(t, mirrorsv1alpha1.ReasonObjectConflict, degraded.Reason)
 	assert.Equal(t, "Service mirrors/docker-hub-registry exists and is not controlled by this RegistryMirror; applying X was refused", degraded.Message)
 	assert.Equal(t, t1, degraded.LastTransitionTime)
-	assert.Equal(t, t0, meta.FindStatusCondition(st2.Conditions, ConditionReady).LastTransitionTime, "Ready did not change")
+	assert.Equal(t, t0, meta.FindStatusCondition(st2.Conditions, mirrorsv1alpha1.ConditionReady).LastTransitionTime, "Ready did not change")
 	assert.Equal(t, int64(4), st2.ObservedGeneration)
 
 	// An incomplete pass (API error) does not claim the generation either.

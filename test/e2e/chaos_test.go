@@ -417,7 +417,7 @@ func TestChaosGuardStopsAndRestores(t *testing.T) {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(a), a); err != nil {
 			return false, "", err
 		}
-		c := meta.FindStatusCondition(a.Status.Conditions, chaosagent.ConditionGuardTripped)
+		c := meta.FindStatusCondition(a.Status.Conditions, blackadderv1beta1.ConditionGuardTripped)
 		return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("rounds %d, counts %+v, last %v, guards %+v",
 			a.Status.Rounds, a.Status.Counts, resultsOf(a), a.Status.Guards), nil
 	}))
@@ -432,8 +432,8 @@ func TestChaosGuardStopsAndRestores(t *testing.T) {
 	require.NotNil(t, a.Status.Run.EndTime)
 	require.LessOrEqual(t, a.Status.Run.EndTime.Sub(a.Status.LastRoundTime.Time), (pause+2)*time.Second,
 		"tripped at the first round due after the kill")
-	c := meta.FindStatusCondition(a.Status.Conditions, chaosagent.ConditionGuardTripped)
-	require.Equal(t, chaosagent.GuardReasonDeploymentBelowFloor, c.Reason)
+	c := meta.FindStatusCondition(a.Status.Conditions, blackadderv1beta1.ConditionGuardTripped)
+	require.Equal(t, blackadderv1beta1.GuardReasonDeploymentBelowFloor, c.Reason)
 	require.Contains(t, c.Message, `guard "web-ready" tripped: Deployment chaos-guard/web has`)
 	require.Equal(t, blackadderv1beta1.RunEndGuardTripped, a.Status.Run.EndReason)
 
@@ -455,7 +455,7 @@ func TestChaosGuardStopsAndRestores(t *testing.T) {
 			return false, "", err
 		}
 		for _, e := range evs.Items {
-			if e.Regarding.Kind == "ChaosAgent" && e.Regarding.Name == a.Name && e.Reason == chaosagent.ReasonGuardTripped {
+			if e.Regarding.Kind == "ChaosAgent" && e.Regarding.Name == a.Name && e.Reason == blackadderv1beta1.ReasonGuardTripped {
 				t.Logf("Event: %s %s: %s", e.Type, e.Reason, e.Note)
 				return true, "", nil
 			}

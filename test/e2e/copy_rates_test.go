@@ -93,7 +93,7 @@ func TestCopyratorCopiesSecretsToNewNamespaces(t *testing.T) {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(rule), rule); err != nil {
 			return false, "", err
 		}
-		authorized := meta.IsStatusConditionTrue(rule.Status.Conditions, copyratorrule.ConditionAuthorized)
+		authorized := meta.IsStatusConditionTrue(rule.Status.Conditions, flantv1.ConditionAuthorized)
 		return rule.Status.CopiesInSync == 3 && rule.Status.TargetNamespaces == 3 && rule.Status.RefusedCount == 0 && authorized,
 			fmt.Sprintf("status: %+v", rule.Status), nil
 	}))

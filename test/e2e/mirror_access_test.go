@@ -97,14 +97,14 @@ func TestMirrorNodeAccessOnlyWithTheAdminsGrant(t *testing.T) {
 	tenant := &mirrorsv1alpha1.RegistryMirror{ObjectMeta: metav1.ObjectMeta{Name: "tenant", Namespace: tenantNS},
 		Spec: mirrorsv1alpha1.RegistryMirrorSpec{Upstream: upstream, Storage: resource.MustParse("1Gi"), ConfigureNodes: true}}
 	require.NoError(t, env.Client.Create(ctx, tenant))
-	tenant = waitMirrorCondition(t, tenantNS, tenant.Name, registrymirror.ConditionNodeAccess, metav1.ConditionFalse, registrymirror.ReasonHostGrantedElsewhere,
+	tenant = waitMirrorCondition(t, tenantNS, tenant.Name, mirrorsv1alpha1.ConditionNodeAccess, metav1.ConditionFalse, mirrorsv1alpha1.ReasonHostGrantedToAnotherMirror,
 		3*time.Minute, func(m *mirrorsv1alpha1.RegistryMirror) bool {
 			// Its registry runs: the status below is about a mirror that works in the cluster.
-			ready := meta.FindStatusCondition(m.Status.Conditions, registrymirror.ConditionReady)
-			return m.Status.ReadyReplicas == 1 && ready != nil && ready.Reason == registrymirror.ReasonNodeAccessNotGranted
+			ready := meta.FindStatusCondition(m.Status.Conditions, mirrorsv1alpha1.ConditionReady)
+			return m.Status.ReadyReplicas == 1 && ready != nil && ready.Reason == mirrorsv1alpha1.ReasonNodeAccessNotGranted
 		})
 	t.Logf("the tenant's mirror: %s", conditionSummary(tenant.Status.Conditions))
-	require.Equal(t, metav1.ConditionFalse, meta.FindStatusCondition(tenant.Status.Conditions, registrymirror.ConditionReady).Status,
+	require.Equal(t, metav1.ConditionFalse, meta.FindStatusCondition(tenant.Status.Conditions, mirrorsv1alpha1.ConditionReady).Status,
 		"configureNodes asks for the nodes, which it does not get")
 	require.Empty(t, tenant.Status.NodeEndpoint, "no host port on the nodes")
 	require.Zero(t, tenant.Status.NodesDesired, "no node agents")
@@ -140,13 +140,13 @@ func TestMirrorNodeAccessOnlyWithTheAdminsGrant(t *testing.T) {
 		return os.IsNotExist(err), fmt.Sprint(err), nil
 	}))
 	timing("RegistryHostGrant withdrawn to the mirror's hosts.toml gone from the node", since)
-	granted = waitMirrorCondition(t, adminNS, granted.Name, registrymirror.ConditionNodeAccess, metav1.ConditionFalse, registrymirror.ReasonNoHostGrant,
+	granted = waitMirrorCondition(t, adminNS, granted.Name, mirrorsv1alpha1.ConditionNodeAccess, metav1.ConditionFalse, mirrorsv1alpha1.ReasonNoHostGrant,
 		time.Minute, nil)
 	require.NoError(t, realnode.WaitFor(ctx, "the granted mirror's DaemonSet deleted", time.Minute, func(ctx context.Context) (bool, string, error) {
 		left := daemonSets(t, adminNS)
 		return len(left) == 0, fmt.Sprint(left), nil
 	}))
-	waitMirrorCondition(t, tenantNS, tenant.Name, registrymirror.ConditionNodeAccess, metav1.ConditionFalse, registrymirror.ReasonNoHostGrant, time.Minute, nil)
+	waitMirrorCondition(t, tenantNS, tenant.Name, mirrorsv1alpha1.ConditionNodeAccess, metav1.ConditionFalse, mirrorsv1alpha1.ReasonNoHostGrant, time.Minute, nil)
 	requireEvent(t, adminNS, granted.Name, registrymirror.EventDeleted)
 	err = env.Client.Get(ctx, client.ObjectKey{Namespace: adminNS, Name: granted.Name + "-registry"}, &appsv1.StatefulSet{})
 	require.NoError(t, err, "the cache itself stays")

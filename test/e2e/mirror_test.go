@@ -79,7 +79,7 @@ func newMirror(t testing.TB, ns, name, upstream string, secret string, capabilit
 	require.NoError(t, env.WaitMirrorReady(ctx, ns, name, 4*time.Minute))
 	timing("RegistryMirror "+name+": create to Ready (registry answering, hosts.toml written)", since)
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(m), m))
-	access := meta.FindStatusCondition(m.Status.Conditions, registrymirror.ConditionNodeAccess)
+	access := meta.FindStatusCondition(m.Status.Conditions, mirrorsv1alpha1.ConditionNodeAccess)
 	require.NotNil(t, access, "the NodeAccess condition")
 	require.Equal(t, metav1.ConditionTrue, access.Status, "%s: %s", access.Reason, access.Message)
 	return m
@@ -312,9 +312,9 @@ func TestMirrorServesPullsAndOutlivesItsUpstream(t *testing.T) {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
 			return false, "", err
 		}
-		up := meta.FindStatusCondition(m.Status.Conditions, registrymirror.ConditionUpstreamReachable)
-		ready := meta.FindStatusCondition(m.Status.Conditions, registrymirror.ConditionReady)
-		ok := up != nil && up.Reason == registrymirror.ReasonUnreachable && ready != nil && ready.Status == metav1.ConditionTrue
+		up := meta.FindStatusCondition(m.Status.Conditions, mirrorsv1alpha1.ConditionUpstreamReachable)
+		ready := meta.FindStatusCondition(m.Status.Conditions, mirrorsv1alpha1.ConditionReady)
+		ok := up != nil && up.Reason == mirrorsv1alpha1.ReasonUnreachable && ready != nil && ready.Status == metav1.ConditionTrue
 		return ok, fmt.Sprintf("%+v / %+v", up, ready), nil
 	}))
 	t.Logf("status while the upstream is gone: %s", conditionSummary(m.Status.Conditions))

@@ -246,7 +246,7 @@ func requireAuthorized(t *testing.T, rule *flantv1.CopyratorRule) {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(rule), r); err != nil {
 			return false, "", err
 		}
-		c := meta.FindStatusCondition(r.Status.Conditions, copyratorrule.ConditionAuthorized)
+		c := meta.FindStatusCondition(r.Status.Conditions, flantv1.ConditionAuthorized)
 		ok := c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == r.Generation && r.Status.RefusedCount == 0
 		return ok, fmt.Sprintf("refused %d %+v; conditions %+v", r.Status.RefusedCount, r.Status.Refused, r.Status.Conditions), nil
 	}))

@@ -22,7 +22,6 @@ import (
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	"github.com/quartet-operator/quartet/controllers/copyratorrule"
-	"github.com/quartet-operator/quartet/controllers/registrymirror"
 	"github.com/quartet-operator/quartet/test/realnode"
 )
 
@@ -124,7 +123,7 @@ func TestUpgradeFrom020AsksForConsent(t *testing.T) {
 		tenantB:       fmt.Sprintf("ServiceAccount %s/%s may not create configmaps in namespace %s", tenantA, copyratorrule.DefaultServiceAccountName, tenantB),
 		"kube-system": "namespace kube-system is protected",
 	})
-	authorized := meta.FindStatusCondition(r.Status.Conditions, copyratorrule.ConditionAuthorized)
+	authorized := meta.FindStatusCondition(r.Status.Conditions, flantv1.ConditionAuthorized)
 	t.Logf("0.3.0: rule %s/%s Authorized=%s %s: %s", tenantA, rule.Name, authorized.Status, authorized.Reason, authorized.Message)
 	for _, ns := range []string{tenantB, "kube-system"} {
 		e := waitRuleEvent(t, rule, copyratorrule.EventCopyRefused, "No copies in "+ns+":")
@@ -150,7 +149,7 @@ func TestUpgradeFrom020AsksForConsent(t *testing.T) {
 
 	// The mirror's node agents are gone, and the mirror says why.
 	waitNodeAgents(t, mirror, false)
-	access := waitNodeAccess(t, mirror, metav1.ConditionFalse, registrymirror.ReasonNoHostGrant)
+	access := waitNodeAccess(t, mirror, metav1.ConditionFalse, mirrorsv1alpha1.ReasonNoHostGrant)
 	t.Logf("0.3.0: mirror %s/%s has no DaemonSet; NodeAccess=%s %s: %s", tenantA, mirror.Name, access.Status, access.Reason, access.Message)
 
 	// The cluster admin's steps (docs/INSTALL.md): the rules of tenantA may copy everywhere,
@@ -168,7 +167,7 @@ func TestUpgradeFrom020AsksForConsent(t *testing.T) {
 	err = c.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: upgradeSource}, &corev1.ConfigMap{})
 	require.True(t, apierrors.IsNotFound(err), "no copy in kube-system: %v", err)
 	ds = waitNodeAgents(t, mirror, true)
-	waitNodeAccess(t, mirror, metav1.ConditionTrue, registrymirror.ReasonNodeAccessGranted)
+	waitNodeAccess(t, mirror, metav1.ConditionTrue, mirrorsv1alpha1.ReasonGranted)
 	require.Equal(t, realnode.OperatorImage, ds.Spec.Template.Spec.Containers[0].Image, "the node agents run 0.3.0's image")
 	timings.Add("0.3.0: after the admin's consent, copies resume and node agents return", since)
 	t.Logf("after the admin's consent: the copy in %s follows the source again; mirror %s/%s has DaemonSet %s again", tenantB, tenantA, mirror.Name, ds.Name)
@@ -199,8 +198,8 @@ func waitRuleRefusals(t *testing.T, rule *flantv1.CopyratorRule, want map[string
 				return false, "", err
 			}
 			detail := fmt.Sprintf("refused %d %+v; conditions %+v", r.Status.RefusedCount, r.Status.Refused, r.Status.Conditions)
-			c := meta.FindStatusCondition(r.Status.Conditions, copyratorrule.ConditionAuthorized)
-			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != copyratorrule.ReasonTargetsRefused || c.ObservedGeneration != r.Generation {
+			c := meta.FindStatusCondition(r.Status.Conditions, flantv1.ConditionAuthorized)
+			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != flantv1.ReasonTargetsRefused || c.ObservedGeneration != r.Generation {
 				return false, detail, nil
 			}
 			if int(r.Status.RefusedCount) != len(want) || len(r.Status.Refused) != len(want) {
@@ -303,7 +302,7 @@ func waitNodeAccess(t *testing.T, mirror *mirrorsv1alpha1.RegistryMirror, status
 			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(mirror), m); err != nil {
 				return false, "", err
 			}
-			c := meta.FindStatusCondition(m.Status.Conditions, registrymirror.ConditionNodeAccess)
+			c := meta.FindStatusCondition(m.Status.Conditions, mirrorsv1alpha1.ConditionNodeAccess)
 			if c == nil {
 				return false, fmt.Sprintf("conditions %+v", m.Status.Conditions), nil
 			}

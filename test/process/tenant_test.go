@@ -24,7 +24,6 @@ import (
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	"github.com/quartet-operator/quartet/controllers/copyratorrule"
-	"github.com/quartet-operator/quartet/controllers/registrymirror"
 	"github.com/quartet-operator/quartet/test/benchutil"
 	"github.com/quartet-operator/quartet/test/testenv"
 )
@@ -174,11 +173,11 @@ func TestTenantReachesOnlyWhatTheyCouldWithoutQuartet(t *testing.T) {
 		assert.Contains(t, byNS[ns], copyratorrule.LabelAcceptCopies+"=true", ns)
 	}
 	st = ruleStatus(t, everywhere, func(st flantv1.CopyratorRuleStatus) bool { return st.RefusedCount > 0 })
-	ready := testenv.Condition(st.Conditions, copyratorrule.ConditionReady)
+	ready := testenv.Condition(st.Conditions, flantv1.ConditionReady)
 	assert.Equal(t, metav1.ConditionFalse, ready.Status, "no namespace consents: %s", ready.Message)
-	assert.Equal(t, copyratorrule.ReasonTargetsRefused, ready.Reason)
+	assert.Equal(t, flantv1.ReasonTargetsRefused, ready.Reason)
 	assert.Equal(t, int32(1), st.SourcesMatched, "the bootstrap token is never a source")
-	auth := testenv.Condition(st.Conditions, copyratorrule.ConditionAuthorized)
+	auth := testenv.Condition(st.Conditions, flantv1.ConditionAuthorized)
 	assert.Contains(t, auth.Message, "ClusterRole "+copyratorrule.TargetClusterRole, "the refusal says how consent is given")
 	assert.Contains(t, testenv.EventReasons(t, env.Client, alice.namespace, "CopyratorRule", named.Name), copyratorrule.EventCopyRefused)
 
@@ -223,21 +222,21 @@ func TestTenantReachesOnlyWhatTheyCouldWithoutQuartet(t *testing.T) {
 		t.Cleanup(func() { forceDelete(m) })
 	}
 	eventually(t, time.Minute, "alice's mirror to say why it has no node access", func() bool {
-		c := mirrorCondition(t, hers, registrymirror.ConditionNodeAccess)
-		return c.Status == metav1.ConditionFalse && c.Reason == registrymirror.ReasonHostGrantedElsewhere
+		c := mirrorCondition(t, hers, mirrorsv1alpha1.ConditionNodeAccess)
+		return c.Status == metav1.ConditionFalse && c.Reason == mirrorsv1alpha1.ReasonHostGrantedToAnotherMirror
 	})
-	herReady := mirrorCondition(t, hers, registrymirror.ConditionReady)
+	herReady := mirrorCondition(t, hers, mirrorsv1alpha1.ConditionReady)
 	assert.Equal(t, metav1.ConditionFalse, herReady.Status)
 	assert.Contains(t, herReady.Message, "spec.configureNodes asks for the nodes and no RegistryHostGrant allows this mirror there")
 	eventually(t, time.Minute, "the metadata address never probed", func() bool {
 		c := mirrorCondition(t, probe, "UpstreamReachable")
-		return c.Reason == registrymirror.ReasonAddressRefused
+		return c.Reason == mirrorsv1alpha1.ReasonAddressRefused
 	})
 	probed := mirrorCondition(t, probe, "UpstreamReachable")
 	assert.NotContains(t, probed.Message, "dial tcp", "a fixed phrase, not the error's text")
 	eventually(t, 2*time.Minute, "the platform's mirror on the nodes", func() bool {
 		ds := &appsv1.DaemonSet{}
-		return exists(t, ds, platform, "hub-node") && mirrorCondition(t, platformHub, registrymirror.ConditionNodeAccess).Status == metav1.ConditionTrue
+		return exists(t, ds, platform, "hub-node") && mirrorCondition(t, platformHub, mirrorsv1alpha1.ConditionNodeAccess).Status == metav1.ConditionTrue
 	})
 	dss := &appsv1.DaemonSetList{}
 	require.NoError(t, env.Client.List(ctx, dss, client.InNamespace(alice.namespace)))
@@ -256,7 +255,7 @@ func TestTenantReachesOnlyWhatTheyCouldWithoutQuartet(t *testing.T) {
 	require.NoError(t, env.Client.Create(ctx, sample))
 	t.Cleanup(func() { forceDelete(sample) })
 	ruleStatus(t, sample, func(st flantv1.CopyratorRuleStatus) bool {
-		return testenv.Condition(st.Conditions, copyratorrule.ConditionReady).Reason == copyratorrule.ReasonTargetsRefused
+		return testenv.Condition(st.Conditions, flantv1.ConditionReady).Reason == flantv1.ReasonTargetsRefused
 	})
 	assert.Nil(t, configMapData(t, alice.namespace, "company-ca"), "before the admin's step, nothing")
 	// kubectl create clusterrolebinding copyrator-platform --clusterrole=quartet-copyrator-target --serviceaccount=<platform>:copyrator
@@ -266,7 +265,7 @@ func TestTenantReachesOnlyWhatTheyCouldWithoutQuartet(t *testing.T) {
 	}
 	assert.Nil(t, configMapData(t, "kube-system", "company-ca"), "protected namespaces still need their label")
 	st = ruleStatus(t, sample, func(st flantv1.CopyratorRuleStatus) bool { return st.TargetNamespaces > 1 })
-	assert.True(t, meta.IsStatusConditionTrue(st.Conditions, copyratorrule.ConditionReady))
+	assert.True(t, meta.IsStatusConditionTrue(st.Conditions, flantv1.ConditionReady))
 	// Alice's rules are still refused everywhere: the admin's step was for the platform.
 	assert.Empty(t, copiesOf(t, alice.namespace, victims...), "only the platform's copies, none of alice's")
 }
