@@ -33,22 +33,22 @@ const maxDetail = 200
 
 // applyAction carries out one action of a round (or only records it in dry-run) and returns
 // its record.
-func (r *Reconciler) applyAction(ctx context.Context, agent *v1beta1.ChaosAgent, spec v1beta1.ChaosAgentSpec, scope Scope, a Action, rng *rand.Rand) v1beta1.ChaosAction {
-	rec := v1beta1.ChaosAction{Time: apiTime(r.Clock.Now()), Kind: a.Kind, Target: a.Target.Key(), DryRun: spec.DryRun}
+func (r *Reconciler) applyAction(ctx context.Context, agent *v1beta1.ChaosAgent, spec v1beta1.ChaosAgentSpec, scope Scope, a Action, rng *rand.Rand) record {
+	rec := record{ChaosAction: v1beta1.ChaosAction{Time: apiTime(r.Clock.Now()), Kind: a.Kind, Target: a.Target.Key(), DryRun: spec.DryRun}}
 	if !scope.Allows(a.Target.Namespace) {
 		// decide never proposes this; the guard keeps a future bug from touching a protected namespace.
-		rec.Detail, rec.Result = "namespace is protected, excluded or not watched", failed("ProtectedNamespace")
+		rec.set("namespace is protected, excluded or not watched", failed("ProtectedNamespace"))
 		return rec
 	}
 	switch a.Kind {
 	case v1beta1.ActionKillPod:
-		rec.Detail, rec.Result = r.killPod(ctx, spec, a.Target)
+		rec.set(r.killPod(ctx, spec, a.Target))
 	case v1beta1.ActionScaleDeployment:
-		rec.Detail, rec.Result = r.scaleDeployment(ctx, agent.Name, spec, a)
+		rec.set(r.scaleDeployment(ctx, agent.Name, spec, a))
 	case v1beta1.ActionIpsumConfigMap:
-		rec.Detail, rec.Result = r.ipsumConfigMap(ctx, agent.Name, spec, a.Target, rng)
+		rec.set(r.ipsumConfigMap(ctx, agent.Name, spec, a.Target, rng))
 	default:
-		rec.Result = failed("UnknownAction")
+		rec.set("", failed("UnknownAction"))
 	}
 	log.FromContext(ctx).Info("Acted", "chaosAgent", klog.KObj(agent), "action", a.Kind,
 		"target", a.Target.Key(), "result", rec.Result, "detail", rec.Detail, "dryRun", spec.DryRun)
@@ -57,13 +57,13 @@ func (r *Reconciler) applyAction(ctx context.Context, agent *v1beta1.ChaosAgent,
 
 // killPod evicts (default) or deletes a pod, guarded by its UID so that a replacement with the
 // same name is never hit by mistake. An eviction refused by a PodDisruptionBudget is a skip.
-func (r *Reconciler) killPod(ctx context.Context, spec v1beta1.ChaosAgentSpec, t Candidate) (detail, result string) {
+func (r *Reconciler) killPod(ctx context.Context, spec v1beta1.ChaosAgentSpec, t Candidate) (detail string, res result) {
 	verb, done := "evict", "evicted"
 	if spec.KillMethod == v1beta1.KillMethodDelete {
 		verb, done = "delete", "deleted"
 	}
 	if spec.DryRun {
-		return "would " + verb, ResultDryRun
+		return "would " + verb, dryRun
 	}
 	uid := t.UID
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: t.Name}}
@@ -78,7 +78,7 @@ func (r *Reconciler) killPod(ctx context.Context, spec v1beta1.ChaosAgentSpec, t
 	}
 	switch {
 	case err == nil:
-		return done, ResultSucceeded
+		return done, succeeded
 	case apierrors.IsTooManyRequests(err):
 		return "eviction refused: " + short(err), skipped(SkipDisruptionBudget)
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
@@ -91,9 +91,9 @@ func (r *Reconciler) killPod(ctx context.Context, spec v1beta1.ChaosAgentSpec, t
 // scaleDeployment doubles a Deployment's replicas and records the original in the same patch,
 // guarded by resourceVersion. The first read is from the cache; after a conflict (stale cache,
 // or a status update in between) the Deployment is read again from the API server.
-func (r *Reconciler) scaleDeployment(ctx context.Context, agent string, spec v1beta1.ChaosAgentSpec, a Action) (detail, result string) {
+func (r *Reconciler) scaleDeployment(ctx context.Context, agent string, spec v1beta1.ChaosAgentSpec, a Action) (detail string, res result) {
 	if spec.DryRun {
-		return fmt.Sprintf("would scale replicas %d → %d", a.Target.Replicas, a.Replicas), ResultDryRun
+		return fmt.Sprintf("would scale replicas %d → %d", a.Target.Replicas, a.Replicas), dryRun
 	}
 	key := types.NamespacedName{Namespace: a.Target.Namespace, Name: a.Target.Name}
 	var reader client.Reader = r.Client
@@ -103,26 +103,26 @@ func (r *Reconciler) scaleDeployment(ctx context.Context, agent string, spec v1b
 		reader = r.APIReader
 		switch {
 		case apierrors.IsNotFound(err) || (err == nil && dep.UID != a.Target.UID):
-			detail, result = "deployment gone or replaced", skipped(SkipGone)
+			detail, res = "deployment gone or replaced", skipped(SkipGone)
 			return nil
 		case err != nil:
-			detail, result = short(err), failed(reasonOf(err))
+			detail, res = short(err), failed(reasonOf(err))
 			return nil
 		}
 		out, from, to, skip := cancerDeployment(dep, agent)
 		if skip != "" {
-			detail, result = fmt.Sprintf("replicas %d", from), skipped(skip)
+			detail, res = fmt.Sprintf("replicas %d", from), skipped(skip)
 			return nil
 		}
 		if err := r.Patch(ctx, out, client.MergeFromWithOptions(dep, client.MergeFromWithOptimisticLock{})); err != nil {
 			return err
 		}
-		detail, result = fmt.Sprintf("scaled replicas %d → %d", from, to), ResultSucceeded
+		detail, res = fmt.Sprintf("scaled replicas %d → %d", from, to), succeeded
 		return nil
 	})
 	switch {
 	case err == nil:
-		return detail, result
+		return detail, res
 	case apierrors.IsNotFound(err):
 		return "deployment gone", skipped(SkipGone)
 	default:
@@ -133,9 +133,9 @@ func (r *Reconciler) scaleDeployment(ctx context.Context, agent string, spec v1b
 // ipsumConfigMap reads a ConfigMap's body from the API server (the cache holds metadata only),
 // overwrites every value with lorem ipsum and records the original data in the same patch,
 // guarded by resourceVersion; a conflict reads the ConfigMap again.
-func (r *Reconciler) ipsumConfigMap(ctx context.Context, agent string, spec v1beta1.ChaosAgentSpec, t Candidate, rng *rand.Rand) (detail, result string) {
+func (r *Reconciler) ipsumConfigMap(ctx context.Context, agent string, spec v1beta1.ChaosAgentSpec, t Candidate, rng *rand.Rand) (detail string, res result) {
 	if spec.DryRun {
-		return "would overwrite every value with lorem ipsum", ResultDryRun
+		return "would overwrite every value with lorem ipsum", dryRun
 	}
 	key := types.NamespacedName{Namespace: t.Namespace, Name: t.Name}
 	err := retry.RetryOnConflict(conflictBackoff, func() error {
@@ -143,10 +143,10 @@ func (r *Reconciler) ipsumConfigMap(ctx context.Context, agent string, spec v1be
 		err := r.APIReader.Get(ctx, key, cm)
 		switch {
 		case apierrors.IsNotFound(err) || (err == nil && cm.UID != t.UID):
-			detail, result = "configmap gone or replaced", skipped(SkipGone)
+			detail, res = "configmap gone or replaced", skipped(SkipGone)
 			return nil
 		case err != nil:
-			detail, result = short(err), failed(reasonOf(err))
+			detail, res = short(err), failed(reasonOf(err))
 			return nil
 		}
 		out, skip := ipsumConfigMap(cm, agent, rng)
@@ -154,18 +154,18 @@ func (r *Reconciler) ipsumConfigMap(ctx context.Context, agent string, spec v1be
 			r.rememberImmutable(cm.UID)
 		}
 		if skip != "" {
-			detail, result = fmt.Sprintf("%d value(s) left alone", len(cm.Data)), skipped(skip)
+			detail, res = fmt.Sprintf("%d value(s) left alone", len(cm.Data)), skipped(skip)
 			return nil
 		}
 		if err := r.Patch(ctx, out, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{})); err != nil {
 			return err
 		}
-		detail, result = fmt.Sprintf("overwrote %d value(s) with lorem ipsum", len(cm.Data)), ResultSucceeded
+		detail, res = fmt.Sprintf("overwrote %d value(s) with lorem ipsum", len(cm.Data)), succeeded
 		return nil
 	})
 	switch {
 	case err == nil:
-		return detail, result
+		return detail, res
 	case apierrors.IsNotFound(err):
 		return "configmap gone", skipped(SkipGone)
 	default:
@@ -177,9 +177,9 @@ func (r *Reconciler) ipsumConfigMap(ctx context.Context, agent string, spec v1be
 // in one patch, guarded by resourceVersion; dep comes from the cache, and after a conflict it is
 // read again from the API server. It returns no record when there was nothing to restore (the
 // marks are gone, or so is the Deployment), and an error when the restore must be retried.
-func (r *Reconciler) restoreOneDeployment(ctx context.Context, agent string, dep *appsv1.Deployment) (*v1beta1.ChaosAction, error) {
-	rec := &v1beta1.ChaosAction{Time: apiTime(r.Clock.Now()), Kind: v1beta1.ActionRestoreDeployment,
-		Target: dep.Namespace + "/" + dep.Name}
+func (r *Reconciler) restoreOneDeployment(ctx context.Context, agent string, dep *appsv1.Deployment) (*record, error) {
+	rec := &record{ChaosAction: v1beta1.ChaosAction{Time: apiTime(r.Clock.Now()), Kind: v1beta1.ActionRestoreDeployment,
+		Target: dep.Namespace + "/" + dep.Name}}
 	key := client.ObjectKeyFromObject(dep)
 	var retried, nothingToDo bool
 	var rereadErr error
@@ -202,10 +202,10 @@ func (r *Reconciler) restoreOneDeployment(ctx context.Context, agent string, dep
 			return err
 		}
 		if readErr != nil {
-			rec.Detail, rec.Result = short(readErr)+"; marks removed", failed("OriginalUnreadable") // retrying cannot help
+			rec.set(short(readErr)+"; marks removed", failed("OriginalUnreadable")) // retrying cannot help
 			return nil
 		}
-		rec.Detail, rec.Result = fmt.Sprintf("replicas back to %d", *out.Spec.Replicas), ResultSucceeded
+		rec.set(fmt.Sprintf("replicas back to %d", *out.Spec.Replicas), succeeded)
 		return nil
 	})
 	switch {
@@ -214,7 +214,7 @@ func (r *Reconciler) restoreOneDeployment(ctx context.Context, agent string, dep
 	case nothingToDo, apierrors.IsNotFound(err):
 		return nil, nil
 	case err != nil:
-		rec.Detail, rec.Result = short(err), failed(reasonOf(err))
+		rec.set(short(err), failed(reasonOf(err)))
 		return rec, fmt.Errorf("deployment %s: %w", rec.Target, err)
 	}
 	return rec, nil
@@ -226,8 +226,8 @@ func (r *Reconciler) restoreOneDeployment(ctx context.Context, agent string, dep
 // reads it again. An immutable ConfigMap, or one outside scope (checked again on the fresh
 // object, as a second guard), is left as it is with a Skipped record and no error: retrying
 // could never succeed. It returns like restoreOneDeployment.
-func (r *Reconciler) restoreOneConfigMap(ctx context.Context, agent string, scope Scope, key types.NamespacedName) (*v1beta1.ChaosAction, error) {
-	rec := &v1beta1.ChaosAction{Time: apiTime(r.Clock.Now()), Kind: v1beta1.ActionRestoreConfigMap, Target: key.String()}
+func (r *Reconciler) restoreOneConfigMap(ctx context.Context, agent string, scope Scope, key types.NamespacedName) (*record, error) {
+	rec := &record{ChaosAction: v1beta1.ChaosAction{Time: apiTime(r.Clock.Now()), Kind: v1beta1.ActionRestoreConfigMap, Target: key.String()}}
 	var nothingToDo bool
 	err := retry.RetryOnConflict(conflictBackoff, func() error {
 		cm := &corev1.ConfigMap{}
@@ -242,7 +242,7 @@ func (r *Reconciler) restoreOneConfigMap(ctx context.Context, agent string, scop
 			if reason == SkipImmutable {
 				r.rememberImmutable(cm.UID)
 			}
-			rec.Detail, rec.Result = detail, skipped(reason)
+			rec.set(detail, skipped(reason))
 			return nil
 		}
 		patch, readErr := restoreConfigMapPatch(cm)
@@ -250,17 +250,17 @@ func (r *Reconciler) restoreOneConfigMap(ctx context.Context, agent string, scop
 			return err
 		}
 		if readErr != nil {
-			rec.Detail, rec.Result = short(readErr)+"; marks removed", failed("OriginalUnreadable")
+			rec.set(short(readErr)+"; marks removed", failed("OriginalUnreadable"))
 			return nil
 		}
-		rec.Detail, rec.Result = fmt.Sprintf("data back (%d value(s))", len(cm.Data)), ResultSucceeded
+		rec.set(fmt.Sprintf("data back (%d value(s))", len(cm.Data)), succeeded)
 		return nil
 	})
 	switch {
 	case nothingToDo, apierrors.IsNotFound(err):
 		return nil, nil
 	case err != nil:
-		rec.Detail, rec.Result = short(err), failed(reasonOf(err))
+		rec.set(short(err), failed(reasonOf(err)))
 		return rec, fmt.Errorf("configmap %s: %w", rec.Target, err)
 	}
 	return rec, nil

@@ -267,7 +267,7 @@ func (r *Reconciler) runRound(ctx context.Context, agent *v1beta1.ChaosAgent, sp
 		out.Records = append(out.Records, rec)
 		r.recordEvents(agent, a.Target, rec)
 		recordActionMetric(agent.Name, rec)
-		if marked != nil && rec.Result == ResultSucceeded && rec.Kind != v1beta1.ActionKillPod {
+		if marked != nil && rec.Outcome.Kind == resultSucceeded && rec.Kind != v1beta1.ActionKillPod {
 			marked.Insert(markKey(a))
 		}
 	}
@@ -297,10 +297,10 @@ func (r *Reconciler) reconcileRestore(ctx context.Context, agent *v1beta1.ChaosA
 	scope := r.baseScope(spec)
 	out := restoreOutcome{Attempted: true}
 	var errs []error
-	note := func(rec *v1beta1.ChaosAction, victim client.Object, err error) {
+	note := func(rec *record, victim client.Object, err error) {
 		if rec != nil {
 			out.Records = append(out.Records, *rec)
-			if isSkipped(rec.Result) {
+			if rec.Outcome.Kind == resultSkipped {
 				out.Left++
 			}
 			r.recordEventsFor(agent, victim, *rec)
@@ -316,8 +316,9 @@ func (r *Reconciler) reconcileRestore(ctx context.Context, agent *v1beta1.ChaosA
 		if reason == "" {
 			return false
 		}
-		note(&v1beta1.ChaosAction{Time: apiTime(r.Clock.Now()), Kind: kind, Target: victim.GetNamespace() + "/" + victim.GetName(),
-			Detail: detail, Result: skipped(reason)}, victim, nil)
+		rec := record{ChaosAction: v1beta1.ChaosAction{Time: apiTime(r.Clock.Now()), Kind: kind, Target: victim.GetNamespace() + "/" + victim.GetName()}}
+		rec.set(detail, skipped(reason))
+		note(&rec, victim, nil)
 		return true
 	}
 	for i := range deps.Items {

@@ -116,7 +116,7 @@ func testDisruptionBudget(t *testing.T) {
 	agent := agentFor("pdb", sel, func(s *v1beta1.ChaosAgentSpec) { s.TantrumMode = true })
 	createAgent(t, agent)
 	got := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
-		return a.Status.Rounds >= 2 && hasAction(a, v1beta1.ActionKillPod, skipped(SkipDisruptionBudget))
+		return a.Status.Rounds >= 2 && hasAction(a, v1beta1.ActionKillPod, skipped(SkipDisruptionBudget).String())
 	}, "evictions refused by the budget")
 	assert.Zero(t, got.Status.Counts.PodsKilled)
 	assert.False(t, hasAction(got, v1beta1.ActionKillPod, ResultSucceeded))
@@ -159,7 +159,7 @@ func testCancerIpsumRestoreOnDelete(t *testing.T) {
 	// original hits it too; the publisher puts it back).
 	assert.GreaterOrEqual(t, got.Status.Counts.ConfigMapsIpsumed, int64(1))
 	assert.EqualValues(t, 1+got.Status.Counts.ConfigMapsIpsumed, got.Status.ChangedObjects)
-	assert.True(t, hasAction(got, v1beta1.ActionIpsumConfigMap, skipped(SkipImmutable)), "frozen is immutable")
+	assert.True(t, hasAction(got, v1beta1.ActionIpsumConfigMap, skipped(SkipImmutable).String()), "frozen is immutable")
 
 	web := &appsv1.Deployment{}
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, web))
@@ -385,9 +385,9 @@ func testRestoreKeepsToScope(t *testing.T) {
 	assert.Equal(t, metav1.ConditionTrue, degraded.Status)
 	assert.Equal(t, v1beta1.ReasonRestoreSkipped, degraded.Reason, degraded.Message)
 	assert.EqualValues(t, 3, got.Status.ChangedObjects, "the three objects keep the marks")
-	assert.True(t, hasAction(got, v1beta1.ActionRestoreConfigMap, skipped(SkipImmutable)), "frozen is immutable")
-	assert.True(t, hasAction(got, v1beta1.ActionRestoreConfigMap, skipped(SkipOutOfScope)), "settings is in an excluded namespace")
-	assert.True(t, hasAction(got, v1beta1.ActionRestoreDeployment, skipped(SkipOutOfScope)), "web is in an excluded namespace")
+	assert.True(t, hasAction(got, v1beta1.ActionRestoreConfigMap, skipped(SkipImmutable).String()), "frozen is immutable")
+	assert.True(t, hasAction(got, v1beta1.ActionRestoreConfigMap, skipped(SkipOutOfScope).String()), "settings is in an excluded namespace")
+	assert.True(t, hasAction(got, v1beta1.ActionRestoreDeployment, skipped(SkipOutOfScope).String()), "web is in an excluded namespace")
 	assert.Zero(t, got.Status.Counts.Restored)
 
 	// Deleting the agent is not wedged by the immutable ConfigMap.
@@ -436,7 +436,7 @@ func testRestoreOnDeleteFalse(t *testing.T) {
 	wedged := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
 		failures := 0
 		for _, act := range a.Status.LastActions {
-			if act.Kind == v1beta1.ActionRestoreConfigMap && act.Result == failed("Invalid") {
+			if act.Kind == v1beta1.ActionRestoreConfigMap && act.Result == failed("Invalid").String() {
 				failures++
 			}
 		}

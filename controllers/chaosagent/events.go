@@ -21,7 +21,7 @@ const (
 )
 
 // recordEvents writes an Event on the victim of a round's action and one on the agent.
-func (r *Reconciler) recordEvents(agent *v1beta1.ChaosAgent, t Candidate, rec v1beta1.ChaosAction) {
+func (r *Reconciler) recordEvents(agent *v1beta1.ChaosAgent, t Candidate, rec record) {
 	meta := metav1.ObjectMeta{Namespace: t.Namespace, Name: t.Name, UID: t.UID}
 	var victim client.Object
 	switch rec.Kind {
@@ -38,9 +38,9 @@ func (r *Reconciler) recordEvents(agent *v1beta1.ChaosAgent, t Candidate, rec v1
 // recordEventsFor writes an Event on victim (related: the agent) and one on the agent
 // (related: victim). A victim outside the agent's scope gets none: the operator writes nothing
 // in a protected, excluded or unwatched namespace.
-func (r *Reconciler) recordEventsFor(agent *v1beta1.ChaosAgent, victim client.Object, rec v1beta1.ChaosAction) {
+func (r *Reconciler) recordEventsFor(agent *v1beta1.ChaosAgent, victim client.Object, rec record) {
 	typ, reason, action := eventType(rec), eventReason(rec), eventAction(rec.Kind)
-	if rec.Result != skipped(SkipOutOfScope) {
+	if rec.Outcome != skipped(SkipOutOfScope) {
 		r.Recorder.Eventf(victim, agent, typ, reason, action, "ChaosAgent %s: %s (%s)", agent.Name, rec.Detail, rec.Result)
 	}
 	r.Recorder.Eventf(agent, victim, typ, reason, action, "%s %s: %s (%s)", victimKind(rec.Kind), rec.Target, rec.Detail, rec.Result)
@@ -48,23 +48,23 @@ func (r *Reconciler) recordEventsFor(agent *v1beta1.ChaosAgent, victim client.Ob
 
 // eventType is Warning when an action failed or a restore left an object changed (a person
 // has to look at it), else Normal.
-func eventType(rec v1beta1.ChaosAction) string {
+func eventType(rec record) string {
 	restore := rec.Kind == v1beta1.ActionRestoreDeployment || rec.Kind == v1beta1.ActionRestoreConfigMap
-	if isFailed(rec.Result) || (restore && isSkipped(rec.Result)) {
+	if rec.Outcome.Kind == resultFailed || (restore && rec.Outcome.Kind == resultSkipped) {
 		return corev1.EventTypeWarning
 	}
 	return corev1.EventTypeNormal
 }
 
 // eventReason is KilledPod, WouldKillPod, SkippedKillPod, FailedKillPod, and so on.
-func eventReason(rec v1beta1.ChaosAction) string {
+func eventReason(rec record) string {
 	verb, done := eventVerb(rec.Kind)
-	switch {
-	case rec.Result == ResultDryRun:
+	switch rec.Outcome.Kind {
+	case resultDryRun:
 		return "Would" + verb
-	case isSkipped(rec.Result):
+	case resultSkipped:
 		return "Skipped" + verb
-	case isFailed(rec.Result):
+	case resultFailed:
 		return "Failed" + verb
 	default:
 		return done
@@ -136,7 +136,7 @@ func restorePhrase(restore bool, o restoreOutcome) string {
 	}
 	back := 0
 	for _, rec := range o.Records {
-		if rec.Result == ResultSucceeded {
+		if rec.Outcome.Kind == resultSucceeded {
 			back++
 		}
 	}

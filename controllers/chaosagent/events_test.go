@@ -13,20 +13,20 @@ import (
 
 func TestEventReasonsAndMetricResults(t *testing.T) {
 	for _, tc := range []struct {
-		rec       v1beta1.ChaosAction
+		rec       record
 		reason    string
 		metric    string
 		eventType string
 	}{
-		{rec(v1beta1.ActionKillPod, "", ResultSucceeded, false), "KilledPod", "succeeded", corev1.EventTypeNormal},
-		{rec(v1beta1.ActionKillPod, "", ResultDryRun, true), "WouldKillPod", "dry_run", corev1.EventTypeNormal},
+		{rec(v1beta1.ActionKillPod, "", succeeded, false), "KilledPod", "succeeded", corev1.EventTypeNormal},
+		{rec(v1beta1.ActionKillPod, "", dryRun, true), "WouldKillPod", "dry_run", corev1.EventTypeNormal},
 		{rec(v1beta1.ActionKillPod, "", skipped(SkipDisruptionBudget), false), "SkippedKillPod", "skipped", corev1.EventTypeNormal},
-		{rec(v1beta1.ActionScaleDeployment, "", ResultSucceeded, false), "ScaledDeployment", "succeeded", corev1.EventTypeNormal},
+		{rec(v1beta1.ActionScaleDeployment, "", succeeded, false), "ScaledDeployment", "succeeded", corev1.EventTypeNormal},
 		{rec(v1beta1.ActionScaleDeployment, "", failed("Conflict"), false), "FailedScaleDeployment", "failed", corev1.EventTypeWarning},
-		{rec(v1beta1.ActionIpsumConfigMap, "", ResultSucceeded, false), "OverwroteConfigMap", "succeeded", corev1.EventTypeNormal},
-		{rec(v1beta1.ActionIpsumConfigMap, "", ResultDryRun, true), "WouldOverwriteConfigMap", "dry_run", corev1.EventTypeNormal},
-		{rec(v1beta1.ActionRestoreDeployment, "", ResultSucceeded, false), "RestoredDeployment", "succeeded", corev1.EventTypeNormal},
-		{rec(v1beta1.ActionRestoreConfigMap, "", ResultSucceeded, false), "RestoredConfigMap", "succeeded", corev1.EventTypeNormal},
+		{rec(v1beta1.ActionIpsumConfigMap, "", succeeded, false), "OverwroteConfigMap", "succeeded", corev1.EventTypeNormal},
+		{rec(v1beta1.ActionIpsumConfigMap, "", dryRun, true), "WouldOverwriteConfigMap", "dry_run", corev1.EventTypeNormal},
+		{rec(v1beta1.ActionRestoreDeployment, "", succeeded, false), "RestoredDeployment", "succeeded", corev1.EventTypeNormal},
+		{rec(v1beta1.ActionRestoreConfigMap, "", succeeded, false), "RestoredConfigMap", "succeeded", corev1.EventTypeNormal},
 		{rec(v1beta1.ActionRestoreConfigMap, "", skipped(SkipImmutable), false), "SkippedRestoreConfigMap", "skipped", corev1.EventTypeWarning},
 		{rec(v1beta1.ActionRestoreDeployment, "", skipped(SkipOutOfScope), false), "SkippedRestoreDeployment", "skipped", corev1.EventTypeWarning},
 		{rec(v1beta1.ActionRestoreDeployment, "", failed("Invalid"), false), "FailedRestoreDeployment", "failed", corev1.EventTypeWarning},
@@ -40,9 +40,9 @@ func TestEventReasonsAndMetricResults(t *testing.T) {
 func TestRunEndedEvents(t *testing.T) {
 	agent := &v1beta1.ChaosAgent{}
 	agent.Name = "edmund"
-	restored := restoreOutcome{Attempted: true, Records: []v1beta1.ChaosAction{
-		rec(v1beta1.ActionRestoreDeployment, "shop/web", ResultSucceeded, false),
-		rec(v1beta1.ActionRestoreConfigMap, "shop/settings", ResultSucceeded, false),
+	restored := restoreOutcome{Attempted: true, Records: []record{
+		rec(v1beta1.ActionRestoreDeployment, "shop/web", succeeded, false),
+		rec(v1beta1.ActionRestoreConfigMap, "shop/settings", succeeded, false),
 		rec(v1beta1.ActionRestoreConfigMap, "shop/frozen", skipped(SkipImmutable), false),
 	}, Left: 1}
 	for _, tc := range []struct {

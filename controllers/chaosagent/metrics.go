@@ -1,12 +1,8 @@
 package chaosagent
 
 import (
-	"strings"
-
 	"github.com/prometheus/client_golang/prometheus"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 )
 
 var (
@@ -34,21 +30,21 @@ func init() {
 }
 
 // metricResult maps an action's result to the metric label.
-func metricResult(a v1beta1.ChaosAction) string {
+func metricResult(rec record) string {
 	switch {
-	case a.DryRun || a.Result == ResultDryRun:
+	case rec.DryRun || rec.Outcome.Kind == resultDryRun:
 		return "dry_run"
-	case isSkipped(a.Result):
+	case rec.Outcome.Kind == resultSkipped:
 		return "skipped"
-	case strings.HasPrefix(a.Result, failedPrefix):
+	case rec.Outcome.Kind == resultFailed:
 		return "failed"
 	default:
 		return "succeeded"
 	}
 }
 
-func recordActionMetric(agent string, a v1beta1.ChaosAction) {
-	actionsTotal.WithLabelValues(agent, string(a.Kind), metricResult(a)).Inc()
+func recordActionMetric(agent string, rec record) {
+	actionsTotal.WithLabelValues(agent, string(rec.Kind), metricResult(rec)).Inc()
 }
 
 // forgetAgentMetrics drops the series of a deleted agent.

@@ -3,7 +3,6 @@ package chaosagent
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -13,21 +12,66 @@ import (
 	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 )
 
-// Results of an action (ChaosAction.result).
+// Results of an action (ChaosAction.result) without a reason; a skip or a failure reads
+// "Skipped: <reason>" or "Failed: <reason>" (result.String).
 const (
 	ResultSucceeded = "Succeeded"
 	ResultDryRun    = "DryRun"
-	skippedPrefix   = "Skipped: "
-	failedPrefix    = "Failed: "
 )
 
 // maxLastActions bounds status.lastActions (the CRD refuses more).
 const maxLastActions = 20
 
-func skipped(reason string) string { return skippedPrefix + reason }
-func failed(reason string) string  { return failedPrefix + reason }
-func isFailed(result string) bool  { return strings.HasPrefix(result, failedPrefix) }
-func isSkipped(result string) bool { return strings.HasPrefix(result, skippedPrefix) }
+// resultKind is how an action ended.
+type resultKind int
+
+const (
+	resultSucceeded resultKind = iota
+	resultDryRun
+	resultSkipped
+	resultFailed
+)
+
+// result is how an action ended and, for a skip or a failure, why. Events, metrics and
+// conditions decide on it; status.lastActions shows its String, which is never parsed back.
+type result struct {
+	Kind   resultKind
+	Reason string
+}
+
+var (
+	succeeded = result{Kind: resultSucceeded}
+	dryRun    = result{Kind: resultDryRun}
+)
+
+func skipped(reason string) result { return result{Kind: resultSkipped, Reason: reason} }
+func failed(reason string) result  { return result{Kind: resultFailed, Reason: reason} }
+
+// String is the result as ChaosAction.result shows it.
+func (r result) String() string {
+	switch r.Kind {
+	case resultDryRun:
+		return ResultDryRun
+	case resultSkipped:
+		return "Skipped: " + r.Reason
+	case resultFailed:
+		return "Failed: " + r.Reason
+	default:
+		return ResultSucceeded
+	}
+}
+
+// record is one action or restore of a pass: its status.lastActions entry, whose Result is
+// Outcome's String, and Outcome itself.
+type record struct {
+	v1beta1.ChaosAction
+	Outcome result
+}
+
+// set fills the record's detail and result.
+func (rec *record) set(detail string, res result) {
+	rec.Detail, rec.Outcome, rec.Result = detail, res, res.String()
+}
 
 // roundOutcome is what the round phase returns.
 type roundOutcome struct {
@@ -36,7 +80,7 @@ type roundOutcome struct {
 	// NextRound is when the next round is due (nil when the round could not run).
 	NextRound *time.Time
 	// Records are the round's actions (taken, or only recorded in dry-run), in order.
-	Records []v1beta1.ChaosAction
+	Records []record
 	// ChangedObjects, when known, is the number of objects still carrying this agent's marks.
 	ChangedObjects *int32
 }
@@ -46,7 +90,7 @@ type restoreOutcome struct {
 	// Attempted is true when the agent's changed objects were listed and each was tried.
 	Attempted bool
 	// Records are the restores done, in order.
-	Records []v1beta1.ChaosAction
+	Records []record
 	// Failed counts objects that could not be put back yet; they still carry the agent's marks
 	// and are retried.
 	Failed int
@@ -80,7 +124,7 @@ type outcome struct {
 }
 
 // records returns the actions and restores of the pass, in order.
-func (o outcome) records() []v1beta1.ChaosAction {
+func (o outcome) records() []record {
 	return slices.Concat(o.Round.Records, o.Restore.Records)
 }
 
@@ -112,7 +156,7 @@ func computeStatus(old v1beta1.ChaosAgentStatus, o outcome) v1beta1.ChaosAgentSt
 	}
 	records := o.records()
 	for _, r := range records {
-		if r.DryRun || r.Result != ResultSucceeded {
+		if r.DryRun || r.Outcome.Kind != resultSucceeded {
 			continue
 		}
 		switch r.Kind {
@@ -170,13 +214,13 @@ func mergeGuardResults(previous, checked []v1beta1.GuardResult, guards []v1beta1
 
 // newestFirst puts records (oldest first) in front of previous (newest first), at most
 // maxLastActions in all.
-func newestFirst(records, previous []v1beta1.ChaosAction) []v1beta1.ChaosAction {
+func newestFirst(records []record, previous []v1beta1.ChaosAction) []v1beta1.ChaosAction {
 	if len(records) == 0 {
 		return previous
 	}
 	out := make([]v1beta1.ChaosAction, 0, min(len(records)+len(previous), maxLastActions))
 	for i := len(records) - 1; i >= 0 && len(out) < maxLastActions; i-- {
-		out = append(out, records[i])
+		out = append(out, records[i].ChaosAction)
 	}
 	for i := 0; i < len(previous) && len(out) < maxLastActions; i++ {
 		out = append(out, previous[i])
@@ -188,7 +232,7 @@ func newestFirst(records, previous []v1beta1.ChaosAction) []v1beta1.ChaosAction 
 // the last pass that acted: a pass that neither ran a round nor recorded an action keeps it
 // as it was (it is set to False the first time). GuardTripped likewise keeps its last
 // check while no guard is checked.
-func setConditions(s *v1beta1.ChaosAgentStatus, o outcome, records []v1beta1.ChaosAction) {
+func setConditions(s *v1beta1.ChaosAgentStatus, o outcome, records []record) {
 	set := func(t string, status metav1.ConditionStatus, reason, msg string) {
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: t, Status: status, Reason: reason,
 			Message: msg, ObservedGeneration: o.Generation, LastTransitionTime: apiTime(o.Now)})
@@ -233,7 +277,7 @@ func setConditions(s *v1beta1.ChaosAgentStatus, o outcome, records []v1beta1.Cha
 
 	failures := 0
 	for _, r := range records {
-		if isFailed(r.Result) {
+		if r.Outcome.Kind == resultFailed {
 			failures++
 		}
 	}

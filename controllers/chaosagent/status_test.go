@@ -16,8 +16,10 @@ import (
 	"github.com/quartet-operator/quartet/test/testenv"
 )
 
-func rec(kind v1beta1.ActionKind, target, result string, dry bool) v1beta1.ChaosAction {
-	return v1beta1.ChaosAction{Kind: kind, Target: target, Result: result, DryRun: dry}
+func rec(kind v1beta1.ActionKind, target string, res result, dry bool) record {
+	r := record{ChaosAction: v1beta1.ChaosAction{Kind: kind, Target: target, DryRun: dry}}
+	r.set("", res)
+	return r
 }
 
 func TestComputeStatus(t *testing.T) {
@@ -28,11 +30,11 @@ func TestComputeStatus(t *testing.T) {
 	t.Run("first round counts successes only and sets every condition", func(t *testing.T) {
 		s := computeStatus(v1beta1.ChaosAgentStatus{}, outcome{Now: now, Generation: 3, Spec: spec, Round: roundOutcome{
 			Ran: true, NextRound: &next, ChangedObjects: ptr.To[int32](2),
-			Records: []v1beta1.ChaosAction{
-				rec(v1beta1.ActionKillPod, "a/p1", ResultSucceeded, false),
+			Records: []record{
+				rec(v1beta1.ActionKillPod, "a/p1", succeeded, false),
 				rec(v1beta1.ActionKillPod, "a/p2", skipped(SkipDisruptionBudget), false),
-				rec(v1beta1.ActionScaleDeployment, "a/d", ResultSucceeded, false),
-				rec(v1beta1.ActionIpsumConfigMap, "a/c", ResultSucceeded, false),
+				rec(v1beta1.ActionScaleDeployment, "a/d", succeeded, false),
+				rec(v1beta1.ActionIpsumConfigMap, "a/c", succeeded, false),
 			}}})
 		assert.EqualValues(t, 1, s.Rounds)
 		assert.Equal(t, now.Truncate(time.Second), s.LastRoundTime.UTC(), "whole seconds, as the API stores it")
@@ -51,15 +53,15 @@ func TestComputeStatus(t *testing.T) {
 		dry := spec
 		dry.DryRun = true
 		s := computeStatus(v1beta1.ChaosAgentStatus{}, outcome{Now: now, Spec: dry, Round: roundOutcome{Ran: true, NextRound: &next,
-			Records: []v1beta1.ChaosAction{rec(v1beta1.ActionKillPod, "a/p1", ResultDryRun, true)}}})
+			Records: []record{rec(v1beta1.ActionKillPod, "a/p1", dryRun, true)}}})
 		assert.Equal(t, v1beta1.ChaosCounts{}, s.Counts)
 		assert.Len(t, s.LastActions, 1)
 		assert.Contains(t, testenv.Condition(s.Conditions, v1beta1.ConditionReady).Message, "dry run")
 	})
 	t.Run("failed actions make the agent Degraded until a clean round", func(t *testing.T) {
 		s := computeStatus(v1beta1.ChaosAgentStatus{}, outcome{Now: now, Spec: spec, Round: roundOutcome{Ran: true, NextRound: &next,
-			Records: []v1beta1.ChaosAction{rec(v1beta1.ActionKillPod, "a/p1", failed("Forbidden"), false),
-				rec(v1beta1.ActionKillPod, "a/p2", ResultSucceeded, false)}}})
+			Records: []record{rec(v1beta1.ActionKillPod, "a/p1", failed("Forbidden"), false),
+				rec(v1beta1.ActionKillPod, "a/p2", succeeded, false)}}})
 		c := testenv.Condition(s.Conditions, v1beta1.ConditionDegraded)
 		assert.Equal(t, metav1.ConditionTrue, c.Status)
 		assert.Equal(t, v1beta1.ReasonActionsFailed, c.Reason)
@@ -74,7 +76,7 @@ func TestComputeStatus(t *testing.T) {
 		paused.Paused = true
 		s := computeStatus(v1beta1.ChaosAgentStatus{NextRoundTime: &metav1.Time{Time: now}, ChangedObjects: 1}, outcome{Now: now, Spec: paused,
 			Restore: restoreOutcome{Attempted: true,
-				Records: []v1beta1.ChaosAction{rec(v1beta1.ActionRestoreDeployment, "a/d", ResultSucceeded, false)}}})
+				Records: []record{rec(v1beta1.ActionRestoreDeployment, "a/d", succeeded, false)}}})
 		assert.Nil(t, s.NextRoundTime)
 		assert.EqualValues(t, 0, s.Rounds)
 		assert.EqualValues(t, 1, s.Counts.Restored)
@@ -94,8 +96,8 @@ func TestComputeStatus(t *testing.T) {
 	})
 	t.Run("objects left as they are by restore are reported, not retried", func(t *testing.T) {
 		s := computeStatus(v1beta1.ChaosAgentStatus{ObservedGeneration: 1, ChangedObjects: 3}, outcome{Now: now, Generation: 2, Spec: spec,
-			Restore: restoreOutcome{Attempted: true, Left: 2, Records: []v1beta1.ChaosAction{
-				rec(v1beta1.ActionRestoreDeployment, "a/d", ResultSucceeded, false),
+			Restore: restoreOutcome{Attempted: true, Left: 2, Records: []record{
+				rec(v1beta1.ActionRestoreDeployment, "a/d", succeeded, false),
 				rec(v1beta1.ActionRestoreConfigMap, "kube-system/c", skipped(SkipOutOfScope), false),
 				rec(v1beta1.ActionRestoreConfigMap, "a/frozen", skipped(SkipImmutable), false),
 			}}})
@@ -122,19 +124,35 @@ func TestComputeStatus(t *testing.T) {
 		assert.True(t, equality.Semantic.DeepEqual(first, again), "no status write when nothing happened")
 	})
 	t.Run("input not modified", func(t *testing.T) {
-		old := v1beta1.ChaosAgentStatus{Rounds: 1, LastActions: []v1beta1.ChaosAction{rec(v1beta1.ActionKillPod, "x/y", ResultSucceeded, false)}}
+		old := v1beta1.ChaosAgentStatus{Rounds: 1, LastActions: []v1beta1.ChaosAction{rec(v1beta1.ActionKillPod, "x/y", succeeded, false).ChaosAction}}
 		before := *old.DeepCopy()
-		computeStatus(old, outcome{Now: now, Spec: spec, Round: roundOutcome{Ran: true, Records: []v1beta1.ChaosAction{rec(v1beta1.ActionKillPod, "a/b", ResultSucceeded, false)}}})
+		computeStatus(old, outcome{Now: now, Spec: spec, Round: roundOutcome{Ran: true, Records: []record{rec(v1beta1.ActionKillPod, "a/b", succeeded, false)}}})
 		assert.Equal(t, before, old)
 	})
+}
+
+// TestResultStrings pins status.lastActions[].result, which is API: the typed result only
+// saves the controller parsing it back.
+func TestResultStrings(t *testing.T) {
+	for res, want := range map[result]string{
+		succeeded:                     "Succeeded",
+		dryRun:                        "DryRun",
+		skipped(SkipDisruptionBudget): "Skipped: DisruptionBudget",
+		failed("ProtectedNamespace"):  "Failed: ProtectedNamespace",
+	} {
+		assert.Equal(t, want, res.String())
+		r := rec(v1beta1.ActionKillPod, "a/p", res, false)
+		assert.Equal(t, want, r.Result, "set keeps the string and the outcome together")
+		assert.Equal(t, res, r.Outcome)
+	}
 }
 
 func TestNewestFirstIsBounded(t *testing.T) {
 	var previous []v1beta1.ChaosAction
 	for round := 0; round < 5; round++ {
-		var records []v1beta1.ChaosAction
+		var records []record
 		for i := 0; i < 8; i++ {
-			records = append(records, rec(v1beta1.ActionKillPod, fmt.Sprintf("r%d/p%d", round, i), ResultSucceeded, false))
+			records = append(records, rec(v1beta1.ActionKillPod, fmt.Sprintf("r%d/p%d", round, i), succeeded, false))
 		}
 		previous = newestFirst(records, previous)
 		assert.LessOrEqual(t, len(previous), maxLastActions)
@@ -233,8 +251,8 @@ func TestComputeStatusWindowsGuardsRuns(t *testing.T) {
 		tripped = computeStatus(running, outcome{Now: now.Add(time.Minute), Spec: spec, Run: run,
 			Window: windowState{Scheduled: true, Open: true},
 			Guards: []guardVerdict{{Name: "web", Failed: true, Reason: v1beta1.GuardReasonDeploymentBelowFloor, Message: "1 ready"}},
-			Restore: restoreOutcome{Attempted: true, Records: []v1beta1.ChaosAction{
-				rec(v1beta1.ActionRestoreDeployment, "shop/api", ResultSucceeded, false)}}})
+			Restore: restoreOutcome{Attempted: true, Records: []record{
+				rec(v1beta1.ActionRestoreDeployment, "shop/api", succeeded, false)}}})
 		gt := cond(tripped, v1beta1.ConditionGuardTripped)
 		assert.Equal(t, metav1.ConditionTrue, gt.Status)
 		assert.Equal(t, v1beta1.GuardReasonDeploymentBelowFloor, gt.Reason)
