@@ -60,7 +60,7 @@ func TestMirrorWarmsPinnedImagesNeverPulledThroughIt(t *testing.T) {
 	pinnedFile := filepath.Join(t.TempDir(), "pinned-images")
 	require.NoError(t, os.WriteFile(pinnedFile, []byte("# written by the operator\n"+
 		"docker.io/"+testRepo+"@"+index.String()+"\n"+ // a pod's imageID, with the host
-		"tool@"+single.manifest.String()+"\n"+ // normalised as docker.io/library/tool
+		"tool:v2@"+single.manifest.String()+"\n"+ // normalised as docker.io/library/tool, with the pod's tag
 		testRepo+"@"+missing.String()+"\n"+
 		single.blobs[0].String()+"\n"), 0o644)) // a bare digest: never fetched
 	clock := retention.NewFakeClock(at(0))
@@ -97,8 +97,11 @@ func TestMirrorWarmsPinnedImagesNeverPulledThroughIt(t *testing.T) {
 	m.evict(t)
 	require.NoError(t, pull(t, m.URL, byDigest(amd)))
 	require.NoError(t, pull(t, m.URL, byDigest(single)))
+	require.NoError(t, pull(t, m.URL, single), "the pod's tag resolves from the cache: pods start by tag during the outage")
 	resp = do(t, mustRequest(t, http.MethodGet, m.URL+"/v2/"+testRepo+"/manifests/"+index.String(), nil))
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	resp = do(t, mustRequest(t, http.MethodGet, m.URL+"/v2/"+testRepo+"/manifests/v1", nil))
+	assert.NotEqual(t, http.StatusOK, resp.StatusCode, "a pin without a tag caches no tag")
 	assert.Error(t, pull(t, m.URL, byDigest(arm)), "another platform's image is not fetched")
 }
 

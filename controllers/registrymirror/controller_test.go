@@ -692,7 +692,7 @@ func TestGrantedMirrorPinsThePodsImages(t *testing.T) {
 				lines = append(lines, l)
 			}
 		}
-		assert.Equal(c, []string{"team/app@" + digestA, "tools/cli@" + digestB}, lines)
+		assert.Equal(c, []string{"team/app:v1@" + digestA, "tools/cli@" + digestB}, lines, "with the tag the pods name")
 		assert.Equal(c, ptr.To[int32](2), got.Status.ImagesInUse)
 		assert.Nil(c, got.Status.ImagesCached, "no registry answers in this cluster")
 	}, wait, tick)

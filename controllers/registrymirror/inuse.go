@@ -32,36 +32,49 @@ const maxPinnedImages = 5000
 const pinnedImagesKey = "pinned-images"
 
 // imageInUse is an image a pod runs, by digest, in the mirror's terms: the repository
-// without the registry host.
+// without the registry host, and the tag the pod's spec names, if any (the registry caches
+// it too, so the tag resolves while the upstream is down).
 type imageInUse struct {
 	repository string
+	tag        string
 	digest     string
 }
 
-func (i imageInUse) String() string { return i.repository + "@" + i.digest }
+func (i imageInUse) String() string {
+	if i.tag != "" {
+		return i.repository + ":" + i.tag + "@" + i.digest
+	}
+	return i.repository + "@" + i.digest
+}
 
 // imagesInUse returns the distinct images by digest that the pods run from host (a
 // RegistryHostGrant's host: "docker.io", "registry.example:5000"), sorted. A container's
 // digest comes from its status' imageID (what the node resolved), or from its spec's image
-// when that names a digest; a container known only by tag (not started yet) has none.
-// Pods that ended are skipped.
+// when that names a digest; a container known only by tag (not started yet) has none. The
+// tag comes from the spec's image of the container of the status' name. Pods that ended
+// are skipped.
 func imagesInUse(pods []corev1.Pod, host string) []imageInUse {
 	seen := map[imageInUse]bool{}
-	add := func(ref string) {
-		if i, ok := parseImageInUse(ref, host); ok {
-			seen[i] = true
-		}
-	}
 	for i := range pods {
 		p := &pods[i]
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		for _, cs := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses, p.Status.EphemeralContainerStatuses) {
-			add(cs.ImageID)
-		}
+		specImage := map[string]string{}
 		for _, c := range slices.Concat(p.Spec.InitContainers, p.Spec.Containers) {
-			add(c.Image)
+			specImage[c.Name] = c.Image
+			if img, ok := parseImageInUse(c.Image, host); ok {
+				seen[img] = true
+			}
+		}
+		for _, c := range p.Spec.EphemeralContainers {
+			specImage[c.Name] = c.Image
+		}
+		for _, cs := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses, p.Status.EphemeralContainerStatuses) {
+			if img, ok := parseImageInUse(cs.ImageID, host); ok {
+				img.tag = tagOf(specImage[cs.Name], host, img.repository)
+				seen[img] = true
+			}
 		}
 	}
 	out := make([]imageInUse, 0, len(seen))
@@ -90,11 +103,27 @@ func parseImageInUse(ref, host string) (imageInUse, bool) {
 	if !ok || reference.Domain(named) != host {
 		return imageInUse{}, false
 	}
-	return imageInUse{repository: reference.Path(named), digest: digested.Digest().String()}, true
+	img := imageInUse{repository: reference.Path(named), digest: digested.Digest().String()}
+	if t, ok := named.(reference.Tagged); ok {
+		img.tag = t.Tag()
+	}
+	return img, true
 }
 
-// renderPinnedImages is the pinned-images file: a header, then one repository@digest a
-// line, at most maxPinnedImages of them.
+// tagOf is the tag of image when it is of host and repository; "" otherwise.
+func tagOf(image, host, repository string) string {
+	named, err := reference.ParseNormalizedNamed(image)
+	if err != nil || reference.Domain(named) != host || reference.Path(named) != repository {
+		return ""
+	}
+	if t, ok := named.(reference.Tagged); ok {
+		return t.Tag()
+	}
+	return ""
+}
+
+// renderPinnedImages is the pinned-images file: a header, then one
+// repository[:tag]@digest a line, at most maxPinnedImages of them.
 func renderPinnedImages(host string, images []imageInUse, granted bool) string {
 	var b strings.Builder
 	b.WriteString("# Written by Quartet: images by digest that pods run from ")
@@ -116,8 +145,8 @@ func renderPinnedImages(host string, images []imageInUse, granted bool) string {
 }
 
 // StripPodImages keeps of a Pod what imagesInUse reads: name, namespace, UID and
-// resourceVersion, the phase, the containers' images and the statuses' imageIDs. The pod
-// cache holds nothing else, about 300 bytes a pod.
+// resourceVersion, the phase, the containers' names and images and the statuses' names and
+// imageIDs. The pod cache holds nothing else, about 300 bytes a pod.
 func StripPodImages(in any) (any, error) {
 	p, ok := in.(*corev1.Pod)
 	if !ok {
@@ -129,18 +158,24 @@ func StripPodImages(in any) (any, error) {
 	images := func(cs []corev1.Container) []corev1.Container {
 		r := make([]corev1.Container, len(cs))
 		for i, c := range cs {
-			r[i] = corev1.Container{Image: c.Image}
+			r[i] = corev1.Container{Name: c.Name, Image: c.Image}
 		}
 		return r
 	}
 	statuses := func(ss []corev1.ContainerStatus) []corev1.ContainerStatus {
 		r := make([]corev1.ContainerStatus, len(ss))
 		for i, s := range ss {
-			r[i] = corev1.ContainerStatus{ImageID: s.ImageID}
+			r[i] = corev1.ContainerStatus{Name: s.Name, ImageID: s.ImageID}
 		}
 		return r
 	}
 	out.Spec.InitContainers, out.Spec.Containers = images(p.Spec.InitContainers), images(p.Spec.Containers)
+	if len(p.Spec.EphemeralContainers) > 0 {
+		out.Spec.EphemeralContainers = make([]corev1.EphemeralContainer, len(p.Spec.EphemeralContainers))
+		for i, c := range p.Spec.EphemeralContainers {
+			out.Spec.EphemeralContainers[i].Name, out.Spec.EphemeralContainers[i].Image = c.Name, c.Image
+		}
+	}
 	out.Status.InitContainerStatuses = statuses(p.Status.InitContainerStatuses)
 	out.Status.ContainerStatuses = statuses(p.Status.ContainerStatuses)
 	out.Status.EphemeralContainerStatuses = statuses(p.Status.EphemeralContainerStatuses)

@@ -552,8 +552,8 @@ auth: {htpasswd: {realm: upstream, path: %q}}
 // straight from the upstream, before any mirror existed, runs in a pod. The operator pins
 // it (imagesInUse of the pod's imageID, rendered as the ConfigMap's pinned-images), and
 // mirror-registry, run with exactly the StatefulSet's command line, fetches it on its own:
-// the manager's probe reads that it holds it, and it is served once the upstream is gone
-// although no client ever pulled it through the mirror.
+// the manager's probe reads that it holds it, and it is served once the upstream is gone,
+// by digest and by the pod's tag, although no client ever pulled it through the mirror.
 func TestRenderedRegistryWarmsThePodsImages(t *testing.T) {
 	if os.Getenv("QUARTET_SKIP_INTEGRATION") != "" {
 		t.Skip("QUARTET_SKIP_INTEGRATION set")
@@ -597,6 +597,7 @@ http: {addr: "127.0.0.1:%d"}
 
 	upstream.kill()
 	pullByDigest(t, "http://"+mirrorAddr, img)
+	pull(t, "http://"+mirrorAddr, img) // by the pod's tag, cached with the image
 }
 
 // TestUpgradeFrom020KeepsTheCache: a cache that Quartet 0.2.0's registry filled (plain

@@ -211,6 +211,11 @@ func (k *Keeper) Cached(ctx context.Context, repo string, d digest.Digest, kind 
 	return k.store.cached(ctx, repo, d, kind)
 }
 
+// Tagged says whether the cache holds repo's tag, pointing at d.
+func (k *Keeper) Tagged(ctx context.Context, repo, tag string, d digest.Digest) bool {
+	return k.store.taggedAs(ctx, repo, tag, d)
+}
+
 func referencedByAny(d digest.Digest, manifests []digest.Digest, byDigest map[digest.Digest]Entry) bool {
 	for _, m := range manifests {
 		if slices.Contains(byDigest[m].Refs, d) {

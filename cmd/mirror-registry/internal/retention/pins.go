@@ -17,13 +17,19 @@ type Pin struct {
 	// Repository is the path in the mirror (the upstream's repository: "library/nginx"),
 	// without the registry host the line may name.
 	Repository string
-	Digest     digest.Digest
+	// Tag is the tag the line names ("repository:tag@digest"), the one a pod's spec
+	// names: warming caches it too, so the tag still resolves while the upstream is down.
+	Tag    string
+	Digest digest.Digest
 }
 
-// String is the pin as a line: repository@digest, or the bare digest.
+// String is the pin as a line: repository[:tag]@digest, or the bare digest.
 func (p Pin) String() string {
-	if p.Repository == "" {
+	switch {
+	case p.Repository == "":
 		return p.Digest.String()
+	case p.Tag != "":
+		return p.Repository + ":" + p.Tag + "@" + p.Digest.String()
 	}
 	return p.Repository + "@" + p.Digest.String()
 }
@@ -45,9 +51,9 @@ func ParsePins(r io.Reader) (pins map[digest.Digest]bool, invalid []string, err 
 	return pins, invalid, nil
 }
 
-// ParsePinnedImages reads the same lines as ParsePins and keeps the repository of each
-// (distribution/reference's normalisation: "nginx" is library/nginx, a leading registry
-// host is dropped), in file order, each digest and repository once. A line whose name
+// ParsePinnedImages reads the same lines as ParsePins and keeps the repository and tag of
+// each (distribution/reference's normalisation: "nginx" is library/nginx, a leading
+// registry host is dropped), in file order, each line once. A line whose name
 // part does not parse as a repository still pins its digest, with no repository.
 func ParsePinnedImages(r io.Reader) (pins []Pin, invalid []string, err error) {
 	seen := map[Pin]bool{}
@@ -67,7 +73,8 @@ func ParsePinnedImages(r io.Reader) (pins []Pin, invalid []string, err error) {
 			invalid = append(invalid, sc.Text())
 			continue
 		}
-		p := Pin{Repository: repositoryPath(name), Digest: d}
+		repo, tag := repositoryPath(name)
+		p := Pin{Repository: repo, Tag: tag, Digest: d}
 		if !seen[p] {
 			seen[p] = true
 			pins = append(pins, p)
@@ -79,20 +86,23 @@ func ParsePinnedImages(r io.Reader) (pins []Pin, invalid []string, err error) {
 	return pins, invalid, nil
 }
 
-// repositoryPath is the repository of an image name, without its registry host; "" when
-// there is no name or it is not one.
-func repositoryPath(name string) string {
+// repositoryPath is the repository of an image name, without its registry host, and its
+// tag if it names one; "" when there is no name or it is not one.
+func repositoryPath(name string) (repo, tag string) {
 	if i := strings.Index(name, "://"); i >= 0 {
 		name = name[i+3:] // docker-pullable://
 	}
 	if name == "" {
-		return ""
+		return "", ""
 	}
 	named, err := reference.ParseNormalizedNamed(name)
 	if err != nil {
-		return ""
+		return "", ""
 	}
-	return reference.Path(named)
+	if t, ok := named.(reference.Tagged); ok {
+		tag = t.Tag()
+	}
+	return reference.Path(named), tag
 }
 
 // pinFile re-reads the pinned-digests file when it changes (another inode — a ConfigMap

@@ -58,6 +58,7 @@ func TestParsePinnedImages(t *testing.T) {
 		"nginx@" + a.String(), // the same image, normalised: once
 		"docker-pullable://registry.example:5000/team/app@" + b.String(),
 		"ghcr.io/org/tool@" + b.String(),
+		"ghcr.io/org/tool:v1.2@" + b.String(), // a pod's spec tag and imageID digest
 		b.String(),
 		"not a name!@" + a.String(), // not a repository name: the digest is still pinned
 		"nginx:latest",
@@ -67,12 +68,14 @@ func TestParsePinnedImages(t *testing.T) {
 		{Repository: "library/nginx", Digest: a},
 		{Repository: "team/app", Digest: b},
 		{Repository: "org/tool", Digest: b},
+		{Repository: "org/tool", Tag: "v1.2", Digest: b},
 		{Digest: b},
 		{Digest: a},
 	}, got)
 	assert.Equal(t, []string{"nginx:latest"}, invalid)
 	assert.Equal(t, "library/nginx@"+a.String(), got[0].String())
-	assert.Equal(t, b.String(), got[3].String())
+	assert.Equal(t, "org/tool:v1.2@"+b.String(), got[3].String())
+	assert.Equal(t, b.String(), got[4].String())
 }
 
 func TestParsePlatforms(t *testing.T) {

@@ -150,6 +150,16 @@ func (s *contentStore) cached(ctx context.Context, repo string, d digest.Digest,
 	return err == nil
 }
 
+// taggedAs says whether repo's tag points at d in storage.
+func (s *contentStore) taggedAs(ctx context.Context, repo, tag string, d digest.Digest) bool {
+	r, err := s.repository(ctx, repo)
+	if err != nil {
+		return false
+	}
+	desc, err := r.Tags(ctx).Get(ctx, tag)
+	return err == nil && desc.Digest == d
+}
+
 // delete removes d from every repository that links it, then its data. A manifest loses
 // its tags first, so a tag never points at a missing manifest; then its revision link.
 // Links go before data: a request in between misses the link and fetches from the

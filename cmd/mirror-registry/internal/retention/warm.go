@@ -130,6 +130,10 @@ func (w *Warmer) Warm(ctx context.Context) (WarmStatus, error) {
 			var n int
 			n, werr = w.warmManifest(ctx, p.Repository, p.Digest, 0)
 			fetched += n
+			if werr == nil && p.Tag != "" && !w.Keeper.Tagged(ctx, p.Repository, p.Tag, p.Digest) {
+				n, werr = w.warmTag(ctx, p)
+				fetched += n
+			}
 		}
 		if werr != nil {
 			if len(status.Missing) < maxReportedMissing {
@@ -234,6 +238,33 @@ func (w *Warmer) waitStored(ctx context.Context, repo string, d digest.Digest) e
 		}
 	}
 	return nil
+}
+
+// warmTag fetches p's tag through the registry, which stores the tag's digest as the
+// upstream has it now: a pod started by tag then resolves it from the cache while the
+// upstream is down (the proxy answers a tag from its own storage when the upstream does
+// not answer). If the tag has moved on upstream, the manifest it names now is warmed
+// too; the pinned digest stays pinned.
+func (w *Warmer) warmTag(ctx context.Context, p Pin) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.BaseURL+"/v2/"+p.Repository+"/manifests/"+p.Tag, nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Accept", manifestAccept)
+	resp, err := w.Client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("tag %s: %w", p.Tag, err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxManifestBytes))
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("tag %s: %s", p.Tag, resp.Status)
+	}
+	// Without a digest header the tag is stored all the same.
+	if d, perr := digest.Parse(resp.Header.Get("Docker-Content-Digest")); perr == nil && d != p.Digest {
+		return w.warmManifest(ctx, p.Repository, d, 0)
+	}
+	return 0, nil
 }
 
 // get fetches a manifest or blob through the registry and checks its digest. limit < 0
