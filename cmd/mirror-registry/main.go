@@ -99,7 +99,7 @@ func run(args []string) error {
 	}
 	warmer := &retention.Warmer{BaseURL: selfURL(ln.Addr()), Client: &http.Client{}, Platforms: opts.warmPlatforms,
 		Keeper: keeper, Clock: retention.RealClock{}, Log: log}
-	srv := &http.Server{Handler: newHandler(app, cfg, warmer), ReadHeaderTimeout: time.Minute}
+	srv := &http.Server{Handler: newHandler(app, cfg, cacheHandler(warmer, keeper)), ReadHeaderTimeout: time.Minute}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.WithFields(logrus.Fields{"addr": ln.Addr().String(), "upstream": cfg.Proxy.RemoteURL, "retention": opts.retention.String(),

@@ -241,7 +241,7 @@ func startMirror(t *testing.T, upstreamURL string, clock retention.Clock, o mirr
 	require.NoError(t, keeper.Restore(context.Background()))
 	warmer := &retention.Warmer{Client: client, Platforms: []v1.Platform{{OS: "linux", Architecture: "amd64"}},
 		Keeper: keeper, Clock: clock, Log: logrus.StandardLogger()}
-	m := &mirror{Server: httptest.NewServer(newHandler(app, cfg, warmer)), keeper: keeper, warmer: warmer, root: o.root}
+	m := &mirror{Server: httptest.NewServer(newHandler(app, cfg, cacheHandler(warmer, keeper))), keeper: keeper, warmer: warmer, root: o.root}
 	warmer.BaseURL = m.URL
 	t.Cleanup(m.Close)
 	return m

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -19,9 +20,32 @@ import (
 	"github.com/quartet-operator/quartet/cmd/mirror-registry/internal/retention"
 )
 
-// pinnedPath serves the warmer's status (retention.WarmStatus as JSON). It is outside the
-// registry API's /v2/.
-const pinnedPath = "/quartet/pinned"
+// cachePath serves the cache's report (cacheReport as JSON), for the operator. It is
+// outside the registry API's /v2/.
+const cachePath = "/quartet/cache"
+
+// cacheReport is what GET cachePath answers: the last warm pass, and the storage volume's
+// fill at the last eviction pass (zero before the first).
+type cacheReport struct {
+	retention.WarmStatus
+	DiskUsedBytes     uint64 `json:"diskUsedBytes"`
+	DiskCapacityBytes uint64 `json:"diskCapacityBytes"`
+}
+
+// cacheHandler answers GET cachePath.
+func cacheHandler(w *retention.Warmer, k *retention.Keeper) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			rw.Header().Set("Allow", "GET, HEAD")
+			http.Error(rw, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		disk := k.LastDisk()
+		rw.Header().Set("Content-Type", "application/json")
+		rw.Header().Set("Cache-Control", "no-cache")
+		_ = json.NewEncoder(rw).Encode(cacheReport{WarmStatus: w.Status(), DiskUsedBytes: disk.UsedBytes, DiskCapacityBytes: disk.CapacityBytes})
+	})
+}
 
 // defaultRootDirectory is the filesystem driver's own default
 // (registry/storage/driver/filesystem/driver.go).
@@ -112,12 +136,12 @@ func newApp(ctx context.Context, cfg *configuration.Configuration) (app *handler
 // itself is not used: it hides its http.Server, and its Shutdown calls App.Shutdown, which
 // dereferences the proxy's nil scheduler when proxy.ttl is 0 — proxyregistry.go, Close.)
 //
-// pinned, when not nil, answers at pinnedPath (the warmer's status, for the operator).
-func newHandler(app *handlers.App, cfg *configuration.Configuration, pinned http.Handler) http.Handler {
+// report, when not nil, answers at cachePath (cacheHandler, for the operator).
+func newHandler(app *handlers.App, cfg *configuration.Configuration, report http.Handler) http.Handler {
 	var h http.Handler = app
-	if pinned != nil {
+	if report != nil {
 		mux := http.NewServeMux()
-		mux.Handle(pinnedPath, pinned)
+		mux.Handle(cachePath, report)
 		mux.Handle("/", app)
 		h = mux
 	}

@@ -64,7 +64,8 @@ func TestMirrorWarmsPinnedImagesNeverPulledThroughIt(t *testing.T) {
 		testRepo+"@"+missing.String()+"\n"+
 		single.blobs[0].String()+"\n"), 0o644)) // a bare digest: never fetched
 	clock := retention.NewFakeClock(at(0))
-	m := startMirror(t, up.URL, clock, mirrorOptions{retention: 40 * time.Second, pinnedFile: pinnedFile})
+	m := startMirror(t, up.URL, clock, mirrorOptions{retention: 40 * time.Second, pinnedFile: pinnedFile,
+		diskUsage: func() (retention.DiskUsage, error) { return retention.DiskUsage{UsedBytes: 600 << 20, CapacityBytes: 1 << 30}, nil }})
 
 	status, err := m.warmer.Warm(t.Context())
 	require.NoError(t, err)
@@ -83,12 +84,13 @@ func TestMirrorWarmsPinnedImagesNeverPulledThroughIt(t *testing.T) {
 	assert.Equal(t, 3, status.Cached)
 	assert.Equal(t, fetched, up.blobGets.Load())
 
-	// The status the operator reads.
-	resp := do(t, mustRequest(t, http.MethodGet, m.URL+pinnedPath, nil))
+	// The report the operator reads: the warm pass, and the disk the last eviction pass saw.
+	m.evict(t)
+	resp := do(t, mustRequest(t, http.MethodGet, m.URL+cachePath, nil))
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	var served retention.WarmStatus
+	var served cacheReport
 	require.NoError(t, json.Unmarshal(resp.body, &served))
-	assert.Equal(t, status, served)
+	assert.Equal(t, cacheReport{WarmStatus: status, DiskUsedBytes: 600 << 20, DiskCapacityBytes: 1 << 30}, served)
 
 	// The upstream link fails: both pinned images are served from the cache, by digest
 	// and (the index) by tag as a node resolves it. Long after the retention: pinned.

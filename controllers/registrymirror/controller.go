@@ -149,7 +149,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, err
 	}
 
-	probes, next := r.probe(ctx, m, kids.workloads.statefulSet, kids.service, out.access.Granted)
+	probes, next := r.probe(ctx, m, kids.workloads.statefulSet, kids.service)
 	out.probes = probes
 	return ctrl.Result{RequeueAfter: nextPass(next, out.problems, out.access.Granted)}, nil
 }
@@ -388,7 +388,7 @@ func (r *Reconciler) reconcileChild(ctx context.Context, m *mirrorsv1alpha1.Regi
 
 // probe asks the registry (through its Service, once it has a ready replica) and the
 // upstream, and says when to probe again (0: never, probing is off).
-func (r *Reconciler) probe(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, sts *appsv1.StatefulSet, service *corev1.Service, granted bool) (probeResults, time.Duration) {
+func (r *Reconciler) probe(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, sts *appsv1.StatefulSet, service *corev1.Service) (probeResults, time.Duration) {
 	if r.Prober == nil {
 		p := probeResults{off: true}
 		return p, nextProbe(p)
@@ -398,9 +398,9 @@ func (r *Reconciler) probe(ctx context.Context, m *mirrorsv1alpha1.RegistryMirro
 	if addr, ok := registryAddress(sts, service); ok {
 		p.registryAddr = addr
 		p.registryProbed, p.registryErr = true, r.Prober.Registry(ctx, addr)
-		if p.registryErr == nil && granted {
-			if rep, err := r.Prober.Pinned(ctx, addr); err == nil {
-				p.pinned = &rep
+		if p.registryErr == nil {
+			if rep, err := r.Prober.Cache(ctx, addr); err == nil {
+				p.cache = &rep
 			}
 		}
 	}
@@ -416,6 +416,8 @@ func (r *Reconciler) report(ctx context.Context, m *mirrorsv1alpha1.RegistryMirr
 	m.Status = r.statuses.stored(key, m, now)
 	status := computeStatus(m, out, metav1.NewTime(now.Truncate(time.Second)))
 	recordReady(key, meta.IsStatusConditionTrue(status.Conditions, mirrorsv1alpha1.ConditionReady))
+	recordImages(key, status.ImagesInUse, status.ImagesCached)
+	recordDisk(key, out.probes.cache)
 	write, after := decideStatusWrite(m.Status, status, r.statuses.heldFor(key, now))
 	switch {
 	case after > 0:

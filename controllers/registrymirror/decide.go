@@ -220,6 +220,7 @@ func progressOnly(stored, next mirrorsv1alpha1.RegistryMirrorStatus) bool {
 		st = *st.DeepCopy()
 		st.ReadyReplicas, st.NodesReady, st.NodesDesired = 0, 0, 0
 		st.ImagesInUse, st.ImagesCached = nil, nil
+		st.CacheUsedPercent, st.CacheCapacity = nil, nil
 		if c := meta.FindStatusCondition(st.Conditions, mirrorsv1alpha1.ConditionReady); c != nil {
 			c.Reason, c.Message = "", ""
 		}

@@ -27,18 +27,22 @@ type Prober interface {
 	// registry that wants a login is reachable; a redirect is not followed, it is an
 	// answer too). An address probes may not dial is an error that is errAddressRefused.
 	Upstream(ctx context.Context, upstream string) error
-	// Pinned returns the registry's report on the pinned images (GET /quartet/pinned at
-	// its Service address, cmd/mirror-registry).
-	Pinned(ctx context.Context, addr string) (PinnedReport, error)
+	// Cache returns the registry's report on its cache (GET /quartet/cache at its Service
+	// address, cmd/mirror-registry): the pinned images and the volume's fill.
+	Cache(ctx context.Context, addr string) (CacheReport, error)
 }
 
-// PinnedReport is mirror-registry's answer at /quartet/pinned (retention.WarmStatus).
-type PinnedReport struct {
+// CacheReport is mirror-registry's answer at /quartet/cache.
+type CacheReport struct {
 	// Pinned is the number of images in its pinned file, Cached how many it holds whole.
 	Pinned int32 `json:"pinned"`
 	Cached int32 `json:"cached"`
 	// LastPass is when its warm pass ended; zero before the first.
 	LastPass metav1.Time `json:"lastPass,omitzero"`
+	// DiskUsedBytes of DiskCapacityBytes of the cache volume (statfs) at its last eviction
+	// pass; capacity 0 before the first.
+	DiskUsedBytes     uint64 `json:"diskUsedBytes"`
+	DiskCapacityBytes uint64 `json:"diskCapacityBytes"`
 }
 
 // probeTimeout bounds one probe: a mirror's status must not wait on a black hole.
@@ -95,24 +99,24 @@ func (p *httpProber) Registry(ctx context.Context, addr string) error {
 	return err
 }
 
-func (p *httpProber) Pinned(ctx context.Context, addr string) (PinnedReport, error) {
-	code, body, err := egress.GetBody(ctx, p.client, p.allowed, "http://"+addr+pinnedReportPath, probeTimeout)
+func (p *httpProber) Cache(ctx context.Context, addr string) (CacheReport, error) {
+	code, body, err := egress.GetBody(ctx, p.client, p.allowed, "http://"+addr+cacheReportPath, probeTimeout)
 	if err == nil && code != http.StatusOK {
 		err = statusError{Code: code}
 	}
-	var rep PinnedReport
+	var rep CacheReport
 	if err == nil {
 		err = json.Unmarshal(body, &rep)
 	}
 	if err != nil {
-		logf.FromContext(ctx).V(1).Info("Pinned images report failed", "address", addr, "error", err)
-		return PinnedReport{}, err
+		logf.FromContext(ctx).V(1).Info("Cache report failed", "address", addr, "error", err)
+		return CacheReport{}, err
 	}
 	return rep, nil
 }
 
-// pinnedReportPath is where mirror-registry reports on its pinned images.
-const pinnedReportPath = "/quartet/pinned"
+// cacheReportPath is where mirror-registry reports on its cache.
+const cacheReportPath = "/quartet/cache"
 
 func (p *httpProber) Upstream(ctx context.Context, upstream string) error {
 	now := p.clock.Now()

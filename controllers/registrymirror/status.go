@@ -3,11 +3,13 @@ package registrymirror
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -40,9 +42,9 @@ type probeResults struct {
 	registryProbed bool
 	registryErr    error
 	registryAddr   string
-	// pinned is the registry's report on its pinned images (asked of a mirror with node
-	// access whose registry answered); nil when not asked or it did not answer.
-	pinned *PinnedReport
+	// cache is the registry's report on its cache (asked when the registry answered); nil
+	// when not asked or it did not answer.
+	cache *CacheReport
 }
 
 // outcome is what one pass found and did, assembled by Reconcile from its phases'
@@ -91,11 +93,15 @@ func computeStatus(m *mirrorsv1alpha1.RegistryMirror, o outcome, now metav1.Time
 	}
 
 	st.ImagesInUse = o.imagesInUse
-	switch rep := o.probes.pinned; {
+	switch rep := o.probes.cache; {
 	case !o.access.Granted:
 		st.ImagesCached = nil
 	case rep != nil && !rep.LastPass.IsZero():
 		st.ImagesCached = ptr.To(rep.Cached)
+	}
+	if rep := o.probes.cache; rep != nil && rep.DiskCapacityBytes > 0 {
+		st.CacheCapacity = resource.NewQuantity(int64(min(rep.DiskCapacityBytes, math.MaxInt64)), resource.BinarySI)
+		st.CacheUsedPercent = ptr.To(usedPercent(rep.DiskUsedBytes, rep.DiskCapacityBytes))
 	}
 
 	upstream := upstreamCondition(m, o.probes)
@@ -133,6 +139,15 @@ func computeStatus(m *mirrorsv1alpha1.RegistryMirror, o outcome, now metav1.Time
 		st.ObservedGeneration = m.Generation
 	}
 	return st
+}
+
+// usedPercent is used of capacity in whole percent, rounded down (so the status changes
+// once a percent, not with every pull), 0-100.
+func usedPercent(used, capacity uint64) int32 {
+	if capacity == 0 {
+		return 0
+	}
+	return int32(min(used*100/capacity, 100))
 }
 
 // upstreamCondition says whether the upstream answers, and remembers (in the reason)

@@ -266,3 +266,46 @@ func TestComputeStatus(t *testing.T) {
 	noPort.hostPort = 0
 	assert.Empty(t, computeStatus(m, noPort, t1).NodeEndpoint)
 }
+
+// TestComputeStatusReportsTheCache: the images in use and cached, and the cache volume's
+// fill, from the pass's count and the registry's report.
+func TestComputeStatusReportsTheCache(t *testing.T) {
+	t0 := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	m := minimalMirror()
+	warmed := &CacheReport{Pinned: 3, Cached: 2, LastPass: t0, DiskUsedBytes: 5<<30 - 1, DiskCapacityBytes: 10 << 30}
+	for _, tc := range []struct {
+		name                 string
+		access               nodeAccess
+		inUse                *int32
+		report               *CacheReport
+		stored               *int32
+		wantInUse, wantCache *int32
+		wantPercent          *int32
+		wantCapacity         string
+	}{
+		{"granted, reported", granted, ptr.To[int32](3), warmed, nil, ptr.To[int32](3), ptr.To[int32](2), ptr.To[int32](49), "10Gi"},
+		{"granted, the registry has not warmed yet", granted, ptr.To[int32](3), &CacheReport{DiskCapacityBytes: 10 << 30}, nil,
+			ptr.To[int32](3), nil, ptr.To[int32](0), "10Gi"},
+		{"granted, no answer this pass: the last count stays", granted, ptr.To[int32](3), nil, ptr.To[int32](1), ptr.To[int32](3), ptr.To[int32](1), nil, ""},
+		{"no node access: no image counts, the disk still", nodeAccess{Reason: mirrorsv1alpha1.ReasonNoHostGrant}, nil, warmed, ptr.To[int32](1),
+			nil, nil, ptr.To[int32](49), "10Gi"},
+		{"no disk measured yet", granted, ptr.To[int32](3), &CacheReport{Pinned: 3, Cached: 3, LastPass: t0}, nil, ptr.To[int32](3), ptr.To[int32](3), nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := m.DeepCopy()
+			m.Status.ImagesCached = tc.stored
+			st := computeStatus(m, outcome{access: tc.access, imagesInUse: tc.inUse, probes: probeResults{cache: tc.report}}, t0)
+			assert.Equal(t, tc.wantInUse, st.ImagesInUse)
+			assert.Equal(t, tc.wantCache, st.ImagesCached)
+			assert.Equal(t, tc.wantPercent, st.CacheUsedPercent)
+			if tc.wantCapacity == "" {
+				assert.Nil(t, st.CacheCapacity)
+			} else {
+				require.NotNil(t, st.CacheCapacity)
+				assert.Equal(t, tc.wantCapacity, st.CacheCapacity.String())
+			}
+		})
+	}
+	assert.Equal(t, int32(100), usedPercent(12, 10), "never above 100")
+	assert.Equal(t, int32(0), usedPercent(5, 0))
+}

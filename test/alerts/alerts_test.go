@@ -78,13 +78,15 @@ func TestEveryAlertIsExpectedToFire(t *testing.T) {
 	}
 }
 
-// The five things an admin alerts on, each by the metric that tells.
+// The seven things an admin alerts on, each by the metric that tells.
 var covered = map[string]string{
 	"reconcile errors":          "controller_runtime_reconcile_errors_total",
 	"chaos actions failing":     "quartet_chaosagent_actions_total",
 	"copies in conflict":        "quartet_copyrator_conflicts",
 	"exchange rates stale":      "quartet_exchangerate_stale",
 	"registry mirror not ready": "quartet_registrymirror_ready",
+	"images in use not cached":  "quartet_registrymirror_images_cached",
+	"mirror cache almost full":  "quartet_registrymirror_cache_capacity_bytes",
 }
 
 func TestAlertsAreCompleteAndExplained(t *testing.T) {

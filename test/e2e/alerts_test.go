@@ -32,6 +32,7 @@ import (
 	"github.com/quartet-operator/quartet/internal/localcluster"
 	"github.com/quartet-operator/quartet/test/alerts"
 	"github.com/quartet-operator/quartet/test/realnode"
+	"github.com/quartet-operator/quartet/test/testenv"
 )
 
 // promAddr is where the test's Prometheus listens, on the node's address inside the
@@ -256,6 +257,15 @@ func TestAlertsFireOnTheManagersMetrics(t *testing.T) {
 		Spec: mirrorsv1alpha1.RegistryMirrorSpec{Upstream: "https://registry-1.docker.io", Storage: resource.MustParse("1Gi")}}
 	require.NoError(t, env.Client.Create(ctx, mirror))
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), mirror) })
+	// In-use images not cached: the admin grants that mirror node access, and a pod of the
+	// mirror's host names an image by digest. The mirror pins it; its registry cannot fetch
+	// it (the upstream is never reached) and reports it missing.
+	testenv.GrantNodes(t, env.Client, "docker.io", mirrorNS, "offline")
+	absent := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "absent-image", Namespace: mirrorNS},
+		Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr.To[int64](0), Containers: []corev1.Container{{Name: "main",
+			Image: "docker.io/library/quartet-alerts-absent@sha256:" + strings.Repeat("ab", 32)}}}}
+	require.NoError(t, env.Client.Create(ctx, absent))
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), absent) })
 
 	// Chaos actions failing: an admission policy allows at most one replica per Deployment
 	// in the agent's namespace, so every doubling is refused.
@@ -299,6 +309,7 @@ func TestAlertsFireOnTheManagersMetrics(t *testing.T) {
 		"QuartetReconcileErrors{controller=exchangerate,namespace=" + installNS + "}":                    true,
 		"QuartetCopyratorConflicts{rule=settings,rule_namespace=" + copyNS + "}":                         true,
 		"QuartetRegistryMirrorNotReady{mirror=offline,mirror_namespace=" + mirrorNS + "}":                true,
+		"QuartetRegistryMirrorImagesNotCached{mirror=offline,mirror_namespace=" + mirrorNS + "}":         true,
 		"QuartetChaosAgentActionsFailing{action=ScaleDeployment,agent=alerts-chaos}":                     true,
 	}
 	seen := map[string]time.Duration{}

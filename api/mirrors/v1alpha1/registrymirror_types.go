@@ -149,6 +149,18 @@ type RegistryMirrorStatus struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	ImagesCached *int32 `json:"imagesCached,omitempty"`
+	// cacheUsedPercent is how full the cache volume is, in whole percent, as the registry
+	// last measured it (statfs of the volume: on a hostPath or local volume, the node's
+	// filesystem). Above spec.maxDiskPercent the registry evicts the least recently pulled
+	// unpinned content.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	CacheUsedPercent *int32 `json:"cacheUsedPercent,omitempty"`
+	// cacheCapacity is the cache volume's size (used plus available), as the registry last
+	// measured it.
+	// +optional
+	CacheCapacity *resource.Quantity `json:"cacheCapacity,omitempty"`
 }
 
 // RegistryMirror runs a pull-through cache of one upstream registry: two Services, a
@@ -164,6 +176,7 @@ type RegistryMirrorStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="In Use",type=integer,JSONPath=`.status.imagesInUse`,priority=1
 // +kubebuilder:printcolumn:name="Cached",type=integer,JSONPath=`.status.imagesCached`,priority=1
+// +kubebuilder:printcolumn:name="Cache Used %",type=integer,JSONPath=`.status.cacheUsedPercent`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 40 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label of at most 40 characters starting with a letter (the mirror's Services and StatefulSet are named after it)"
 // +operator-sdk:csv:customresourcedefinitions:displayName="Registry Mirror",resources={{Service,v1},{StatefulSet,v1},{DaemonSet,v1},{PersistentVolumeClaim,v1}}

@@ -44,6 +44,17 @@ type Keeper struct {
 	passMu   sync.Mutex
 	pins     pinFile
 	restored bool
+
+	// diskMu guards disk, the storage volume's fill at the last eviction pass.
+	diskMu sync.Mutex
+	disk   DiskUsage
+}
+
+// LastDisk is the storage volume's fill the last eviction pass measured (zero before).
+func (k *Keeper) LastDisk() DiskUsage {
+	k.diskMu.Lock()
+	defer k.diskMu.Unlock()
+	return k.disk
 }
 
 // New returns a Keeper for the registry storage behind driver.
@@ -144,6 +155,9 @@ func (k *Keeper) Evict(ctx context.Context) (Result, error) {
 		k.opts.Log.WithError(err).Warn("Could not measure the disk; evicting by retention only")
 		disk = DiskUsage{}
 	}
+	k.diskMu.Lock()
+	k.disk = disk
+	k.diskMu.Unlock()
 	diskUsedBytes.Set(float64(disk.UsedBytes))
 	diskCapacityBytes.Set(float64(disk.CapacityBytes))
 

@@ -60,7 +60,7 @@ type Warmer struct {
 	warmedVersion uint64
 }
 
-// WarmStatus is what the last warm pass found, served at /quartet/pinned.
+// WarmStatus is what the last warm pass found (served in GET /quartet/cache).
 type WarmStatus struct {
 	// Pinned is the number of pinned images (lines of the pinned file).
 	Pinned int `json:"pinned"`
@@ -86,18 +86,6 @@ func (w *Warmer) Status() WarmStatus {
 	s := w.status
 	s.Missing = slices.Clone(s.Missing)
 	return s
-}
-
-// ServeHTTP answers GET with the last WarmStatus as JSON.
-func (w *Warmer) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		rw.Header().Set("Allow", "GET, HEAD")
-		http.Error(rw, "method not allowed", http.StatusMethodNotAllowed)
-		return
-	}
-	rw.Header().Set("Content-Type", "application/json")
-	rw.Header().Set("Cache-Control", "no-cache")
-	_ = json.NewEncoder(rw).Encode(w.Status())
 }
 
 // Warm runs one pass: every pinned image not known to be cached whole is fetched through
