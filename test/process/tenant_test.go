@@ -204,6 +204,12 @@ func TestTenantReachesOnlyWhatTheyCouldWithoutQuartet(t *testing.T) {
 	err = a.Create(ctx, chaosAgent("alice", "x", nil))
 	require.True(t, apierrors.IsForbidden(err), "%v", err)
 
+	// A pod of bob's runs an image from Docker Hub, by digest.
+	bobImage := "docker.io/library/bob-app:1@sha256:" + strings.Repeat("b0", 32)
+	bobPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: bob.namespace},
+		Spec: corev1.PodSpec{SchedulerName: "quartet-test-nobody", Containers: []corev1.Container{{Name: "app", Image: bobImage}}}}
+	require.NoError(t, env.Client.Create(ctx, bobPod))
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), bobPod) })
 	// A platform mirror of Docker Hub with the admin's grant; alice's mirror of the same host.
 	platform := namespace(t, "tenant-platform-"+strings.ToLower(rand.String(4)), nil)
 	persistentVolume(t, "tenant-pv-"+platform)
@@ -241,6 +247,16 @@ func TestTenantReachesOnlyWhatTheyCouldWithoutQuartet(t *testing.T) {
 	dss := &appsv1.DaemonSetList{}
 	require.NoError(t, env.Client.List(ctx, dss, client.InNamespace(alice.namespace)))
 	assert.Empty(t, dss.Items, "nothing of alice's runs on the nodes")
+
+	// bob's pod (created before both mirrors, so every pass of theirs saw it) is pinned by
+	// the platform's granted mirror, in its own namespace; alice's mirror of the same host,
+	// without a grant, shows her none.
+	eventually(t, 2*time.Minute, "the platform's mirror pinning bob's image", func() bool {
+		return strings.Contains(configMapData(t, platform, "hub-registry-config")["pinned-images"], "library/bob-app:1@sha256:")
+	})
+	herConfig := &corev1.ConfigMap{}
+	require.NoError(t, a.Get(ctx, client.ObjectKey{Namespace: alice.namespace, Name: "hub-registry-config"}, herConfig), "alice reads her mirror's ConfigMap")
+	assert.NotContains(t, herConfig.Data["pinned-images"], "@sha256:", "alice's mirror lists no image of other namespaces")
 
 	// Nothing was written outside her namespace.
 	assert.Empty(t, copiesOf(t, alice.namespace, victims...))
