@@ -4,6 +4,12 @@
 // Service and, with --hosts-dir, the keeper of containerd's hosts.toml for the upstream,
 // removed again on SIGTERM. The RegistryMirror controller builds its command line from
 // the same Args the agent parses.
+//
+// The agent asks the registry for GET /v2/ every --probe-interval. hosts.toml is written
+// only once the registry has answered. While the registry does not answer (probeFailures
+// probes in a row), the relay closes every connection it accepts and cuts the ones it
+// holds: containerd then sees an error from the mirror at once and pulls from the upstream
+// (hosts.toml's server) instead of waiting on a registry that may never answer.
 package nodeagent
 
 import (
@@ -19,6 +25,10 @@ import (
 	"sync/atomic"
 	"time"
 )
+
+// probeFailures is how many probes in a row must fail before the relay turns connections
+// away: one lost probe on a busy node does not send the node's pulls around the mirror.
+const probeFailures = 2
 
 // Main runs the node agent with the arguments that follow Subcommand until ctx ends, and
 // returns the process's exit code: 2 for invalid arguments, 1 when the agent could not
@@ -50,15 +60,27 @@ type agent struct {
 	health net.Listener
 	hosts  *hostsFile
 
+	probe *http.Client
+
 	mu       sync.Mutex
 	notReady string // why /readyz fails; "" when ready
 	conns    sync.WaitGroup
 	open     map[net.Conn]struct{}
 	served   atomic.Int64
+	refused  atomic.Int64
+
+	// answering is whether the registry answered the last probes: the relay turns
+	// connections away while it is false. Only the probe loop writes it; failures and
+	// answeredOnce are the probe loop's own.
+	answering    atomic.Bool
+	failures     int
+	answeredOnce bool
 }
 
 func newAgent(cfg Args, log *slog.Logger) (*agent, error) {
-	a := &agent{cfg: cfg, log: log, open: map[net.Conn]struct{}{}, notReady: "starting"}
+	a := &agent{cfg: cfg, log: log, open: map[net.Conn]struct{}{}, notReady: "waiting for the registry at " + cfg.Target + " to answer"}
+	// A fresh connection per probe, as a pull through the relay makes one.
+	a.probe = &http.Client{Timeout: cfg.ProbeTimeout, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
 	if cfg.HostsDir != "" {
 		a.hosts = &hostsFile{dir: cfg.HostsDir, owner: cfg.Owner, content: renderHostsTOML(cfg.Owner, cfg.Server, cfg.Mirror, cfg.Capabilities)}
 	}
@@ -100,11 +122,6 @@ func (a *agent) run(ctx context.Context) error {
 	healthSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = healthSrv.Serve(a.health) }()
 
-	if a.hosts != nil {
-		a.syncHosts(true)
-	} else {
-		a.setNotReady("")
-	}
 	a.log.Info("Started node agent", "relay", a.relay.Addr().String(), "target", a.cfg.Target, "hostsDir", a.cfg.HostsDir)
 
 	acceptDone := make(chan struct{})
@@ -113,18 +130,25 @@ func (a *agent) run(ctx context.Context) error {
 		a.accept()
 	}()
 
-	var tick <-chan time.Time
+	a.observe(a.probeRegistry(ctx))
+	probe := time.NewTicker(a.cfg.Probe)
+	defer probe.Stop()
+	var resync <-chan time.Time
 	if a.hosts != nil {
 		t := time.NewTicker(a.cfg.Resync)
 		defer t.Stop()
-		tick = t.C
+		resync = t.C
 	}
 	for done := false; !done; {
 		select {
 		case <-ctx.Done():
 			done = true
-		case <-tick:
-			a.syncHosts(false)
+		case <-probe.C:
+			a.observe(a.probeRegistry(ctx))
+		case <-resync:
+			if a.answeredOnce {
+				a.syncHosts(false)
+			}
 		}
 	}
 
@@ -145,18 +169,79 @@ func (a *agent) run(ctx context.Context) error {
 	select {
 	case <-drained:
 	case <-time.After(a.cfg.Drain):
-		a.mu.Lock()
-		for c := range a.open {
-			_ = c.Close()
-		}
-		a.mu.Unlock()
+		a.cutOpen()
 		<-drained
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_ = healthSrv.Shutdown(shutdownCtx)
-	a.log.Info("Stopped node agent", "connectionsRelayed", a.served.Load())
+	a.log.Info("Stopped node agent", "connectionsRelayed", a.served.Load(), "connectionsTurnedAway", a.refused.Load())
 	return errors.Join(errs...)
+}
+
+// probeRegistry asks the registry Service for GET /v2/, as containerd's first request
+// through the mirror does. Any answer below 500 (200, or 401 from a registry that wants a
+// login) is an answer.
+func (a *agent) probeRegistry(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+a.cfg.Target+"/v2/", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := a.probe.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	_ = resp.Body.Close()
+	if resp.StatusCode >= http.StatusInternalServerError {
+		return fmt.Errorf("GET /v2/: %s", resp.Status)
+	}
+	return nil
+}
+
+// observe acts on one probe's outcome: the first answer writes hosts.toml (taking over a
+// file another Quartet mirror left) and makes the agent ready; probeFailures failures in a
+// row turn the relay's connections away until the registry answers again. Readiness stays:
+// it says the node is configured, the mirror's status says whether its registry answers.
+func (a *agent) observe(err error) {
+	if err == nil {
+		a.failures = 0
+		if !a.answering.Swap(true) && a.answeredOnce {
+			a.log.Info("The registry answers again; relaying", "target", a.cfg.Target)
+		}
+		if !a.answeredOnce {
+			a.answeredOnce = true
+			if a.hosts != nil {
+				a.syncHosts(true)
+			} else {
+				a.setNotReady("")
+			}
+		}
+		return
+	}
+	a.failures++
+	if !a.answeredOnce {
+		if a.failures == 1 || a.failures%30 == 0 {
+			a.log.Info("Waiting for the registry to answer before configuring the node", "target", a.cfg.Target, "err", err)
+		}
+		return
+	}
+	if a.failures == probeFailures {
+		a.answering.Store(false)
+		cut := a.cutOpen()
+		a.log.Error("The registry does not answer; turning connections away so containerd pulls from the upstream",
+			"target", a.cfg.Target, "failures", a.failures, "connectionsCut", cut, "err", err)
+	}
+}
+
+// cutOpen closes every connection the relay holds and returns how many.
+func (a *agent) cutOpen() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for c := range a.open {
+		_ = c.Close()
+	}
+	return len(a.open)
 }
 
 // syncHosts makes sure hosts.toml is in place and records the outcome for /readyz.
@@ -206,6 +291,12 @@ func (a *agent) accept() {
 // each side's end of stream on to the other.
 func (a *agent) relayConn(client net.Conn) {
 	defer client.Close()
+	if !a.answering.Load() {
+		// containerd reads the closed connection as the mirror failing and tries the
+		// next host, the upstream.
+		a.refused.Add(1)
+		return
+	}
 	upstream, err := net.DialTimeout("tcp", a.cfg.Target, a.cfg.DialTimeout)
 	if err != nil {
 		a.log.Error("Could not reach the registry", "target", a.cfg.Target, "err", err)
@@ -217,7 +308,13 @@ func (a *agent) relayConn(client net.Conn) {
 	wg.Add(2)
 	pipe := func(dst, src net.Conn) {
 		defer wg.Done()
-		_, _ = io.Copy(dst, src)
+		if _, err := io.Copy(dst, src); err != nil {
+			// A side failed or was cut (cutOpen): end both, or the other direction
+			// would wait on a registry that does not answer.
+			_ = client.Close()
+			_ = upstream.Close()
+			return
+		}
 		if tc, ok := dst.(interface{ CloseWrite() error }); ok {
 			_ = tc.CloseWrite()
 		} else {

@@ -1,13 +1,18 @@
 package nodeagent
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,25 +25,77 @@ func TestMainRefusesInvalidArguments(t *testing.T) {
 	assert.Equal(t, 2, Main(t.Context(), nil), "no --target and --owner")
 }
 
-// echoServer answers every connection with what it receives.
-func echoServer(t *testing.T) string {
+// fakeRegistry is the registry Service an agent relays to: GET /v2/ answers 200, /echo
+// sends the request's body back, /stuck sends its headers and then nothing. While hang is
+// set every request waits without an answer, as a frozen registry's would, until its
+// connection closes. v2 counts the probes.
+type fakeRegistry struct {
+	addr string
+	hang atomic.Bool
+	v2   atomic.Int64
+}
+
+func newFakeRegistry(t *testing.T) *fakeRegistry {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
+	f := &fakeRegistry{}
+	released := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		wait := func() {
+			select {
+			case <-r.Context().Done():
+			case <-released:
 			}
-			go func() {
-				defer c.Close()
-				_, _ = io.Copy(c, c)
-			}()
 		}
-	}()
-	return l.Addr().String()
+		if r.URL.Path == "/v2/" {
+			f.v2.Add(1)
+		}
+		if f.hang.Load() {
+			wait()
+			return
+		}
+		switch r.URL.Path {
+		case "/v2/":
+			_, _ = io.WriteString(w, "{}")
+		case "/echo":
+			_, _ = io.Copy(w, r.Body)
+		case "/stuck":
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			wait()
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(released) }) // runs first: no handler outlives the test
+	f.addr = srv.Listener.Addr().String()
+	return f
+}
+
+// echo sends body through the relay at addr to /echo and returns what came back.
+func echo(addr, body string) (string, error) {
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	resp, err := c.Post("http://"+addr+"/echo", "text/plain", strings.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+// turnedAway reports whether the relay at addr closes a new connection without an answer.
+func turnedAway(t *testing.T, addr string) bool {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer conn.Close()
+	_, _ = conn.Write([]byte("GET /v2/ HTTP/1.1\r\nHost: mirror\r\n\r\n"))
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(5*time.Second)))
+	b, err := io.ReadAll(conn)
+	var ne net.Error
+	require.False(t, errors.As(err, &ne) && ne.Timeout(), "the relay neither answered nor closed the connection")
+	return len(b) == 0
 }
 
 func get(t *testing.T, url string) (int, string) {
@@ -56,7 +113,7 @@ func get(t *testing.T, url string) (int, string) {
 func TestAgentRelaysAndKeepsHostsTOML(t *testing.T) {
 	dir := t.TempDir()
 	cfg, err := Parse([]string{
-		"--listen=127.0.0.1:0", "--health-listen=127.0.0.1:0", "--target=" + echoServer(t), "--owner=ns/a",
+		"--listen=127.0.0.1:0", "--health-listen=127.0.0.1:0", "--target=" + newFakeRegistry(t).addr, "--owner=ns/a",
 		"--hosts-dir=" + dir, "--server=https://quay.io", "--mirror=http://127.0.0.1:35000", "--resync=50ms", "--drain=2s",
 	})
 	require.NoError(t, err)
@@ -78,15 +135,9 @@ func TestAgentRelaysAndKeepsHostsTOML(t *testing.T) {
 	code, _ := get(t, health+"/healthz")
 	assert.Equal(t, http.StatusOK, code)
 
-	conn, err := net.Dial("tcp", a.relay.Addr().String())
+	echoed, err := echo(a.relay.Addr().String(), "a request body")
 	require.NoError(t, err)
-	_, err = conn.Write([]byte("GET /v2/ HTTP/1.1\r\n"))
-	require.NoError(t, err)
-	require.NoError(t, conn.(*net.TCPConn).CloseWrite())
-	echoed, err := io.ReadAll(conn)
-	require.NoError(t, err)
-	assert.Equal(t, "GET /v2/ HTTP/1.1\r\n", string(echoed), "bytes relayed both ways, end of stream passed on")
-	_ = conn.Close()
+	assert.Equal(t, "a request body", echoed, "bytes relayed both ways")
 
 	require.NoError(t, os.Remove(path))
 	require.Eventually(t, func() bool { _, err := os.Stat(path); return err == nil }, 5*time.Second, 20*time.Millisecond, "a deleted hosts.toml is rewritten")
@@ -115,23 +166,18 @@ func TestAgentRelaysAndKeepsHostsTOML(t *testing.T) {
 // TestAgentDrainsOpenConnections: a stuck connection is cut after --drain.
 func TestAgentDrainsOpenConnections(t *testing.T) {
 	cfg, err := Parse([]string{"--listen=127.0.0.1:0", "--health-listen=127.0.0.1:0",
-		"--target=" + echoServer(t), "--owner=ns/a", "--drain=100ms"})
+		"--target=" + newFakeRegistry(t).addr, "--owner=ns/a", "--drain=100ms"})
 	require.NoError(t, err)
 	a, err := newAgent(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- a.run(ctx) }()
-	conn, err := net.Dial("tcp", a.relay.Addr().String())
-	require.NoError(t, err)
-	defer conn.Close()
-	_, err = conn.Write([]byte("x"))
-	require.NoError(t, err)
-	buf := make([]byte, 1)
-	_, err = io.ReadFull(conn, buf)
-	require.NoError(t, err, "relayed before the stop")
-	code, _ := get(t, "http://"+a.health.Addr().String()+"/readyz")
-	assert.Equal(t, http.StatusOK, code, "ready without hosts.toml duty")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		code, _ := get(t, "http://"+a.health.Addr().String()+"/readyz")
+		assert.Equal(c, http.StatusOK, code, "ready without hosts.toml duty once the registry answered")
+	}, 5*time.Second, 20*time.Millisecond)
+	conn := stuckRequest(t, a.relay.Addr().String())
 	cancel()
 	select {
 	case err := <-done:
@@ -139,6 +185,95 @@ func TestAgentDrainsOpenConnections(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("agent waited forever for an open connection")
 	}
-	_, err = io.ReadAll(conn)
-	assert.NoError(t, err, "the open connection was closed")
+	requireCut(t, conn)
+}
+
+// stuckRequest sends GET /stuck through the relay at addr and returns the connection once
+// the response's headers arrived: the registry sends nothing more.
+func stuckRequest(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	_, err = conn.Write([]byte("GET /stuck HTTP/1.1\r\nHost: mirror\r\n\r\n"))
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err, "relayed before the stop")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	return conn
+}
+
+// requireCut fails unless the relay closed conn: a read ends (within 10 s) other than by
+// the deadline.
+func requireCut(t *testing.T, conn net.Conn) {
+	t.Helper()
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
+	_, err := io.ReadAll(conn)
+	var ne net.Error
+	require.False(t, errors.As(err, &ne) && ne.Timeout(), "the open connection was not cut: %v", err)
+}
+
+// TestAgentConfiguresTheNodeOnlyOnceTheRegistryAnswers (issue 22, part 5): while the
+// registry has never answered, no hosts.toml is written and the relay turns connections
+// away; once it answers, the node is configured. When the registry then stops answering
+// (a frozen process: connections open, no answer), the agent cuts the request stuck in
+// it and turns new connections away, so containerd falls back to the upstream at once;
+// hosts.toml stays, and relaying resumes when the registry answers again.
+func TestAgentConfiguresTheNodeOnlyOnceTheRegistryAnswers(t *testing.T) {
+	reg := newFakeRegistry(t)
+	reg.hang.Store(true)
+	dir := t.TempDir()
+	cfg, err := Parse([]string{
+		"--listen=127.0.0.1:0", "--health-listen=127.0.0.1:0", "--target=" + reg.addr, "--owner=ns/a",
+		"--hosts-dir=" + dir, "--server=https://quay.io", "--mirror=http://127.0.0.1:35000",
+		"--probe-interval=50ms", "--probe-timeout=40ms",
+	})
+	require.NoError(t, err)
+	a, err := newAgent(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	require.NoError(t, err)
+	relay, health := a.relay.Addr().String(), "http://"+a.health.Addr().String()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- a.run(ctx) }()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+
+	// Never answered: three probes went unanswered, and still no hosts.toml.
+	require.Eventually(t, func() bool { return reg.v2.Load() >= 3 }, 5*time.Second, 10*time.Millisecond)
+	path := filepath.Join(dir, "hosts.toml")
+	assert.NoFileExists(t, path, "no hosts.toml before the registry answered")
+	code, body := get(t, health+"/readyz")
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, body, "waiting for the registry at "+reg.addr)
+	assert.True(t, turnedAway(t, relay), "the relay turns connections away")
+
+	// It answers: the node is configured and the relay relays.
+	reg.hang.Store(false)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		code, _ := get(t, health+"/readyz")
+		assert.Equal(c, http.StatusOK, code)
+	}, 5*time.Second, 10*time.Millisecond)
+	assert.FileExists(t, path)
+	echoed, err := echo(relay, "pull")
+	require.NoError(t, err)
+	assert.Equal(t, "pull", echoed)
+
+	// It freezes with a request in flight: the request is cut, new ones are turned away.
+	stuck := stuckRequest(t, relay)
+	reg.hang.Store(true)
+	requireCut(t, stuck)
+	assert.True(t, turnedAway(t, relay), "new connections are turned away")
+	assert.FileExists(t, path, "hosts.toml stays: containerd falls back on the closed connection")
+	code, _ = get(t, health+"/readyz")
+	assert.Equal(t, http.StatusOK, code, "the node stays configured")
+
+	// It answers again: relaying resumes.
+	reg.hang.Store(false)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		echoed, err := echo(relay, "again")
+		assert.NoError(c, err)
+		assert.Equal(c, "again", echoed)
+	}, 5*time.Second, 10*time.Millisecond)
 }

@@ -27,6 +27,8 @@ const (
 	flagDrain        = "drain"
 	flagDialTimeout  = "dial-timeout"
 	flagCapabilities = "capabilities"
+	flagProbe        = "probe-interval"
+	flagProbeTimeout = "probe-timeout"
 )
 
 // Defaults of the optional flags.
@@ -36,6 +38,8 @@ const (
 	DefaultResync       = 30 * time.Second
 	DefaultDrain        = 10 * time.Second
 	DefaultDialTimeout  = 5 * time.Second
+	DefaultProbe        = 2 * time.Second
+	DefaultProbeTimeout = 2 * time.Second
 )
 
 // Args are the node agent's command line: what the RegistryMirror controller puts into
@@ -62,6 +66,11 @@ type Args struct {
 	Drain time.Duration
 	// DialTimeout bounds connecting to the registry Service.
 	DialTimeout time.Duration
+	// Probe is how often the agent asks the registry Service for GET /v2/, ProbeTimeout
+	// how long it waits for the answer. hosts.toml is written only once the registry has
+	// answered; after ProbeFailures failures in a row the relay refuses connections and
+	// cuts the open ones, so containerd falls back to the upstream at once.
+	Probe, ProbeTimeout time.Duration
 	// Capabilities are what containerd may use the mirror for (hosts.toml): pull, and
 	// resolve when a cluster admin's RegistryHostGrant allows it.
 	Capabilities []string
@@ -79,6 +88,8 @@ func DefaultArgs() Args {
 		Resync:       DefaultResync,
 		Drain:        DefaultDrain,
 		DialTimeout:  DefaultDialTimeout,
+		Probe:        DefaultProbe,
+		ProbeTimeout: DefaultProbeTimeout,
 		Capabilities: slices.Clone(DefaultCapabilities),
 	}
 }
@@ -105,6 +116,7 @@ func (a Args) CommandLine() []string {
 		value, def time.Duration
 	}{
 		{flagResync, a.Resync, DefaultResync}, {flagDrain, a.Drain, DefaultDrain}, {flagDialTimeout, a.DialTimeout, DefaultDialTimeout},
+		{flagProbe, a.Probe, DefaultProbe}, {flagProbeTimeout, a.ProbeTimeout, DefaultProbeTimeout},
 	} {
 		if f.value != f.def {
 			out = append(out, flagArg(f.name, f.value.String()))
@@ -133,6 +145,8 @@ func Parse(args []string) (Args, error) {
 	fs.DurationVar(&a.Resync, flagResync, a.Resync, "How often hosts.toml is checked.")
 	fs.DurationVar(&a.Drain, flagDrain, a.Drain, "How long open connections may finish after SIGTERM.")
 	fs.DurationVar(&a.DialTimeout, flagDialTimeout, a.DialTimeout, "Timeout of connecting to the registry Service.")
+	fs.DurationVar(&a.Probe, flagProbe, a.Probe, "How often the registry Service is asked for GET /v2/.")
+	fs.DurationVar(&a.ProbeTimeout, flagProbeTimeout, a.ProbeTimeout, "How long a probe of the registry may take.")
 	fs.Func(flagCapabilities, "hosts.toml capabilities, comma-separated: pull, and resolve (default pull).", func(v string) error {
 		a.Capabilities = strings.Split(v, ",")
 		return nil
@@ -156,6 +170,9 @@ func (a Args) Validate() error {
 	}
 	if a.Resync <= 0 {
 		return errors.New("--resync must be positive")
+	}
+	if a.Probe <= 0 || a.ProbeTimeout <= 0 || a.ProbeTimeout > a.Probe {
+		return errors.New("--probe-interval and --probe-timeout must be positive, the timeout at most the interval")
 	}
 	if !slices.Contains(a.Capabilities, "pull") {
 		return errors.New("--capabilities must include pull")

@@ -26,6 +26,8 @@ func TestParseRefuses(t *testing.T) {
 		{"--target=x:1", "--owner=ns/a", "--hosts-dir=/d"},
 		{"--target=x:1", "--owner=ns/a", "extra"},
 		{"--target=x:1", "--owner=ns/a", "--resync=0s"},
+		{"--target=x:1", "--owner=ns/a", "--probe-interval=0s"},
+		{"--target=x:1", "--owner=ns/a", "--probe-interval=1s", "--probe-timeout=2s"},
 		{"--target=x:1", "--owner=ns/a", "--capabilities=resolve"},
 		{"--target=x:1", "--owner=ns/a", "--capabilities=pull,push"},
 		{"--nope"},
@@ -55,9 +57,10 @@ func TestCommandLineRoundTrip(t *testing.T) {
 		{"other addresses and durations", func(a *Args) {
 			a.Listen, a.HealthListen = "127.0.0.1:0", "[::1]:9000"
 			a.Resync, a.Drain, a.DialTimeout = 50*time.Millisecond, 2*time.Second, time.Minute
+			a.Probe, a.ProbeTimeout = 10*time.Second, time.Second
 		}, []string{
 			"--listen=127.0.0.1:0", "--health-listen=[::1]:9000", "--target=hub-registry.mirrors.svc:5000", "--owner=mirrors/hub",
-			"--resync=50ms", "--drain=2s", "--dial-timeout=1m0s"}},
+			"--resync=50ms", "--drain=2s", "--dial-timeout=1m0s", "--probe-interval=10s", "--probe-timeout=1s"}},
 		{"resolve granted", func(a *Args) {
 			a.HostsDir, a.Server, a.Mirror = "/run/quartet/hosts-dir", "https://registry-1.docker.io", "http://127.0.0.1:35000"
 			a.Capabilities = []string{"pull", "resolve"}
