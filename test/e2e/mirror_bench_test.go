@@ -90,10 +90,10 @@ func BenchmarkMirrorPull50MB(b *testing.B) {
 }
 
 // pulledIn is the duration in the kubelet's Pulled Event message.
-var pulledIn = regexp.MustCompile(`Successfully pulled image "[^"]+" in ([0-9.]+[a-zµ]+) `)
+var pulledIn = regexp.MustCompile(`Successfully pulled image "[^"]+" in ([0-9][0-9.hmsuµn]*) `)
 
 // pullDuration waits for the kubelet's Pulled Event of pod and returns the pull's duration.
-func pullDuration(b *testing.B, pod *corev1.Pod) time.Duration {
+func pullDuration(b testing.TB, pod *corev1.Pod) time.Duration {
 	b.Helper()
 	var d time.Duration
 	require.NoError(b, realnode.WaitFor(context.Background(), "the Pulled Event of "+pod.Name, time.Minute, func(ctx context.Context) (bool, string, error) {

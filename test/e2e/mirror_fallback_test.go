@@ -1,0 +1,150 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/quartet-operator/quartet/test/realnode"
+)
+
+// TestMirrorDownFallsBackToTheUpstreamFast (issue 22, part 5): the mirror's registry
+// freezes (its container paused: connections open, nothing answers, as a hung process or
+// a stalled disk does) while the upstream is up. A pull that starts at that moment must
+// not wait on the mirror for ever: the node agent's probe finds the registry silent, cuts
+// the connection containerd waits on and turns new ones away, and containerd pulls from
+// the upstream. Measured against a direct pull of an image of the same size, by the
+// kubelet's own pull time: a pull started right at the freeze, and one started once the
+// agent has noticed. On the code before this change the first pull hangs.
+func TestMirrorDownFallsBackToTheUpstreamFast(t *testing.T) {
+	requireEnv(t)
+	ctx := context.Background()
+	const ns, name, size = "mirror-fallback", "fallback", 4 << 20
+	up, direct, _ := upstreamWithImage(t, 5011, "", "", "", "library/direct", size)
+	img, _, err := env.TestImage(t, size)
+	require.NoError(t, err)
+	atFreeze, err := up.Push("library/at-freeze", "1", img)
+	require.NoError(t, err)
+	img, afterLayer, err := env.TestImage(t, size)
+	require.NoError(t, err)
+	afterNotice, err := up.Push("library/after-notice", "1", img)
+	require.NoError(t, err)
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+	}
+
+	// The baseline: the node pulls straight from the (plain-HTTP) upstream, no mirror.
+	hostsPath := filepath.Join(env.Cluster.Node.CertsDir, up.Host, "hosts.toml")
+	require.NoError(t, os.MkdirAll(filepath.Dir(hostsPath), 0o755))
+	require.NoError(t, os.WriteFile(hostsPath, fmt.Appendf(nil, "server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n",
+		"http://"+up.Host, "http://"+up.Host), 0o644))
+	t.Cleanup(func() { _ = os.RemoveAll(filepath.Dir(hostsPath)) })
+	pod := runImage(t, ns, "direct", direct)
+	base := pullDuration(t, pod)
+	removeImage(t, ns, pod, "library/direct")
+	require.NoError(t, os.Remove(hostsPath), "the node agent writes the mirror's own")
+
+	m := newMirror(t, ns, name, "http://"+up.Host, "", pullResolve)
+	t.Cleanup(func() { deleteMirrorAndWaitForHostsFile(t, m, up.Host) })
+	hosts, err := os.ReadFile(hostsPath)
+	require.NoError(t, err)
+	require.Contains(t, string(hosts), m.Status.NodeEndpoint, "pulls of the upstream's host go to the mirror first")
+
+	// The registry freezes.
+	registry := registryPod(t, ns, name)
+	var id string
+	for _, st := range registry.Status.ContainerStatuses {
+		if st.Name == "registry" {
+			id = strings.TrimPrefix(st.ContainerID, "containerd://")
+		}
+	}
+	require.NotEmpty(t, id, "the registry container's ID")
+	ctr(t, "tasks", "pause", id)
+	frozen := time.Now()
+	t.Cleanup(func() {
+		_, _ = env.Cluster.NodeCommand(context.Background(), "ctr", "--address", env.Cluster.Node.ContainerdSocket, "--namespace", "k8s.io",
+			"tasks", "resume", id).CombinedOutput()
+	})
+
+	// A pull right at the freeze: it waits until the agent notices, then goes direct.
+	window := pullDuration(t, runImage(t, ns, "at-freeze", atFreeze))
+	agent := agentPod(t, ns, name)
+	line := requireAgentLog(t, ns, agent, "The registry does not answer; turning connections away so containerd pulls from the upstream")
+	t.Logf("the node agent: %s", line)
+	noticed := logTime(t, line).Sub(frozen)
+
+	// A pull once the agent has noticed: straight to the upstream after one refused
+	// connection per request.
+	down := pullDuration(t, runImage(t, ns, "after-notice", afterNotice))
+	var nodeFetched bool
+	for _, addr := range fetchers(up.Log(), "/v2/library/after-notice/blobs/"+afterLayer) {
+		nodeFetched = nodeFetched || !strings.HasPrefix(addr, "10.244.")
+	}
+	require.True(t, nodeFetched, "the node fetched the layer from the upstream itself, not through the mirror's pod")
+
+	record("pull of a 4 MiB-layer image straight from the upstream (kubelet's pull time)", base)
+	record("the same size with the mirror's registry frozen at the pull's start (waits for the agent to notice)", window)
+	record("the same size with the mirror's registry frozen, noticed by the agent", down)
+	record("the node agent noticing the frozen registry, from the freeze", noticed)
+	t.Logf("pull times: direct %v; mirror frozen at the pull's start %v (%.2f×); mirror frozen and noticed %v (%.2f×); the agent noticed %v after the freeze",
+		base, window, float64(window)/float64(base), down, float64(down)/float64(base), noticed)
+
+	// The registry answers again: the agent relays again.
+	ctr(t, "tasks", "resume", id)
+	requireAgentLog(t, ns, agent, "The registry answers again; relaying")
+}
+
+// agentPod is the node agent pod of mirror ns/name (the node is the only one).
+func agentPod(t *testing.T, ns, mirror string) string {
+	t.Helper()
+	pods := &corev1.PodList{}
+	require.NoError(t, env.Client.List(context.Background(), pods, client.InNamespace(ns),
+		client.MatchingLabels{"app.kubernetes.io/instance": mirror, "app.kubernetes.io/component": "node-agent"}))
+	require.Len(t, pods.Items, 1, "one node agent pod")
+	return pods.Items[0].Name
+}
+
+// requireAgentLog waits until the node agent pod logged a line containing msg (slog's
+// msg="...") and returns it.
+func requireAgentLog(t *testing.T, ns, pod, msg string) string {
+	t.Helper()
+	var found string
+	require.NoError(t, realnode.WaitFor(context.Background(), fmt.Sprintf("%s logging %q", pod, msg), time.Minute, func(ctx context.Context) (bool, string, error) {
+		b, err := env.Clientset.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: "node-agent"}).DoRaw(ctx)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, `msg="`+msg+`"`) {
+				found = l
+				return true, "", nil
+			}
+		}
+		return false, "no such line yet", nil
+	}))
+	return found
+}
+
+// logTime is the time= of a log/slog text line.
+func logTime(t *testing.T, line string) time.Time {
+	t.Helper()
+	for _, f := range strings.Fields(line) {
+		if v, ok := strings.CutPrefix(f, "time="); ok {
+			ts, err := time.Parse(time.RFC3339Nano, v)
+			require.NoError(t, err, "time= of %q", line)
+			return ts
+		}
+	}
+	require.Failf(t, "no time= in the line", "%q", line)
+	return time.Time{}
+}
