@@ -495,3 +495,42 @@ func TestMirrorRestartKeepsLastUses(t *testing.T) {
 	assert.Contains(t, string(saved), upgraded.manifest.String()+" "+fmt.Sprint(at(75).Unix()))
 	assert.NotContains(t, string(saved), known.manifest.String())
 }
+
+// TestMirrorCountsHitsAndMisses (issue 22, part 4): the first pull of an image fetches
+// every blob from the upstream (misses, their bytes from the upstream); once stored, the
+// next pull is served from the cache (hits, the same bytes from the cache), and the
+// upstream serves no blob again. GET /quartet/cache reports the counts.
+func TestMirrorCountsHitsAndMisses(t *testing.T) {
+	up := startUpstream(t)
+	img := pushImage(t, up.URL, testRepo, "v1", 2, 4096)
+	m := startMirror(t, up.URL, retention.NewFakeClock(at(0)), mirrorOptions{retention: time.Hour})
+	var blobBytes uint64
+	for _, d := range img.blobs {
+		b := do(t, mustRequest(t, http.MethodGet, up.URL+"/v2/"+img.repo+"/blobs/"+d.String(), nil)).body
+		blobBytes += uint64(len(b))
+	}
+	upstreamGets := up.blobGets.Load()
+
+	report := func() cacheReport {
+		t.Helper()
+		resp := do(t, mustRequest(t, http.MethodGet, m.URL+cachePath, nil))
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		var rep cacheReport
+		require.NoError(t, json.Unmarshal(resp.body, &rep))
+		return rep
+	}
+	assert.Equal(t, retention.TrafficReport{}, report().TrafficReport, "nothing served yet")
+
+	require.NoError(t, pull(t, m.URL, img))
+	n := uint64(len(img.blobs))
+	assert.Equal(t, retention.TrafficReport{BlobMisses: n, BytesFromUpstream: blobBytes}, report().TrafficReport)
+	require.Eventually(t, func() bool {
+		return assert.ObjectsAreEqual(allTrue(img.blobs, true), m.stored(img.blobs))
+	}, 10*time.Second, 20*time.Millisecond, "the proxy stored the blobs")
+
+	gets := up.blobGets.Load()
+	require.NoError(t, pull(t, m.URL, img))
+	assert.Equal(t, retention.TrafficReport{BlobHits: n, BlobMisses: n, BytesFromCache: blobBytes, BytesFromUpstream: blobBytes}, report().TrafficReport)
+	assert.Equal(t, gets, up.blobGets.Load(), "the second pull fetched no blob from the upstream")
+	assert.Equal(t, upstreamGets+int64(n), gets, "the first pull fetched each blob from the upstream once")
+}

@@ -30,6 +30,8 @@ type cacheReport struct {
 	retention.WarmStatus
 	DiskUsedBytes     uint64 `json:"diskUsedBytes"`
 	DiskCapacityBytes uint64 `json:"diskCapacityBytes"`
+	// The blob pulls served since the registry started, hits and misses.
+	retention.TrafficReport
 }
 
 // cacheHandler answers GET cachePath.
@@ -43,7 +45,11 @@ func cacheHandler(w *retention.Warmer, k *retention.Keeper) http.Handler {
 		disk := k.LastDisk()
 		rw.Header().Set("Content-Type", "application/json")
 		rw.Header().Set("Cache-Control", "no-cache")
-		_ = json.NewEncoder(rw).Encode(cacheReport{WarmStatus: w.Status(), DiskUsedBytes: disk.UsedBytes, DiskCapacityBytes: disk.CapacityBytes})
+		rep := cacheReport{WarmStatus: w.Status(), DiskUsedBytes: disk.UsedBytes, DiskCapacityBytes: disk.CapacityBytes}
+		if t := k.Records().Traffic(); t != nil {
+			rep.TrafficReport = t.Report()
+		}
+		_ = json.NewEncoder(rw).Encode(rep)
 	})
 }
 

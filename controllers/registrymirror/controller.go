@@ -417,7 +417,7 @@ func (r *Reconciler) report(ctx context.Context, m *mirrorsv1alpha1.RegistryMirr
 	status := computeStatus(m, out, metav1.NewTime(now.Truncate(time.Second)))
 	recordReady(key, meta.IsStatusConditionTrue(status.Conditions, mirrorsv1alpha1.ConditionReady))
 	recordImages(key, status.ImagesInUse, status.ImagesCached)
-	recordDisk(key, out.probes.cache)
+	recordCache(key, out.probes.cache)
 	write, after := decideStatusWrite(m.Status, status, r.statuses.heldFor(key, now))
 	switch {
 	case after > 0:

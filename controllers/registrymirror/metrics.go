@@ -1,6 +1,8 @@
 package registrymirror
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -50,14 +52,61 @@ var (
 	}, []string{"mirror_namespace", "mirror"})
 )
 
-func init() {
-	metrics.Registry.MustRegister(objectWrites, readyGauge, imagesInUseGauge, imagesCachedGauge, cacheUsedGauge, cacheCapacityGauge)
+// traffic exports each mirror's blob pulls, hits and misses, and their bytes, as counters:
+// the registry's own counts since it started, as it last reported them (a restarted
+// registry starts again from 0, which Prometheus's rate() reads as a counter reset).
+var traffic = &trafficCollector{last: map[types.NamespacedName]CacheReport{}}
+
+var (
+	blobPullsDesc = prometheus.NewDesc("quartet_registrymirror_blob_pulls_total",
+		"Blob GETs (layers, configs) the RegistryMirror's registry served since it started, by result: hit (from its cache) or miss (fetched from the upstream), as it last reported, by mirror.",
+		[]string{"mirror_namespace", "mirror", "result"}, nil)
+	servedBytesDesc = prometheus.NewDesc("quartet_registrymirror_served_bytes_total",
+		"Bytes of blobs the RegistryMirror's registry served since it started, by source: cache or upstream, as it last reported, by mirror.",
+		[]string{"mirror_namespace", "mirror", "source"}, nil)
+)
+
+type trafficCollector struct {
+	mu   sync.Mutex
+	last map[types.NamespacedName]CacheReport
 }
 
-// recordDisk sets the mirror's cache volume series from the registry's report; a pass
-// without one leaves the last values.
-func recordDisk(m types.NamespacedName, rep *CacheReport) {
-	if rep == nil || rep.DiskCapacityBytes == 0 {
+func (c *trafficCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- blobPullsDesc
+	ch <- servedBytesDesc
+}
+
+func (c *trafficCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for m, r := range c.last {
+		for _, v := range []struct {
+			desc  *prometheus.Desc
+			value uint64
+			label string
+		}{
+			{blobPullsDesc, r.BlobHits, "hit"}, {blobPullsDesc, r.BlobMisses, "miss"},
+			{servedBytesDesc, r.BytesFromCache, "cache"}, {servedBytesDesc, r.BytesFromUpstream, "upstream"},
+		} {
+			ch <- prometheus.MustNewConstMetric(v.desc, prometheus.CounterValue, float64(v.value), m.Namespace, m.Name, v.label)
+		}
+	}
+}
+
+func init() {
+	metrics.Registry.MustRegister(objectWrites, readyGauge, imagesInUseGauge, imagesCachedGauge, cacheUsedGauge, cacheCapacityGauge, traffic)
+}
+
+// recordCache sets the mirror's cache series from the registry's report: the volume's
+// fill and the blob pulls; a pass without a report leaves the last values.
+func recordCache(m types.NamespacedName, rep *CacheReport) {
+	if rep == nil {
+		return
+	}
+	traffic.mu.Lock()
+	traffic.last[m] = *rep
+	traffic.mu.Unlock()
+	if rep.DiskCapacityBytes == 0 {
 		return
 	}
 	cacheUsedGauge.WithLabelValues(m.Namespace, m.Name).Set(float64(rep.DiskUsedBytes))
@@ -90,4 +139,7 @@ func forgetMirror(m types.NamespacedName) {
 	imagesCachedGauge.DeleteLabelValues(m.Namespace, m.Name)
 	cacheUsedGauge.DeleteLabelValues(m.Namespace, m.Name)
 	cacheCapacityGauge.DeleteLabelValues(m.Namespace, m.Name)
+	traffic.mu.Lock()
+	delete(traffic.last, m)
+	traffic.mu.Unlock()
 }

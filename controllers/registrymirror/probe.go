@@ -43,6 +43,12 @@ type CacheReport struct {
 	// pass; capacity 0 before the first.
 	DiskUsedBytes     uint64 `json:"diskUsedBytes"`
 	DiskCapacityBytes uint64 `json:"diskCapacityBytes"`
+	// The blob GETs (layers, configs) served since the registry started: from its cache
+	// (hits) or fetched from the upstream (misses), and their bytes.
+	BlobHits          uint64 `json:"blobHits"`
+	BlobMisses        uint64 `json:"blobMisses"`
+	BytesFromCache    uint64 `json:"bytesFromCache"`
+	BytesFromUpstream uint64 `json:"bytesFromUpstream"`
 }
 
 // probeTimeout bounds one probe: a mirror's status must not wait on a black hole.

@@ -103,6 +103,9 @@ func computeStatus(m *mirrorsv1alpha1.RegistryMirror, o outcome, now metav1.Time
 		st.CacheCapacity = resource.NewQuantity(int64(min(rep.DiskCapacityBytes, math.MaxInt64)), resource.BinarySI)
 		st.CacheUsedPercent = ptr.To(usedPercent(rep.DiskUsedBytes, rep.DiskCapacityBytes))
 	}
+	if rep := o.probes.cache; rep != nil && rep.BlobHits+rep.BlobMisses > 0 {
+		st.CacheHitPercent = ptr.To(usedPercent(rep.BlobHits, rep.BlobHits+rep.BlobMisses))
+	}
 
 	upstream := upstreamCondition(m, o.probes)
 	upstream.ObservedGeneration = m.Generation

@@ -309,3 +309,28 @@ func TestComputeStatusReportsTheCache(t *testing.T) {
 	assert.Equal(t, int32(100), usedPercent(12, 10), "never above 100")
 	assert.Equal(t, int32(0), usedPercent(5, 0))
 }
+
+// TestComputeStatusReportsTheHitRatio: the share of blob pulls served from the cache, from
+// the registry's report; unset before the first pull, kept when a pass has no report.
+func TestComputeStatusReportsTheHitRatio(t *testing.T) {
+	t0 := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	for _, tc := range []struct {
+		name   string
+		report *CacheReport
+		stored *int32
+		want   *int32
+	}{
+		{"no pull yet", &CacheReport{}, nil, nil},
+		{"misses only", &CacheReport{BlobMisses: 4}, nil, ptr.To[int32](0)},
+		{"2 of 3 from the cache", &CacheReport{BlobHits: 2, BlobMisses: 1}, nil, ptr.To[int32](66)},
+		{"hits only", &CacheReport{BlobHits: 7}, nil, ptr.To[int32](100)},
+		{"no answer this pass: the last value stays", nil, ptr.To[int32](80), ptr.To[int32](80)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := minimalMirror()
+			m.Status.CacheHitPercent = tc.stored
+			st := computeStatus(m, outcome{access: granted, probes: probeResults{cache: tc.report}}, t0)
+			assert.Equal(t, tc.want, st.CacheHitPercent)
+		})
+	}
+}

@@ -108,7 +108,7 @@ func TestAlertsAreCompleteAndExplained(t *testing.T) {
 }
 
 var (
-	metricName = regexp.MustCompile(`Name:\s+"(quartet_[a-z_]+)"`)
+	metricName = regexp.MustCompile(`(?:Name:\s+|NewDesc\()"(quartet_[a-z_]+)"`)
 	tableRow   = regexp.MustCompile("(?m)^\\| `((?:quartet|controller_runtime)_[a-z_]+)`")
 	alertRow   = regexp.MustCompile("(?m)^\\| `(Quartet[A-Za-z]+)`")
 )

@@ -314,10 +314,12 @@ func TestMirrorServesPullsAndOutlivesItsUpstream(t *testing.T) {
 		}
 		up := meta.FindStatusCondition(m.Status.Conditions, mirrorsv1alpha1.ConditionUpstreamReachable)
 		ready := meta.FindStatusCondition(m.Status.Conditions, mirrorsv1alpha1.ConditionReady)
-		ok := up != nil && up.Reason == mirrorsv1alpha1.ReasonUnreachable && ready != nil && ready.Status == metav1.ConditionTrue
-		return ok, fmt.Sprintf("%+v / %+v", up, ready), nil
+		// The second pull's blobs came from the cache: a hit ratio above 0.
+		hits := m.Status.CacheHitPercent != nil && *m.Status.CacheHitPercent > 0
+		ok := up != nil && up.Reason == mirrorsv1alpha1.ReasonUnreachable && ready != nil && ready.Status == metav1.ConditionTrue && hits
+		return ok, fmt.Sprintf("%+v / %+v / cacheHitPercent %v", up, ready, deref(m.Status.CacheHitPercent)), nil
 	}))
-	t.Logf("status while the upstream is gone: %s", conditionSummary(m.Status.Conditions))
+	t.Logf("status while the upstream is gone: %s; cacheHitPercent %d", conditionSummary(m.Status.Conditions), *m.Status.CacheHitPercent)
 	requireEvent(t, ns, m.Name, "UpstreamUnreachable")
 
 	// The mirror goes: its hosts.toml goes with it; the node's others stay as they were.

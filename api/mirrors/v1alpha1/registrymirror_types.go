@@ -161,6 +161,13 @@ type RegistryMirrorStatus struct {
 	// measured it.
 	// +optional
 	CacheCapacity *resource.Quantity `json:"cacheCapacity,omitempty"`
+	// cacheHitPercent is the share of blob pulls (layers and configs) the registry served
+	// from its cache rather than from the upstream, in whole percent, since the registry
+	// last started, as it last reported. Unset before its first blob pull.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	CacheHitPercent *int32 `json:"cacheHitPercent,omitempty"`
 }
 
 // RegistryMirror runs a pull-through cache of one upstream registry: two Services, a

@@ -78,7 +78,9 @@ func New(ctx context.Context, driver storagedriver.StorageDriver, opts Options) 
 	if err != nil {
 		return nil, err
 	}
-	return &Keeper{opts: opts, records: NewRecords(opts.Clock), store: store, deleteContent: store.delete,
+	records := NewRecords(opts.Clock)
+	records.SetTraffic(&Traffic{stored: func(ctx context.Context, d digest.Digest) bool { return store.cached(ctx, "", d, KindBlob) }})
+	return &Keeper{opts: opts, records: records, store: store, deleteContent: store.delete,
 		pins: pinFile{path: opts.PinnedFile}}, nil
 }
 

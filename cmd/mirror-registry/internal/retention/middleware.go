@@ -82,9 +82,20 @@ type recordingBlobs struct {
 }
 
 func (b *recordingBlobs) ServeBlob(ctx context.Context, w http.ResponseWriter, r *http.Request, d digest.Digest) error {
-	err := b.BlobStore.ServeBlob(ctx, w, r, d)
+	t := b.records.Traffic()
+	if t == nil || r == nil || r.Method != http.MethodGet || r.UserAgent() == WarmerUserAgent {
+		err := b.BlobStore.ServeBlob(ctx, w, r, d)
+		if err == nil {
+			b.records.UsedBlob(b.repo, d)
+		}
+		return err
+	}
+	hit := t.stored(ctx, d)
+	cw := &countingResponseWriter{ResponseWriter: w}
+	err := b.BlobStore.ServeBlob(ctx, cw, r, d)
 	if err == nil {
 		b.records.UsedBlob(b.repo, d)
+		t.served(hit, cw.n)
 	}
 	return err
 }

@@ -3,6 +3,7 @@ package retention
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/opencontainers/go-digest"
@@ -36,7 +37,17 @@ type Records struct {
 	// names interns repository names so that thousands of records share a few strings.
 	names map[string]string
 	dirty bool
+
+	// traffic counts blob pulls by hit and miss; nil until a Keeper that can look into the
+	// storage sets it (SetTraffic).
+	traffic atomic.Pointer[Traffic]
 }
+
+// Traffic returns the blob pull counts, or nil when nothing counts them.
+func (r *Records) Traffic() *Traffic { return r.traffic.Load() }
+
+// SetTraffic makes the middleware count blob pulls in t.
+func (r *Records) SetTraffic(t *Traffic) { r.traffic.Store(t) }
 
 type record struct {
 	lastUse int64 // Unix nanoseconds

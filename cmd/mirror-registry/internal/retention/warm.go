@@ -228,6 +228,10 @@ func (w *Warmer) waitStored(ctx context.Context, repo string, d digest.Digest) e
 	return nil
 }
 
+// WarmerUserAgent names the warm passes' own requests, which the hit and miss counts
+// (Traffic) leave out: they are the registry filling itself, not a client's pull.
+const WarmerUserAgent = "quartet-mirror-registry-warmer"
+
 // warmTag fetches p's tag through the registry, which stores the tag's digest as the
 // upstream has it now: a pod started by tag then resolves it from the cache while the
 // upstream is down (the proxy answers a tag from its own storage when the upstream does
@@ -239,6 +243,7 @@ func (w *Warmer) warmTag(ctx context.Context, p Pin) (int, error) {
 		return 0, err
 	}
 	req.Header.Set("Accept", manifestAccept)
+	req.Header.Set("User-Agent", WarmerUserAgent)
 	resp, err := w.Client.Do(req)
 	if err != nil {
 		return 0, fmt.Errorf("tag %s: %w", p.Tag, err)
@@ -265,6 +270,7 @@ func (w *Warmer) get(ctx context.Context, repo, kind string, d digest.Digest, ac
 	if accept != "" {
 		req.Header.Set("Accept", accept)
 	}
+	req.Header.Set("User-Agent", WarmerUserAgent)
 	resp, err := w.Client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", strings.TrimSuffix(kind, "s"), d, err)

@@ -1,0 +1,82 @@
+package retention
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/opencontainers/go-digest"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Traffic counts the blob pulls the registry served (GET of a blob: layers and configs,
+// the bulk of every pull) since it started, by where the content came from: its storage
+// (a hit) or the upstream (a miss). Manifests are not counted: resolving a tag asks the
+// upstream whenever it answers, hit or not.
+type Traffic struct {
+	// stored says whether the storage holds d's data, asked before the blob is served.
+	stored func(ctx context.Context, d digest.Digest) bool
+
+	hits, misses                     atomic.Uint64
+	bytesFromCache, bytesFromUpstream atomic.Uint64
+}
+
+// TrafficReport is a snapshot of Traffic (in GET /quartet/cache).
+type TrafficReport struct {
+	BlobHits          uint64 `json:"blobHits"`
+	BlobMisses        uint64 `json:"blobMisses"`
+	BytesFromCache    uint64 `json:"bytesFromCache"`
+	BytesFromUpstream uint64 `json:"bytesFromUpstream"`
+}
+
+var (
+	blobPullsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quartet_mirror_blob_pulls_total",
+		Help: "Blob GETs served, by result: hit (from the cache) or miss (fetched from the upstream).",
+	}, []string{"result"})
+	servedBytesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quartet_mirror_served_bytes_total",
+		Help: "Bytes of blobs served, by source: cache or upstream.",
+	}, []string{"source"})
+)
+
+func init() { prometheus.MustRegister(blobPullsTotal, servedBytesTotal) }
+
+// served counts one blob GET that wrote n bytes.
+func (t *Traffic) served(hit bool, n int64) {
+	if n < 0 {
+		n = 0
+	}
+	if hit {
+		t.hits.Add(1)
+		t.bytesFromCache.Add(uint64(n))
+		blobPullsTotal.WithLabelValues("hit").Inc()
+		servedBytesTotal.WithLabelValues("cache").Add(float64(n))
+		return
+	}
+	t.misses.Add(1)
+	t.bytesFromUpstream.Add(uint64(n))
+	blobPullsTotal.WithLabelValues("miss").Inc()
+	servedBytesTotal.WithLabelValues("upstream").Add(float64(n))
+}
+
+// Report returns the counts so far.
+func (t *Traffic) Report() TrafficReport {
+	return TrafficReport{BlobHits: t.hits.Load(), BlobMisses: t.misses.Load(),
+		BytesFromCache: t.bytesFromCache.Load(), BytesFromUpstream: t.bytesFromUpstream.Load()}
+}
+
+// countingResponseWriter counts the body bytes written through it.
+type countingResponseWriter struct {
+	http.ResponseWriter
+	n int64
+}
+
+func (w *countingResponseWriter) Write(p []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(p)
+	w.n += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the real writer.
+func (w *countingResponseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
