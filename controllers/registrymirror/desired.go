@@ -373,15 +373,20 @@ func maxDiskPercent(m *mirrorsv1alpha1.RegistryMirror) int32 {
 // registryArgs are mirror-registry's command line: the rendered config.yml, and the
 // retention and disk bound of the spec. The state file stays at its default, on the cache
 // volume (<rootdirectory>/quartet/last-use), so it lives as long as the cache it describes.
-// The pinned images are the ConfigMap's pinnedImagesKey (see inuse.go). spec.cacheTTL is
-// not passed: it is deprecated and ignored.
+// The pinned images are the ConfigMap's pinnedImagesKey (see inuse.go), warmed for
+// spec.warmPlatforms. spec.cacheTTL is not passed: it is deprecated and ignored.
 func registryArgs(m *mirrorsv1alpha1.RegistryMirror) []string {
-	return []string{
+	args := []string{
 		"--config=" + configMountPath + "/" + configFileName,
 		"--retention=" + retention(m).String(),
 		"--max-disk-percent=" + strconv.Itoa(int(maxDiskPercent(m))),
 		"--pinned-file=" + configMountPath + "/" + pinnedImagesKey,
 	}
+	if len(m.Spec.WarmPlatforms) > 0 {
+		// Unset: mirror-registry's default, its own node's platform.
+		args = append(args, "--warm-platforms="+strings.Join(m.Spec.WarmPlatforms, ","))
+	}
+	return args
 }
 
 // desiredStatefulSet runs one registry in proxy mode on the cache volume. configHash is

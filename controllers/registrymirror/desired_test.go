@@ -153,24 +153,28 @@ func TestRegistryArgs(t *testing.T) {
 		retention *metav1.Duration
 		maxDisk   *int32
 		cacheTTL  *metav1.Duration
+		platforms []string
 		want      []string
 	}{
-		{"defaults (not filled in)", nil, nil, nil,
+		{"defaults (not filled in)", nil, nil, nil, nil,
 			[]string{"--config=/etc/distribution/config.yml", "--retention=720h0m0s", "--max-disk-percent=85", pinned}},
-		{"as the API server defaults them", &metav1.Duration{Duration: 720 * time.Hour}, ptr.To[int32](85), nil,
+		{"as the API server defaults them", &metav1.Duration{Duration: 720 * time.Hour}, ptr.To[int32](85), nil, nil,
 			[]string{"--config=/etc/distribution/config.yml", "--retention=720h0m0s", "--max-disk-percent=85", pinned}},
-		{"a week, a higher bound", &metav1.Duration{Duration: 168 * time.Hour}, ptr.To[int32](95), nil,
+		{"a week, a higher bound", &metav1.Duration{Duration: 168 * time.Hour}, ptr.To[int32](95), nil, nil,
 			[]string{"--config=/etc/distribution/config.yml", "--retention=168h0m0s", "--max-disk-percent=95", pinned}},
-		{"no disk bound", &metav1.Duration{Duration: 90 * time.Minute}, ptr.To[int32](0), nil,
+		{"no disk bound", &metav1.Duration{Duration: 90 * time.Minute}, ptr.To[int32](0), nil, nil,
 			[]string{"--config=/etc/distribution/config.yml", "--retention=1h30m0s", "--max-disk-percent=0", pinned}},
-		{"cacheTTL is not retention", nil, nil, &metav1.Duration{Duration: time.Hour},
+		{"cacheTTL is not retention", nil, nil, &metav1.Duration{Duration: time.Hour}, nil,
 			[]string{"--config=/etc/distribution/config.yml", "--retention=720h0m0s", "--max-disk-percent=85", pinned}},
-		{"cacheTTL 0s does not keep forever", &metav1.Duration{Duration: 48 * time.Hour}, nil, &metav1.Duration{},
+		{"cacheTTL 0s does not keep forever", &metav1.Duration{Duration: 48 * time.Hour}, nil, &metav1.Duration{}, nil,
 			[]string{"--config=/etc/distribution/config.yml", "--retention=48h0m0s", "--max-disk-percent=85", pinned}},
+		{"warmed for two platforms", nil, nil, nil, []string{"linux/amd64", "linux/arm64"},
+			[]string{"--config=/etc/distribution/config.yml", "--retention=720h0m0s", "--max-disk-percent=85", pinned, "--warm-platforms=linux/amd64,linux/arm64"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := minimalMirror()
 			m.Spec.Retention, m.Spec.MaxDiskPercent, m.Spec.CacheTTL = tc.retention, tc.maxDisk, tc.cacheTTL
+			m.Spec.WarmPlatforms = tc.platforms
 			assert.Equal(t, tc.want, registryArgs(m))
 			sts := &appsv1.StatefulSet{}
 			require.NoError(t, roundTrip(desiredStatefulSet(m, testImages, "h"), sts))

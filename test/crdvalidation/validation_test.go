@@ -622,6 +622,16 @@ apiVersion: mirrors.quartet.dev/v1alpha1
 kind: RegistryMirror
 metadata: {name: bad, namespace: default}
 spec: {upstream: "https://quay.io", maxDiskPercent: -1}`, wantMsgs: []string{"spec.maxDiskPercent", "greater than or equal to 0"}},
+	{name: "warm platform without an architecture", doc: `
+apiVersion: mirrors.quartet.dev/v1alpha1
+kind: RegistryMirror
+metadata: {name: bad, namespace: default}
+spec: {upstream: "https://quay.io", warmPlatforms: [linux]}`, wantMsgs: []string{"spec.warmPlatforms[0]", "should match"}},
+	{name: "warm platform listed twice", doc: `
+apiVersion: mirrors.quartet.dev/v1alpha1
+kind: RegistryMirror
+metadata: {name: bad, namespace: default}
+spec: {upstream: "https://quay.io", warmPlatforms: [linux/amd64, linux/amd64]}`, wantMsgs: []string{"spec.warmPlatforms[1]", "Duplicate value"}},
 	{name: "storage shrunk", update: `
 apiVersion: mirrors.quartet.dev/v1alpha1
 kind: RegistryMirror
@@ -659,6 +669,7 @@ func TestRegistryMirrorRetentionDefaults(t *testing.T) {
 		{"the lowest", `{upstream: "https://quay.io", retention: 1h, maxDiskPercent: 0}`, "1h", 0, nil},
 		{"the highest", `{upstream: "https://quay.io", retention: 87600h, maxDiskPercent: 99}`, "87600h", 99, nil},
 		{"a Go duration", `{upstream: "https://quay.io", retention: 2160h0m0s}`, "2160h0m0s", 85, nil},
+		{"warmed for three platforms", `{upstream: "https://quay.io", warmPlatforms: [linux/amd64, linux/arm64, linux/arm/v7]}`, "720h", 85, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			u := decode(t, `

@@ -105,6 +105,20 @@ type RegistryMirrorSpec struct {
 	// +kubebuilder:validation:Maximum=65535
 	// +optional
 	HostPort *int32 `json:"hostPort,omitempty"`
+
+	// warmPlatforms are the platforms, os/arch or os/arch/variant (linux/arm64,
+	// linux/arm/v7), whose manifests, configs and layers the registry fetches when it warms
+	// a multi-platform image the pods run. Default: the platform of the registry's node. A
+	// cluster whose nodes have several architectures lists each, so that every node finds
+	// its platform cached when the upstream is down.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]+/[a-z0-9_]+(/[a-z0-9]+)?$`
+	// +kubebuilder:validation:items:MaxLength=64
+	// +listType=set
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Warm Platforms"
+	WarmPlatforms []string `json:"warmPlatforms,omitempty"`
 }
 
 // RegistryMirrorStatus says whether the mirror serves and where.
