@@ -122,10 +122,13 @@ test-unit: ## Unit tests only (no API server).
 	QUARTET_SKIP_INTEGRATION=1 go test -count=1 ./...
 	cd cmd/mirror-registry && go test -count=1 ./...
 
+# BENCH_COUNT: rounds of every benchmark (go test -count); with more than one, the report
+# shows each figure's median and spread. The timeouts grow with it.
+BENCH_COUNT ?= 1
 .PHONY: bench
-bench: controlplane $(if $(filter real,$(NODE)),registry node-deps node-tools olm-tools $(HELM) images) ## Benchmarks against the local cluster; NODE=real adds the real node's (root); QUARTET_PEER_* name peer binaries (docs/PERFORMANCE.md, Peers); figures go to docs/PERFORMANCE.md.
-	{ go test -run '^$$' -bench . -benchtime 1x -timeout 120m ./test/benchutil/ ./controllers/... ./test/process/ && \
-	  $(if $(filter real,$(NODE)),QUARTET_REAL_NODE=1 OPM=$(OPM) OPERATOR_SDK=$(OPERATOR_SDK) HELM=$(HELM) go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./test/e2e/,true); } | tee bin/bench.txt
+bench: controlplane $(if $(filter real,$(NODE)),registry node-deps node-tools olm-tools $(HELM) images) ## Benchmarks against the local cluster; NODE=real adds the real node's (root); QUARTET_PEER_* name peer binaries (docs/PERFORMANCE.md, Peers); BENCH_COUNT=n runs n rounds, reported as median ± spread; figures go to docs/PERFORMANCE.md.
+	{ go test -run '^$$' -bench . -benchtime 1x -count $(BENCH_COUNT) -timeout $$((120 * $(BENCH_COUNT)))m ./test/benchutil/ ./controllers/... ./test/process/ && \
+	  $(if $(filter real,$(NODE)),QUARTET_REAL_NODE=1 OPM=$(OPM) OPERATOR_SDK=$(OPERATOR_SDK) HELM=$(HELM) go test -run '^$$' -bench . -benchtime 1x -count $(BENCH_COUNT) -timeout $$((60 * $(BENCH_COUNT)))m ./test/e2e/,true); } | tee bin/bench.txt
 	go run ./hack/benchreport bin/bench.txt docs/PERFORMANCE.md
 
 ##@ Local cluster

@@ -1,12 +1,13 @@
 // Command benchreport turns the output of `make bench` (go test -bench) into
 // docs/PERFORMANCE.md: the machine, the date, and one table per benchmark with every
-// metric the benchmark reported. It writes only what was measured in that run.
+// metric the benchmark reported. It writes only what was measured in that run. It reads go
+// test's output with golang.org/x/perf/benchfmt (parse.go); a benchmark run more than once
+// (go test -count) is reported as the median of its rounds and their spread.
 //
 //	go run ./hack/benchreport bin/bench.txt docs/PERFORMANCE.md
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -16,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +28,7 @@ import (
 type result struct {
 	pkg, name string
 	metrics   [][2]string // value, unit
+	rounds    int         // how many times it ran (go test -count); 0 when kept
 	kept      bool        // not run this time: figures of the previous report
 }
 
@@ -54,42 +57,8 @@ func run(in, out string) error {
 		return err
 	}
 	defer f.Close()
-	var (
-		results []result
-		cpu     string
-		pkg     string
-		failed  []string
-		pending string // a benchmark whose figures have not been seen yet
-	)
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "cpu: "):
-			cpu = strings.TrimPrefix(line, "cpu: ")
-		case strings.HasPrefix(line, "pkg: "):
-			pkg = strings.TrimPrefix(line, "pkg: ")
-		case strings.HasPrefix(line, "--- FAIL: Benchmark"), strings.HasPrefix(line, "FAIL\t"):
-			failed = append(failed, line)
-		case strings.HasPrefix(line, "Benchmark"):
-			fields := strings.Fields(line)
-			pending = trimProcs(fields[0])
-			if len(fields) >= 4 && isNumber(fields[1]) && fields[3] == "ns/op" {
-				results = append(results, parseResult(pkg, pending, fields[1:]))
-				pending = ""
-			}
-		case pending != "":
-			// The benchmark logged between its name and its figures (go test prints the
-			// name first): the figures come on a line of their own, "N <ns> ns/op ...".
-			fields := strings.Fields(line)
-			if len(fields) >= 3 && isNumber(fields[0]) && fields[2] == "ns/op" {
-				results = append(results, parseResult(pkg, pending, fields))
-				pending = ""
-			}
-		}
-	}
-	if err := sc.Err(); err != nil {
+	results, cpu, failed, err := parse(f, in)
+	if err != nil {
 		return err
 	}
 	if len(results) == 0 {
@@ -109,6 +78,12 @@ func run(in, out string) error {
 	fmt.Fprintf(&b, "could measure them (one with the peer binaries, or with `NODE=real`). Ratios compare a controller\n")
 	fmt.Fprintf(&b, "with a baseline measured by the same benchmark, on the same API server, in the same run (a tuned\n")
 	fmt.Fprintf(&b, "client-go loop writing the same objects directly).\n\n")
+	if slices.ContainsFunc(results, func(r result) bool { return r.rounds > 1 }) {
+		fmt.Fprintf(&b, "A benchmark that ran more than one round (`make bench BENCH_COUNT=n`, go test's `-count`) shows\n")
+		fmt.Fprintf(&b, "the median of its rounds, ± their spread as benchstat gives it: the 95 %% confidence interval of\n")
+		fmt.Fprintf(&b, "the median (golang.org/x/perf/benchmath, no assumption on the distribution) from 6 rounds on;\n")
+		fmt.Fprintf(&b, "with fewer, which cannot give that interval, the farthest any round lies from the median.\n\n")
+	}
 	fmt.Fprintf(&b, "## Machine\n\n")
 	fmt.Fprintf(&b, "- CPU: %s, %d cores visible to Go\n", orUnknown(strings.TrimSpace(cpu)), runtime.NumCPU())
 	fmt.Fprintf(&b, "- Memory: %s\n", memTotal())
@@ -139,7 +114,11 @@ func run(in, out string) error {
 		if doc := benchDoc(r.pkg, r.name); doc != "" {
 			fmt.Fprintf(&b, "%s\n\n", doc)
 		}
-		fmt.Fprintf(&b, "| metric | value |\n|---|---|\n")
+		if r.rounds > 1 {
+			fmt.Fprintf(&b, "| metric | median of %d rounds |\n|---|---|\n", r.rounds)
+		} else {
+			fmt.Fprintf(&b, "| metric | value |\n|---|---|\n")
+		}
 		for _, m := range r.metrics {
 			fmt.Fprintf(&b, "| %s | %s |\n", m[1], m[0])
 		}
@@ -292,7 +271,7 @@ func difference(a, b string) cellFunc {
 }
 
 // formatFigure prints v as go test prints a benchmark's metrics (testing's prettyPrint):
-// four significant digits, no exponent.
+// four significant digits from 0.001 on, seven decimals below, no exponent.
 func formatFigure(v float64) string {
 	prec := 0
 	switch a := math.Abs(v); {
@@ -310,7 +289,7 @@ func formatFigure(v float64) string {
 	case a >= 0.00099995:
 		prec = 6
 	default:
-		return strconv.FormatFloat(v, 'g', 4, 64)
+		prec = 7
 	}
 	return strconv.FormatFloat(v, 'f', prec, 64)
 }
@@ -383,25 +362,6 @@ func writeGoals(b *strings.Builder, results []result) {
 	if len(missed) > 0 {
 		fmt.Fprintf(b, "\nTargets this run misses, and what is known of why:\n\n%s\n", strings.Join(missed, "\n"))
 	}
-}
-
-// parseResult reads "N <value> <unit> <value> <unit> ..." after a benchmark's name.
-func parseResult(pkg, name string, fields []string) result {
-	r := result{pkg: pkg, name: name}
-	for i := 1; i+1 < len(fields); i += 2 {
-		r.metrics = append(r.metrics, [2]string{fields[i], fields[i+1]})
-	}
-	return r
-}
-
-func isNumber(s string) bool { return s != "" && strings.Trim(s, "0123456789.") == "" }
-
-// trimProcs drops the -GOMAXPROCS suffix of a benchmark name.
-func trimProcs(name string) string {
-	if i := strings.LastIndex(name, "-"); i > 0 && strings.Trim(name[i+1:], "0123456789") == "" {
-		return name[:i]
-	}
-	return name
 }
 
 func orUnknown(s string) string {

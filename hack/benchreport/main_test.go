@@ -1,10 +1,13 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestKeepPeerFigures(t *testing.T) {
@@ -111,7 +114,118 @@ func TestBigClusterTargetsAndCostCurve(t *testing.T) {
 
 func TestFormatFigure(t *testing.T) {
 	for v, want := range map[float64]string{0: "0", 1234.56: "1235", 137000: "137000", 111.26: "111.3", 53.09: "53.09",
-		2.75: "2.750", 0.1484: "0.1484", -0.5: "-0.5000", 0.012345: "0.01235"} {
+		2.75: "2.750", 0.1484: "0.1484", -0.5: "-0.5000", 0.012345: "0.01235", 0.0000123: "0.0000123"} {
 		assert.Equal(t, want, formatFigure(v), "%v", v)
 	}
+}
+
+// oneRound is go test -bench output as `make bench` writes it (lines of bin/bench.txt), with
+// a benchmark that logged while it ran, whose figures go test printed on a later line, a
+// log line longer than benchfmt reads, and a failed benchmark.
+var oneRound = "goos: linux\ngoarch: amd64\npkg: github.com/quartet-operator/quartet/controllers/chaosagent\ncpu: AMD EPYC\n" +
+	"BenchmarkRoundOver10000Pods-2    \t       1\t5171879096 ns/op\t        21.00 api-calls/round\t         0 list-calls/round\t         3.000 naive-list-calls/round\t       211.7 naive-list-cpu-ms/round\t     10000 pods\n" +
+	"--- BENCH: BenchmarkRoundOver10000Pods-2\n    bench_test.go:117: created 10000 pods in 16.233s\n" +
+	"BenchmarkGuardChecksPerRound-2   \t       1\t    289670 ns/op\t         0.02799 x-apiserver-gets\t         0.0000123 x-tiny\n" +
+	"BenchmarkScheduleNextChange/dense-2         \t       1\t     39269 ns/op\n" +
+	"PASS\nok  \tgithub.com/quartet-operator/quartet/controllers/chaosagent\t58.251s\n" +
+	"localcluster: etcd and kube-apiserver ready at https://127.0.0.1:43163 in 2.804s\n" +
+	"goos: linux\ngoarch: amd64\npkg: github.com/quartet-operator/quartet/controllers/copyratorrule\ncpu: AMD EPYC 7B13\n" +
+	"BenchmarkFanOut1000-2              \t2026-11-26T00:48:40Z\tERROR\tReconciler error\t{\"controller\": \"copyratorrule\"}\n" +
+	"sigs.k8s.io/controller-runtime/pkg/internal/controller.(*Controller[...]).reconcileHandler\n" +
+	"\t/root/go/pkg/mod/sigs.k8s.io/controller-runtime@v0.25.2/pkg/internal/controller/controller.go:497\n" +
+	"       1\t44203781923 ns/op\t         1.004 api-writes/copy\t         0.9393 s-fanout-1000-copies\n" +
+	"    bench_test.go:196: " + strings.Repeat("x", 70000) + "\n" +
+	"BenchmarkRSSUnrelatedSecrets-2     \t       1\t26098094282 ns/op\t         1.047 MB-heap-growth\t        87.67 MB-rss\t       245.5 MB-rss-growth-of-a-cache-of-all-Secrets\n" +
+	"--- FAIL: BenchmarkKeyFilterRules-2\n    bench_test.go:80: timed out\n" +
+	"FAIL\tgithub.com/quartet-operator/quartet/controllers/copyratorrule\t165.059s\n"
+
+func TestParseOneRoundKeepsGoTestsFigures(t *testing.T) {
+	results, cpu, failed, err := parse(strings.NewReader(oneRound), "bench.txt")
+	require.NoError(t, err)
+	chaos, copyrator := module+"/controllers/chaosagent", module+"/controllers/copyratorrule"
+	assert.Equal(t, []result{
+		{pkg: chaos, name: "BenchmarkRoundOver10000Pods", rounds: 1, metrics: [][2]string{{"5171879096", "ns/op"},
+			{"21.00", "api-calls/round"}, {"0", "list-calls/round"}, {"3.000", "naive-list-calls/round"},
+			{"211.7", "naive-list-cpu-ms/round"}, {"10000", "pods"}}},
+		{pkg: chaos, name: "BenchmarkGuardChecksPerRound", rounds: 1, metrics: [][2]string{{"289670", "ns/op"},
+			{"0.02799", "x-apiserver-gets"}, {"0.0000123", "x-tiny"}}},
+		{pkg: chaos, name: "BenchmarkScheduleNextChange/dense", rounds: 1, metrics: [][2]string{{"39269", "ns/op"}}},
+		{pkg: copyrator, name: "BenchmarkFanOut1000", rounds: 1, metrics: [][2]string{{"44203781923", "ns/op"},
+			{"1.004", "api-writes/copy"}, {"0.9393", "s-fanout-1000-copies"}}},
+		{pkg: copyrator, name: "BenchmarkRSSUnrelatedSecrets", rounds: 1, metrics: [][2]string{{"26098094282", "ns/op"},
+			{"1.047", "MB-heap-growth"}, {"87.67", "MB-rss"}, {"245.5", "MB-rss-growth-of-a-cache-of-all-Secrets"}}},
+	}, results, "figures as go test printed them, units untidied, the logged benchmark's figures found on their later line")
+	assert.Equal(t, "AMD EPYC 7B13", cpu)
+	assert.Equal(t, []string{"--- FAIL: BenchmarkKeyFilterRules-2", "FAIL\tgithub.com/quartet-operator/quartet/controllers/copyratorrule\t165.059s"}, failed)
+}
+
+// threeRounds is `make bench BENCH_COUNT=3` output: the rounds of bin/bench.txt's benchmarks
+// with their figures varied, a round that logged, and a peer metric two rounds of three reported.
+var threeRounds = "goos: linux\ngoarch: amd64\npkg: github.com/quartet-operator/quartet/controllers/copyratorrule\ncpu: AMD EPYC\n" +
+	"BenchmarkFanOut1000-2              \t       1\t44203781923 ns/op\t         1.004 api-writes/copy\t         1.154 x-raw-create-protobuf\n" +
+	"BenchmarkFanOut1000-2              \t       1\t45000000000 ns/op\t         1.002 api-writes/copy\t         1.120 x-raw-create-protobuf\t         0.3800 x-replicator\n" +
+	"BenchmarkFanOut1000-2              \t       1\t43900000000 ns/op\t         1.010 api-writes/copy\t         1.180 x-raw-create-protobuf\t         0.4200 x-replicator\n" +
+	"BenchmarkNewNamespaceLatency-2     \t       1\t3424660969 ns/op\t         9.253 max-ms\t         6.478 p50-ms\t         9.253 p99-ms\n" +
+	"BenchmarkNewNamespaceLatency-2     \t2026-11-26T00:48:40Z\tERROR\tReconciler error\n" +
+	"       1\t3512000000 ns/op\t        12.10 max-ms\t         6.102 p50-ms\t        11.95 p99-ms\n" +
+	"BenchmarkNewNamespaceLatency-2     \t       1\t3390000000 ns/op\t         8.800 max-ms\t         6.950 p50-ms\t         8.800 p99-ms\n" +
+	"PASS\nok  \tgithub.com/quartet-operator/quartet/controllers/copyratorrule\t495.177s\n" +
+	"pkg: github.com/quartet-operator/quartet/controllers/chaosagent\n" +
+	"BenchmarkScheduleNextChange/dense-2         \t       1\t     39269 ns/op\n" +
+	"BenchmarkScheduleNextChange/dense-2         \t       1\t     41000 ns/op\n" +
+	"BenchmarkScheduleNextChange/dense-2         \t       1\t     38000 ns/op\n"
+
+func TestParseRoundsGivesMedianAndSpread(t *testing.T) {
+	results, _, _, err := parse(strings.NewReader(threeRounds), "bench.txt")
+	require.NoError(t, err)
+	copyrator := module + "/controllers/copyratorrule"
+	assert.Equal(t, []result{
+		// ns/op: median 44203781923, the slowest round 1.8% above it, the fastest 0.7% below.
+		{pkg: copyrator, name: "BenchmarkFanOut1000", rounds: 3, metrics: [][2]string{{"44203781923 ± 2%", "ns/op"},
+			{"1.004 ± 1%", "api-writes/copy"}, {"1.154 ± 3%", "x-raw-create-protobuf"},
+			{"0.4000 ± 5% (2 of 3 rounds)", "x-replicator"}}},
+		{pkg: copyrator, name: "BenchmarkNewNamespaceLatency", rounds: 3, metrics: [][2]string{{"3424660969 ± 3%", "ns/op"},
+			{"9.253 ± 31%", "max-ms"}, {"6.478 ± 7%", "p50-ms"}, {"9.253 ± 29%", "p99-ms"}}},
+		{pkg: module + "/controllers/chaosagent", name: "BenchmarkScheduleNextChange/dense", rounds: 3, metrics: [][2]string{{"39269 ± 4%", "ns/op"}}},
+	}, results)
+}
+
+func TestSummarizeUsesTheConfidenceIntervalFromSixRounds(t *testing.T) {
+	ten := []float64{3, 1, 4, 10, 5, 9, 2, 6, 8, 7}
+	// benchstat's 95% interval of the median of 10 values is the 2nd to the 9th smallest:
+	// 2 and 9 around 5.5, 64% either side; their whole range, 1 to 10, would be 82%.
+	assert.Equal(t, "5.500 ± 64%", summarize("p99-ms", ten, 10))
+	assert.Equal(t, []float64{3, 1, 4, 10, 5, 9, 2, 6, 8, 7}, ten, "the caller's values are not reordered")
+	// Five rounds give no 95% interval (benchstat prints ± ∞): the spread is the farthest
+	// round from the median, 10 against 4.
+	assert.Equal(t, "4.000 ± 150%", summarize("p99-ms", []float64{3, 1, 4, 10, 5}, 5))
+	assert.Equal(t, "0.5000 ± ?", summarize("x", []float64{-1, 0.5, 2}, 3), "a spread across zero is no percentage")
+	assert.Equal(t, "0 ± 0%", summarize("list-calls/round", []float64{0, 0, 0}, 3))
+	assert.Equal(t, "21.00", summarize("api-calls/round", []float64{21}, 1), "one round: the figure alone")
+}
+
+func TestReportStatesRounds(t *testing.T) {
+	report := func(input string) string {
+		dir := t.TempDir()
+		in, out := filepath.Join(dir, "bench.txt"), filepath.Join(dir, "PERFORMANCE.md")
+		require.NoError(t, os.WriteFile(in, []byte(input), 0o644))
+		require.NoError(t, run(in, out))
+		b, err := os.ReadFile(out)
+		require.NoError(t, err)
+		return string(b)
+	}
+	three := report(threeRounds)
+	assert.Contains(t, three, "### BenchmarkNewNamespaceLatency\n\n| metric | median of 3 rounds |\n|---|---|\n"+
+		"| ns/op | 3424660969 ± 3% |\n| max-ms | 9.253 ± 31% |\n| p50-ms | 6.478 ± 7% |\n| p99-ms | 9.253 ± 29% |\n")
+	assert.Contains(t, three, "A benchmark that ran more than one round (`make bench BENCH_COUNT=n`")
+	assert.Contains(t, three, "| BenchmarkFanOut1000 | api-writes/copy | ≤ 1.01 API writes per copy (issue 15) | 1.004 ± 1% | yes |",
+		"a target is judged on the median")
+	assert.Contains(t, three, "| BenchmarkNewNamespaceLatency | p99-ms | p99 < 100 ms (issue 15) | 9.253 ± 29% | yes |")
+
+	one := report(oneRound)
+	assert.Contains(t, one, "### BenchmarkScheduleNextChange/dense\n\n| metric | value |\n|---|---|\n| ns/op | 39269 |\n")
+	assert.NotContains(t, one, "more than one round")
+	assert.NotContains(t, one, "±")
+	assert.Contains(t, one, "\n## Failed in this run\n\n- `--- FAIL: BenchmarkKeyFilterRules-2`\n")
+	assert.Contains(t, one, "- CPU: AMD EPYC 7B13, ")
 }
