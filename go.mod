@@ -3,6 +3,7 @@ module github.com/quartet-operator/quartet
 go 1.26.3
 
 require (
+	github.com/BurntSushi/toml v1.6.0
 	github.com/containernetworking/plugins v1.9.0
 	github.com/distribution/reference v0.6.0
 	github.com/docker/docker-credential-helpers v0.9.7
