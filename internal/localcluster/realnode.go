@@ -1,7 +1,6 @@
 package localcluster
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -29,7 +28,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 )
 
 // The real node: a kubelet, kube-proxy and containerd (with runc and the CNI bridge
@@ -248,10 +249,22 @@ func writeNodeFiles(c *Cluster, p nodePaths) error {
 			return err
 		}
 	}
+	containerd, err := containerdConfig(p, c.Node)
+	if err != nil {
+		return err
+	}
+	kubelet, err := kubeletConfig(p, c.Node, filepath.Join(c.Dir, "pki", "ca.crt"))
+	if err != nil {
+		return err
+	}
+	proxy, err := kubeProxyConfig(p)
+	if err != nil {
+		return err
+	}
 	files := map[string]string{
-		p.containerdConfig: containerdConfig(p, c.Node),
-		p.kubeletConfig:    kubeletConfig(p, c.Node, filepath.Join(c.Dir, "pki", "ca.crt")),
-		p.proxyConfig:      kubeProxyConfig(p),
+		p.containerdConfig: containerd,
+		p.kubeletConfig:    kubelet,
+		p.proxyConfig:      proxy,
 		filepath.Join(p.cniConf, "10-quartet.conflist"): cniConfig(p),
 		p.resolvConf:     "# The node has no DNS server: nothing may resolve names outside the cluster.\noptions ndots:1\n",
 		p.registryConfig: registryConfig(c.opts.ImageStore, filepath.Join(c.Dir, "pki"), nodeRegistryAt, true),
@@ -259,11 +272,18 @@ func writeNodeFiles(c *Cluster, p nodePaths) error {
 	}
 	ca := filepath.Join(c.Dir, "pki", "ca.crt")
 	for _, reg := range mirroredRegistries {
-		files[filepath.Join(c.Node.CertsDir, reg, "hosts.toml")] = hostsTOML(
-			reg+" is served from the local image store (make images), as from an air-gapped mirror.", ImageRegistry, ca)
+		hosts, err := hostsTOML(reg+" is served from the local image store (make images), as from an air-gapped mirror.", ImageRegistry, ca)
+		if err != nil {
+			return err
+		}
+		files[filepath.Join(c.Node.CertsDir, reg, "hosts.toml")] = hosts
 	}
 	for _, reg := range []string{ScratchRegistry, fmt.Sprintf("%s:%d", RealNodeIP, nodeScratchAt)} {
-		files[filepath.Join(c.Node.CertsDir, reg, "hosts.toml")] = hostsTOML("The writable scratch registry.", ScratchRegistry, ca)
+		hosts, err := hostsTOML("The writable scratch registry.", ScratchRegistry, ca)
+		if err != nil {
+			return err
+		}
+		files[filepath.Join(c.Node.CertsDir, reg, "hosts.toml")] = hosts
 	}
 	for path, content := range files {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -274,126 +294,6 @@ func writeNodeFiles(c *Cluster, p nodePaths) error {
 		}
 	}
 	return nil
-}
-
-// hostsTOML sends every pull of a registry to the node's registry at addr, trusting ca.
-// containerd 1.6 refuses a hosts.toml without a [host] table.
-func hostsTOML(comment, addr, ca string) string {
-	return fmt.Sprintf(`# %s
-server = "https://%s"
-
-[host."https://%s"]
-  capabilities = ["pull", "resolve"]
-  ca = %q
-`, comment, addr, addr, ca)
-}
-
-func containerdConfig(p nodePaths, n *RealNode) string {
-	return fmt.Sprintf(`version = 2
-root = %[1]q
-state = %[2]q
-# Plugins that would write outside root and state, or are not used here.
-disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.v1.aufs",
-  "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
-  "io.containerd.snapshotter.v1.devmapper", "io.containerd.tracing.processor.v1.otlp"]
-
-[grpc]
-  address = %[3]q
-[ttrpc]
-  address = "%[3]s.ttrpc"
-
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = %[4]q
-  # The machine lacks CAP_SYS_RESOURCE: without this every sandbox fails in runc.
-  restrict_oom_score_adj = true
-  netns_mounts_under_state_dir = true
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  enable_selinux = false
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
-        Root = %[5]q
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = %[6]q
-    conf_dir = %[7]q
-  [plugins."io.containerd.grpc.v1.cri".registry]
-    config_path = %[8]q
-`, filepath.Join(p.containerd, "root"), filepath.Join(p.containerd, "state"), n.ContainerdSocket, pauseImage,
-		filepath.Join(p.containerd, "runc"), CNIBinDir, p.cniConf, n.CertsDir)
-}
-
-func kubeletConfig(p nodePaths, n *RealNode, caFile string) string {
-	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-# The host uses cgroup v1 and no systemd.
-failCgroupV1: false
-cgroupDriver: cgroupfs
-cgroupRoot: /%[1]s
-containerRuntimeEndpoint: unix://%[2]s
-imageServiceEndpoint: unix://%[2]s
-failSwapOn: false
-# The disk is shared with everything else on the machine: evict only when it is nearly full,
-# and never garbage-collect the images the tests pulled.
-evictionHard:
-  nodefs.available: "2%%"
-  imagefs.available: "2%%"
-  memory.available: "100Mi"
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-address: 0.0.0.0
-port: 10250
-readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
-healthzPort: 10248
-authentication:
-  anonymous:
-    enabled: false
-  webhook:
-    enabled: true
-  x509:
-    clientCAFile: %[3]s
-authorization:
-  mode: Webhook
-clusterDNS: [%[6]s]
-clusterDomain: %[7]s
-podLogsDir: %[4]s
-resolvConf: %[5]s
-# The kubelet then sets vm.overcommit_memory, kernel.panic and kernel.panic_on_oops;
-# Stop writes the host's values back.
-protectKernelDefaults: false
-serializeImagePulls: false
-maxPods: 110
-hairpinMode: hairpin-veth
-shutdownGracePeriod: 0s
-rotateCertificates: false
-`, n.CgroupRoot, n.ContainerdSocket, caFile, p.podLogs, p.resolvConf, ClusterDNSIP, ClusterDomain)
-}
-
-func kubeProxyConfig(p nodePaths) string {
-	return fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
-kind: KubeProxyConfiguration
-mode: iptables
-clientConnection:
-  kubeconfig: %s
-hostnameOverride: %s
-bindAddress: 0.0.0.0
-clusterCIDR: %s
-healthzBindAddress: 127.0.0.1:10256
-metricsBindAddress: 127.0.0.1:10249
-# Zero leaves the host-wide conntrack settings alone.
-conntrack:
-  maxPerCore: 0
-  min: 0
-  tcpEstablishedTimeout: 0s
-  tcpCloseWaitTimeout: 0s
-  udpTimeout: 0s
-  udpStreamTimeout: 0s
-`, p.proxyKubeconfig, RealNodeName, PodCIDR)
 }
 
 func cniConfig(p nodePaths) string {
@@ -802,18 +702,15 @@ func ownerAlive(dir string) bool {
 // cgroupRootFromJournal reads the cgroup root from the kubelet configuration of a node
 // whose state.json was never written (a start that was killed midway).
 func cgroupRootFromJournal(dir string) string {
-	f, err := os.Open(pathsFor(dir).kubeletConfig)
+	b, err := os.ReadFile(pathsFor(dir).kubeletConfig)
 	if err != nil {
 		return ""
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "cgroupRoot: /"); ok {
-			return v
-		}
+	var c kubeletconfigv1beta1.KubeletConfiguration
+	if err := yaml.Unmarshal(b, &c); err != nil {
+		return ""
 	}
-	return ""
+	return strings.TrimPrefix(c.CgroupRoot, "/")
 }
 
 // RegistryTransport reaches the node's registries (ImageRegistry, ScratchRegistry) from

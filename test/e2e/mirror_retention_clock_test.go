@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/quartet-operator/quartet/internal/hoststoml"
 	"github.com/quartet-operator/quartet/test/realnode"
 )
 
@@ -52,8 +53,12 @@ func TestMirrorRegistryKeepsWhatWasPulledSinceItsFirstFetch(t *testing.T) {
 	reg := startMirrorRegistryPod(t, ns, "registry", "http://"+up.Host, retention)
 	hostsPath := filepath.Join(env.Cluster.Node.CertsDir, up.Host, "hosts.toml")
 	require.NoError(t, os.MkdirAll(filepath.Dir(hostsPath), 0o755))
-	require.NoError(t, os.WriteFile(hostsPath, fmt.Appendf(nil, "server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n",
-		"http://"+up.Host, "http://"+reg.Status.PodIP+":5000"), 0o644))
+	hosts, err := hoststoml.Render("", hoststoml.File{
+		Server: "http://" + up.Host,
+		Mirror: hoststoml.Host{URL: "http://" + reg.Status.PodIP + ":5000", Capabilities: []string{"pull", "resolve"}},
+	})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(hostsPath, hosts, 0o644))
 	t.Cleanup(func() { _ = os.RemoveAll(filepath.Dir(hostsPath)) })
 	logOf := func() string {
 		b, err := env.Clientset.CoreV1().Pods(ns).GetLogs(reg.Name, &corev1.PodLogOptions{Container: "registry"}).DoRaw(ctx)

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/quartet-operator/quartet/internal/hoststoml"
 	"github.com/quartet-operator/quartet/test/realnode"
 )
 
@@ -35,8 +36,12 @@ func TestMirrorWarmsImagesPulledBeforeItExisted(t *testing.T) {
 	// Before the mirror, the node pulls straight from the (plain-HTTP) upstream.
 	hostsPath := filepath.Join(env.Cluster.Node.CertsDir, up.Host, "hosts.toml")
 	require.NoError(t, os.MkdirAll(filepath.Dir(hostsPath), 0o755))
-	require.NoError(t, os.WriteFile(hostsPath, fmt.Appendf(nil, "server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n",
-		"http://"+up.Host, "http://"+up.Host), 0o644))
+	hosts, err := hoststoml.Render("", hoststoml.File{
+		Server: "http://" + up.Host,
+		Mirror: hoststoml.Host{URL: "http://" + up.Host, Capabilities: []string{"pull", "resolve"}},
+	})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(hostsPath, hosts, 0o644))
 	t.Cleanup(func() { _ = os.RemoveAll(filepath.Dir(hostsPath)) })
 	early := runImage(t, ns, "early", ref)
 	require.Len(t, early.Status.ContainerStatuses, 1)

@@ -82,7 +82,11 @@ func newAgent(cfg Args, log *slog.Logger) (*agent, error) {
 	// A fresh connection per probe, as a pull through the relay makes one.
 	a.probe = &http.Client{Timeout: cfg.ProbeTimeout, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
 	if cfg.HostsDir != "" {
-		a.hosts = &hostsFile{dir: cfg.HostsDir, owner: cfg.Owner, content: renderHostsTOML(cfg.Owner, cfg.Server, cfg.Mirror, cfg.Capabilities)}
+		content, err := renderHostsTOML(cfg.Owner, cfg.Server, cfg.Mirror, cfg.Capabilities)
+		if err != nil {
+			return nil, fmt.Errorf("rendering hosts.toml: %w", err)
+		}
+		a.hosts = &hostsFile{dir: cfg.HostsDir, owner: cfg.Owner, content: content}
 	}
 	var err error
 	if a.relay, err = net.Listen("tcp", cfg.Listen); err != nil {

@@ -131,7 +131,7 @@ func TestAgentRelaysAndKeepsHostsTOML(t *testing.T) {
 	}, 5*time.Second, 20*time.Millisecond)
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
-	assert.Equal(t, renderHostsTOML("ns/a", "https://quay.io", "http://127.0.0.1:35000", DefaultCapabilities), string(b))
+	assert.Equal(t, mustRenderHostsTOML(t, "ns/a", "https://quay.io", "http://127.0.0.1:35000", DefaultCapabilities), string(b))
 	code, _ := get(t, health+"/healthz")
 	assert.Equal(t, http.StatusOK, code)
 
@@ -143,13 +143,13 @@ func TestAgentRelaysAndKeepsHostsTOML(t *testing.T) {
 	require.Eventually(t, func() bool { _, err := os.Stat(path); return err == nil }, 5*time.Second, 20*time.Millisecond, "a deleted hosts.toml is rewritten")
 
 	// Someone else's file makes the agent unready instead of fighting over it.
-	require.NoError(t, os.WriteFile(path, []byte(renderHostsTOML("ns/b", "https://quay.io", "http://127.0.0.1:35001", DefaultCapabilities)), 0o644))
+	require.NoError(t, os.WriteFile(path, []byte(mustRenderHostsTOML(t, "ns/b", "https://quay.io", "http://127.0.0.1:35001", DefaultCapabilities)), 0o644))
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		code, body := get(t, health+"/readyz")
 		assert.Equal(c, http.StatusServiceUnavailable, code)
 		assert.Contains(c, body, "belongs to RegistryMirror ns/b")
 	}, 5*time.Second, 20*time.Millisecond)
-	require.NoError(t, os.WriteFile(path, []byte(renderHostsTOML("ns/a", "https://quay.io", "http://127.0.0.1:35000", DefaultCapabilities)), 0o644))
+	require.NoError(t, os.WriteFile(path, []byte(mustRenderHostsTOML(t, "ns/a", "https://quay.io", "http://127.0.0.1:35000", DefaultCapabilities)), 0o644))
 
 	cancel()
 	select {

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/quartet-operator/quartet/internal/hoststoml"
 )
 
 // hostsTOMLMarker starts every hosts.toml the node agent writes. The agent rewrites or
@@ -16,18 +18,14 @@ const hostsTOMLMarker = "# Managed by the Quartet operator for RegistryMirror "
 // renderHostsTOML renders containerd's hosts.toml for one upstream: containerd tries the
 // mirror first for what capabilities allow (pull: content by digest, which containerd
 // verifies; resolve: tags, trusted from the mirror) and falls back to the upstream
-// (server) when the mirror fails. owner is the mirror's namespace/name.
-func renderHostsTOML(owner, server, mirror string, capabilities []string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s%s; removed when the mirror goes.\n", hostsTOMLMarker, owner)
-	fmt.Fprintf(&b, "server = %q\n\n", server)
-	fmt.Fprintf(&b, "[host.%q]\n", mirror)
-	quoted := make([]string, len(capabilities))
-	for i, c := range capabilities {
-		quoted[i] = fmt.Sprintf("%q", c)
-	}
-	fmt.Fprintf(&b, "  capabilities = [%s]\n", strings.Join(quoted, ", "))
-	return b.String()
+// (server) when the mirror fails. owner is the mirror's namespace/name; the first line is
+// hostsTOMLMarker and owner, a comment.
+func renderHostsTOML(owner, server, mirror string, capabilities []string) (string, error) {
+	b, err := hoststoml.Render(strings.TrimPrefix(hostsTOMLMarker, "# ")+owner+"; removed when the mirror goes.", hoststoml.File{
+		Server: server,
+		Mirror: hoststoml.Host{URL: mirror, Capabilities: capabilities},
+	})
+	return string(b), err
 }
 
 // hostsTOMLOwner returns the mirror (namespace/name) a hosts.toml was written for, and
