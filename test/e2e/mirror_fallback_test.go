@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/quartet-operator/quartet/internal/hoststoml"
 	"github.com/quartet-operator/quartet/test/realnode"
 )
 
@@ -44,15 +45,19 @@ func TestMirrorDownFallsBackToTheUpstreamFast(t *testing.T) {
 	// The baseline: the node pulls straight from the (plain-HTTP) upstream, no mirror.
 	hostsPath := filepath.Join(env.Cluster.Node.CertsDir, up.Host, "hosts.toml")
 	require.NoError(t, os.MkdirAll(filepath.Dir(hostsPath), 0o755))
-	require.NoError(t, os.WriteFile(hostsPath, fmt.Appendf(nil, "server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n",
-		"http://"+up.Host, "http://"+up.Host), 0o644))
+	hosts, err := hoststoml.Render("", hoststoml.File{
+		Server: "http://" + up.Host,
+		Mirror: hoststoml.Host{URL: "http://" + up.Host, Capabilities: []string{"pull", "resolve"}},
+	})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(hostsPath, hosts, 0o644))
 	t.Cleanup(func() { _ = os.RemoveAll(filepath.Dir(hostsPath)) })
 	base := medianPull(t, ns, "direct", direct, "library/direct")
 	require.NoError(t, os.Remove(hostsPath), "the node agent writes the mirror's own")
 
 	m := newMirror(t, ns, name, "http://"+up.Host, "", pullResolve)
 	t.Cleanup(func() { deleteMirrorAndWaitForHostsFile(t, m, up.Host) })
-	hosts, err := os.ReadFile(hostsPath)
+	hosts, err = os.ReadFile(hostsPath)
 	require.NoError(t, err)
 	require.Contains(t, string(hosts), m.Status.NodeEndpoint, "pulls of the upstream's host go to the mirror first")
 
