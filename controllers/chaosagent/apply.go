@@ -22,6 +22,11 @@ import (
 	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 )
 
+// FieldOwner names this controller in the API server: the field manager of every write it
+// makes (managedFields) and the reporting controller of its Events. Each controller's is
+// quartet-<controller>.
+const FieldOwner = "quartet-chaosagent"
+
 // conflictBackoff spaces the attempts of a write that lost a race (a Deployment's controller
 // updates its status often, a cache may lag): five attempts in all, each after a fresh read from
 // the API server, waiting a little longer after each lost race so that a burst of status updates
