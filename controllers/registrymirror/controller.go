@@ -334,6 +334,11 @@ func (r *Reconciler) reconcileChild(ctx context.Context, m *mirrorsv1alpha1.Regi
 	if err != nil {
 		return childResult{}, err
 	}
+	if exists && metav1.IsControlledBy(c.live, m) && ownedByLegacy(c.live) {
+		if err := r.adoptLegacyFields(ctx, c.live); err != nil {
+			return childResult{}, fmt.Errorf("moving the fields of %s to %s on %s %s: %w", legacyFieldOwner, FieldOwner, c.kind, key, err)
+		}
+	}
 	action := decideChild(m, c, exists)
 	switch action {
 	case childForeign:
