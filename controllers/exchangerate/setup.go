@@ -68,7 +68,7 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 	watched := predicate.NewPredicateFuncs(func(obj client.Object) bool { return shared.Watches(obj.GetNamespace()) })
 	defaults, _ := sources.For(nil) // built by newSources: no error
 	for _, c := range defaults {
-		ctrl.Log.WithName("exchangerate").Info("Using exchange rate source by default", "source", c.Name(), "url", sourceURL(c.source))
+		mgr.GetLogger().WithName("exchangerate").Info("Using exchange rate source by default", "source", c.Name(), "url", sourceURL(c.source))
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("exchangerate").
