@@ -103,10 +103,10 @@ func adoptLegacyEntries(entries []metav1.ManagedFieldsEntry) (out []metav1.Manag
 func unionFields(a, b *metav1.FieldsV1) (*metav1.FieldsV1, error) {
 	set := func(f *metav1.FieldsV1) (*fieldpath.Set, error) {
 		s := &fieldpath.Set{}
-		if f == nil || len(f.Raw) == 0 {
+		if f == nil || len(f.GetRawBytes()) == 0 {
 			return s, nil
 		}
-		return s, s.FromJSON(bytes.NewReader(f.Raw))
+		return s, s.FromJSON(bytes.NewReader(f.GetRawBytes()))
 	}
 	sa, err := set(a)
 	if err != nil {
@@ -120,7 +120,7 @@ func unionFields(a, b *metav1.FieldsV1) (*metav1.FieldsV1, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &metav1.FieldsV1{Raw: raw}, nil
+	return metav1.NewFieldsV1(string(raw)), nil
 }
 
 // revertChild replaces, with a JSON patch guarded by the child's UID, the part of the

@@ -76,9 +76,8 @@ func TestStatusBookHold(t *testing.T) {
 }
 
 func TestAdoptLegacyEntries(t *testing.T) {
-	fields := func(raw string) *metav1.FieldsV1 { return &metav1.FieldsV1{Raw: []byte(raw)} }
 	entry := func(manager string, op metav1.ManagedFieldsOperationType, raw string) metav1.ManagedFieldsEntry {
-		return metav1.ManagedFieldsEntry{Manager: manager, Operation: op, APIVersion: "v1", FieldsType: "FieldsV1", FieldsV1: fields(raw)}
+		return metav1.ManagedFieldsEntry{Manager: manager, Operation: op, APIVersion: "v1", FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(raw)}
 	}
 	apply, update := metav1.ManagedFieldsOperationApply, metav1.ManagedFieldsOperationUpdate
 	for _, tc := range []struct {
@@ -160,7 +159,7 @@ func TestLegacyFieldOwnerIsAdopted(t *testing.T) {
 					entries[i].Manager = legacyFieldOwner
 				}
 				if entries[i].Manager == legacyFieldOwner && entries[i].Operation == metav1.ManagedFieldsOperationApply {
-					legacySets[key] = string(entries[i].FieldsV1.Raw)
+					legacySets[key] = entries[i].FieldsV1.GetRawString()
 				}
 			}
 			obj.SetManagedFields(entries)
@@ -181,9 +180,9 @@ func TestLegacyFieldOwnerIsAdopted(t *testing.T) {
 			assert.NotContains(c, managers(obj.GetManagedFields()), legacyFieldOwner, key)
 			for _, e := range obj.GetManagedFields() {
 				if e.Manager == FieldOwner && e.Operation == metav1.ManagedFieldsOperationApply {
-					union, err := unionFields(e.FieldsV1, &metav1.FieldsV1{Raw: []byte(legacySets[key])})
+					union, err := unionFields(e.FieldsV1, metav1.NewFieldsV1(legacySets[key]))
 					if assert.NoError(c, err) {
-						assert.JSONEq(c, string(e.FieldsV1.Raw), string(union.Raw), "%s: every field the old manager owned is ours", key)
+						assert.JSONEq(c, e.FieldsV1.GetRawString(), union.GetRawString(), "%s: every field the old manager owned is ours", key)
 					}
 				}
 			}
