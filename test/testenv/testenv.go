@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	blackadderv1alpha1 "github.com/quartet-operator/quartet/api/blackadder/v1alpha1"
-	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
@@ -38,7 +38,7 @@ func Scheme() *runtime.Scheme {
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	utilruntime.Must(blackadderv1alpha1.AddToScheme(s))
-	utilruntime.Must(blackadderv1beta1.AddToScheme(s))
+	utilruntime.Must(v1beta1.AddToScheme(s))
 	utilruntime.Must(flantv1.AddToScheme(s))
 	utilruntime.Must(operatorsv1.AddToScheme(s))
 	utilruntime.Must(mirrorsv1alpha1.AddToScheme(s))
