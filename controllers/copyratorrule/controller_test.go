@@ -905,6 +905,7 @@ func TestCopiesOfTheLegacyFieldOwnerAreOurs(t *testing.T) {
 	require.NoError(t, env.Client.Create(ctx, rule)) // not createRule: its cleanup would run after the manager stops
 	requireCopies(t, s, dst)
 	copyManagers := func(t testing.TB) []string {
+		t.Helper()
 		var out []string
 		for _, e := range getSecret(t, dst, s.Name).ManagedFields {
 			out = append(out, e.Manager)

@@ -84,6 +84,7 @@ func newTestProber(allowed []netip.Prefix) *httpProber {
 
 // countingServer answers every request with code and counts them.
 func countingServer(t *testing.T, code int) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
 	var hits atomic.Int32
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		hits.Add(1)
@@ -95,6 +96,7 @@ func countingServer(t *testing.T, code int) (*httptest.Server, *atomic.Int32) {
 
 // redirectingServer redirects every request to target and counts them.
 func redirectingServer(t *testing.T, target string) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
 	var hits atomic.Int32
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)

@@ -304,6 +304,7 @@ func TestChaosDeleteIgnoresTheBudget(t *testing.T) {
 
 // lastLine is the last line a container logged.
 func lastLine(t *testing.T, ns, pod string) string {
+	t.Helper()
 	b, err := env.Clientset.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: "main", TailLines: ptr.To[int64](1)}).DoRaw(context.Background())
 	require.NoError(t, err)
 	return strings.TrimSpace(string(b))

@@ -352,6 +352,7 @@ func pvcUIDs(t *testing.T, ns string) map[string]types.UID {
 }
 
 func podUIDs(t *testing.T, ns string) []string {
+	t.Helper()
 	pods := &corev1.PodList{}
 	require.NoError(t, env.Client.List(context.Background(), pods, client.InNamespace(ns)))
 	var out []string
@@ -365,6 +366,7 @@ func podUIDs(t *testing.T, ns string) []string {
 // testRuntimeSecurity reads, from the node, what the kernel enforces on the running
 // manager container: not what admission accepted, what runs.
 func testRuntimeSecurity(t *testing.T, pod *corev1.Pod) {
+	t.Helper()
 	ctx := context.Background()
 	pid, err := env.ContainerPID(ctx, pod, "manager")
 	require.NoError(t, err)
@@ -383,6 +385,7 @@ func testRuntimeSecurity(t *testing.T, pod *corev1.Pod) {
 // (refused), with a ServiceAccount bound to the metrics-reader ClusterRole (served), and
 // with one that is not (forbidden).
 func testMetricsAccess(t *testing.T, ns string) {
+	t.Helper()
 	ctx := context.Background()
 	c := env.Client
 	url := fmt.Sprintf("https://quartet-controller-manager-metrics-service.%s.svc.cluster.local:8443/metrics", ns)
