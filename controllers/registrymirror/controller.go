@@ -354,7 +354,7 @@ func (r *Reconciler) reconcileChild(ctx context.Context, m *mirrorsv1alpha1.Regi
 				fmt.Errorf("reverting %s %s: %w", c.kind, key, err)
 		}
 		objectWrites.WithLabelValues(c.kind, "reverted").Inc()
-		ctrl.LoggerFrom(ctx).Info("Reverted changes by others", strings.ToLower(c.kind[:1])+c.kind[1:], klog.KObj(c.live), "fields", fields)
+		ctrl.LoggerFrom(ctx).Info("Reverted changes by others", strings.ToLower(c.kind[:1])+c.kind[1:], klog.KObj(c.live), "fields", fields) //nolint:loggercheck // the key names the kind, Kubernetes style ("statefulSet", klog.KObj)
 		r.Recorder.Eventf(m, c.live, corev1.EventTypeWarning, EventReverted, "Revert",
 			"Reverted %s of %s %s: the operator's objects carry only what it sets", strings.Join(fields, ", "), c.kind, key)
 	}
@@ -385,7 +385,7 @@ func (r *Reconciler) reconcileChild(ctx context.Context, m *mirrorsv1alpha1.Regi
 		verb = EventCreated
 	}
 	objectWrites.WithLabelValues(c.kind, strings.ToLower(verb)).Inc()
-	ctrl.LoggerFrom(ctx).Info(verb+" "+c.kind, strings.ToLower(c.kind[:1])+c.kind[1:], klog.KObj(c.live))
+	ctrl.LoggerFrom(ctx).Info(verb+" "+c.kind, strings.ToLower(c.kind[:1])+c.kind[1:], klog.KObj(c.live)) //nolint:loggercheck // the key names the kind, Kubernetes style ("statefulSet", klog.KObj)
 	r.recordChildWrite(m, c.kind, key, c.live, created)
 	return childResult{live: c.live}, nil
 }
