@@ -383,6 +383,7 @@ func TestMirrorKeepsPinnedContent(t *testing.T) {
 
 // blobBytes is the fake disk's usage: the bytes of blob data in the mirror's storage.
 func blobBytes(t *testing.T, root string) uint64 {
+	t.Helper()
 	var total uint64
 	err := filepath.WalkDir(filepath.Join(root, "docker/registry/v2/blobs"), func(p string, d fs.DirEntry, err error) error {
 		if err != nil {

@@ -16,11 +16,16 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 )
+
+// FieldOwner names this controller in the API server: the field manager of every write it
+// makes (managedFields) and the reporting controller of its Events. Each controller's is
+// quartet-<controller>.
+const FieldOwner = "quartet-chaosagent"
 
 // conflictBackoff spaces the attempts of a write that lost a race (a Deployment's controller
 // updates its status often, a cache may lag): five attempts in all, each after a fresh read from
@@ -50,7 +55,7 @@ func (r *Reconciler) applyAction(ctx context.Context, agent *v1beta1.ChaosAgent,
 	default:
 		rec.set("", failed("UnknownAction"))
 	}
-	log.FromContext(ctx).Info("Acted", "chaosAgent", klog.KObj(agent), "action", a.Kind,
+	ctrl.LoggerFrom(ctx).Info("Acted", "chaosAgent", klog.KObj(agent), "action", a.Kind,
 		"target", a.Target.Key(), "result", rec.Result, "detail", rec.Detail, "dryRun", spec.DryRun)
 	return rec
 }

@@ -36,6 +36,7 @@ const (
 
 // processCPU returns the CPU time (user and system) this process has used.
 func processCPU(b *testing.B) time.Duration {
+	b.Helper()
 	var ru syscall.Rusage
 	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())

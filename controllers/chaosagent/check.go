@@ -10,8 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	"github.com/quartet-operator/quartet/internal/egress"
@@ -50,7 +50,7 @@ func (c *httpChecker) Get(ctx context.Context, url string, timeout time.Duration
 	latency := c.clock.Since(start)
 	if err != nil {
 		// The error's text stays in the log: status and Events say only egress.Failure(err).
-		log.FromContext(ctx).V(1).Info("Guard request failed", "url", url, "error", err)
+		ctrl.LoggerFrom(ctx).V(1).Info("Guard request failed", "url", url, "error", err)
 	}
 	return status, latency, err
 }
@@ -97,7 +97,7 @@ func (r *Reconciler) seeDeployment(ctx context.Context, g v1beta1.DeploymentGuar
 	case apierrors.IsNotFound(err):
 		return deploymentSeen{}
 	case err != nil:
-		log.FromContext(ctx).Info("Reading a guarded Deployment failed", "deployment", g.Namespace+"/"+g.Name, "error", err)
+		ctrl.LoggerFrom(ctx).Info("Reading a guarded Deployment failed", "deployment", g.Namespace+"/"+g.Name, "error", err)
 		return deploymentSeen{Err: err}
 	}
 	return deploymentSeen{Deployment: d}

@@ -31,6 +31,7 @@ func testChecker(allowed []netip.Prefix) HTTPChecker {
 
 // server answers with code after delay and counts requests.
 func server(t *testing.T, code int, delay time.Duration) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
 	var hits atomic.Int32
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)

@@ -27,7 +27,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 )
@@ -190,7 +189,7 @@ func (r *Reconciler) stop(ctx context.Context, agent *v1beta1.ChaosAgent, o *out
 		guard = trip.Name
 	}
 	runsEnded.WithLabelValues(agent.Name, string(o.Run.EndReason)).Inc()
-	log.FromContext(ctx).Info("Stopped ChaosAgent run", "chaosAgent", klog.KObj(agent), "reason", o.Run.EndReason,
+	ctrl.LoggerFrom(ctx).Info("Stopped ChaosAgent run", "chaosAgent", klog.KObj(agent), "reason", o.Run.EndReason,
 		"guard", guard, "message", o.Run.EndMessage, "restored", len(o.Restore.Records))
 	return err
 }
@@ -218,7 +217,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, agent *v1beta1.ChaosAg
 	if err := r.Patch(ctx, agent, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("removing finalizer: %w", err))
 	}
-	log.FromContext(ctx).Info("Released ChaosAgent", "chaosAgent", klog.KObj(agent), "restored", *spec.RestoreOnDelete,
+	ctrl.LoggerFrom(ctx).Info("Released ChaosAgent", "chaosAgent", klog.KObj(agent), "restored", *spec.RestoreOnDelete,
 		"leftAsTheyAre", restored.Left)
 	return nil
 }
@@ -276,7 +275,7 @@ func (r *Reconciler) runRound(ctx context.Context, agent *v1beta1.ChaosAgent, sp
 		out.ChangedObjects = &n
 		changedObjects.WithLabelValues(agent.Name).Set(float64(n))
 	}
-	log.FromContext(ctx).V(1).Info("Ran round", "chaosAgent", klog.KObj(agent), "round", round, "actions", len(actions), "dryRun", spec.DryRun)
+	ctrl.LoggerFrom(ctx).V(1).Info("Ran round", "chaosAgent", klog.KObj(agent), "round", round, "actions", len(actions), "dryRun", spec.DryRun)
 	return out, nil
 }
 

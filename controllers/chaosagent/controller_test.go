@@ -52,6 +52,7 @@ func TestChaosAgentOnCluster(t *testing.T) {
 }
 
 func testKill(t *testing.T, method v1beta1.KillMethod) {
+	t.Helper()
 	ctx := context.Background()
 	sel := selectorFor(t)
 	ns := testenv.Namespace(t, env.Client, "tantrum", selectedBy(sel))
@@ -96,6 +97,7 @@ func testKill(t *testing.T, method v1beta1.KillMethod) {
 }
 
 func testDisruptionBudget(t *testing.T) {
+	t.Helper()
 	ctx := context.Background()
 	sel := selectorFor(t)
 	ns := testenv.Namespace(t, env.Client, "pdb", selectedBy(sel))
@@ -124,6 +126,7 @@ func testDisruptionBudget(t *testing.T) {
 }
 
 func testCancerIpsumRestoreOnDelete(t *testing.T) {
+	t.Helper()
 	ctx := context.Background()
 	sel := selectorFor(t)
 	ns := testenv.Namespace(t, env.Client, "cancer", selectedBy(sel))
@@ -208,6 +211,7 @@ func testCancerIpsumRestoreOnDelete(t *testing.T) {
 }
 
 func testPauseRestores(t *testing.T) {
+	t.Helper()
 	ctx := context.Background()
 	sel := selectorFor(t)
 	ns := testenv.Namespace(t, env.Client, "pause", selectedBy(sel))
@@ -233,6 +237,7 @@ func testPauseRestores(t *testing.T) {
 }
 
 func testDryRun(t *testing.T) {
+	t.Helper()
 	ctx := context.Background()
 	sel := selectorFor(t)
 	ns := testenv.Namespace(t, env.Client, "dryrun", selectedBy(sel))
@@ -275,6 +280,7 @@ func testDryRun(t *testing.T) {
 // version's fields) with a tolerance no test reaches: it is served as v1beta1 with the v1beta1
 // defaults, runs rounds everywhere but never acts.
 func testV1alpha1(t *testing.T) {
+	t.Helper()
 	ctx := context.Background()
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "blackadder.io/v1alpha1", "kind": "ChaosAgent",
@@ -321,6 +327,7 @@ func TestWatchNamespacesAndOperatorNamespace(t *testing.T) {
 
 // testLongName checks the API server refuses an agent whose name could not be a label value.
 func testLongName(t *testing.T) {
+	t.Helper()
 	for _, version := range []string{"v1alpha1", "v1beta1"} {
 		u := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "blackadder.io/" + version, "kind": "ChaosAgent",
@@ -353,6 +360,7 @@ func waitMarksCached(t *testing.T, agent string, n int32) {
 // original, and a ConfigMap and a Deployment in a namespace the agent excludes. Pausing the
 // agent reports all three as left as they are, and deleting it releases it without touching them.
 func testRestoreKeepsToScope(t *testing.T) {
+	t.Helper()
 	ctx := context.Background()
 	sel := selectorFor(t)
 	tenant := testenv.Namespace(t, env.Client, "tenant", selectedBy(sel))
@@ -418,6 +426,7 @@ func testRestoreKeepsToScope(t *testing.T) {
 // so the deleted agent stays; setting spec.restoreOnDelete to false, as docs/chaosagent.md
 // says, releases it and leaves the ConfigMap with its marks for a person to find.
 func testRestoreOnDeleteFalse(t *testing.T) {
+	t.Helper()
 	ctx := context.Background()
 	sel := selectorFor(t)
 	ns := testenv.Namespace(t, env.Client, "wedged", selectedBy(sel))

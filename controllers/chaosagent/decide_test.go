@@ -75,6 +75,7 @@ func TestDecide(t *testing.T) {
 			spec: with(func(s *v1beta1.ChaosAgentSpec) { s.CancerMode = true }),
 			c:    Candidates{Deployments: deps}, want: map[v1beta1.ActionKind]int{v1beta1.ActionScaleDeployment: 3},
 			check: func(t *testing.T, actions []Action) {
+				t.Helper()
 				got := map[string]int32{}
 				for _, a := range actions {
 					got[a.Target.Name] = a.Replicas
@@ -89,6 +90,7 @@ func TestDecide(t *testing.T) {
 			c:    Candidates{Pods: cands("a", 2, 0), Deployments: cands("b", 2, 2), ConfigMaps: cands("c", 2, 0)},
 			want: map[v1beta1.ActionKind]int{v1beta1.ActionKillPod: 2, v1beta1.ActionScaleDeployment: 2, v1beta1.ActionIpsumConfigMap: 2},
 			check: func(t *testing.T, actions []Action) {
+				t.Helper()
 				assert.Equal(t, []v1beta1.ActionKind{v1beta1.ActionKillPod, v1beta1.ActionKillPod, v1beta1.ActionScaleDeployment,
 					v1beta1.ActionScaleDeployment, v1beta1.ActionIpsumConfigMap, v1beta1.ActionIpsumConfigMap},
 					[]v1beta1.ActionKind{actions[0].Kind, actions[1].Kind, actions[2].Kind, actions[3].Kind, actions[4].Kind, actions[5].Kind})
@@ -97,6 +99,7 @@ func TestDecide(t *testing.T) {
 			spec: with(func(s *v1beta1.ChaosAgentSpec) { s.TantrumMode, s.MaxActionsPerRound = true, 7 }),
 			c:    Candidates{Pods: cands("a", 50, 0)}, want: map[v1beta1.ActionKind]int{v1beta1.ActionKillPod: 7},
 			check: func(t *testing.T, actions []Action) {
+				t.Helper()
 				for i := 1; i < len(actions); i++ {
 					assert.Less(t, actions[i-1].Target.Name, actions[i].Target.Name)
 				}

@@ -137,6 +137,7 @@ func scrapeCounters(url string) (map[string]float64, error) {
 
 // freeLoopbackAddr returns 127.0.0.1:<a port free a moment ago>.
 func freeLoopbackAddr(b *testing.B) string {
+	b.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(b, err)
 	addr := l.Addr().String()

@@ -299,6 +299,7 @@ func TestPropertyRandomRounds(t *testing.T) {
 
 // applyMergePatch applies the subset of JSON merge patch that restoreConfigMapPatch produces.
 func applyMergePatch(t *testing.T, cm *corev1.ConfigMap, patch []byte) *corev1.ConfigMap {
+	t.Helper()
 	var p struct {
 		Metadata struct {
 			ResourceVersion string             `json:"resourceVersion"`

@@ -73,6 +73,7 @@ func patchSpec(t *testing.T, name, patch string) {
 // at the next round, and in that same pass the agent puts the replicas and the data back,
 // says which guard tripped and why, and then acts no more until spec.runName changes.
 func testDeploymentGuardTrips(t *testing.T) {
+	t.Helper()
 	ctx := context.Background()
 	sel := selectorFor(t)
 	ns := testenv.Namespace(t, env.Client, "guarded", selectedBy(sel))
@@ -151,6 +152,7 @@ func testDeploymentGuardTrips(t *testing.T) {
 // because --chaosagent-guard-allowed-cidrs allows it here) trips when the server answers 503;
 // the status says so with the answer, never an error's text.
 func testHTTPGuardTrips(t *testing.T) {
+	t.Helper()
 	ctx := context.Background()
 	var healthy atomic.Bool
 	healthy.Store(true)
@@ -191,6 +193,7 @@ func testHTTPGuardTrips(t *testing.T) {
 // testDurationElapsed: with durationSeconds 5 and a pause of an hour, the agent acts in its
 // first round, wakes by itself when the run's time is up, puts everything back and says so.
 func testDurationElapsed(t *testing.T) {
+	t.Helper()
 	ctx := context.Background()
 	sel := selectorFor(t)
 	ns := testenv.Namespace(t, env.Client, "duration", selectedBy(sel))

@@ -25,9 +25,9 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 		clk = o.clock
 	}
 	r := &Reconciler{
-		Client:    mgr.GetClient(),
+		Client:    client.WithFieldOwner(mgr.GetClient(), FieldOwner),
 		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder("chaosagent-controller"),
+		Recorder:  mgr.GetEventRecorder(FieldOwner),
 		Clock:     clk,
 		// Latency is measured on the real clock, whatever the rounds' clock says.
 		HTTP:      NewHTTPChecker(clock.RealClock{}, allowed),

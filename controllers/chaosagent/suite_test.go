@@ -50,6 +50,7 @@ func selectedBy(selector string) map[string]string {
 
 // selectorFor returns a unique value for the chaos-test label of one test's namespaces.
 func selectorFor(t *testing.T) string {
+	t.Helper()
 	return strings.ToLower(fmt.Sprintf("%s-%s", strings.ReplaceAll(t.Name()[strings.LastIndex(t.Name(), "/")+1:], "_", "-"), rand.String(4)))
 }
 

@@ -15,6 +15,16 @@ import (
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 )
 
+// FieldOwner names this controller in the API server: the field manager of every write it
+// makes (managedFields) and the reporting controller of its Events. Each controller's is
+// quartet-<controller>.
+const FieldOwner = "quartet-copyratorrule"
+
+// legacyFieldOwner is the field manager copies were written under before FieldOwner.
+// Copies are recognised by their labels (LabelManagedBy, LabelRule), never by the field
+// manager, so copies written under this name are still ours; nothing compares it.
+const legacyFieldOwner = "copyrator"
+
 // writer carries out a plan's writes to the API server, in parallel.
 type writer struct {
 	// client writes (it never reads ConfigMaps or Secrets: that would start a cache of all of them).

@@ -390,6 +390,7 @@ func (s *series) add(name string, v float64) {
 func (s *series) median(name string) float64 { return median(s.values[name]) }
 
 func (s *series) report(b *testing.B) {
+	b.Helper()
 	for _, name := range s.names {
 		b.ReportMetric(s.median(name), name)
 	}

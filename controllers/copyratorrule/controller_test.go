@@ -887,3 +887,61 @@ func reconciles(t *testing.T) float64 {
 	}
 	return n
 }
+
+// TestCopiesOfTheLegacyFieldOwnerAreOurs: copies written by a version whose field manager
+// was legacyFieldOwner are still this rule's copies (they are told by their labels), kept
+// in sync and written under FieldOwner from then on; Events name FieldOwner as reporter.
+func TestCopiesOfTheLegacyFieldOwnerAreOurs(t *testing.T) {
+	env.Require(t)
+	ctx := context.Background()
+	id := suffix()
+	src := sourceNamespace(t, "src")
+	dst := testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": id})
+	stop := testenv.StartManager(t, env.Config, operator.Shared{}, new(Options).Setup)
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "older", Labels: map[string]string{"copytest": id}},
+		Data: map[string][]byte{"k": []byte("v1")}}
+	require.NoError(t, env.Client.Create(ctx, s))
+	rule := ruleFor(src, id, flantv1.RuleTypeSecret)
+	require.NoError(t, env.Client.Create(ctx, rule)) // not createRule: its cleanup would run after the manager stops
+	requireCopies(t, s, dst)
+	copyManagers := func(t testing.TB) []string {
+		t.Helper()
+		var out []string
+		for _, e := range getSecret(t, dst, s.Name).ManagedFields {
+			out = append(out, e.Manager)
+		}
+		return out
+	}
+	require.Equal(t, []string{FieldOwner}, copyManagers(t))
+	stop()
+
+	// The copy as the previous version left it, and a source change it has not seen.
+	cp := getSecret(t, dst, s.Name)
+	entries := cp.ManagedFields
+	for i := range entries {
+		entries[i].Manager = legacyFieldOwner
+	}
+	cp.SetManagedFields(entries)
+	require.NoError(t, env.Client.Update(ctx, cp))
+	require.Equal(t, []string{legacyFieldOwner}, copyManagers(t))
+	s.Data = map[string][]byte{"k": []byte("v2")}
+	require.NoError(t, env.Client.Update(ctx, s))
+
+	testenv.StartManager(t, env.Config, operator.Shared{}, new(Options).Setup)
+	requireCopies(t, s, dst)
+	assert.Contains(t, copyManagers(t), FieldOwner, "the update is ours")
+	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
+		assert.EqualValues(c, 1, st.CopiesInSync)
+		assert.Equal(c, metav1.ConditionFalse, testenv.Condition(st.Conditions, flantv1.ConditionDegraded).Status, "no conflict")
+	})
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		events := testenv.Events(c, env.Client, rule.Namespace, "CopyratorRule", rule.Name)
+		assert.NotEmpty(c, events)
+		for _, e := range events {
+			assert.Equal(c, FieldOwner, e.ReportingController, e.Reason)
+		}
+	}, waitFor, tick)
+
+	require.NoError(t, env.Client.Delete(ctx, rule))
+	requireNoCopy(t, dst, s.Name)
+}

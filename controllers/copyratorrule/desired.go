@@ -57,8 +57,6 @@ const (
 
 	// Finalizer lets a rule's copies be cleaned up (or released) before the rule goes.
 	Finalizer = "copyrator.flant.com/cleanup"
-	// FieldOwner is the field manager of every write.
-	FieldOwner = "copyrator"
 )
 
 // Kinds of copied objects.

@@ -68,12 +68,13 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 		return fmt.Errorf("adding the source watcher: %w", err)
 	}
 	clk := clock.RealClock{}
+	c := client.WithFieldOwner(mgr.GetClient(), FieldOwner)
 	r := &Reconciler{
-		access:       newAccessReviewer(mgr.GetClient(), clk, o.ConsentRecheck, o.ConsentRefresh, o.WriteParallelism),
+		access:       newAccessReviewer(c, clk, o.ConsentRecheck, o.ConsentRefresh, o.WriteParallelism),
 		protected:    protectedNamespaces(shared.OperatorNamespace, operator.ParseNamespaces(o.ProtectedNamespaces)),
 		limits:       lim,
 		ledger:       copies,
-		client:       mgr.GetClient(),
+		client:       c,
 		apiReader:    mgr.GetAPIReader(),
 		copies:       copyReader{cache: copyCache},
 		sources:      sources,
@@ -81,9 +82,9 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 		fresh:        newFreshNamespaces(),
 		full:         full,
 		statusWrites: newStatusWrites(),
-		writer: writer{client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), parallelism: o.WriteParallelism,
+		writer: writer{client: c, apiReader: mgr.GetAPIReader(), parallelism: o.WriteParallelism,
 			own: newOwnWrites()},
-		Recorder: mgr.GetEventRecorder("copyratorrule-controller"),
+		Recorder: mgr.GetEventRecorder(FieldOwner),
 		clock:    clk,
 		shared:   shared,
 	}

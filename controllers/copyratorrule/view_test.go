@@ -16,6 +16,7 @@ import (
 
 // cachedState is the copyState of obj as the copy cache has it.
 func cachedState(t *testing.T, obj client.Object) copyState {
+	t.Helper()
 	stripped, err := stripBody(obj.DeepCopyObject())
 	require.NoError(t, err)
 	return stateOf(stripped.(client.Object))

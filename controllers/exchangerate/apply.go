@@ -14,6 +14,11 @@ import (
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
 )
 
+// FieldOwner names this controller in the API server: the field manager of every write it
+// makes (managedFields) and the reporting controller of its Events. Each controller's is
+// quartet-<controller>.
+const FieldOwner = "quartet-exchangerate"
+
 // configMapAction is what applyConfigMap did.
 type configMapAction int
 
@@ -32,7 +37,7 @@ func (r *Reconciler) applyConfigMap(ctx context.Context, xr *operatorsv1.Exchang
 	existing := &corev1.ConfigMap{}
 	err := r.ConfigMaps.Get(ctx, client.ObjectKeyFromObject(desired), existing)
 	if apierrors.IsNotFound(err) {
-		err = r.Client.Create(ctx, desired, fieldOwner)
+		err = r.Client.Create(ctx, desired, client.FieldOwner(FieldOwner))
 		if err == nil {
 			ctrl.LoggerFrom(ctx).Info("Created ConfigMap", "configMap", klog.KObj(desired), "rate", desired.Data[KeyRate])
 			return configMapCreated, nil
@@ -63,7 +68,7 @@ func (r *Reconciler) applyConfigMap(ctx context.Context, xr *operatorsv1.Exchang
 	existing.Labels[managedByLabel] = managedByValue
 	existing.Data = desired.Data
 	existing.BinaryData = nil
-	if err := r.Client.Patch(ctx, existing, patch, fieldOwner); err != nil {
+	if err := r.Client.Patch(ctx, existing, patch, client.FieldOwner(FieldOwner)); err != nil {
 		return configMapUnchanged, err
 	}
 	ctrl.LoggerFrom(ctx).Info("Updated ConfigMap", "configMap", klog.KObj(existing), "rate", desired.Data[KeyRate],
@@ -79,7 +84,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, xr *operatorsv1.ExchangeRa
 	}
 	patch := client.MergeFrom(xr.DeepCopy())
 	xr.Status = status
-	if err := r.Client.Status().Patch(ctx, xr, patch, fieldOwner); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.Client.Status().Patch(ctx, xr, patch, client.FieldOwner(FieldOwner)); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("writing status: %w", err)
 	}
 	return nil

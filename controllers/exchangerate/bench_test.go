@@ -116,6 +116,7 @@ func perSource(srv *fakeupstream.Server, paths []string) (most, fewest int, all 
 // ExchangeRate names them; the imitation upstream serves all of them and counts each
 // document's requests.
 func benchExchangeRates(b *testing.B, n int, sources ...operatorsv1.ExchangeRateSource) {
+	b.Helper()
 	env.Require(b)
 	ctx := context.Background()
 	cs, err := kubernetes.NewForConfig(benchutil.TunedConfig(env.Config))
@@ -393,6 +394,7 @@ func writes(c *benchutil.CallCounter, part string) int {
 
 // deleteNamespaces deletes namespaces and waits until they and everything in them are gone.
 func deleteNamespaces(b testing.TB, cs kubernetes.Interface, namespaces []string) {
+	b.Helper()
 	ctx := context.Background()
 	for _, ns := range namespaces {
 		if err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {

@@ -29,9 +29,6 @@ import (
 // +kubebuilder:rbac:groups=operators.brennerm.github.io,resources=exchangerates/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch
 
-// fieldOwner names our writes in managedFields.
-const fieldOwner = client.FieldOwner("quartet-exchangerate")
-
 // Reconciler keeps one ExchangeRate's ConfigMap and status.
 type Reconciler struct {
 	// Client reads ExchangeRates from the manager's cache and writes ConfigMaps and status.

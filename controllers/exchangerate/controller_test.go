@@ -61,6 +61,7 @@ func startFakeToday(t testing.TB) *fakeupstream.Server {
 // operator's exchangerate.yml, unchanged) and checks the ConfigMap, the status, the
 // event, and that a hand edit of the ConfigMap is put back.
 func testSample(t *testing.T) {
+	t.Helper()
 	ctx := context.Background()
 	ns := testenv.Namespace(t, env.Client, "xr-sample", nil)
 	srv := startFakeToday(t)
@@ -107,6 +108,7 @@ func testSample(t *testing.T) {
 }
 
 func testCurrencyChange(t *testing.T) {
+	t.Helper()
 	ctx := context.Background()
 	ns := testenv.Namespace(t, env.Client, "xr-change", nil)
 	srv := startFakeToday(t)
@@ -129,6 +131,7 @@ func testCurrencyChange(t *testing.T) {
 }
 
 func testOutage(t *testing.T) {
+	t.Helper()
 	ctx := context.Background()
 	ns := testenv.Namespace(t, env.Client, "xr-outage", nil)
 	srv := startFakeToday(t)
@@ -175,6 +178,7 @@ func testOutage(t *testing.T) {
 }
 
 func testUnknownCurrency(t *testing.T) {
+	t.Helper()
 	ctx := context.Background()
 	ns := testenv.Namespace(t, env.Client, "xr-unknown", nil)
 	srv := startFakeToday(t)
@@ -208,6 +212,7 @@ func testUnknownCurrency(t *testing.T) {
 // testOneRequestPerRefresh prices 30 currencies (one of them EUR itself, in USD) and
 // checks that filling them, and refreshing them all, costs one upstream request each.
 func testOneRequestPerRefresh(t *testing.T) {
+	t.Helper()
 	ctx := context.Background()
 	ns := testenv.Namespace(t, env.Client, "xr-shared", nil)
 	srv := startFakeToday(t)
@@ -241,6 +246,7 @@ func testOneRequestPerRefresh(t *testing.T) {
 // a restarted manager gets for the same publication) write neither the ExchangeRate nor
 // its ConfigMap; a new rate writes both.
 func testUnchangedRefreshWritesNothing(t *testing.T) {
+	t.Helper()
 	ctx := context.Background()
 	ns := testenv.Namespace(t, env.Client, "xr-quiet", nil)
 	srv := startFakeToday(t)
@@ -332,12 +338,14 @@ func lower(s string) string {
 }
 
 func exactDecimalString(t testing.TB, s string) string {
+	t.Helper()
 	r, err := parseRate(s)
 	require.NoError(t, err)
 	return exactDecimal(r)
 }
 
 func testFrankfurter(t *testing.T) {
+	t.Helper()
 	ctx := context.Background()
 	ns := testenv.Namespace(t, env.Client, "xr-frankfurter", nil)
 	srv := startFakeToday(t)
@@ -352,6 +360,7 @@ func testFrankfurter(t *testing.T) {
 }
 
 func testForeignConfigMap(t *testing.T) {
+	t.Helper()
 	ctx := context.Background()
 	ns := testenv.Namespace(t, env.Client, "xr-foreign", nil)
 	srv := startFakeToday(t)
@@ -376,6 +385,7 @@ func testForeignConfigMap(t *testing.T) {
 // testDelete needs the full cluster: the controller-manager's garbage collector deletes
 // the ConfigMap through its controller reference.
 func testDelete(t *testing.T) {
+	t.Helper()
 	ctx := context.Background()
 	ns := testenv.Namespace(t, env.Client, "xr-delete", nil)
 	srv := startFakeToday(t)
@@ -399,6 +409,7 @@ func testDelete(t *testing.T) {
 // testStale: a publication older than StaleAfterDays (5) turns the ExchangeRate Stale and
 // its quartet_exchangerate_stale series to 1, which the QuartetExchangeRateStale alert selects.
 func testStale(t *testing.T) {
+	t.Helper()
 	ctx := context.Background()
 	ns := testenv.Namespace(t, env.Client, "xr-stale", nil)
 	srv, err := fakeupstream.Start("127.0.0.1:0", time.Now().UTC().AddDate(0, 0, -10).Format(dateLayout), fakeupstream.DefaultRates())
@@ -415,6 +426,7 @@ func testStale(t *testing.T) {
 }
 
 func testUnwatchedNamespace(t *testing.T) {
+	t.Helper()
 	ctx := context.Background()
 	watched := testenv.Namespace(t, env.Client, "xr-watched", nil)
 	other := testenv.Namespace(t, env.Client, "xr-other", nil)
@@ -453,6 +465,7 @@ func twoUpstreams(t *testing.T, ns string, refresh time.Duration) (ecb, frankfur
 // first fails (Degraded says so, the ConfigMap and the status name the source), and the
 // first's again once it is back.
 func testFailover(t *testing.T) {
+	t.Helper()
 	ctx := context.Background()
 	ns := testenv.Namespace(t, env.Client, "xr-failover", nil)
 	ecb, frankfurter := twoUpstreams(t, ns, 2*time.Second)
@@ -488,6 +501,7 @@ func testFailover(t *testing.T) {
 // testDivergent: a second source that disagrees beyond the tolerance turns Divergent True
 // with an Event, and the rate stays the first source's.
 func testDivergent(t *testing.T) {
+	t.Helper()
 	ctx := context.Background()
 	ns := testenv.Namespace(t, env.Client, "xr-divergent", nil)
 	_, frankfurter := twoUpstreams(t, ns, 2*time.Second)
@@ -515,6 +529,7 @@ func testDivergent(t *testing.T) {
 // testOneRequestPerSource: 30 ExchangeRates on two sources cost one request per source to
 // fill, and one per source for a refresh that brings a new publication.
 func testOneRequestPerSource(t *testing.T) {
+	t.Helper()
 	ctx := context.Background()
 	ns := testenv.Namespace(t, env.Client, "xr-persource", nil)
 	srv := startFakeToday(t) // both sources from one imitation, counted by path
@@ -549,6 +564,7 @@ func testOneRequestPerSource(t *testing.T) {
 // testSeveralCurrencies: spec.currencies from one Frankfurter v2 provider fills one key per
 // currency; an unknown provider says so in Degraded.
 func testSeveralCurrencies(t *testing.T) {
+	t.Helper()
 	ctx := context.Background()
 	ns := testenv.Namespace(t, env.Client, "xr-several", nil)
 	srv := startFakeToday(t)
@@ -582,6 +598,7 @@ func testSeveralCurrencies(t *testing.T) {
 // testSourceLimit: a spec naming a source beyond --exchangerate-max-sources is refused in
 // Ready, with an Event, and waits for the next edit.
 func testSourceLimit(t *testing.T) {
+	t.Helper()
 	ctx := context.Background()
 	ns := testenv.Namespace(t, env.Client, "xr-limit", nil)
 	srv := startFakeToday(t)
@@ -607,6 +624,7 @@ func testSourceLimit(t *testing.T) {
 // testSourcesSample applies config/samples/operators_v1_exchangerate_sources.yaml: three
 // currencies in one ConfigMap from the ECB, cross-checked against Frankfurter v2.
 func testSourcesSample(t *testing.T) {
+	t.Helper()
 	ctx := context.Background()
 	ns := testenv.Namespace(t, env.Client, "xr-sources-sample", nil)
 	twoUpstreams(t, ns, time.Hour)

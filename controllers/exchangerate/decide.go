@@ -326,9 +326,9 @@ func lastWriteOurs(obj metav1.Object) bool {
 		}
 		switch t := e.Time.Time; {
 		case t.After(newest):
-			newest, ours = t, e.Manager == string(fieldOwner)
+			newest, ours = t, e.Manager == FieldOwner
 		case t.Equal(newest):
-			ours = ours && e.Manager == string(fieldOwner)
+			ours = ours && e.Manager == FieldOwner
 		}
 	}
 	return ours

@@ -185,6 +185,7 @@ func TestReconcilerFromOptions(t *testing.T) {
 		return out
 	}
 	build := func(t *testing.T, args ...string) (*Reconciler, []*RateCache) {
+		t.Helper()
 		var o Options
 		require.NoError(t, boundFlags(&o).Parse(args))
 		o.defaults()

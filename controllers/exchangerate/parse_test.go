@@ -170,6 +170,7 @@ func TestFrankfurterMessage(t *testing.T) {
 
 // checkParsed holds what every successful parse promises, whatever the input.
 func checkParsed(t *testing.T, tab *Table) {
+	t.Helper()
 	require.NotNil(t, tab)
 	require.NotEmpty(t, tab.Rates)
 	require.Regexp(t, `^\d{4}-\d{2}-\d{2}$`, tab.Date)

@@ -124,9 +124,9 @@ func (c *RateCache) fetch(ctx context.Context, seen uint64) {
 
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	start := time.Now() // latency is an observation for metrics, not a decision: real time
+	start := time.Now() //nolint:forbidigo // latency is an observation for metrics, not a decision: real time
 	t, err := c.source.Fetch(ctx, prev)
-	elapsed := time.Since(start)
+	elapsed := time.Since(start) //nolint:forbidigo // as start
 
 	c.mu.Lock()
 	defer c.mu.Unlock()

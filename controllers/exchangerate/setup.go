@@ -60,15 +60,15 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 	}
 
 	r := o.newReconciler(sources, shared)
-	r.Client = mgr.GetClient()
+	r.Client = client.WithFieldOwner(mgr.GetClient(), FieldOwner)
 	r.ConfigMaps = cmCache
 	r.APIReader = mgr.GetAPIReader()
-	r.Recorder = mgr.GetEventRecorder("exchangerate-controller")
+	r.Recorder = mgr.GetEventRecorder(FieldOwner)
 
 	watched := predicate.NewPredicateFuncs(func(obj client.Object) bool { return shared.Watches(obj.GetNamespace()) })
 	defaults, _ := sources.For(nil) // built by newSources: no error
 	for _, c := range defaults {
-		ctrl.Log.WithName("exchangerate").Info("Using exchange rate source by default", "source", c.Name(), "url", sourceURL(c.source))
+		mgr.GetLogger().WithName("exchangerate").Info("Using exchange rate source by default", "source", c.Name(), "url", sourceURL(c.source))
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("exchangerate").

@@ -290,6 +290,7 @@ func TestComputeStatusChangesWithState(t *testing.T) {
 			o: outcome{Now: monday.Add(time.Minute), Generation: 1, Sources: ecbOnly(Snapshot{Table: next, CheckedAt: monday, FetchedAt: monday}),
 				Quote: &Quote{Base: "EUR", Currency: "USD", Rate: "1.1702", Date: "2026-05-18", Source: "ecb"}, ConfigMapName: "usd", StaleAfterDays: 5},
 			check: func(t *testing.T, st operatorsv1.ExchangeRateStatus) {
+				t.Helper()
 				assert.Equal(t, "1.1702", st.Rate)
 				assert.Equal(t, "2026-05-18", st.PublicationDate)
 				assert.Equal(t, monday, st.LastSuccessfulFetch.Time, "the time of the fetch that brought the rate")
@@ -302,6 +303,7 @@ func TestComputeStatusChangesWithState(t *testing.T) {
 			o: outcome{Now: t0.AddDate(0, 0, 6), Generation: 1, Sources: ecbOnly(Snapshot{Table: tab, CheckedAt: t0.AddDate(0, 0, 6), FetchedAt: t0}),
 				Quote: usd, ConfigMapName: "usd", StaleAfterDays: 5},
 			check: func(t *testing.T, st operatorsv1.ExchangeRateStatus) {
+				t.Helper()
 				stale := testenv.Condition(st.Conditions, operatorsv1.ConditionStale)
 				assert.Equal(t, metav1.ConditionTrue, stale.Status)
 				assert.Equal(t, metav1.NewTime(t0.AddDate(0, 0, 6)), stale.LastTransitionTime)
@@ -315,6 +317,7 @@ func TestComputeStatusChangesWithState(t *testing.T) {
 				Err: &FetchError{Reason: operatorsv1.ReasonUpstreamTimeout, Err: errors.New("slow")}, RetryAt: t0.Add(time.Hour + time.Minute)}),
 				Quote: usd, ConfigMapName: "usd", StaleAfterDays: 5},
 			check: func(t *testing.T, st operatorsv1.ExchangeRateStatus) {
+				t.Helper()
 				degraded := testenv.Condition(st.Conditions, operatorsv1.ConditionDegraded)
 				assert.Equal(t, metav1.ConditionTrue, degraded.Status)
 				assert.Equal(t, "slow; keeping rate 1.1625 published 2026-05-15; retrying with backoff", degraded.Message)
@@ -466,6 +469,7 @@ func TestComputeStatusOfSeveralSources(t *testing.T) {
 				operatorsv1.ConditionDivergent: "within 0.5%"},
 			wantSource: "ecb", wantFetched: ecbAt,
 			check: func(t *testing.T, st operatorsv1.ExchangeRateStatus) {
+				t.Helper()
 				assert.Empty(t, st.Rate)
 				assert.Equal(t, []operatorsv1.CurrencyRate{{Currency: "USD", Rate: "1.1625"}, {Currency: "GBP", Rate: "0.86485"}}, st.Rates)
 			},

@@ -1,29 +1,126 @@
 package registrymirror
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 )
 
-// fieldOwner is the Server-Side Apply field manager of everything this controller writes.
-const fieldOwner = "registrymirror"
+// FieldOwner names this controller in the API server: the field manager of every write it
+// makes (managedFields) and the reporting controller of its Events. Each controller's is
+// quartet-<controller>.
+const FieldOwner = "quartet-registrymirror"
+
+// legacyFieldOwner is the field manager this controller applied its children under before
+// FieldOwner; adoptLegacyFields moves what it owns to FieldOwner.
+const legacyFieldOwner = "registrymirror"
 
 // applyChild server-side applies child c's desired fields under the controller's field
 // manager, taking them over from other managers. The server's response is written into
 // c.desired (see roundTrip); an error is the API server's, for classifyApplyError.
 func (r *Reconciler) applyChild(ctx context.Context, c child) error {
-	return r.Apply(ctx, c.desired, client.FieldOwner(fieldOwner), client.ForceOwnership)
+	return r.Apply(ctx, c.desired, client.FieldOwner(FieldOwner), client.ForceOwnership)
+}
+
+// ownedByLegacy reports whether legacyFieldOwner manages fields of obj (the child cache
+// keeps the managers' names, see stripFieldSets).
+func ownedByLegacy(obj metav1.Object) bool {
+	return slices.ContainsFunc(obj.GetManagedFields(), func(e metav1.ManagedFieldsEntry) bool { return e.Manager == legacyFieldOwner })
+}
+
+// adoptLegacyFields gives FieldOwner the fields legacyFieldOwner owns on child obj, read
+// afresh from the API server; obj becomes the object written. A forced apply under the new
+// name would not take them: a field both managers set to the same value is shared, so the
+// old manager would keep it, and a field the controller later stops setting would stay on
+// the object. The managedFields are rewritten under an optimistic lock.
+func (r *Reconciler) adoptLegacyFields(ctx context.Context, obj client.Object) error {
+	key := client.ObjectKeyFromObject(obj)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := r.APIReader.Get(ctx, key, obj); err != nil {
+			return err
+		}
+		entries, legacy, err := adoptLegacyEntries(obj.GetManagedFields())
+		if err != nil || !legacy {
+			return err
+		}
+		base, ok := obj.DeepCopyObject().(client.Object)
+		if !ok {
+			return fmt.Errorf("%T is not a client.Object", obj)
+		}
+		obj.SetManagedFields(entries)
+		return r.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	})
+}
+
+// adoptLegacyEntries returns entries with every entry of legacyFieldOwner given to
+// FieldOwner: its fields join FieldOwner's entry of the same operation, subresource and
+// API version, or the entry is renamed when FieldOwner has none. legacy says whether there
+// was any.
+func adoptLegacyEntries(entries []metav1.ManagedFieldsEntry) (out []metav1.ManagedFieldsEntry, legacy bool, err error) {
+	out = make([]metav1.ManagedFieldsEntry, 0, len(entries))
+	for _, e := range entries {
+		if e.Manager != legacyFieldOwner {
+			out = append(out, *e.DeepCopy())
+		}
+	}
+	for _, e := range entries {
+		if e.Manager != legacyFieldOwner {
+			continue
+		}
+		legacy = true
+		i := slices.IndexFunc(out, func(o metav1.ManagedFieldsEntry) bool {
+			return o.Manager == FieldOwner && o.Operation == e.Operation && o.Subresource == e.Subresource && o.APIVersion == e.APIVersion
+		})
+		if i < 0 {
+			renamed := *e.DeepCopy()
+			renamed.Manager = FieldOwner
+			out = append(out, renamed)
+			continue
+		}
+		if out[i].FieldsV1, err = unionFields(out[i].FieldsV1, e.FieldsV1); err != nil {
+			return nil, false, fmt.Errorf("merging the fields of %s %s: %w", e.Manager, e.Operation, err)
+		}
+	}
+	return out, legacy, nil
+}
+
+// unionFields is the set of fields in a or b.
+func unionFields(a, b *metav1.FieldsV1) (*metav1.FieldsV1, error) {
+	set := func(f *metav1.FieldsV1) (*fieldpath.Set, error) {
+		s := &fieldpath.Set{}
+		if f == nil || len(f.GetRawBytes()) == 0 {
+			return s, nil
+		}
+		return s, s.FromJSON(bytes.NewReader(f.GetRawBytes()))
+	}
+	sa, err := set(a)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := set(b)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := sa.Union(sb).ToJSON()
+	if err != nil {
+		return nil, err
+	}
+	return metav1.NewFieldsV1(string(raw)), nil
 }
 
 // revertChild replaces, with a JSON patch guarded by the child's UID, the part of the
@@ -62,7 +159,7 @@ func (r *Reconciler) revertChild(ctx context.Context, c child) error {
 	if err != nil {
 		return err
 	}
-	return r.Patch(ctx, c.live, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(fieldOwner))
+	return r.Patch(ctx, c.live, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(FieldOwner))
 }
 
 // patchStatus writes status as the mirror's status (a merge patch of the difference) and

@@ -23,7 +23,6 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	"github.com/quartet-operator/quartet/internal/operator"
@@ -127,7 +126,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 			return ctrl.Result{}, err
 		}
 		if removed {
-			logf.FromContext(ctx).Info("Deleted DaemonSet: no node access", "daemonSet", klog.KRef(m.Namespace, daemonSetName(m)))
+			ctrl.LoggerFrom(ctx).Info("Deleted DaemonSet: no node access", "daemonSet", klog.KRef(m.Namespace, daemonSetName(m)))
 			r.Recorder.Eventf(m, nil, corev1.EventTypeNormal, EventDeleted, "Delete",
 				"Deleted DaemonSet %s/%s: the mirror has no node access (%s)", m.Namespace, daemonSetName(m), out.access.Reason)
 		}
@@ -166,7 +165,7 @@ func (r *Reconciler) pinnedImages(ctx context.Context, m *mirrorsv1alpha1.Regist
 	pods, err := r.podsInUse(listCtx)
 	cancel()
 	if err != nil {
-		logf.FromContext(ctx).Error(err, "Kept the pinned images as they are")
+		ctrl.LoggerFrom(ctx).Error(err, "Kept the pinned images as they are")
 		live := &corev1.ConfigMap{}
 		if gerr := r.Children.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: configMapName(m)}, live); gerr == nil {
 			if f, ok := live.Data[pinnedImagesKey]; ok {
@@ -334,6 +333,11 @@ func (r *Reconciler) reconcileChild(ctx context.Context, m *mirrorsv1alpha1.Regi
 	if err != nil {
 		return childResult{}, err
 	}
+	if exists && metav1.IsControlledBy(c.live, m) && ownedByLegacy(c.live) {
+		if err := r.adoptLegacyFields(ctx, c.live); err != nil {
+			return childResult{}, fmt.Errorf("moving the fields of %s to %s on %s %s: %w", legacyFieldOwner, FieldOwner, c.kind, key, err)
+		}
+	}
 	action := decideChild(m, c, exists)
 	switch action {
 	case childForeign:
@@ -350,7 +354,7 @@ func (r *Reconciler) reconcileChild(ctx context.Context, m *mirrorsv1alpha1.Regi
 				fmt.Errorf("reverting %s %s: %w", c.kind, key, err)
 		}
 		objectWrites.WithLabelValues(c.kind, "reverted").Inc()
-		logf.FromContext(ctx).Info("Reverted changes by others", strings.ToLower(c.kind[:1])+c.kind[1:], klog.KObj(c.live), "fields", fields)
+		ctrl.LoggerFrom(ctx).Info("Reverted changes by others", strings.ToLower(c.kind[:1])+c.kind[1:], klog.KObj(c.live), "fields", fields) //nolint:loggercheck // the key names the kind, Kubernetes style ("statefulSet", klog.KObj)
 		r.Recorder.Eventf(m, c.live, corev1.EventTypeWarning, EventReverted, "Revert",
 			"Reverted %s of %s %s: the operator's objects carry only what it sets", strings.Join(fields, ", "), c.kind, key)
 	}
@@ -381,7 +385,7 @@ func (r *Reconciler) reconcileChild(ctx context.Context, m *mirrorsv1alpha1.Regi
 		verb = EventCreated
 	}
 	objectWrites.WithLabelValues(c.kind, strings.ToLower(verb)).Inc()
-	logf.FromContext(ctx).Info(verb+" "+c.kind, strings.ToLower(c.kind[:1])+c.kind[1:], klog.KObj(c.live))
+	ctrl.LoggerFrom(ctx).Info(verb+" "+c.kind, strings.ToLower(c.kind[:1])+c.kind[1:], klog.KObj(c.live)) //nolint:loggercheck // the key names the kind, Kubernetes style ("statefulSet", klog.KObj)
 	r.recordChildWrite(m, c.kind, key, c.live, created)
 	return childResult{live: c.live}, nil
 }

@@ -11,7 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/quartet-operator/quartet/internal/egress"
 )
@@ -100,7 +100,7 @@ func (p *httpProber) Registry(ctx context.Context, addr string) error {
 		err = statusError{Code: code}
 	}
 	if err != nil {
-		logf.FromContext(ctx).V(1).Info("Registry probe failed", "address", addr, "error", err)
+		ctrl.LoggerFrom(ctx).V(1).Info("Registry probe failed", "address", addr, "error", err)
 	}
 	return err
 }
@@ -115,7 +115,7 @@ func (p *httpProber) Cache(ctx context.Context, addr string) (CacheReport, error
 		err = json.Unmarshal(body, &rep)
 	}
 	if err != nil {
-		logf.FromContext(ctx).V(1).Info("Cache report failed", "address", addr, "error", err)
+		ctrl.LoggerFrom(ctx).V(1).Info("Cache report failed", "address", addr, "error", err)
 		return CacheReport{}, err
 	}
 	return rep, nil
@@ -135,7 +135,7 @@ func (p *httpProber) Upstream(ctx context.Context, upstream string) error {
 	_, err := p.get(ctx, strings.TrimSuffix(upstream, "/")+"/v2/")
 	if err != nil {
 		// The error's text stays here: status and Events say only probeFailure(err).
-		logf.FromContext(ctx).V(1).Info("Upstream probe failed", "upstream", upstream, "error", err)
+		ctrl.LoggerFrom(ctx).V(1).Info("Upstream probe failed", "upstream", upstream, "error", err)
 	}
 	p.mu.Lock()
 	p.upstream[upstream] = probeResult{err: err, at: now}

@@ -23,7 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	testclock "k8s.io/utils/clock/testing"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quartet-operator/quartet/internal/operator"
@@ -77,13 +77,14 @@ var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustPa
 
 // newTestProber is the manager's prober, without the proxy the test's environment may name.
 func newTestProber(allowed []netip.Prefix) *httpProber {
-	p := NewHTTPProber(testclock.NewFakePassiveClock(time.Now()), allowed).(*httpProber)
+	p := NewHTTPProber(clocktesting.NewFakePassiveClock(time.Now()), allowed).(*httpProber)
 	p.client.Transport.(*http.Transport).Proxy = nil
 	return p
 }
 
 // countingServer answers every request with code and counts them.
 func countingServer(t *testing.T, code int) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
 	var hits atomic.Int32
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		hits.Add(1)
@@ -95,6 +96,7 @@ func countingServer(t *testing.T, code int) (*httptest.Server, *atomic.Int32) {
 
 // redirectingServer redirects every request to target and counts them.
 func redirectingServer(t *testing.T, target string) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
 	var hits atomic.Int32
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)

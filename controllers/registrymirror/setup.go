@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/clock"
@@ -58,11 +59,11 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 		return fmt.Errorf("adding the pod cache: %w", err)
 	}
 	r := &Reconciler{
-		Client:    mgr.GetClient(),
+		Client:    client.WithFieldOwner(mgr.GetClient(), FieldOwner),
 		Children:  children,
 		Pods:      pods,
 		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder("registrymirror"),
+		Recorder:  mgr.GetEventRecorder(FieldOwner),
 		Clock:     clock.RealClock{},
 		Images:    images,
 		Shared:    shared,
@@ -117,11 +118,11 @@ func childKinds() []client.Object {
 }
 
 // newChildCache builds the cache of the mirrors' children: objects of childKinds labelled
-// managed-by quartet-registrymirror only, in the watched namespaces, without managed
-// fields. Memory follows the mirrors, never the cluster's ConfigMaps, Services or
+// managed-by quartet-registrymirror only, in the watched namespaces, without the field sets
+// of managedFields (stripFieldSets). Memory follows the mirrors, never the cluster's ConfigMaps, Services or
 // StatefulSets; reading any other kind through it is a bug, not a reason to start a watch.
 func newChildCache(mgr ctrl.Manager, watchNamespaces []string) (cache.Cache, error) {
-	ours := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{labelManagedBy: managedBy}), Transform: cache.TransformStripManagedFields()}
+	ours := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{labelManagedBy: managedBy}), Transform: stripFieldSets}
 	byObject := map[client.Object]cache.ByObject{}
 	for _, obj := range childKinds() {
 		byObject[obj] = ours
@@ -143,4 +144,16 @@ func newChildCache(mgr ctrl.Manager, watchNamespaces []string) (cache.Cache, err
 		}
 	}
 	return c, nil
+}
+
+// stripFieldSets drops the field sets of an object's managedFields, most of their size, and
+// keeps who manages it: ownedByLegacy reads the managers' names.
+func stripFieldSets(in any) (any, error) {
+	if obj, ok := in.(metav1.Object); ok {
+		entries := obj.GetManagedFields()
+		for i := range entries {
+			entries[i].FieldsV1 = nil
+		}
+	}
+	return in, nil
 }

@@ -17,6 +17,7 @@ import (
 
 // tools returns the helm and kustomize binaries `make test` passes (HELM, KUSTOMIZE).
 func tools(t *testing.T) (helm, kustomize string) {
+	t.Helper()
 	helm, kustomize = os.Getenv("HELM"), os.Getenv("KUSTOMIZE")
 	if helm == "" || kustomize == "" {
 		t.Skip("HELM and KUSTOMIZE name the binaries; `make test` sets them")
@@ -77,6 +78,7 @@ func chartLabels(t *testing.T, objs map[string]*unstructured.Unstructured, relea
 // WATCH_NAMESPACE comes from (OLM's annotation in config/, the release's values in the chart;
 // both empty outside OLM), flag order and the pull policy the API server defaults to.
 func normalize(t *testing.T, o *unstructured.Unstructured) {
+	t.Helper()
 	labels := o.GetLabels()
 	if _, ok := labels["app.kubernetes.io/managed-by"]; ok {
 		labels["app.kubernetes.io/managed-by"] = "-"
@@ -188,6 +190,7 @@ func TestChartIsGeneratedFromConfig(t *testing.T) {
 
 // makefileVersion is the Makefile's VERSION, the one `make helm` gives the chart.
 func makefileVersion(t *testing.T) string {
+	t.Helper()
 	b, err := os.ReadFile("../../Makefile")
 	require.NoError(t, err)
 	for _, line := range strings.Split(string(b), "\n") {

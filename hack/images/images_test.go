@@ -252,6 +252,7 @@ func checkout(t *testing.T, root, commit string) string {
 // /licenses and /manager today), with the binary built here from the source exactly as the
 // builder stage's RUN line builds it.
 func testManager(t *testing.T, src managerSource, images *imageReader) {
+	t.Helper()
 	managerImage := src.image
 	df := parseDockerfile(t, filepath.Join(src.dir, "Dockerfile"))
 	final := df.final()
@@ -345,6 +346,7 @@ func goBuild(t *testing.T, dir, name string) string {
 // builds it. It runs with any UID: nothing in the image is written, and /mirror-registry
 // is world-executable.
 func testMirrorRegistry(t *testing.T, root string, images *imageReader) {
+	t.Helper()
 	dir := filepath.Join(root, "cmd", "mirror-registry")
 	df := parseDockerfile(t, filepath.Join(dir, "Dockerfile"))
 	final := df.final()
@@ -384,6 +386,7 @@ type bundleSource struct {
 // testBundles: each bundle image against its bundle.Dockerfile and directory: bundle/ (the
 // current version), each release's frozen bundle and the reconstructed v0.1.0.
 func testBundles(t *testing.T, root string, images *imageReader, bundles []bundleSource) {
+	t.Helper()
 	for _, b := range bundles {
 		t.Run(b.dir, func(t *testing.T) {
 			df := parseDockerfile(t, b.dockerfile)
@@ -428,6 +431,7 @@ func testBundles(t *testing.T, root string, images *imageReader, bundles []bundl
 // testCatalog: catalog.Dockerfile: the opm image + /configs (catalog/) + the builder stage's
 // serve cache, which must pass opm's own integrity check against /configs.
 func testCatalog(t *testing.T, root string, images *imageReader) {
+	t.Helper()
 	df := parseDockerfile(t, filepath.Join(root, "catalog.Dockerfile"))
 	final := df.final()
 	builder := df.stage(t, "builder")
@@ -487,6 +491,7 @@ func testCatalog(t *testing.T, root string, images *imageReader) {
 // testOthers: the images that stand in for upstream images, against the brief of
 // hack/images/build.sh (their Dockerfiles are not in this repository).
 func testOthers(t *testing.T, root string, images *imageReader) {
+	t.Helper()
 	pathEnv := "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	tools := filepath.Join(root, "bin", "tools")
 	for _, c := range []struct {

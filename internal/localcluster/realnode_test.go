@@ -34,6 +34,7 @@ func requireRealNode(t *testing.T) {
 // realNodeDir is a short folder for a real node (containerd's socket path must stay
 // under the unix socket limit), removed after the node's teardown unmounted everything.
 func realNodeDir(t *testing.T) string {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "qn-")
 	require.NoError(t, err)
 	t.Cleanup(func() {

@@ -378,6 +378,7 @@ func TestCatalogMatchesBundle(t *testing.T) {
 }
 
 func checkCatalogEntry(t *testing.T, b *manifests.Bundle, dir string) {
+	t.Helper()
 	version := b.CSV.Spec.Version.String()
 	raw, err := os.ReadFile(repoPath(t, "catalog", "quartet", "bundle-v"+version+".yaml"))
 	require.NoError(t, err, "catalog/ has no bundle for %s: run `make catalog`", version)

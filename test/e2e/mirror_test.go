@@ -240,6 +240,7 @@ func removeImage(t testing.TB, ns string, pod *corev1.Pod, repo string) {
 
 // hostsFiles reads every hosts.toml the node's containerd has (path -> content).
 func hostsFiles(t *testing.T) map[string]string {
+	t.Helper()
 	out := map[string]string{}
 	require.NoError(t, filepath.WalkDir(env.Cluster.Node.CertsDir, func(path string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {

@@ -168,6 +168,7 @@ func withoutConfigMapCreate(t *testing.T, raw []byte) []byte {
 
 // bundleCSV is bundle/'s CSV as generated.
 func bundleCSV(t *testing.T) []byte {
+	t.Helper()
 	b, err := os.ReadFile(filepath.Join(env.Root, "bundle", csvFile))
 	require.NoError(t, err)
 	return b

@@ -24,7 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
@@ -162,7 +162,7 @@ func TestInstallUpgradeAndTheFourControllers(t *testing.T) {
 		}
 		require.NoError(t, c.Get(ctx, key, o))
 	}
-	edmund := &blackadderv1beta1.ChaosAgent{}
+	edmund := &v1beta1.ChaosAgent{}
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: agent.GetName()}, edmund))
 	require.Equal(t, uids["ChaosAgent/"+agent.GetName()], edmund.UID, "the same object, read through v1beta1")
 	require.True(t, edmund.Spec.TantrumMode)
@@ -204,7 +204,7 @@ func TestInstallUpgradeAndTheFourControllers(t *testing.T) {
 	require.NotEmpty(t, podsRunning(t, targetNS, realnode.OperatorImage), "the mirror's pods run 0.3.0's operator image")
 	require.Equal(t, cacheBefore, pvcUIDs(t, targetNS), "the mirror's cache PVC survived the upgrade")
 	podsBefore := podUIDs(t, targetNS)
-	dry := &blackadderv1beta1.ChaosAgent{}
+	dry := &v1beta1.ChaosAgent{}
 	require.NoError(t, env.Sample("blackadder_v1beta1_chaosagent.yaml", dry, ""))
 	dry.Name, dry.Spec.DryRun, dry.Spec.PodTolerance, dry.Spec.Eagerness, dry.Spec.PauseDuration = "dry-run-edmund", true, 0, 100, 5
 	require.NoError(t, c.Create(ctx, dry))
@@ -352,6 +352,7 @@ func pvcUIDs(t *testing.T, ns string) map[string]types.UID {
 }
 
 func podUIDs(t *testing.T, ns string) []string {
+	t.Helper()
 	pods := &corev1.PodList{}
 	require.NoError(t, env.Client.List(context.Background(), pods, client.InNamespace(ns)))
 	var out []string
@@ -365,6 +366,7 @@ func podUIDs(t *testing.T, ns string) []string {
 // testRuntimeSecurity reads, from the node, what the kernel enforces on the running
 // manager container: not what admission accepted, what runs.
 func testRuntimeSecurity(t *testing.T, pod *corev1.Pod) {
+	t.Helper()
 	ctx := context.Background()
 	pid, err := env.ContainerPID(ctx, pod, "manager")
 	require.NoError(t, err)
@@ -383,6 +385,7 @@ func testRuntimeSecurity(t *testing.T, pod *corev1.Pod) {
 // (refused), with a ServiceAccount bound to the metrics-reader ClusterRole (served), and
 // with one that is not (forbidden).
 func testMetricsAccess(t *testing.T, ns string) {
+	t.Helper()
 	ctx := context.Background()
 	c := env.Client
 	url := fmt.Sprintf("https://quartet-controller-manager-metrics-service.%s.svc.cluster.local:8443/metrics", ns)

@@ -42,12 +42,14 @@ func persistentVolume(t *testing.T, name string) {
 }
 
 func mirrorReady(t *testing.T, ns, name string) bool {
+	t.Helper()
 	m := &mirrorsv1alpha1.RegistryMirror{}
 	return env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, m) == nil &&
 		meta.IsStatusConditionTrue(m.Status.Conditions, "Ready")
 }
 
 func exists(t *testing.T, obj client.Object, ns, name string) bool {
+	t.Helper()
 	err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj)
 	if apierrors.IsNotFound(err) {
 		return false

@@ -53,6 +53,7 @@ func flatten(scope string, rules []rbacv1.PolicyRule) map[grant]bool {
 }
 
 func generated(t *testing.T) map[grant]bool {
+	t.Helper()
 	role := &rbacv1.ClusterRole{}
 	load(t, "config/rbac/role.yaml", role)
 	leader := &rbacv1.Role{}
@@ -77,6 +78,7 @@ var cell = regexp.MustCompile("`([^`]*)`")
 
 // documented reads the permission table of docs/SECURITY.md.
 func documented(t *testing.T) map[grant]bool {
+	t.Helper()
 	b, err := os.ReadFile(filepath.Join(root(t), "docs", "SECURITY.md"))
 	require.NoError(t, err)
 	out := map[grant]bool{}

@@ -56,6 +56,7 @@ func (stubManifests) Get(_ context.Context, d digest.Digest, _ ...distribution.M
 }
 
 func recordingStub(t testing.TB, records *Records) distribution.Repository {
+	t.Helper()
 	name, err := reference.WithName("library/app")
 	require.NoError(t, err)
 	mw := records.Middleware()
