@@ -70,7 +70,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "install-credential-helper:", err)
 			os.Exit(1)
 		}
-		fmt.Println("Installed the registry credential helper at", dest)
+		fmt.Fprintln(os.Stdout, "Installed the registry credential helper at", dest)
 		return
 	}
 	if err := run(); err != nil {

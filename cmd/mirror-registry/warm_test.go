@@ -65,7 +65,9 @@ func TestMirrorWarmsPinnedImagesNeverPulledThroughIt(t *testing.T) {
 		single.blobs[0].String()+"\n"), 0o644)) // a bare digest: never fetched
 	clock := retention.NewFakeClock(at(0))
 	m := startMirror(t, up.URL, clock, mirrorOptions{retention: 40 * time.Second, pinnedFile: pinnedFile,
-		diskUsage: func() (retention.DiskUsage, error) { return retention.DiskUsage{UsedBytes: 600 << 20, CapacityBytes: 1 << 30}, nil }})
+		diskUsage: func() (retention.DiskUsage, error) {
+			return retention.DiskUsage{UsedBytes: 600 << 20, CapacityBytes: 1 << 30}, nil
+		}})
 
 	status, err := m.warmer.Warm(t.Context())
 	require.NoError(t, err)

@@ -19,7 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 )
 
 // FieldOwner names this controller in the API server: the field manager of every write it
@@ -38,19 +38,19 @@ const maxDetail = 200
 
 // applyAction carries out one action of a round (or only records it in dry-run) and returns
 // its record.
-func (r *Reconciler) applyAction(ctx context.Context, agent *v1beta1.ChaosAgent, spec v1beta1.ChaosAgentSpec, scope Scope, a Action, rng *rand.Rand) record {
-	rec := record{ChaosAction: v1beta1.ChaosAction{Time: apiTime(r.Clock.Now()), Kind: a.Kind, Target: a.Target.Key(), DryRun: spec.DryRun}}
+func (r *Reconciler) applyAction(ctx context.Context, agent *blackadderv1beta1.ChaosAgent, spec blackadderv1beta1.ChaosAgentSpec, scope Scope, a Action, rng *rand.Rand) record {
+	rec := record{ChaosAction: blackadderv1beta1.ChaosAction{Time: apiTime(r.Clock.Now()), Kind: a.Kind, Target: a.Target.Key(), DryRun: spec.DryRun}}
 	if !scope.Allows(a.Target.Namespace) {
 		// decide never proposes this; the guard keeps a future bug from touching a protected namespace.
 		rec.set("namespace is protected, excluded or not watched", failed("ProtectedNamespace"))
 		return rec
 	}
 	switch a.Kind {
-	case v1beta1.ActionKillPod:
+	case blackadderv1beta1.ActionKillPod:
 		rec.set(r.killPod(ctx, spec, a.Target))
-	case v1beta1.ActionScaleDeployment:
+	case blackadderv1beta1.ActionScaleDeployment:
 		rec.set(r.scaleDeployment(ctx, agent.Name, spec, a))
-	case v1beta1.ActionIpsumConfigMap:
+	case blackadderv1beta1.ActionIpsumConfigMap:
 		rec.set(r.ipsumConfigMap(ctx, agent.Name, spec, a.Target, rng))
 	default:
 		rec.set("", failed("UnknownAction"))
@@ -62,9 +62,9 @@ func (r *Reconciler) applyAction(ctx context.Context, agent *v1beta1.ChaosAgent,
 
 // killPod evicts (default) or deletes a pod, guarded by its UID so that a replacement with the
 // same name is never hit by mistake. An eviction refused by a PodDisruptionBudget is a skip.
-func (r *Reconciler) killPod(ctx context.Context, spec v1beta1.ChaosAgentSpec, t Candidate) (detail string, res result) {
+func (r *Reconciler) killPod(ctx context.Context, spec blackadderv1beta1.ChaosAgentSpec, t Candidate) (detail string, res result) {
 	verb, done := "evict", "evicted"
-	if spec.KillMethod == v1beta1.KillMethodDelete {
+	if spec.KillMethod == blackadderv1beta1.KillMethodDelete {
 		verb, done = "delete", "deleted"
 	}
 	if spec.DryRun {
@@ -73,7 +73,7 @@ func (r *Reconciler) killPod(ctx context.Context, spec v1beta1.ChaosAgentSpec, t
 	uid := t.UID
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: t.Name}}
 	var err error
-	if spec.KillMethod == v1beta1.KillMethodDelete {
+	if spec.KillMethod == blackadderv1beta1.KillMethodDelete {
 		err = r.Delete(ctx, pod, client.Preconditions{UID: &uid})
 	} else {
 		err = r.SubResource("eviction").Create(ctx, pod, &policyv1.Eviction{
@@ -96,7 +96,7 @@ func (r *Reconciler) killPod(ctx context.Context, spec v1beta1.ChaosAgentSpec, t
 // scaleDeployment doubles a Deployment's replicas and records the original in the same patch,
 // guarded by resourceVersion. The first read is from the cache; after a conflict (stale cache,
 // or a status update in between) the Deployment is read again from the API server.
-func (r *Reconciler) scaleDeployment(ctx context.Context, agent string, spec v1beta1.ChaosAgentSpec, a Action) (detail string, res result) {
+func (r *Reconciler) scaleDeployment(ctx context.Context, agent string, spec blackadderv1beta1.ChaosAgentSpec, a Action) (detail string, res result) {
 	if spec.DryRun {
 		return fmt.Sprintf("would scale replicas %d → %d", a.Target.Replicas, a.Replicas), dryRun
 	}
@@ -138,7 +138,7 @@ func (r *Reconciler) scaleDeployment(ctx context.Context, agent string, spec v1b
 // ipsumConfigMap reads a ConfigMap's body from the API server (the cache holds metadata only),
 // overwrites every value with lorem ipsum and records the original data in the same patch,
 // guarded by resourceVersion; a conflict reads the ConfigMap again.
-func (r *Reconciler) ipsumConfigMap(ctx context.Context, agent string, spec v1beta1.ChaosAgentSpec, t Candidate, rng *rand.Rand) (detail string, res result) {
+func (r *Reconciler) ipsumConfigMap(ctx context.Context, agent string, spec blackadderv1beta1.ChaosAgentSpec, t Candidate, rng *rand.Rand) (detail string, res result) {
 	if spec.DryRun {
 		return "would overwrite every value with lorem ipsum", dryRun
 	}
@@ -183,7 +183,7 @@ func (r *Reconciler) ipsumConfigMap(ctx context.Context, agent string, spec v1be
 // read again from the API server. It returns no record when there was nothing to restore (the
 // marks are gone, or so is the Deployment), and an error when the restore must be retried.
 func (r *Reconciler) restoreOneDeployment(ctx context.Context, agent string, dep *appsv1.Deployment) (*record, error) {
-	rec := &record{ChaosAction: v1beta1.ChaosAction{Time: apiTime(r.Clock.Now()), Kind: v1beta1.ActionRestoreDeployment,
+	rec := &record{ChaosAction: blackadderv1beta1.ChaosAction{Time: apiTime(r.Clock.Now()), Kind: blackadderv1beta1.ActionRestoreDeployment,
 		Target: dep.Namespace + "/" + dep.Name}}
 	key := client.ObjectKeyFromObject(dep)
 	var retried, nothingToDo bool
@@ -232,7 +232,7 @@ func (r *Reconciler) restoreOneDeployment(ctx context.Context, agent string, dep
 // object, as a second guard), is left as it is with a Skipped record and no error: retrying
 // could never succeed. It returns like restoreOneDeployment.
 func (r *Reconciler) restoreOneConfigMap(ctx context.Context, agent string, scope Scope, key types.NamespacedName) (*record, error) {
-	rec := &record{ChaosAction: v1beta1.ChaosAction{Time: apiTime(r.Clock.Now()), Kind: v1beta1.ActionRestoreConfigMap, Target: key.String()}}
+	rec := &record{ChaosAction: blackadderv1beta1.ChaosAction{Time: apiTime(r.Clock.Now()), Kind: blackadderv1beta1.ActionRestoreConfigMap, Target: key.String()}}
 	var nothingToDo bool
 	err := retry.RetryOnConflict(conflictBackoff, func() error {
 		cm := &corev1.ConfigMap{}

@@ -22,7 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	"github.com/quartet-operator/quartet/internal/operator"
 	"github.com/quartet-operator/quartet/test/benchutil"
 	"github.com/quartet-operator/quartet/test/testenv"
@@ -160,9 +160,9 @@ func BenchmarkRoundOver10000Pods(b *testing.B) {
 	counter.Wrap(cfg)
 	opts := &Options{}
 	startManager(b, cfg, opts, operator.Shared{OperatorNamespace: operatorNamespace})
-	agent := &v1beta1.ChaosAgent{
+	agent := &blackadderv1beta1.ChaosAgent{
 		ObjectMeta: metav1.ObjectMeta{Name: sel},
-		Spec: v1beta1.ChaosAgentSpec{
+		Spec: blackadderv1beta1.ChaosAgentSpec{
 			DryRun: true, TantrumMode: true, CancerMode: true, IpsumMode: true,
 			Eagerness: 100, PauseDuration: 1, MaxActionsPerRound: 10, Seed: ptr.To[int64](1),
 			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"chaos-test": sel}},
@@ -171,7 +171,7 @@ func BenchmarkRoundOver10000Pods(b *testing.B) {
 	require.NoError(b, env.Client.Create(ctx, agent))
 	b.Cleanup(func() { _ = env.Client.Delete(ctx, agent) })
 	rounds := func() int64 {
-		got := &v1beta1.ChaosAgent{}
+		got := &blackadderv1beta1.ChaosAgent{}
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(agent), got); err != nil {
 			return -1
 		}
@@ -304,16 +304,16 @@ func BenchmarkGuardChecksPerRound(b *testing.B) {
 	ns := "guards-" + rand.String(5)
 	require.NoError(b, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	b.Cleanup(func() { _ = env.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}) })
-	var guards []v1beta1.SteadyStateGuard
+	var guards []blackadderv1beta1.SteadyStateGuard
 	for i := 0; i < benchDeploymentGuards; i++ {
 		// No replicas, so no pods: the floor is 50% of 0, and the check is the same read.
 		d := testenv.Deployment(ns, fmt.Sprintf("app-%d", i), 0)
 		require.NoError(b, env.Client.Create(ctx, d))
-		guards = append(guards, v1beta1.SteadyStateGuard{Name: d.Name, Deployment: &v1beta1.DeploymentGuard{
+		guards = append(guards, blackadderv1beta1.SteadyStateGuard{Name: d.Name, Deployment: &blackadderv1beta1.DeploymentGuard{
 			Namespace: ns, Name: d.Name, MinReady: intstr.FromString("50%")}})
 	}
 	for i := 0; i < benchHTTPGuards; i++ {
-		guards = append(guards, v1beta1.SteadyStateGuard{Name: fmt.Sprintf("http-%d", i), HTTP: &v1beta1.HTTPGuard{
+		guards = append(guards, blackadderv1beta1.SteadyStateGuard{Name: fmt.Sprintf("http-%d", i), HTTP: &blackadderv1beta1.HTTPGuard{
 			URL: fmt.Sprintf("%s/healthz/%d", srv.URL, i), ExpectedStatus: 200, TimeoutSeconds: 5}})
 	}
 
@@ -323,14 +323,14 @@ func BenchmarkGuardChecksPerRound(b *testing.B) {
 	opts := &Options{GuardAllowedCIDRs: "127.0.0.0/8"}
 	startManager(b, cfg, opts, operator.Shared{OperatorNamespace: operatorNamespace})
 	r := opts.reconciler
-	agent := &v1beta1.ChaosAgent{ObjectMeta: metav1.ObjectMeta{Name: "guards-" + rand.String(5)},
-		Spec: v1beta1.ChaosAgentSpec{Paused: true, Guards: guards}}
+	agent := &blackadderv1beta1.ChaosAgent{ObjectMeta: metav1.ObjectMeta{Name: "guards-" + rand.String(5)},
+		Spec: blackadderv1beta1.ChaosAgentSpec{Paused: true, Guards: guards}}
 	require.NoError(b, env.Client.Create(ctx, agent))
 	b.Cleanup(func() {
 		// Released by the manager (its finalizer) before the manager stops.
 		_ = env.Client.Delete(ctx, agent)
 		require.Eventually(b, func() bool {
-			return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(agent), &v1beta1.ChaosAgent{}))
+			return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(agent), &blackadderv1beta1.ChaosAgent{}))
 		}, time.Minute, 100*time.Millisecond)
 	})
 
@@ -338,7 +338,7 @@ func BenchmarkGuardChecksPerRound(b *testing.B) {
 	// pass over the paused agent (finalizer, status) is done before anything is counted.
 	require.Eventually(b, func() bool {
 		v := r.checkGuards(ctx, guards)
-		got := &v1beta1.ChaosAgent{}
+		got := &blackadderv1beta1.ChaosAgent{}
 		return len(v) == len(guards) && firstFailure(v) == nil &&
 			env.Client.Get(ctx, client.ObjectKeyFromObject(agent), got) == nil && got.Status.ObservedGeneration == got.Generation
 	}, time.Minute, 100*time.Millisecond, "every guard holds and the agent is reconciled")
@@ -369,7 +369,7 @@ func BenchmarkGuardChecksPerRound(b *testing.B) {
 	gets := time.Since(start) / time.Duration(b.N)
 
 	// Baseline: one status write of the agent, as every round makes.
-	got := &v1beta1.ChaosAgent{}
+	got := &blackadderv1beta1.ChaosAgent{}
 	require.NoError(b, env.Client.Get(ctx, client.ObjectKeyFromObject(agent), got))
 	start = time.Now()
 	for i := 0; i < b.N; i++ {

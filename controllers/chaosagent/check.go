@@ -13,7 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	"github.com/quartet-operator/quartet/internal/egress"
 )
 
@@ -59,14 +59,14 @@ func (c *httpChecker) Get(ctx context.Context, url string, timeout time.Duration
 // the verdicts of the guards it checked. Deployments come from the manager's cache (the
 // informer every round already uses), and a Deployment guard that fails there is read once
 // more from the API server before it counts; HTTP guards each send one request.
-func (r *Reconciler) checkGuards(ctx context.Context, guards []v1beta1.SteadyStateGuard) []guardVerdict {
+func (r *Reconciler) checkGuards(ctx context.Context, guards []blackadderv1beta1.SteadyStateGuard) []guardVerdict {
 	var out []guardVerdict
 	for _, g := range guardOrder(guards) {
 		v := guardVerdict{Name: g.Name}
 		switch {
 		case g.Deployment != nil:
 			v.Reason, v.Message, v.Failed = evaluateDeploymentGuard(*g.Deployment, r.seeDeployment(ctx, *g.Deployment, r.Client))
-			if v.Failed && v.Reason != v1beta1.GuardReasonDeploymentNotWatched {
+			if v.Failed && v.Reason != blackadderv1beta1.GuardReasonDeploymentNotWatched {
 				// The cache may lag the API server: a failure is confirmed by one read from
 				// the API server before it trips, which costs nothing while the guard holds.
 				v.Reason, v.Message, v.Failed = evaluateDeploymentGuard(*g.Deployment, r.seeDeployment(ctx, *g.Deployment, r.APIReader))
@@ -85,7 +85,7 @@ func (r *Reconciler) checkGuards(ctx context.Context, guards []v1beta1.SteadySta
 }
 
 // seeDeployment reads a guarded Deployment through reader: the cache, or the API server.
-func (r *Reconciler) seeDeployment(ctx context.Context, g v1beta1.DeploymentGuard, reader client.Reader) deploymentSeen {
+func (r *Reconciler) seeDeployment(ctx context.Context, g blackadderv1beta1.DeploymentGuard, reader client.Reader) deploymentSeen {
 	if r.Watched.Len() > 0 && !r.Watched.Has(g.Namespace) {
 		return deploymentSeen{NotWatched: true}
 	}
@@ -103,7 +103,7 @@ func (r *Reconciler) seeDeployment(ctx context.Context, g v1beta1.DeploymentGuar
 	return deploymentSeen{Deployment: d}
 }
 
-func (r *Reconciler) seeHTTP(ctx context.Context, g v1beta1.HTTPGuard) httpSeen {
+func (r *Reconciler) seeHTTP(ctx context.Context, g blackadderv1beta1.HTTPGuard) httpSeen {
 	timeout := time.Duration(g.TimeoutSeconds) * time.Second
 	if timeout <= 0 {
 		timeout = defaultGuardTimeout

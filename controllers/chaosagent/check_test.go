@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	"github.com/quartet-operator/quartet/internal/egress"
 )
 
@@ -56,9 +56,9 @@ func TestHTTPCheckerKeepsToTheManagersRules(t *testing.T) {
 	for _, u := range []string{ok.URL, byName} {
 		_, _, err := testChecker(nil).Get(ctx, u, time.Second)
 		require.ErrorIs(t, err, egress.ErrAddressRefused, u)
-		reason, _, failed := evaluateHTTPGuard(v1beta1.HTTPGuard{URL: u}, httpSeen{Err: err})
+		reason, _, failed := evaluateHTTPGuard(blackadderv1beta1.HTTPGuard{URL: u}, httpSeen{Err: err})
 		assert.True(t, failed)
-		assert.Equal(t, v1beta1.GuardReasonHTTPAddressRefused, reason)
+		assert.Equal(t, blackadderv1beta1.GuardReasonHTTPAddressRefused, reason)
 	}
 	assert.Zero(t, okHits.Load(), "no request reached loopback")
 	for _, u := range []string{"http://169.254.169.254/latest/meta-data", "http://[fd00:ec2::254]/"} {
@@ -84,9 +84,9 @@ func TestHTTPCheckerKeepsToTheManagersRules(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, status)
 	assert.GreaterOrEqual(t, latency, 300*time.Millisecond, "latency is measured")
-	reason, _, failed := evaluateHTTPGuard(v1beta1.HTTPGuard{URL: slow.URL, MaxLatencyMilliseconds: ptr.To[int32](100)}, httpSeen{Status: status, Latency: latency})
+	reason, _, failed := evaluateHTTPGuard(blackadderv1beta1.HTTPGuard{URL: slow.URL, MaxLatencyMilliseconds: ptr.To[int32](100)}, httpSeen{Status: status, Latency: latency})
 	assert.True(t, failed)
-	assert.Equal(t, v1beta1.GuardReasonHTTPTooSlow, reason)
+	assert.Equal(t, blackadderv1beta1.GuardReasonHTTPTooSlow, reason)
 
 	hanging, _ := server(t, http.StatusOK, time.Minute)
 	start := time.Now()

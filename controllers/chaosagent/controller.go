@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 )
 
 // +kubebuilder:rbac:groups=blackadder.io,resources=chaosagents,verbs=get;list;watch;patch
@@ -54,7 +54,7 @@ type Reconciler struct {
 	// HTTP sends the requests of HTTP guards.
 	HTTP HTTPChecker
 	// NewRand returns the random source of an agent's round; spec.seed makes it reproducible.
-	NewRand func(agent *v1beta1.ChaosAgent, round int64) *rand.Rand
+	NewRand func(agent *blackadderv1beta1.ChaosAgent, round int64) *rand.Rand
 	// Protected namespaces are never touched (the --chaos-protected-namespaces flag and the
 	// operator's own namespace).
 	Protected sets.Set[string]
@@ -79,7 +79,7 @@ type roundMemo struct {
 
 // seededRand is the default NewRand: spec.seed and the round number seed a PCG, so the same
 // seed over the same objects makes the same choices; without a seed every round is random.
-func seededRand(agent *v1beta1.ChaosAgent, round int64) *rand.Rand {
+func seededRand(agent *blackadderv1beta1.ChaosAgent, round int64) *rand.Rand {
 	if agent.Spec.Seed != nil {
 		return rand.New(rand.NewPCG(uint64(*agent.Spec.Seed), uint64(round)))
 	}
@@ -90,7 +90,7 @@ func seededRand(agent *v1beta1.ChaosAgent, round int64) *rand.Rand {
 // held; it restores what the agent changed when it is paused, deleted, outside its windows
 // or when its run ended (a guard tripped, or durationSeconds elapsed), and writes status once.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
-	agent := &v1beta1.ChaosAgent{}
+	agent := &blackadderv1beta1.ChaosAgent{}
 	if err := r.Get(ctx, req.NamespacedName, agent); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.lastRound.Delete(req.Name)
@@ -143,12 +143,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 // reconcileActive checks the guards when a round is due, and stops the run when one fails;
 // otherwise it runs the round (reconcileRound) and comes back for the next round, the end of
 // the window or the run's deadline, whichever is first.
-func (r *Reconciler) reconcileActive(ctx context.Context, agent *v1beta1.ChaosAgent, scope Scope, o *outcome) (ctrl.Result, error) {
+func (r *Reconciler) reconcileActive(ctx context.Context, agent *blackadderv1beta1.ChaosAgent, scope Scope, o *outcome) (ctrl.Result, error) {
 	if r.roundIsDue(agent, o.Spec, o.Now) {
 		o.Guards = r.checkGuards(ctx, o.Spec.Guards)
 	}
 	if trip := firstFailure(o.Guards); trip != nil {
-		o.Run = endRun(o.Run, v1beta1.RunEndGuardTripped, fmt.Sprintf("guard %q tripped: %s", trip.Name, trip.Message), o.Now)
+		o.Run = endRun(o.Run, blackadderv1beta1.RunEndGuardTripped, fmt.Sprintf("guard %q tripped: %s", trip.Name, trip.Message), o.Now)
 		return ctrl.Result{}, r.stop(ctx, agent, o, trip)
 	}
 	round, result, err := r.reconcileRound(ctx, agent, o.Spec, scope, o.Now)
@@ -169,7 +169,7 @@ func (r *Reconciler) reconcileActive(ctx context.Context, agent *v1beta1.ChaosAg
 }
 
 // restoreIfAsked puts back what the agent changed, unless spec.restoreOnDelete is false.
-func (r *Reconciler) restoreIfAsked(ctx context.Context, agent *v1beta1.ChaosAgent, o *outcome) error {
+func (r *Reconciler) restoreIfAsked(ctx context.Context, agent *blackadderv1beta1.ChaosAgent, o *outcome) error {
 	if !*o.Spec.RestoreOnDelete {
 		return nil
 	}
@@ -181,7 +181,7 @@ func (r *Reconciler) restoreIfAsked(ctx context.Context, agent *v1beta1.ChaosAge
 // stop finishes a run that ended in this pass (o.Run: a guard tripped, trip, or its duration
 // elapsed, trip nil): it puts back what the agent changed (with restoreOnDelete) in the same
 // pass, and says so in an Event on the agent and a metric.
-func (r *Reconciler) stop(ctx context.Context, agent *v1beta1.ChaosAgent, o *outcome, trip *guardVerdict) error {
+func (r *Reconciler) stop(ctx context.Context, agent *blackadderv1beta1.ChaosAgent, o *outcome, trip *guardVerdict) error {
 	err := r.restoreIfAsked(ctx, agent, o)
 	r.recordRunEnded(agent, o.Run, *o.Spec.RestoreOnDelete, o.Restore)
 	guard := ""
@@ -196,7 +196,7 @@ func (r *Reconciler) stop(ctx context.Context, agent *v1beta1.ChaosAgent, o *out
 
 // reconcileDelete puts back what the agent changed (unless restoreOnDelete is false) and then
 // lets the agent go.
-func (r *Reconciler) reconcileDelete(ctx context.Context, agent *v1beta1.ChaosAgent) error {
+func (r *Reconciler) reconcileDelete(ctx context.Context, agent *blackadderv1beta1.ChaosAgent) error {
 	if !controllerutil.ContainsFinalizer(agent, Finalizer) {
 		return nil
 	}
@@ -223,7 +223,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, agent *v1beta1.ChaosAg
 }
 
 // reconcileRound runs a round when one is due and says when to come back.
-func (r *Reconciler) reconcileRound(ctx context.Context, agent *v1beta1.ChaosAgent, spec v1beta1.ChaosAgentSpec, scope Scope, now time.Time) (roundOutcome, ctrl.Result, error) {
+func (r *Reconciler) reconcileRound(ctx context.Context, agent *blackadderv1beta1.ChaosAgent, spec blackadderv1beta1.ChaosAgentSpec, scope Scope, now time.Time) (roundOutcome, ctrl.Result, error) {
 	pause := time.Duration(spec.PauseDuration) * time.Second
 	due, next := roundDue(r.lastRoundTime(agent), pause, now)
 	if !due {
@@ -239,14 +239,14 @@ func (r *Reconciler) reconcileRound(ctx context.Context, agent *v1beta1.ChaosAge
 }
 
 // roundIsDue says whether this pass runs a round, so that guards are checked before it.
-func (r *Reconciler) roundIsDue(agent *v1beta1.ChaosAgent, spec v1beta1.ChaosAgentSpec, now time.Time) bool {
+func (r *Reconciler) roundIsDue(agent *blackadderv1beta1.ChaosAgent, spec blackadderv1beta1.ChaosAgentSpec, now time.Time) bool {
 	due, _ := roundDue(r.lastRoundTime(agent), time.Duration(spec.PauseDuration)*time.Second, now)
 	return due
 }
 
 // runRound reads the candidates from the cache, decides and acts; it sends an Event and counts
 // a metric for every action.
-func (r *Reconciler) runRound(ctx context.Context, agent *v1beta1.ChaosAgent, spec v1beta1.ChaosAgentSpec, scope Scope, now time.Time) (roundOutcome, error) {
+func (r *Reconciler) runRound(ctx context.Context, agent *blackadderv1beta1.ChaosAgent, spec blackadderv1beta1.ChaosAgentSpec, scope Scope, now time.Time) (roundOutcome, error) {
 	inv, marked, err := r.inventory(ctx, agent, spec, agent.Status.ChangedObjects > 0)
 	if err != nil {
 		return roundOutcome{}, err
@@ -266,7 +266,7 @@ func (r *Reconciler) runRound(ctx context.Context, agent *v1beta1.ChaosAgent, sp
 		out.Records = append(out.Records, rec)
 		r.recordEvents(agent, a.Target, rec)
 		recordActionMetric(agent.Name, rec)
-		if marked != nil && rec.Outcome.Kind == resultSucceeded && rec.Kind != v1beta1.ActionKillPod {
+		if marked != nil && rec.Outcome.Kind == resultSucceeded && rec.Kind != blackadderv1beta1.ActionKillPod {
 			marked.Insert(markKey(a))
 		}
 	}
@@ -282,7 +282,7 @@ func (r *Reconciler) runRound(ctx context.Context, agent *v1beta1.ChaosAgent, sp
 // reconcileRestore puts back every Deployment and ConfigMap that carries the agent's label, and
 // removes the marks in the same request; objects restoreSkip rules out keep their marks and are
 // reported, not retried. It sends an Event and counts a metric for every restore and skip.
-func (r *Reconciler) reconcileRestore(ctx context.Context, agent *v1beta1.ChaosAgent, spec v1beta1.ChaosAgentSpec) (restoreOutcome, error) {
+func (r *Reconciler) reconcileRestore(ctx context.Context, agent *blackadderv1beta1.ChaosAgent, spec blackadderv1beta1.ChaosAgentSpec) (restoreOutcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, cacheSyncTimeout)
 	defer cancel()
 	deps := &appsv1.DeploymentList{}
@@ -310,19 +310,19 @@ func (r *Reconciler) reconcileRestore(ctx context.Context, agent *v1beta1.ChaosA
 		}
 	}
 	// An object outside the scope is neither read nor written.
-	skipOutOfScope := func(kind v1beta1.ActionKind, victim client.Object) bool {
+	skipOutOfScope := func(kind blackadderv1beta1.ActionKind, victim client.Object) bool {
 		reason, detail := restoreSkip(scope, victim.GetNamespace(), false)
 		if reason == "" {
 			return false
 		}
-		rec := record{ChaosAction: v1beta1.ChaosAction{Time: apiTime(r.Clock.Now()), Kind: kind, Target: victim.GetNamespace() + "/" + victim.GetName()}}
+		rec := record{ChaosAction: blackadderv1beta1.ChaosAction{Time: apiTime(r.Clock.Now()), Kind: kind, Target: victim.GetNamespace() + "/" + victim.GetName()}}
 		rec.set(detail, skipped(reason))
 		note(&rec, victim, nil)
 		return true
 	}
 	for i := range deps.Items {
 		dep := &deps.Items[i]
-		if skipOutOfScope(v1beta1.ActionRestoreDeployment, dep) {
+		if skipOutOfScope(blackadderv1beta1.ActionRestoreDeployment, dep) {
 			continue
 		}
 		rec, err := r.restoreOneDeployment(ctx, agent.Name, dep)
@@ -330,7 +330,7 @@ func (r *Reconciler) reconcileRestore(ctx context.Context, agent *v1beta1.ChaosA
 	}
 	for i := range cms.Items {
 		cm := &corev1.ConfigMap{ObjectMeta: cms.Items[i].ObjectMeta}
-		if skipOutOfScope(v1beta1.ActionRestoreConfigMap, cm) {
+		if skipOutOfScope(blackadderv1beta1.ActionRestoreConfigMap, cm) {
 			continue
 		}
 		rec, err := r.restoreOneConfigMap(ctx, agent.Name, scope, client.ObjectKeyFromObject(cm))
@@ -347,11 +347,11 @@ func (r *Reconciler) reconcileRestore(ctx context.Context, agent *v1beta1.ChaosA
 // writeStatus writes the status computeStatus makes of o, when it differs from the agent's. A
 // conflict (the cached agent was stale) applies o again to the newest agent read from the API
 // server, retry.DefaultRetry times at most.
-func (r *Reconciler) writeStatus(ctx context.Context, agent *v1beta1.ChaosAgent, o outcome) error {
+func (r *Reconciler) writeStatus(ctx context.Context, agent *blackadderv1beta1.ChaosAgent, o outcome) error {
 	current, retried := agent, false
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if retried {
-			fresh := &v1beta1.ChaosAgent{}
+			fresh := &blackadderv1beta1.ChaosAgent{}
 			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(agent), fresh); err != nil {
 				return err
 			}
@@ -370,7 +370,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, agent *v1beta1.ChaosAgent,
 }
 
 // lastRoundTime is the later of status.lastRoundTime and this process's memory.
-func (r *Reconciler) lastRoundTime(agent *v1beta1.ChaosAgent) *time.Time {
+func (r *Reconciler) lastRoundTime(agent *blackadderv1beta1.ChaosAgent) *time.Time {
 	var last *time.Time
 	if agent.Status.LastRoundTime != nil {
 		t := agent.Status.LastRoundTime.Time
@@ -388,26 +388,26 @@ func (r *Reconciler) lastRoundTime(agent *v1beta1.ChaosAgent) *time.Time {
 // baseScope is the agent's scope without its selectors: the operator's protected namespaces
 // and the agent's excludedNamespaces are out, and so are unwatched namespaces. Restore keeps to
 // it.
-func (r *Reconciler) baseScope(spec v1beta1.ChaosAgentSpec) Scope {
+func (r *Reconciler) baseScope(spec blackadderv1beta1.ChaosAgentSpec) Scope {
 	return Scope{Protected: r.Protected.Clone().Insert(spec.ExcludedNamespaces...), Watched: r.Watched}
 }
 
 // specOf builds the agent's scope and schedule; an error is a spec mistake (a selector that
 // does not parse, a schedule the CRD would refuse today), with its Ready reason.
-func (r *Reconciler) specOf(spec v1beta1.ChaosAgentSpec) (Scope, schedule, string, error) {
+func (r *Reconciler) specOf(spec blackadderv1beta1.ChaosAgentSpec) (Scope, schedule, string, error) {
 	scope, err := r.scopeOf(spec)
 	if err != nil {
-		return scope, schedule{}, v1beta1.ReasonInvalidSelector, err
+		return scope, schedule{}, blackadderv1beta1.ReasonInvalidSelector, err
 	}
 	sched, err := parseSchedule(spec.Schedule)
 	if err != nil {
-		return scope, sched, v1beta1.ReasonInvalidSchedule, err
+		return scope, sched, blackadderv1beta1.ReasonInvalidSchedule, err
 	}
 	return scope, sched, "", nil
 }
 
 // scopeOf builds the agent's scope; an error is a spec mistake (a selector that does not parse).
-func (r *Reconciler) scopeOf(spec v1beta1.ChaosAgentSpec) (Scope, error) {
+func (r *Reconciler) scopeOf(spec blackadderv1beta1.ChaosAgentSpec) (Scope, error) {
 	s := r.baseScope(spec)
 	s.Workloads = spec.MeanSecondsBetweenKills != nil
 	var err error

@@ -23,7 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	"github.com/quartet-operator/quartet/internal/operator"
 	"github.com/quartet-operator/quartet/test/testenv"
 )
@@ -35,8 +35,8 @@ func TestChaosAgentOnCluster(t *testing.T) {
 	// HTTP guards of the tests ask servers on loopback, which only the flag allows.
 	startManager(t, env.Config, &Options{GuardAllowedCIDRs: "127.0.0.0/8"}, operator.Shared{OperatorNamespace: operatorNamespace})
 	t.Run("parallel", func(t *testing.T) {
-		t.Run("EvictedPodIsReplacedByItsReplicaSet", func(t *testing.T) { t.Parallel(); testKill(t, v1beta1.KillMethodEvict) })
-		t.Run("DeletedPodIsReplacedByItsReplicaSet", func(t *testing.T) { t.Parallel(); testKill(t, v1beta1.KillMethodDelete) })
+		t.Run("EvictedPodIsReplacedByItsReplicaSet", func(t *testing.T) { t.Parallel(); testKill(t, blackadderv1beta1.KillMethodEvict) })
+		t.Run("DeletedPodIsReplacedByItsReplicaSet", func(t *testing.T) { t.Parallel(); testKill(t, blackadderv1beta1.KillMethodDelete) })
 		t.Run("DisruptionBudgetBlocksEviction", func(t *testing.T) { t.Parallel(); testDisruptionBudget(t) })
 		t.Run("CancerAndIpsumUndoneOnDelete", func(t *testing.T) { t.Parallel(); testCancerIpsumRestoreOnDelete(t) })
 		t.Run("PauseRestores", func(t *testing.T) { t.Parallel(); testPauseRestores(t) })
@@ -51,7 +51,7 @@ func TestChaosAgentOnCluster(t *testing.T) {
 	})
 }
 
-func testKill(t *testing.T, method v1beta1.KillMethod) {
+func testKill(t *testing.T, method blackadderv1beta1.KillMethod) {
 	t.Helper()
 	ctx := context.Background()
 	sel := selectorFor(t)
@@ -59,17 +59,17 @@ func testKill(t *testing.T, method v1beta1.KillMethod) {
 	require.NoError(t, env.Client.Create(ctx, testenv.Deployment(ns, "web", 2)))
 	before := readyPods(t, ns, "web", 2)
 
-	agent := agentFor("tantrum", sel, func(s *v1beta1.ChaosAgentSpec) {
+	agent := agentFor("tantrum", sel, func(s *blackadderv1beta1.ChaosAgentSpec) {
 		s.TantrumMode, s.MaxActionsPerRound, s.KillMethod = true, 1, method
 	})
 	createAgent(t, agent)
-	got := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool { return a.Status.Counts.PodsKilled >= 1 }, "a pod killed")
+	got := waitAgent(t, agent.Name, func(a *blackadderv1beta1.ChaosAgent) bool { return a.Status.Counts.PodsKilled >= 1 }, "a pod killed")
 	// Stop the tantrum, then watch the ReplicaSet heal.
 	patch := client.MergeFrom(got.DeepCopy())
 	got.Spec.Paused = true
 	require.NoError(t, env.Client.Patch(ctx, got, patch))
-	waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
-		return meta.IsStatusConditionTrue(a.Status.Conditions, v1beta1.ConditionPaused)
+	waitAgent(t, agent.Name, func(a *blackadderv1beta1.ChaosAgent) bool {
+		return meta.IsStatusConditionTrue(a.Status.Conditions, blackadderv1beta1.ConditionPaused)
 	}, "paused")
 
 	after := readyPods(t, ns, "web", 2)
@@ -80,19 +80,19 @@ func testKill(t *testing.T, method v1beta1.KillMethod) {
 		}
 	}
 	assert.GreaterOrEqual(t, replaced, 1, "at least one pod replaced by a new one")
-	got = waitAgent(t, agent.Name, func(*v1beta1.ChaosAgent) bool { return true }, "")
+	got = waitAgent(t, agent.Name, func(*blackadderv1beta1.ChaosAgent) bool { return true }, "")
 	require.NotEmpty(t, got.Status.LastActions)
 	killed := got.Status.LastActions[len(got.Status.LastActions)-1]
-	assert.Equal(t, v1beta1.ActionKillPod, killed.Kind)
+	assert.Equal(t, blackadderv1beta1.ActionKillPod, killed.Kind)
 	assert.Equal(t, ResultSucceeded, killed.Result)
-	assert.Contains(t, killed.Detail, map[v1beta1.KillMethod]string{v1beta1.KillMethodEvict: "evicted", v1beta1.KillMethodDelete: "deleted"}[method])
+	assert.Contains(t, killed.Detail, map[blackadderv1beta1.KillMethod]string{blackadderv1beta1.KillMethodEvict: "evicted", blackadderv1beta1.KillMethodDelete: "deleted"}[method])
 	podName := killed.Target[len(ns)+1:]
 	assert.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Contains(c, testenv.EventReasons(c, env.Client, ns, "Pod", podName), "KilledPod", "event on the victim")
 		assert.Contains(c, testenv.EventReasons(c, env.Client, "default", "ChaosAgent", agent.Name), "KilledPod", "event on the agent")
 	}, 30*time.Second, 200*time.Millisecond)
 	var m dto.Metric
-	require.NoError(t, actionsTotal.WithLabelValues(agent.Name, string(v1beta1.ActionKillPod), "succeeded").Write(&m))
+	require.NoError(t, actionsTotal.WithLabelValues(agent.Name, string(blackadderv1beta1.ActionKillPod), "succeeded").Write(&m))
 	assert.GreaterOrEqual(t, m.GetCounter().GetValue(), 1.0, "quartet_chaosagent_actions_total counted the kill")
 }
 
@@ -115,13 +115,13 @@ func testDisruptionBudget(t *testing.T) {
 			got.Status.ObservedGeneration == got.Generation && got.Status.CurrentHealthy == 2
 	}, 60*time.Second, 200*time.Millisecond, "disruption controller observed the budget")
 
-	agent := agentFor("pdb", sel, func(s *v1beta1.ChaosAgentSpec) { s.TantrumMode = true })
+	agent := agentFor("pdb", sel, func(s *blackadderv1beta1.ChaosAgentSpec) { s.TantrumMode = true })
 	createAgent(t, agent)
-	got := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
-		return a.Status.Rounds >= 2 && hasAction(a, v1beta1.ActionKillPod, skipped(SkipDisruptionBudget).String())
+	got := waitAgent(t, agent.Name, func(a *blackadderv1beta1.ChaosAgent) bool {
+		return a.Status.Rounds >= 2 && hasAction(a, blackadderv1beta1.ActionKillPod, skipped(SkipDisruptionBudget).String())
 	}, "evictions refused by the budget")
 	assert.Zero(t, got.Status.Counts.PodsKilled)
-	assert.False(t, hasAction(got, v1beta1.ActionKillPod, ResultSucceeded))
+	assert.False(t, hasAction(got, blackadderv1beta1.ActionKillPod, ResultSucceeded))
 	assert.Equal(t, before, readyPods(t, ns, "db", 2), "the same pods still run")
 }
 
@@ -152,17 +152,17 @@ func testCancerIpsumRestoreOnDelete(t *testing.T) {
 	}
 
 	// One round only (a long pause), so the doubling is exact.
-	agent := agentFor("cancer", sel, func(s *v1beta1.ChaosAgentSpec) {
+	agent := agentFor("cancer", sel, func(s *blackadderv1beta1.ChaosAgentSpec) {
 		s.CancerMode, s.IpsumMode, s.PauseDuration, s.ExcludedNamespaces = true, true, 3600, []string{excluded}
 	})
 	createAgent(t, agent)
-	got := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool { return a.Status.Rounds >= 1 }, "first round")
+	got := waitAgent(t, agent.Name, func(a *blackadderv1beta1.ChaosAgent) bool { return a.Status.Rounds >= 1 }, "first round")
 	assert.EqualValues(t, 1, got.Status.Counts.DeploymentsScaled, "web only: autoscaled and excluded left alone")
 	// settings, and kube-root-ca.crt when the root CA publisher has created it already (the
 	// original hits it too; the publisher puts it back).
 	assert.GreaterOrEqual(t, got.Status.Counts.ConfigMapsIpsumed, int64(1))
 	assert.EqualValues(t, 1+got.Status.Counts.ConfigMapsIpsumed, got.Status.ChangedObjects)
-	assert.True(t, hasAction(got, v1beta1.ActionIpsumConfigMap, skipped(SkipImmutable).String()), "frozen is immutable")
+	assert.True(t, hasAction(got, blackadderv1beta1.ActionIpsumConfigMap, skipped(SkipImmutable).String()), "frozen is immutable")
 
 	web := &appsv1.Deployment{}
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, web))
@@ -193,8 +193,8 @@ func testCancerIpsumRestoreOnDelete(t *testing.T) {
 	// Deleting the agent puts everything back before the agent goes away.
 	require.NoError(t, env.Client.Delete(ctx, got))
 	require.Eventually(t, func() bool {
-		return client.IgnoreNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(got), &v1beta1.ChaosAgent{})) == nil &&
-			env.Client.Get(ctx, client.ObjectKeyFromObject(got), &v1beta1.ChaosAgent{}) != nil
+		return client.IgnoreNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(got), &blackadderv1beta1.ChaosAgent{})) == nil &&
+			env.Client.Get(ctx, client.ObjectKeyFromObject(got), &blackadderv1beta1.ChaosAgent{}) != nil
 	}, 60*time.Second, 100*time.Millisecond, "agent released after restoring")
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(web), web))
 	assert.EqualValues(t, 2, *web.Spec.Replicas, "replicas restored")
@@ -216,9 +216,9 @@ func testPauseRestores(t *testing.T) {
 	sel := selectorFor(t)
 	ns := testenv.Namespace(t, env.Client, "pause", selectedBy(sel))
 	require.NoError(t, env.Client.Create(ctx, testenv.Deployment(ns, "web", 3)))
-	agent := agentFor("pause", sel, func(s *v1beta1.ChaosAgentSpec) { s.CancerMode, s.PauseDuration = true, 3600 })
+	agent := agentFor("pause", sel, func(s *blackadderv1beta1.ChaosAgentSpec) { s.CancerMode, s.PauseDuration = true, 3600 })
 	createAgent(t, agent)
-	got := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool { return a.Status.Counts.DeploymentsScaled == 1 }, "scaled once")
+	got := waitAgent(t, agent.Name, func(a *blackadderv1beta1.ChaosAgent) bool { return a.Status.Counts.DeploymentsScaled == 1 }, "scaled once")
 	web := &appsv1.Deployment{}
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, web))
 	require.EqualValues(t, 6, *web.Spec.Replicas)
@@ -226,10 +226,10 @@ func testPauseRestores(t *testing.T) {
 	patch := client.MergeFrom(got.DeepCopy())
 	got.Spec.Paused = true
 	require.NoError(t, env.Client.Patch(ctx, got, patch))
-	got = waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
+	got = waitAgent(t, agent.Name, func(a *blackadderv1beta1.ChaosAgent) bool {
 		return a.Status.Counts.Restored == 1 && a.Status.ChangedObjects == 0
 	}, "restored on pause")
-	assert.True(t, meta.IsStatusConditionTrue(got.Status.Conditions, v1beta1.ConditionPaused))
+	assert.True(t, meta.IsStatusConditionTrue(got.Status.Conditions, blackadderv1beta1.ConditionPaused))
 	assert.Nil(t, got.Status.NextRoundTime)
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(web), web))
 	assert.EqualValues(t, 3, *web.Spec.Replicas)
@@ -246,20 +246,20 @@ func testDryRun(t *testing.T) {
 	require.NoError(t, env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}, Data: original}))
 	before := readyPods(t, ns, "web", 2)
 
-	agent := agentFor("dryrun", sel, func(s *v1beta1.ChaosAgentSpec) {
-		s.DryRun, s.TantrumMode, s.CancerMode, s.IpsumMode, s.KillMethod = true, true, true, true, v1beta1.KillMethodDelete
+	agent := agentFor("dryrun", sel, func(s *blackadderv1beta1.ChaosAgentSpec) {
+		s.DryRun, s.TantrumMode, s.CancerMode, s.IpsumMode, s.KillMethod = true, true, true, true, blackadderv1beta1.KillMethodDelete
 	})
 	createAgent(t, agent)
-	got := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
-		return a.Status.Rounds >= 3 && hasAction(a, v1beta1.ActionKillPod, ResultDryRun) &&
-			hasAction(a, v1beta1.ActionScaleDeployment, ResultDryRun) && hasAction(a, v1beta1.ActionIpsumConfigMap, ResultDryRun)
+	got := waitAgent(t, agent.Name, func(a *blackadderv1beta1.ChaosAgent) bool {
+		return a.Status.Rounds >= 3 && hasAction(a, blackadderv1beta1.ActionKillPod, ResultDryRun) &&
+			hasAction(a, blackadderv1beta1.ActionScaleDeployment, ResultDryRun) && hasAction(a, blackadderv1beta1.ActionIpsumConfigMap, ResultDryRun)
 	}, "three rounds recording every kind of action")
 	for _, a := range got.Status.LastActions {
 		assert.True(t, a.DryRun, "%+v", a)
 		assert.Equal(t, ResultDryRun, a.Result)
 	}
-	assert.Equal(t, v1beta1.ChaosCounts{}, got.Status.Counts)
-	assert.Contains(t, testenv.Condition(got.Status.Conditions, v1beta1.ConditionReady).Message, "dry run")
+	assert.Equal(t, blackadderv1beta1.ChaosCounts{}, got.Status.Counts)
+	assert.Contains(t, testenv.Condition(got.Status.Conditions, blackadderv1beta1.ConditionReady).Message, "dry run")
 
 	assert.Equal(t, before, readyPods(t, ns, "web", 2), "no pod killed")
 	web := &appsv1.Deployment{}
@@ -289,8 +289,8 @@ func testV1alpha1(t *testing.T) {
 	}}
 	require.NoError(t, env.Client.Create(ctx, u))
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, u) })
-	got := waitAgent(t, u.GetName(), func(a *v1beta1.ChaosAgent) bool {
-		return a.Status.Rounds >= 1 && meta.IsStatusConditionTrue(a.Status.Conditions, v1beta1.ConditionReady)
+	got := waitAgent(t, u.GetName(), func(a *blackadderv1beta1.ChaosAgent) bool {
+		return a.Status.Rounds >= 1 && meta.IsStatusConditionTrue(a.Status.Conditions, blackadderv1beta1.ConditionReady)
 	}, "a round under v1beta1 defaults")
 	assert.Empty(t, got.Status.LastActions, "tolerance not reached")
 	assert.Contains(t, got.Finalizers, Finalizer)
@@ -314,9 +314,9 @@ func TestWatchNamespacesAndOperatorNamespace(t *testing.T) {
 	}
 	startManager(t, env.Config, &Options{}, operator.Shared{WatchNamespaces: []string{watched, own}, OperatorNamespace: own})
 
-	agent := agentFor("scoped", sel, func(s *v1beta1.ChaosAgentSpec) { s.CancerMode, s.PauseDuration = true, 3600 })
+	agent := agentFor("scoped", sel, func(s *blackadderv1beta1.ChaosAgentSpec) { s.CancerMode, s.PauseDuration = true, 3600 })
 	createAgent(t, agent)
-	got := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool { return a.Status.Rounds >= 1 }, "first round")
+	got := waitAgent(t, agent.Name, func(a *blackadderv1beta1.ChaosAgent) bool { return a.Status.Rounds >= 1 }, "first round")
 	assert.EqualValues(t, 1, got.Status.Counts.DeploymentsScaled)
 	for ns, want := range map[string]int32{watched: 2, own: 1, unwatched: 1} {
 		d := &appsv1.Deployment{}
@@ -350,7 +350,7 @@ func forgedMarks(obj client.Object, agent, annotation, original string) {
 // marks, so the manager's cache, which restore lists from, holds them all.
 func waitMarksCached(t *testing.T, agent string, n int32) {
 	t.Helper()
-	waitAgent(t, agent, func(a *v1beta1.ChaosAgent) bool {
+	waitAgent(t, agent, func(a *blackadderv1beta1.ChaosAgent) bool {
 		return a.Status.Rounds >= 1 && a.Status.ChangedObjects == n
 	}, fmt.Sprintf("%d marked objects counted", n))
 }
@@ -365,7 +365,7 @@ func testRestoreKeepsToScope(t *testing.T) {
 	sel := selectorFor(t)
 	tenant := testenv.Namespace(t, env.Client, "tenant", selectedBy(sel))
 	excluded := testenv.Namespace(t, env.Client, "excluded", selectedBy(sel))
-	agent := agentFor("scope", sel, func(s *v1beta1.ChaosAgentSpec) {
+	agent := agentFor("scope", sel, func(s *blackadderv1beta1.ChaosAgentSpec) {
 		s.IpsumMode, s.DryRun, s.PauseDuration, s.ExcludedNamespaces = true, true, 1, []string{excluded}
 	})
 	data := map[string]string{"k": "the tenant's"}
@@ -382,26 +382,26 @@ func testRestoreKeepsToScope(t *testing.T) {
 	waitMarksCached(t, agent.Name, 3)
 
 	// Pausing restores: every object is reported as left as it is, none fails.
-	got := waitAgent(t, agent.Name, func(*v1beta1.ChaosAgent) bool { return true }, "")
+	got := waitAgent(t, agent.Name, func(*blackadderv1beta1.ChaosAgent) bool { return true }, "")
 	patch := client.MergeFrom(got.DeepCopy())
 	got.Spec.Paused = true
 	require.NoError(t, env.Client.Patch(ctx, got, patch))
-	got = waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
-		return a.Status.ObservedGeneration == a.Generation && meta.IsStatusConditionTrue(a.Status.Conditions, v1beta1.ConditionPaused)
+	got = waitAgent(t, agent.Name, func(a *blackadderv1beta1.ChaosAgent) bool {
+		return a.Status.ObservedGeneration == a.Generation && meta.IsStatusConditionTrue(a.Status.Conditions, blackadderv1beta1.ConditionPaused)
 	}, "restore on pause observed")
-	degraded := testenv.Condition(got.Status.Conditions, v1beta1.ConditionDegraded)
+	degraded := testenv.Condition(got.Status.Conditions, blackadderv1beta1.ConditionDegraded)
 	assert.Equal(t, metav1.ConditionTrue, degraded.Status)
-	assert.Equal(t, v1beta1.ReasonRestoreSkipped, degraded.Reason, degraded.Message)
+	assert.Equal(t, blackadderv1beta1.ReasonRestoreSkipped, degraded.Reason, degraded.Message)
 	assert.EqualValues(t, 3, got.Status.ChangedObjects, "the three objects keep the marks")
-	assert.True(t, hasAction(got, v1beta1.ActionRestoreConfigMap, skipped(SkipImmutable).String()), "frozen is immutable")
-	assert.True(t, hasAction(got, v1beta1.ActionRestoreConfigMap, skipped(SkipOutOfScope).String()), "settings is in an excluded namespace")
-	assert.True(t, hasAction(got, v1beta1.ActionRestoreDeployment, skipped(SkipOutOfScope).String()), "web is in an excluded namespace")
+	assert.True(t, hasAction(got, blackadderv1beta1.ActionRestoreConfigMap, skipped(SkipImmutable).String()), "frozen is immutable")
+	assert.True(t, hasAction(got, blackadderv1beta1.ActionRestoreConfigMap, skipped(SkipOutOfScope).String()), "settings is in an excluded namespace")
+	assert.True(t, hasAction(got, blackadderv1beta1.ActionRestoreDeployment, skipped(SkipOutOfScope).String()), "web is in an excluded namespace")
 	assert.Zero(t, got.Status.Counts.Restored)
 
 	// Deleting the agent is not wedged by the immutable ConfigMap.
 	require.NoError(t, env.Client.Delete(ctx, got))
 	require.Eventually(t, func() bool {
-		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(got), &v1beta1.ChaosAgent{}))
+		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(got), &blackadderv1beta1.ChaosAgent{}))
 	}, 60*time.Second, 100*time.Millisecond, "agent released")
 	for _, cm := range []*corev1.ConfigMap{frozen, outside} {
 		require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(cm), cm))
@@ -430,7 +430,7 @@ func testRestoreOnDeleteFalse(t *testing.T) {
 	ctx := context.Background()
 	sel := selectorFor(t)
 	ns := testenv.Namespace(t, env.Client, "wedged", selectedBy(sel))
-	agent := agentFor("wedged", sel, func(s *v1beta1.ChaosAgentSpec) { s.IpsumMode, s.DryRun = true, true })
+	agent := agentFor("wedged", sel, func(s *blackadderv1beta1.ChaosAgentSpec) { s.IpsumMode, s.DryRun = true, true })
 	data := map[string]string{"big": strings.Repeat("x", 1000*1024)}
 	big := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "big"}, Data: data}
 	forgedMarks(big, agent.Name, AnnotationOriginalData, fmt.Sprintf(`{"extra":%q}`, strings.Repeat("y", 100*1024)))
@@ -442,24 +442,24 @@ func testRestoreOnDeleteFalse(t *testing.T) {
 	// The failed passes are retried with the controller's default backoff, which doubles from
 	// 5 ms: after the 12th failure the next retry is more than 10 s away, so a release within
 	// 5 s of the edit below can only come from the edit waking the controller.
-	wedged := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
+	wedged := waitAgent(t, agent.Name, func(a *blackadderv1beta1.ChaosAgent) bool {
 		failures := 0
 		for _, act := range a.Status.LastActions {
-			if act.Kind == v1beta1.ActionRestoreConfigMap && act.Result == failed("Invalid").String() {
+			if act.Kind == blackadderv1beta1.ActionRestoreConfigMap && act.Result == failed("Invalid").String() {
 				failures++
 			}
 		}
 		return a.DeletionTimestamp != nil && failures >= 12
 	}, "restore on delete failing and backing off")
 	assert.Contains(t, wedged.Finalizers, Finalizer)
-	assert.Equal(t, v1beta1.ReasonRestoreFailed, testenv.Condition(wedged.Status.Conditions, v1beta1.ConditionDegraded).Reason)
+	assert.Equal(t, blackadderv1beta1.ReasonRestoreFailed, testenv.Condition(wedged.Status.Conditions, blackadderv1beta1.ConditionDegraded).Reason)
 
 	// kubectl patch chaosagent <name> --type merge -p '{"spec":{"restoreOnDelete":false}}'
 	generation := wedged.Generation
 	require.NoError(t, env.Client.Patch(ctx, wedged, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"restoreOnDelete":false}}`))))
 	assert.Greater(t, wedged.Generation, generation, "the edit of a terminating agent changes its generation")
 	require.Eventually(t, func() bool {
-		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(agent), &v1beta1.ChaosAgent{}))
+		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(agent), &blackadderv1beta1.ChaosAgent{}))
 	}, 5*time.Second, 100*time.Millisecond, "agent released at once")
 
 	left := &corev1.ConfigMapList{}

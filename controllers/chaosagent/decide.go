@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 )
 
 // MaxReplicas is the ceiling of cancer mode, as in the original: replicas are doubled up to
@@ -51,7 +51,7 @@ type Candidates struct {
 
 // Action is one thing a round decided to do.
 type Action struct {
-	Kind   v1beta1.ActionKind
+	Kind   blackadderv1beta1.ActionKind
 	Target Candidate
 	// Replicas is the new replica count of a ScaleDeployment.
 	Replicas int32
@@ -252,7 +252,7 @@ func replicasOf(d *appsv1.Deployment) int32 {
 // With meanSecondsBetweenKills the tantrum is paced per workload instead (paceKills), which
 // needs the pods' workloads (Scope.Workloads). spec must have its defaults filled
 // (withDefaults).
-func decide(spec v1beta1.ChaosAgentSpec, c Candidates, rng *rand.Rand) []Action {
+func decide(spec blackadderv1beta1.ChaosAgentSpec, c Candidates, rng *rand.Rand) []Action {
 	hit := func() bool { return rng.IntN(100) < int(spec.Eagerness) }
 	var actions []Action
 	if spec.TantrumMode && len(c.Pods) > 0 && len(c.Pods) >= int(spec.PodTolerance) {
@@ -261,7 +261,7 @@ func decide(spec v1beta1.ChaosAgentSpec, c Candidates, rng *rand.Rand) []Action 
 		} else {
 			for _, p := range c.Pods {
 				if hit() {
-					actions = append(actions, Action{Kind: v1beta1.ActionKillPod, Target: p})
+					actions = append(actions, Action{Kind: blackadderv1beta1.ActionKillPod, Target: p})
 				}
 			}
 		}
@@ -272,14 +272,14 @@ func decide(spec v1beta1.ChaosAgentSpec, c Candidates, rng *rand.Rand) []Action 
 				continue
 			}
 			if hit() {
-				actions = append(actions, Action{Kind: v1beta1.ActionScaleDeployment, Target: d, Replicas: doubled(d.Replicas)})
+				actions = append(actions, Action{Kind: blackadderv1beta1.ActionScaleDeployment, Target: d, Replicas: doubled(d.Replicas)})
 			}
 		}
 	}
 	if spec.IpsumMode {
 		for _, cm := range c.ConfigMaps {
 			if hit() {
-				actions = append(actions, Action{Kind: v1beta1.ActionIpsumConfigMap, Target: cm})
+				actions = append(actions, Action{Kind: blackadderv1beta1.ActionIpsumConfigMap, Target: cm})
 			}
 		}
 	}
@@ -315,7 +315,7 @@ func paceKills(pods []Candidate, chance float64, rng *rand.Rand) []Action {
 	for _, k := range keys {
 		if rng.Float64() < chance {
 			group := byWorkload[k]
-			out = append(out, Action{Kind: v1beta1.ActionKillPod, Target: group[rng.IntN(len(group))]})
+			out = append(out, Action{Kind: blackadderv1beta1.ActionKillPod, Target: group[rng.IntN(len(group))]})
 		}
 	}
 	return out
@@ -354,7 +354,7 @@ func capActions(actions []Action, limit int, rng *rand.Rand) []Action {
 
 // withDefaults fills what the API server defaults, for agents stored before a default existed
 // and for tests that build specs by hand.
-func withDefaults(spec v1beta1.ChaosAgentSpec) v1beta1.ChaosAgentSpec {
+func withDefaults(spec blackadderv1beta1.ChaosAgentSpec) blackadderv1beta1.ChaosAgentSpec {
 	if spec.Eagerness <= 0 {
 		spec.Eagerness = 20
 	}
@@ -365,7 +365,7 @@ func withDefaults(spec v1beta1.ChaosAgentSpec) v1beta1.ChaosAgentSpec {
 		spec.PauseDuration = 30
 	}
 	if spec.KillMethod == "" {
-		spec.KillMethod = v1beta1.KillMethodEvict
+		spec.KillMethod = blackadderv1beta1.KillMethodEvict
 	}
 	if spec.MaxActionsPerRound <= 0 {
 		spec.MaxActionsPerRound = 10
@@ -394,7 +394,7 @@ const (
 )
 
 // phaseOf decides what a pass does: a pause wins, then an ended run, then the schedule.
-func phaseOf(spec v1beta1.ChaosAgentSpec, run v1beta1.ChaosRun, open bool) phase {
+func phaseOf(spec blackadderv1beta1.ChaosAgentSpec, run blackadderv1beta1.ChaosRun, open bool) phase {
 	switch {
 	case spec.Paused:
 		return phasePaused
@@ -408,16 +408,16 @@ func phaseOf(spec v1beta1.ChaosAgentSpec, run v1beta1.ChaosRun, open bool) phase
 
 // currentRun returns the run spec.runName names: the recorded one while the names match
 // (ended or not), else a new run that has not started yet.
-func currentRun(recorded *v1beta1.ChaosRun, runName string) v1beta1.ChaosRun {
+func currentRun(recorded *blackadderv1beta1.ChaosRun, runName string) blackadderv1beta1.ChaosRun {
 	if recorded != nil && recorded.Name == runName {
 		return *recorded.DeepCopy()
 	}
-	return v1beta1.ChaosRun{Name: runName}
+	return blackadderv1beta1.ChaosRun{Name: runName}
 }
 
 // runDeadline returns when a started run's spec.durationSeconds runs out (nil: no duration,
 // or the run has not started).
-func runDeadline(spec v1beta1.ChaosAgentSpec, run v1beta1.ChaosRun) *time.Time {
+func runDeadline(spec blackadderv1beta1.ChaosAgentSpec, run blackadderv1beta1.ChaosRun) *time.Time {
 	if spec.DurationSeconds == nil || run.StartTime == nil {
 		return nil
 	}
@@ -427,17 +427,17 @@ func runDeadline(spec v1beta1.ChaosAgentSpec, run v1beta1.ChaosRun) *time.Time {
 
 // expireRun ends run with DurationElapsed when its deadline has come at now, and says
 // whether it did.
-func expireRun(spec v1beta1.ChaosAgentSpec, run v1beta1.ChaosRun, now time.Time) (v1beta1.ChaosRun, bool) {
+func expireRun(spec blackadderv1beta1.ChaosAgentSpec, run blackadderv1beta1.ChaosRun, now time.Time) (blackadderv1beta1.ChaosRun, bool) {
 	deadline := runDeadline(spec, run)
 	if run.EndTime != nil || deadline == nil || now.Before(*deadline) {
 		return run, false
 	}
-	return endRun(run, v1beta1.RunEndDurationElapsed,
+	return endRun(run, blackadderv1beta1.RunEndDurationElapsed,
 		fmt.Sprintf("spec.durationSeconds (%ds) elapsed: the run started at %s", *spec.DurationSeconds, run.StartTime.UTC().Format(time.RFC3339)), now), true
 }
 
 // endRun returns run ended at now for reason.
-func endRun(run v1beta1.ChaosRun, reason v1beta1.RunEndReason, message string, now time.Time) v1beta1.ChaosRun {
+func endRun(run blackadderv1beta1.ChaosRun, reason blackadderv1beta1.RunEndReason, message string, now time.Time) blackadderv1beta1.ChaosRun {
 	at := apiTime(now)
 	run.EndTime, run.EndReason, run.EndMessage = &at, reason, truncate(message, 1024)
 	return run

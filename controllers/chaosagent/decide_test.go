@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 )
 
 func cands(ns string, n int, replicas int32) []Candidate {
@@ -30,8 +30,8 @@ func cands(ns string, n int, replicas int32) []Candidate {
 	return out
 }
 
-func kinds(actions []Action) map[v1beta1.ActionKind]int {
-	out := map[v1beta1.ActionKind]int{}
+func kinds(actions []Action) map[blackadderv1beta1.ActionKind]int {
+	out := map[blackadderv1beta1.ActionKind]int{}
 	for _, a := range actions {
 		out[a.Kind]++
 	}
@@ -39,8 +39,8 @@ func kinds(actions []Action) map[v1beta1.ActionKind]int {
 }
 
 func TestDecide(t *testing.T) {
-	all := v1beta1.ChaosAgentSpec{Eagerness: 100, MaxActionsPerRound: 10000}
-	with := func(f func(*v1beta1.ChaosAgentSpec)) v1beta1.ChaosAgentSpec {
+	all := blackadderv1beta1.ChaosAgentSpec{Eagerness: 100, MaxActionsPerRound: 10000}
+	with := func(f func(*blackadderv1beta1.ChaosAgentSpec)) blackadderv1beta1.ChaosAgentSpec {
 		s := all
 		f(&s)
 		return withDefaults(s)
@@ -55,25 +55,25 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name  string
-		spec  v1beta1.ChaosAgentSpec
+		spec  blackadderv1beta1.ChaosAgentSpec
 		c     Candidates
-		want  map[v1beta1.ActionKind]int
+		want  map[blackadderv1beta1.ActionKind]int
 		check func(t *testing.T, actions []Action)
 	}{
-		{name: "no mode, no action", spec: with(func(*v1beta1.ChaosAgentSpec) {}),
-			c: Candidates{Pods: cands("a", 5, 0), Deployments: deps, ConfigMaps: cands("a", 3, 0)}, want: map[v1beta1.ActionKind]int{}},
+		{name: "no mode, no action", spec: with(func(*blackadderv1beta1.ChaosAgentSpec) {}),
+			c: Candidates{Pods: cands("a", 5, 0), Deployments: deps, ConfigMaps: cands("a", 3, 0)}, want: map[blackadderv1beta1.ActionKind]int{}},
 		{name: "tantrum below tolerance kills nothing",
-			spec: with(func(s *v1beta1.ChaosAgentSpec) { s.TantrumMode, s.PodTolerance = true, 6 }),
-			c:    Candidates{Pods: cands("a", 5, 0)}, want: map[v1beta1.ActionKind]int{}},
+			spec: with(func(s *blackadderv1beta1.ChaosAgentSpec) { s.TantrumMode, s.PodTolerance = true, 6 }),
+			c:    Candidates{Pods: cands("a", 5, 0)}, want: map[blackadderv1beta1.ActionKind]int{}},
 		{name: "tantrum at tolerance kills (the original's len(pods) < tolerance test)",
-			spec: with(func(s *v1beta1.ChaosAgentSpec) { s.TantrumMode, s.PodTolerance = true, 5 }),
-			c:    Candidates{Pods: cands("a", 5, 0)}, want: map[v1beta1.ActionKind]int{v1beta1.ActionKillPod: 5}},
+			spec: with(func(s *blackadderv1beta1.ChaosAgentSpec) { s.TantrumMode, s.PodTolerance = true, 5 }),
+			c:    Candidates{Pods: cands("a", 5, 0)}, want: map[blackadderv1beta1.ActionKind]int{blackadderv1beta1.ActionKillPod: 5}},
 		{name: "tolerance zero without pods kills nothing",
-			spec: with(func(s *v1beta1.ChaosAgentSpec) { s.TantrumMode = true }),
-			c:    Candidates{}, want: map[v1beta1.ActionKind]int{}},
+			spec: with(func(s *blackadderv1beta1.ChaosAgentSpec) { s.TantrumMode = true }),
+			c:    Candidates{}, want: map[blackadderv1beta1.ActionKind]int{}},
 		{name: "cancer doubles up to 128 and skips 0 and the ceiling",
-			spec: with(func(s *v1beta1.ChaosAgentSpec) { s.CancerMode = true }),
-			c:    Candidates{Deployments: deps}, want: map[v1beta1.ActionKind]int{v1beta1.ActionScaleDeployment: 3},
+			spec: with(func(s *blackadderv1beta1.ChaosAgentSpec) { s.CancerMode = true }),
+			c:    Candidates{Deployments: deps}, want: map[blackadderv1beta1.ActionKind]int{blackadderv1beta1.ActionScaleDeployment: 3},
 			check: func(t *testing.T, actions []Action) {
 				t.Helper()
 				got := map[string]int32{}
@@ -83,21 +83,21 @@ func TestDecide(t *testing.T) {
 				assert.Equal(t, map[string]int32{"one": 2, "three": 6, "hundred": 128}, got)
 			}},
 		{name: "ipsum hits every ConfigMap at eagerness 100",
-			spec: with(func(s *v1beta1.ChaosAgentSpec) { s.IpsumMode = true }),
-			c:    Candidates{ConfigMaps: cands("a", 4, 0)}, want: map[v1beta1.ActionKind]int{v1beta1.ActionIpsumConfigMap: 4}},
+			spec: with(func(s *blackadderv1beta1.ChaosAgentSpec) { s.IpsumMode = true }),
+			c:    Candidates{ConfigMaps: cands("a", 4, 0)}, want: map[blackadderv1beta1.ActionKind]int{blackadderv1beta1.ActionIpsumConfigMap: 4}},
 		{name: "all modes: tantrum, then cancer, then ipsum",
-			spec: with(func(s *v1beta1.ChaosAgentSpec) { s.TantrumMode, s.CancerMode, s.IpsumMode = true, true, true }),
+			spec: with(func(s *blackadderv1beta1.ChaosAgentSpec) { s.TantrumMode, s.CancerMode, s.IpsumMode = true, true, true }),
 			c:    Candidates{Pods: cands("a", 2, 0), Deployments: cands("b", 2, 2), ConfigMaps: cands("c", 2, 0)},
-			want: map[v1beta1.ActionKind]int{v1beta1.ActionKillPod: 2, v1beta1.ActionScaleDeployment: 2, v1beta1.ActionIpsumConfigMap: 2},
+			want: map[blackadderv1beta1.ActionKind]int{blackadderv1beta1.ActionKillPod: 2, blackadderv1beta1.ActionScaleDeployment: 2, blackadderv1beta1.ActionIpsumConfigMap: 2},
 			check: func(t *testing.T, actions []Action) {
 				t.Helper()
-				assert.Equal(t, []v1beta1.ActionKind{v1beta1.ActionKillPod, v1beta1.ActionKillPod, v1beta1.ActionScaleDeployment,
-					v1beta1.ActionScaleDeployment, v1beta1.ActionIpsumConfigMap, v1beta1.ActionIpsumConfigMap},
-					[]v1beta1.ActionKind{actions[0].Kind, actions[1].Kind, actions[2].Kind, actions[3].Kind, actions[4].Kind, actions[5].Kind})
+				assert.Equal(t, []blackadderv1beta1.ActionKind{blackadderv1beta1.ActionKillPod, blackadderv1beta1.ActionKillPod, blackadderv1beta1.ActionScaleDeployment,
+					blackadderv1beta1.ActionScaleDeployment, blackadderv1beta1.ActionIpsumConfigMap, blackadderv1beta1.ActionIpsumConfigMap},
+					[]blackadderv1beta1.ActionKind{actions[0].Kind, actions[1].Kind, actions[2].Kind, actions[3].Kind, actions[4].Kind, actions[5].Kind})
 			}},
 		{name: "maxActionsPerRound caps the blast radius, in candidate order",
-			spec: with(func(s *v1beta1.ChaosAgentSpec) { s.TantrumMode, s.MaxActionsPerRound = true, 7 }),
-			c:    Candidates{Pods: cands("a", 50, 0)}, want: map[v1beta1.ActionKind]int{v1beta1.ActionKillPod: 7},
+			spec: with(func(s *blackadderv1beta1.ChaosAgentSpec) { s.TantrumMode, s.MaxActionsPerRound = true, 7 }),
+			c:    Candidates{Pods: cands("a", 50, 0)}, want: map[blackadderv1beta1.ActionKind]int{blackadderv1beta1.ActionKillPod: 7},
 			check: func(t *testing.T, actions []Action) {
 				t.Helper()
 				for i := 1; i < len(actions); i++ {
@@ -116,19 +116,19 @@ func TestDecide(t *testing.T) {
 }
 
 func TestDecideEagernessIsAProbability(t *testing.T) {
-	spec := withDefaults(v1beta1.ChaosAgentSpec{TantrumMode: true, Eagerness: 30, MaxActionsPerRound: 10000})
+	spec := withDefaults(blackadderv1beta1.ChaosAgentSpec{TantrumMode: true, Eagerness: 30, MaxActionsPerRound: 10000})
 	actions := decide(spec, Candidates{Pods: cands("a", 10000, 0)}, rand.New(rand.NewPCG(7, 7)))
 	// 10,000 Bernoulli(0.3) draws: 3 standard deviations are ±137.
 	assert.InDelta(t, 3000, len(actions), 150)
 }
 
 func TestDecideSeedIsReproducible(t *testing.T) {
-	spec := withDefaults(v1beta1.ChaosAgentSpec{TantrumMode: true, CancerMode: true, IpsumMode: true, Eagerness: 40})
+	spec := withDefaults(blackadderv1beta1.ChaosAgentSpec{TantrumMode: true, CancerMode: true, IpsumMode: true, Eagerness: 40})
 	c := Candidates{Pods: cands("a", 40, 0), Deployments: cands("b", 10, 3), ConfigMaps: cands("c", 10, 0)}
 	first := decide(spec, c, rand.New(rand.NewPCG(42, 3)))
 	assert.Equal(t, first, decide(spec, c, rand.New(rand.NewPCG(42, 3))), "same seed and round")
 	assert.NotEqual(t, first, decide(spec, c, rand.New(rand.NewPCG(42, 4))), "next round differs")
-	agent := &v1beta1.ChaosAgent{Spec: v1beta1.ChaosAgentSpec{Seed: ptr.To[int64](42)}}
+	agent := &blackadderv1beta1.ChaosAgent{Spec: blackadderv1beta1.ChaosAgentSpec{Seed: ptr.To[int64](42)}}
 	assert.Equal(t, first, decide(spec, c, seededRand(agent, 3)), "seededRand uses spec.seed and the round")
 }
 
@@ -154,18 +154,18 @@ func TestCapActions(t *testing.T) {
 }
 
 func TestWithDefaults(t *testing.T) {
-	got := withDefaults(v1beta1.ChaosAgentSpec{})
+	got := withDefaults(blackadderv1beta1.ChaosAgentSpec{})
 	assert.EqualValues(t, 20, got.Eagerness)
 	assert.EqualValues(t, 30, got.PauseDuration)
 	assert.EqualValues(t, 10, got.MaxActionsPerRound)
-	assert.Equal(t, v1beta1.KillMethodEvict, got.KillMethod)
+	assert.Equal(t, blackadderv1beta1.KillMethodEvict, got.KillMethod)
 	assert.True(t, *got.RestoreOnDelete)
-	kept := withDefaults(v1beta1.ChaosAgentSpec{Eagerness: 5, PauseDuration: 1, MaxActionsPerRound: 3,
-		KillMethod: v1beta1.KillMethodDelete, RestoreOnDelete: ptr.To(false)})
+	kept := withDefaults(blackadderv1beta1.ChaosAgentSpec{Eagerness: 5, PauseDuration: 1, MaxActionsPerRound: 3,
+		KillMethod: blackadderv1beta1.KillMethodDelete, RestoreOnDelete: ptr.To(false)})
 	assert.EqualValues(t, 5, kept.Eagerness)
 	assert.EqualValues(t, 1, kept.PauseDuration)
 	assert.EqualValues(t, 3, kept.MaxActionsPerRound)
-	assert.Equal(t, v1beta1.KillMethodDelete, kept.KillMethod)
+	assert.Equal(t, blackadderv1beta1.KillMethodDelete, kept.KillMethod)
 	assert.False(t, *kept.RestoreOnDelete)
 }
 
@@ -356,7 +356,7 @@ func TestPaceKills(t *testing.T) {
 			src := &scripted{values: tc.draws}
 			got := []string{}
 			for _, a := range paceKills(tc.pods, tc.chance, rand.New(src)) {
-				assert.Equal(t, v1beta1.ActionKillPod, a.Kind)
+				assert.Equal(t, blackadderv1beta1.ActionKillPod, a.Kind)
 				got = append(got, a.Target.Key())
 			}
 			assert.Equal(t, tc.want, got)
@@ -386,8 +386,8 @@ func TestKillChance(t *testing.T) {
 // figures repeat.
 func TestPacingPerWorkloadDoesNotGrowWithTheCluster(t *testing.T) {
 	const rounds = 10000
-	paced := withDefaults(v1beta1.ChaosAgentSpec{TantrumMode: true, PauseDuration: 60, MeanSecondsBetweenKills: ptr.To[int32](600), MaxActionsPerRound: 10000})
-	perPod := withDefaults(v1beta1.ChaosAgentSpec{TantrumMode: true, PauseDuration: 60, Eagerness: 10, MaxActionsPerRound: 10000})
+	paced := withDefaults(blackadderv1beta1.ChaosAgentSpec{TantrumMode: true, PauseDuration: 60, MeanSecondsBetweenKills: ptr.To[int32](600), MaxActionsPerRound: 10000})
+	perPod := withDefaults(blackadderv1beta1.ChaosAgentSpec{TantrumMode: true, PauseDuration: 60, Eagerness: 10, MaxActionsPerRound: 10000})
 	chance := killChance(60, 600) // about 0.095 per workload and round
 	world := func(workloads, podsEach int) []Candidate {
 		var out []Candidate
@@ -459,52 +459,52 @@ func TestWorkloadOf(t *testing.T) {
 }
 
 func TestPhaseOf(t *testing.T) {
-	ended := v1beta1.ChaosRun{EndTime: ptr.To(metav1.Now())}
+	ended := blackadderv1beta1.ChaosRun{EndTime: ptr.To(metav1.Now())}
 	for _, tc := range []struct {
 		name   string
 		paused bool
-		run    v1beta1.ChaosRun
+		run    blackadderv1beta1.ChaosRun
 		open   bool
 		want   phase
 	}{
 		{"a pause wins over everything", true, ended, false, phasePaused},
 		{"an ended run stops, inside a window too", false, ended, true, phaseStopped},
-		{"outside a window", false, v1beta1.ChaosRun{}, false, phaseOutsideWindow},
-		{"active", false, v1beta1.ChaosRun{}, true, phaseActive},
+		{"outside a window", false, blackadderv1beta1.ChaosRun{}, false, phaseOutsideWindow},
+		{"active", false, blackadderv1beta1.ChaosRun{}, true, phaseActive},
 	} {
-		assert.Equal(t, tc.want, phaseOf(v1beta1.ChaosAgentSpec{Paused: tc.paused}, tc.run, tc.open), tc.name)
+		assert.Equal(t, tc.want, phaseOf(blackadderv1beta1.ChaosAgentSpec{Paused: tc.paused}, tc.run, tc.open), tc.name)
 	}
 }
 
 func TestRuns(t *testing.T) {
 	start := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
-	started := v1beta1.ChaosRun{Name: "one", StartTime: ptr.To(metav1.NewTime(start))}
-	ended := endRun(started, v1beta1.RunEndGuardTripped, `guard "web" tripped`, start.Add(time.Minute))
+	started := blackadderv1beta1.ChaosRun{Name: "one", StartTime: ptr.To(metav1.NewTime(start))}
+	ended := endRun(started, blackadderv1beta1.RunEndGuardTripped, `guard "web" tripped`, start.Add(time.Minute))
 
 	t.Run("the recorded run while the name matches", func(t *testing.T) {
 		assert.Equal(t, ended, currentRun(&ended, "one"))
-		assert.Equal(t, v1beta1.ChaosRun{Name: "two"}, currentRun(&ended, "two"), "a new name starts a new run")
-		assert.Equal(t, v1beta1.ChaosRun{}, currentRun(nil, ""), "an agent without a recorded run")
+		assert.Equal(t, blackadderv1beta1.ChaosRun{Name: "two"}, currentRun(&ended, "two"), "a new name starts a new run")
+		assert.Equal(t, blackadderv1beta1.ChaosRun{}, currentRun(nil, ""), "an agent without a recorded run")
 		got := currentRun(&started, "one")
 		got.StartTime.Time = time.Time{}
 		assert.Equal(t, start, started.StartTime.Time, "a copy")
 	})
 	t.Run("endRun records when and why", func(t *testing.T) {
 		assert.Equal(t, start.Add(time.Minute), ended.EndTime.Time)
-		assert.Equal(t, v1beta1.RunEndGuardTripped, ended.EndReason)
+		assert.Equal(t, blackadderv1beta1.RunEndGuardTripped, ended.EndReason)
 		assert.Equal(t, `guard "web" tripped`, ended.EndMessage)
 		assert.Nil(t, started.EndTime, "the run passed in is left as it is")
 	})
-	hour := withDefaults(v1beta1.ChaosAgentSpec{DurationSeconds: ptr.To[int32](3600)})
+	hour := withDefaults(blackadderv1beta1.ChaosAgentSpec{DurationSeconds: ptr.To[int32](3600)})
 	for _, tc := range []struct {
 		name    string
-		spec    v1beta1.ChaosAgentSpec
-		run     v1beta1.ChaosRun
+		spec    blackadderv1beta1.ChaosAgentSpec
+		run     blackadderv1beta1.ChaosRun
 		now     time.Time
 		expired bool
 	}{
-		{"no duration never expires", withDefaults(v1beta1.ChaosAgentSpec{}), started, start.Add(1000 * time.Hour), false},
-		{"not started yet", hour, v1beta1.ChaosRun{Name: "one"}, start.Add(2 * time.Hour), false},
+		{"no duration never expires", withDefaults(blackadderv1beta1.ChaosAgentSpec{}), started, start.Add(1000 * time.Hour), false},
+		{"not started yet", hour, blackadderv1beta1.ChaosRun{Name: "one"}, start.Add(2 * time.Hour), false},
 		{"a second before the deadline", hour, started, start.Add(time.Hour - time.Second), false},
 		{"at the deadline", hour, started, start.Add(time.Hour), true},
 		{"long after", hour, started, start.Add(48 * time.Hour), true},
@@ -517,13 +517,13 @@ func TestRuns(t *testing.T) {
 				assert.Equal(t, tc.run, got)
 				return
 			}
-			assert.Equal(t, v1beta1.RunEndDurationElapsed, got.EndReason)
+			assert.Equal(t, blackadderv1beta1.RunEndDurationElapsed, got.EndReason)
 			assert.Equal(t, "spec.durationSeconds (3600s) elapsed: the run started at 2026-11-26T09:00:00Z", got.EndMessage)
 			assert.Equal(t, tc.now, got.EndTime.Time)
 		})
 	}
 	assert.Equal(t, start.Add(time.Hour), *runDeadline(hour, started))
-	assert.Nil(t, runDeadline(hour, v1beta1.ChaosRun{}))
+	assert.Nil(t, runDeadline(hour, blackadderv1beta1.ChaosRun{}))
 }
 
 func TestRequeueAfter(t *testing.T) {
@@ -543,7 +543,7 @@ func TestSelectCandidatesFillsWorkloadsOnlyForPacing(t *testing.T) {
 	assert.Empty(t, selectCandidates(inv, Scope{}).Pods[0].Workload, "a round without pacing does not pay for it")
 	assert.Equal(t, "Deployment/a/web", selectCandidates(inv, Scope{Workloads: true}).Pods[0].Workload)
 	r := &Reconciler{}
-	scope, err := r.scopeOf(v1beta1.ChaosAgentSpec{MeanSecondsBetweenKills: ptr.To[int32](60)})
+	scope, err := r.scopeOf(blackadderv1beta1.ChaosAgentSpec{MeanSecondsBetweenKills: ptr.To[int32](60)})
 	require.NoError(t, err)
 	assert.True(t, scope.Workloads)
 }

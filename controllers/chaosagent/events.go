@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 )
 
 // Event actions (events.k8s.io/v1 action) of an agent's Events. The reasons are built from an
@@ -21,13 +21,13 @@ const (
 )
 
 // recordEvents writes an Event on the victim of a round's action and one on the agent.
-func (r *Reconciler) recordEvents(agent *v1beta1.ChaosAgent, t Candidate, rec record) {
+func (r *Reconciler) recordEvents(agent *blackadderv1beta1.ChaosAgent, t Candidate, rec record) {
 	meta := metav1.ObjectMeta{Namespace: t.Namespace, Name: t.Name, UID: t.UID}
 	var victim client.Object
 	switch rec.Kind {
-	case v1beta1.ActionKillPod:
+	case blackadderv1beta1.ActionKillPod:
 		victim = &corev1.Pod{ObjectMeta: meta}
-	case v1beta1.ActionScaleDeployment:
+	case blackadderv1beta1.ActionScaleDeployment:
 		victim = &appsv1.Deployment{ObjectMeta: meta}
 	default:
 		victim = &corev1.ConfigMap{ObjectMeta: meta}
@@ -38,7 +38,7 @@ func (r *Reconciler) recordEvents(agent *v1beta1.ChaosAgent, t Candidate, rec re
 // recordEventsFor writes an Event on victim (related: the agent) and one on the agent
 // (related: victim). A victim outside the agent's scope gets none: the operator writes nothing
 // in a protected, excluded or unwatched namespace.
-func (r *Reconciler) recordEventsFor(agent *v1beta1.ChaosAgent, victim client.Object, rec record) {
+func (r *Reconciler) recordEventsFor(agent *blackadderv1beta1.ChaosAgent, victim client.Object, rec record) {
 	typ, reason, action := eventType(rec), eventReason(rec), eventAction(rec.Kind)
 	if rec.Outcome != skipped(SkipOutOfScope) {
 		r.Recorder.Eventf(victim, agent, typ, reason, action, "ChaosAgent %s: %s (%s)", agent.Name, rec.Detail, rec.Result)
@@ -49,7 +49,7 @@ func (r *Reconciler) recordEventsFor(agent *v1beta1.ChaosAgent, victim client.Ob
 // eventType is Warning when an action failed or a restore left an object changed (a person
 // has to look at it), else Normal.
 func eventType(rec record) string {
-	restore := rec.Kind == v1beta1.ActionRestoreDeployment || rec.Kind == v1beta1.ActionRestoreConfigMap
+	restore := rec.Kind == blackadderv1beta1.ActionRestoreDeployment || rec.Kind == blackadderv1beta1.ActionRestoreConfigMap
 	if rec.Outcome.Kind == resultFailed || (restore && rec.Outcome.Kind == resultSkipped) {
 		return corev1.EventTypeWarning
 	}
@@ -72,39 +72,39 @@ func eventReason(rec record) string {
 }
 
 // eventVerb returns the present and past forms of an action for Event reasons.
-func eventVerb(k v1beta1.ActionKind) (verb, done string) {
+func eventVerb(k blackadderv1beta1.ActionKind) (verb, done string) {
 	switch k {
-	case v1beta1.ActionKillPod:
+	case blackadderv1beta1.ActionKillPod:
 		return "KillPod", "KilledPod"
-	case v1beta1.ActionScaleDeployment:
+	case blackadderv1beta1.ActionScaleDeployment:
 		return "ScaleDeployment", "ScaledDeployment"
-	case v1beta1.ActionIpsumConfigMap:
+	case blackadderv1beta1.ActionIpsumConfigMap:
 		return "OverwriteConfigMap", "OverwroteConfigMap"
-	case v1beta1.ActionRestoreDeployment:
+	case blackadderv1beta1.ActionRestoreDeployment:
 		return "RestoreDeployment", "RestoredDeployment"
 	default:
 		return "RestoreConfigMap", "RestoredConfigMap"
 	}
 }
 
-func eventAction(k v1beta1.ActionKind) string {
+func eventAction(k blackadderv1beta1.ActionKind) string {
 	switch k {
-	case v1beta1.ActionKillPod:
+	case blackadderv1beta1.ActionKillPod:
 		return eventActionKill
-	case v1beta1.ActionScaleDeployment:
+	case blackadderv1beta1.ActionScaleDeployment:
 		return eventActionScale
-	case v1beta1.ActionIpsumConfigMap:
+	case blackadderv1beta1.ActionIpsumConfigMap:
 		return eventActionOverwrite
 	default:
 		return eventActionRestore
 	}
 }
 
-func victimKind(k v1beta1.ActionKind) string {
+func victimKind(k blackadderv1beta1.ActionKind) string {
 	switch k {
-	case v1beta1.ActionKillPod:
+	case blackadderv1beta1.ActionKillPod:
 		return "Pod"
-	case v1beta1.ActionScaleDeployment, v1beta1.ActionRestoreDeployment:
+	case blackadderv1beta1.ActionScaleDeployment, blackadderv1beta1.ActionRestoreDeployment:
 		return "Deployment"
 	default:
 		return "ConfigMap"
@@ -119,10 +119,10 @@ const maxEventNote = 1024
 
 // recordRunEnded writes the Event of an ended run on the agent: GuardTripped (Warning) or
 // DurationElapsed (Normal), with what restore put back in the same pass.
-func (r *Reconciler) recordRunEnded(agent *v1beta1.ChaosAgent, run v1beta1.ChaosRun, restore bool, restored restoreOutcome) {
-	typ, reason := corev1.EventTypeNormal, v1beta1.ReasonDurationElapsed
-	if run.EndReason == v1beta1.RunEndGuardTripped {
-		typ, reason = corev1.EventTypeWarning, v1beta1.ReasonGuardTripped
+func (r *Reconciler) recordRunEnded(agent *blackadderv1beta1.ChaosAgent, run blackadderv1beta1.ChaosRun, restore bool, restored restoreOutcome) {
+	typ, reason := corev1.EventTypeNormal, blackadderv1beta1.ReasonDurationElapsed
+	if run.EndReason == blackadderv1beta1.RunEndGuardTripped {
+		typ, reason = corev1.EventTypeWarning, blackadderv1beta1.ReasonGuardTripped
 	}
 	// events.k8s.io refuses a note above 1 KiB, and a guard's URL alone may be longer.
 	note := truncate(fmt.Sprintf("Stopped: %s; %s", run.EndMessage, restorePhrase(restore, restored)), maxEventNote)

@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 )
 
 func TestEventReasonsAndMetricResults(t *testing.T) {
@@ -18,18 +18,18 @@ func TestEventReasonsAndMetricResults(t *testing.T) {
 		metric    string
 		eventType string
 	}{
-		{rec(v1beta1.ActionKillPod, "", succeeded, false), "KilledPod", "succeeded", corev1.EventTypeNormal},
-		{rec(v1beta1.ActionKillPod, "", dryRun, true), "WouldKillPod", "dry_run", corev1.EventTypeNormal},
-		{rec(v1beta1.ActionKillPod, "", skipped(SkipDisruptionBudget), false), "SkippedKillPod", "skipped", corev1.EventTypeNormal},
-		{rec(v1beta1.ActionScaleDeployment, "", succeeded, false), "ScaledDeployment", "succeeded", corev1.EventTypeNormal},
-		{rec(v1beta1.ActionScaleDeployment, "", failed("Conflict"), false), "FailedScaleDeployment", "failed", corev1.EventTypeWarning},
-		{rec(v1beta1.ActionIpsumConfigMap, "", succeeded, false), "OverwroteConfigMap", "succeeded", corev1.EventTypeNormal},
-		{rec(v1beta1.ActionIpsumConfigMap, "", dryRun, true), "WouldOverwriteConfigMap", "dry_run", corev1.EventTypeNormal},
-		{rec(v1beta1.ActionRestoreDeployment, "", succeeded, false), "RestoredDeployment", "succeeded", corev1.EventTypeNormal},
-		{rec(v1beta1.ActionRestoreConfigMap, "", succeeded, false), "RestoredConfigMap", "succeeded", corev1.EventTypeNormal},
-		{rec(v1beta1.ActionRestoreConfigMap, "", skipped(SkipImmutable), false), "SkippedRestoreConfigMap", "skipped", corev1.EventTypeWarning},
-		{rec(v1beta1.ActionRestoreDeployment, "", skipped(SkipOutOfScope), false), "SkippedRestoreDeployment", "skipped", corev1.EventTypeWarning},
-		{rec(v1beta1.ActionRestoreDeployment, "", failed("Invalid"), false), "FailedRestoreDeployment", "failed", corev1.EventTypeWarning},
+		{rec(blackadderv1beta1.ActionKillPod, "", succeeded, false), "KilledPod", "succeeded", corev1.EventTypeNormal},
+		{rec(blackadderv1beta1.ActionKillPod, "", dryRun, true), "WouldKillPod", "dry_run", corev1.EventTypeNormal},
+		{rec(blackadderv1beta1.ActionKillPod, "", skipped(SkipDisruptionBudget), false), "SkippedKillPod", "skipped", corev1.EventTypeNormal},
+		{rec(blackadderv1beta1.ActionScaleDeployment, "", succeeded, false), "ScaledDeployment", "succeeded", corev1.EventTypeNormal},
+		{rec(blackadderv1beta1.ActionScaleDeployment, "", failed("Conflict"), false), "FailedScaleDeployment", "failed", corev1.EventTypeWarning},
+		{rec(blackadderv1beta1.ActionIpsumConfigMap, "", succeeded, false), "OverwroteConfigMap", "succeeded", corev1.EventTypeNormal},
+		{rec(blackadderv1beta1.ActionIpsumConfigMap, "", dryRun, true), "WouldOverwriteConfigMap", "dry_run", corev1.EventTypeNormal},
+		{rec(blackadderv1beta1.ActionRestoreDeployment, "", succeeded, false), "RestoredDeployment", "succeeded", corev1.EventTypeNormal},
+		{rec(blackadderv1beta1.ActionRestoreConfigMap, "", succeeded, false), "RestoredConfigMap", "succeeded", corev1.EventTypeNormal},
+		{rec(blackadderv1beta1.ActionRestoreConfigMap, "", skipped(SkipImmutable), false), "SkippedRestoreConfigMap", "skipped", corev1.EventTypeWarning},
+		{rec(blackadderv1beta1.ActionRestoreDeployment, "", skipped(SkipOutOfScope), false), "SkippedRestoreDeployment", "skipped", corev1.EventTypeWarning},
+		{rec(blackadderv1beta1.ActionRestoreDeployment, "", failed("Invalid"), false), "FailedRestoreDeployment", "failed", corev1.EventTypeWarning},
 	} {
 		assert.Equal(t, tc.reason, eventReason(tc.rec), "%+v", tc.rec)
 		assert.Equal(t, tc.metric, metricResult(tc.rec), "%+v", tc.rec)
@@ -38,25 +38,25 @@ func TestEventReasonsAndMetricResults(t *testing.T) {
 }
 
 func TestRunEndedEvents(t *testing.T) {
-	agent := &v1beta1.ChaosAgent{}
+	agent := &blackadderv1beta1.ChaosAgent{}
 	agent.Name = "edmund"
 	restored := restoreOutcome{Attempted: true, Records: []record{
-		rec(v1beta1.ActionRestoreDeployment, "shop/web", succeeded, false),
-		rec(v1beta1.ActionRestoreConfigMap, "shop/settings", succeeded, false),
-		rec(v1beta1.ActionRestoreConfigMap, "shop/frozen", skipped(SkipImmutable), false),
+		rec(blackadderv1beta1.ActionRestoreDeployment, "shop/web", succeeded, false),
+		rec(blackadderv1beta1.ActionRestoreConfigMap, "shop/settings", succeeded, false),
+		rec(blackadderv1beta1.ActionRestoreConfigMap, "shop/frozen", skipped(SkipImmutable), false),
 	}, Left: 1}
 	for _, tc := range []struct {
 		name    string
-		run     v1beta1.ChaosRun
+		run     blackadderv1beta1.ChaosRun
 		restore bool
 		out     restoreOutcome
 		want    string
 	}{
-		{"a guard tripped", v1beta1.ChaosRun{EndReason: v1beta1.RunEndGuardTripped, EndMessage: `guard "web" tripped: 1 ready`}, true, restored,
+		{"a guard tripped", blackadderv1beta1.ChaosRun{EndReason: blackadderv1beta1.RunEndGuardTripped, EndMessage: `guard "web" tripped: 1 ready`}, true, restored,
 			`Warning GuardTripped Stopped: guard "web" tripped: 1 ready; put back 2 changed object(s), 0 not yet, 1 left as they are (see status.lastActions)`},
-		{"the duration elapsed", v1beta1.ChaosRun{EndReason: v1beta1.RunEndDurationElapsed, EndMessage: "spec.durationSeconds (60s) elapsed"}, true,
+		{"the duration elapsed", blackadderv1beta1.ChaosRun{EndReason: blackadderv1beta1.RunEndDurationElapsed, EndMessage: "spec.durationSeconds (60s) elapsed"}, true,
 			restoreOutcome{Attempted: true}, "Normal DurationElapsed Stopped: spec.durationSeconds (60s) elapsed; put back 0 changed object(s)"},
-		{"restore turned off", v1beta1.ChaosRun{EndReason: v1beta1.RunEndGuardTripped, EndMessage: "x"}, false, restoreOutcome{},
+		{"restore turned off", blackadderv1beta1.ChaosRun{EndReason: blackadderv1beta1.RunEndGuardTripped, EndMessage: "x"}, false, restoreOutcome{},
 			"Warning GuardTripped Stopped: x; spec.restoreOnDelete is false: changes left in place"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -69,8 +69,8 @@ func TestRunEndedEvents(t *testing.T) {
 
 func TestRunEndedEventFitsANote(t *testing.T) {
 	rec := events.NewFakeRecorder(1)
-	run := v1beta1.ChaosRun{EndReason: v1beta1.RunEndGuardTripped, EndMessage: truncate("GET http://web/"+strings.Repeat("x", 2000), 1024)}
-	(&Reconciler{Recorder: rec}).recordRunEnded(&v1beta1.ChaosAgent{}, run, true, restoreOutcome{})
+	run := blackadderv1beta1.ChaosRun{EndReason: blackadderv1beta1.RunEndGuardTripped, EndMessage: truncate("GET http://web/"+strings.Repeat("x", 2000), 1024)}
+	(&Reconciler{Recorder: rec}).recordRunEnded(&blackadderv1beta1.ChaosAgent{}, run, true, restoreOutcome{})
 	note := strings.TrimPrefix(<-rec.Events, "Warning GuardTripped ")
 	assert.LessOrEqual(t, len(note), maxEventNote)
 	assert.True(t, strings.HasSuffix(note, "…"))

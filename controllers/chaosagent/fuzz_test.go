@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 )
 
 // FuzzRestoreAnnotations feeds arbitrary undo annotations (anyone who can edit a Deployment
@@ -61,12 +61,12 @@ func FuzzSchedule(f *testing.F) {
 	f.Add("", "00:00", "00:01", "", "2026-02-30", int64(0))
 	f.Add("Local", "24:00", "9:00", "Monday", "x", int64(-1))
 	f.Fuzz(func(t *testing.T, zone, start, end, day, date string, unix int64) {
-		in := &v1beta1.ChaosSchedule{TimeZone: zone, Windows: []v1beta1.TimeWindow{{Start: start, End: end}}}
+		in := &blackadderv1beta1.ChaosSchedule{TimeZone: zone, Windows: []blackadderv1beta1.TimeWindow{{Start: start, End: end}}}
 		if day != "" {
-			in.Windows[0].Days = []v1beta1.Weekday{v1beta1.Weekday(day)}
+			in.Windows[0].Days = []blackadderv1beta1.Weekday{blackadderv1beta1.Weekday(day)}
 		}
 		if date != "" {
-			in.ExcludedDates = []v1beta1.Date{v1beta1.Date(date)}
+			in.ExcludedDates = []blackadderv1beta1.Date{blackadderv1beta1.Date(date)}
 		}
 		s, err := parseSchedule(in)
 		if err != nil {

@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	"github.com/quartet-operator/quartet/internal/egress"
 )
 
@@ -34,47 +34,47 @@ func guardedDeployment(replicas *int32, ready int32, original string) *appsv1.De
 }
 
 func TestEvaluateDeploymentGuard(t *testing.T) {
-	guard := func(floor intstr.IntOrString) v1beta1.DeploymentGuard {
-		return v1beta1.DeploymentGuard{Namespace: "shop", Name: "web", MinReady: floor}
+	guard := func(floor intstr.IntOrString) blackadderv1beta1.DeploymentGuard {
+		return blackadderv1beta1.DeploymentGuard{Namespace: "shop", Name: "web", MinReady: floor}
 	}
 	count, pct := intstr.FromInt32, intstr.FromString
 	for _, tc := range []struct {
 		name    string
-		guard   v1beta1.DeploymentGuard
+		guard   blackadderv1beta1.DeploymentGuard
 		seen    deploymentSeen
 		reason  string
 		message string
 	}{
 		{"at the floor holds", guard(count(2)), deploymentSeen{Deployment: guardedDeployment(ptr.To[int32](3), 2, "")},
-			v1beta1.GuardReasonPassed, "Deployment shop/web has 2 ready replica(s), floor 2"},
+			blackadderv1beta1.GuardReasonPassed, "Deployment shop/web has 2 ready replica(s), floor 2"},
 		{"below the floor trips", guard(count(2)), deploymentSeen{Deployment: guardedDeployment(ptr.To[int32](3), 1, "")},
-			v1beta1.GuardReasonDeploymentBelowFloor, "Deployment shop/web has 1 ready replica(s), below its floor of 2"},
+			blackadderv1beta1.GuardReasonDeploymentBelowFloor, "Deployment shop/web has 1 ready replica(s), below its floor of 2"},
 		{"75% of 3 is rounded up to 3", guard(pct("75%")), deploymentSeen{Deployment: guardedDeployment(ptr.To[int32](3), 2, "")},
-			v1beta1.GuardReasonDeploymentBelowFloor, "Deployment shop/web has 2 ready replica(s), below its floor of 3 (75% of 3)"},
+			blackadderv1beta1.GuardReasonDeploymentBelowFloor, "Deployment shop/web has 2 ready replica(s), below its floor of 3 (75% of 3)"},
 		{"50% of 3 is 2", guard(pct("50%")), deploymentSeen{Deployment: guardedDeployment(ptr.To[int32](3), 2, "")},
-			v1beta1.GuardReasonPassed, "Deployment shop/web has 2 ready replica(s), floor 2 (50% of 3)"},
+			blackadderv1beta1.GuardReasonPassed, "Deployment shop/web has 2 ready replica(s), floor 2 (50% of 3)"},
 		{"a percentage is of the replicas before cancer doubled them", guard(pct("100%")),
 			deploymentSeen{Deployment: guardedDeployment(ptr.To[int32](4), 2, "2")},
-			v1beta1.GuardReasonPassed, "Deployment shop/web has 2 ready replica(s), floor 2 (100% of 2)"},
+			blackadderv1beta1.GuardReasonPassed, "Deployment shop/web has 2 ready replica(s), floor 2 (100% of 2)"},
 		{"unset replicas count as 1", guard(pct("100%")), deploymentSeen{Deployment: guardedDeployment(nil, 0, "")},
-			v1beta1.GuardReasonDeploymentBelowFloor, "Deployment shop/web has 0 ready replica(s), below its floor of 1 (100% of 1)"},
+			blackadderv1beta1.GuardReasonDeploymentBelowFloor, "Deployment shop/web has 0 ready replica(s), below its floor of 1 (100% of 1)"},
 		{"a hand-edited original is ignored", guard(pct("100%")), deploymentSeen{Deployment: guardedDeployment(ptr.To[int32](2), 2, "many")},
-			v1beta1.GuardReasonPassed, "Deployment shop/web has 2 ready replica(s), floor 2 (100% of 2)"},
+			blackadderv1beta1.GuardReasonPassed, "Deployment shop/web has 2 ready replica(s), floor 2 (100% of 2)"},
 		{"scaled to zero by its owner trips a count", guard(count(1)), deploymentSeen{Deployment: guardedDeployment(ptr.To[int32](0), 0, "")},
-			v1beta1.GuardReasonDeploymentBelowFloor, "Deployment shop/web has 0 ready replica(s), below its floor of 1"},
-		{"not found trips", guard(count(1)), deploymentSeen{}, v1beta1.GuardReasonDeploymentNotFound, "Deployment shop/web not found"},
-		{"not watched trips", guard(count(1)), deploymentSeen{NotWatched: true}, v1beta1.GuardReasonDeploymentNotWatched,
+			blackadderv1beta1.GuardReasonDeploymentBelowFloor, "Deployment shop/web has 0 ready replica(s), below its floor of 1"},
+		{"not found trips", guard(count(1)), deploymentSeen{}, blackadderv1beta1.GuardReasonDeploymentNotFound, "Deployment shop/web not found"},
+		{"not watched trips", guard(count(1)), deploymentSeen{NotWatched: true}, blackadderv1beta1.GuardReasonDeploymentNotWatched,
 			"Deployment shop/web is in a namespace the operator does not watch"},
-		{"an unreadable cache trips", guard(count(1)), deploymentSeen{Err: errors.New("timed out waiting for cache")}, v1beta1.GuardReasonDeploymentUnreadable,
+		{"an unreadable cache trips", guard(count(1)), deploymentSeen{Err: errors.New("timed out waiting for cache")}, blackadderv1beta1.GuardReasonDeploymentUnreadable,
 			"Deployment shop/web could not be read from the manager's cache"},
 		{"a floor the CRD refuses trips", guard(pct("most")), deploymentSeen{Deployment: guardedDeployment(ptr.To[int32](3), 3, "")},
-			v1beta1.GuardReasonDeploymentBelowFloor, "Deployment shop/web: minReady most is not a count or a percentage"},
+			blackadderv1beta1.GuardReasonDeploymentBelowFloor, "Deployment shop/web: minReady most is not a count or a percentage"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reason, message, failed := evaluateDeploymentGuard(tc.guard, tc.seen)
 			assert.Equal(t, tc.reason, reason)
 			assert.Equal(t, tc.message, message)
-			assert.Equal(t, tc.reason != v1beta1.GuardReasonPassed, failed)
+			assert.Equal(t, tc.reason != blackadderv1beta1.GuardReasonPassed, failed)
 		})
 	}
 }
@@ -86,40 +86,40 @@ func TestEvaluateHTTPGuard(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name    string
-		guard   v1beta1.HTTPGuard
+		guard   blackadderv1beta1.HTTPGuard
 		seen    httpSeen
 		reason  string
 		message string
 	}{
-		{"200 by default", v1beta1.HTTPGuard{URL: u}, httpSeen{Status: 200, Latency: 12 * time.Millisecond},
-			v1beta1.GuardReasonPassed, "GET http://web.shop.svc/healthz answered 200 in 12ms"},
-		{"another status trips", v1beta1.HTTPGuard{URL: u, ExpectedStatus: 200}, httpSeen{Status: 503, Latency: 3 * time.Millisecond},
-			v1beta1.GuardReasonHTTPUnexpectedStatus, "GET http://web.shop.svc/healthz answered 503 in 3ms, expected 200"},
-		{"a redirect is an answer, not followed", v1beta1.HTTPGuard{URL: u, ExpectedStatus: 200}, httpSeen{Status: 302, Latency: time.Millisecond},
-			v1beta1.GuardReasonHTTPUnexpectedStatus, "GET http://web.shop.svc/healthz answered 302 in 1ms, expected 200"},
-		{"the expected status may be anything", v1beta1.HTTPGuard{URL: u, ExpectedStatus: 204}, httpSeen{Status: 204},
-			v1beta1.GuardReasonPassed, "GET http://web.shop.svc/healthz answered 204 in 0s"},
-		{"in time", v1beta1.HTTPGuard{URL: u, MaxLatencyMilliseconds: ptr.To[int32](500)}, httpSeen{Status: 200, Latency: 500 * time.Millisecond},
-			v1beta1.GuardReasonPassed, "GET http://web.shop.svc/healthz answered 200 in 500ms"},
-		{"too slow trips", v1beta1.HTTPGuard{URL: u, MaxLatencyMilliseconds: ptr.To[int32](500)}, httpSeen{Status: 200, Latency: 1200 * time.Millisecond},
-			v1beta1.GuardReasonHTTPTooSlow, "GET http://web.shop.svc/healthz answered 200 in 1.2s, more than 500ms"},
-		{"no answer trips with a fixed phrase", v1beta1.HTTPGuard{URL: u}, httpSeen{Err: dial(os.NewSyscallError("connect", syscall.ECONNREFUSED))},
-			v1beta1.GuardReasonHTTPFailed, "GET http://web.shop.svc/healthz: connection refused"},
-		{"a timeout", v1beta1.HTTPGuard{URL: u}, httpSeen{Err: &url.Error{Op: "Get", URL: u, Err: context.DeadlineExceeded}},
-			v1beta1.GuardReasonHTTPFailed, "GET http://web.shop.svc/healthz: timed out"},
-		{"a refused address", v1beta1.HTTPGuard{URL: "http://169.254.169.254/latest"},
+		{"200 by default", blackadderv1beta1.HTTPGuard{URL: u}, httpSeen{Status: 200, Latency: 12 * time.Millisecond},
+			blackadderv1beta1.GuardReasonPassed, "GET http://web.shop.svc/healthz answered 200 in 12ms"},
+		{"another status trips", blackadderv1beta1.HTTPGuard{URL: u, ExpectedStatus: 200}, httpSeen{Status: 503, Latency: 3 * time.Millisecond},
+			blackadderv1beta1.GuardReasonHTTPUnexpectedStatus, "GET http://web.shop.svc/healthz answered 503 in 3ms, expected 200"},
+		{"a redirect is an answer, not followed", blackadderv1beta1.HTTPGuard{URL: u, ExpectedStatus: 200}, httpSeen{Status: 302, Latency: time.Millisecond},
+			blackadderv1beta1.GuardReasonHTTPUnexpectedStatus, "GET http://web.shop.svc/healthz answered 302 in 1ms, expected 200"},
+		{"the expected status may be anything", blackadderv1beta1.HTTPGuard{URL: u, ExpectedStatus: 204}, httpSeen{Status: 204},
+			blackadderv1beta1.GuardReasonPassed, "GET http://web.shop.svc/healthz answered 204 in 0s"},
+		{"in time", blackadderv1beta1.HTTPGuard{URL: u, MaxLatencyMilliseconds: ptr.To[int32](500)}, httpSeen{Status: 200, Latency: 500 * time.Millisecond},
+			blackadderv1beta1.GuardReasonPassed, "GET http://web.shop.svc/healthz answered 200 in 500ms"},
+		{"too slow trips", blackadderv1beta1.HTTPGuard{URL: u, MaxLatencyMilliseconds: ptr.To[int32](500)}, httpSeen{Status: 200, Latency: 1200 * time.Millisecond},
+			blackadderv1beta1.GuardReasonHTTPTooSlow, "GET http://web.shop.svc/healthz answered 200 in 1.2s, more than 500ms"},
+		{"no answer trips with a fixed phrase", blackadderv1beta1.HTTPGuard{URL: u}, httpSeen{Err: dial(os.NewSyscallError("connect", syscall.ECONNREFUSED))},
+			blackadderv1beta1.GuardReasonHTTPFailed, "GET http://web.shop.svc/healthz: connection refused"},
+		{"a timeout", blackadderv1beta1.HTTPGuard{URL: u}, httpSeen{Err: &url.Error{Op: "Get", URL: u, Err: context.DeadlineExceeded}},
+			blackadderv1beta1.GuardReasonHTTPFailed, "GET http://web.shop.svc/healthz: timed out"},
+		{"a refused address", blackadderv1beta1.HTTPGuard{URL: "http://169.254.169.254/latest"},
 			httpSeen{Err: &url.Error{Op: "Get", URL: u, Err: egress.AddressRefusedError{Addr: netip.MustParseAddr("169.254.169.254")}}},
-			v1beta1.GuardReasonHTTPAddressRefused, "GET http://169.254.169.254/latest not sent: address not allowed for probes (loopback, link-local or metadata); " +
+			blackadderv1beta1.GuardReasonHTTPAddressRefused, "GET http://169.254.169.254/latest not sent: address not allowed for probes (loopback, link-local or metadata); " +
 				"a cluster admin can allow its range with --chaosagent-guard-allowed-cidrs"},
-		{"a banner stays out of the message", v1beta1.HTTPGuard{URL: u},
+		{"a banner stays out of the message", blackadderv1beta1.HTTPGuard{URL: u},
 			httpSeen{Err: &url.Error{Op: "Get", URL: u, Err: errors.New(`malformed HTTP response "SSH-2.0-OpenSSH_9.6 internal-secret"`)}},
-			v1beta1.GuardReasonHTTPFailed, "GET http://web.shop.svc/healthz: the answer was not HTTP"},
+			blackadderv1beta1.GuardReasonHTTPFailed, "GET http://web.shop.svc/healthz: the answer was not HTTP"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reason, message, failed := evaluateHTTPGuard(tc.guard, tc.seen)
 			assert.Equal(t, tc.reason, reason)
 			assert.Equal(t, tc.message, message)
-			assert.Equal(t, tc.reason != v1beta1.GuardReasonPassed, failed)
+			assert.Equal(t, tc.reason != blackadderv1beta1.GuardReasonPassed, failed)
 			assert.NotContains(t, message, "10.96.0.7", "no dial details")
 			assert.NotContains(t, message, "internal-secret")
 		})
@@ -127,20 +127,20 @@ func TestEvaluateHTTPGuard(t *testing.T) {
 }
 
 func TestGuardOrderChecksDeploymentsFirst(t *testing.T) {
-	h := func(name string) v1beta1.SteadyStateGuard {
-		return v1beta1.SteadyStateGuard{Name: name, HTTP: &v1beta1.HTTPGuard{URL: "http://" + name}}
+	h := func(name string) blackadderv1beta1.SteadyStateGuard {
+		return blackadderv1beta1.SteadyStateGuard{Name: name, HTTP: &blackadderv1beta1.HTTPGuard{URL: "http://" + name}}
 	}
-	d := func(name string) v1beta1.SteadyStateGuard {
-		return v1beta1.SteadyStateGuard{Name: name, Deployment: &v1beta1.DeploymentGuard{Namespace: "a", Name: name}}
+	d := func(name string) blackadderv1beta1.SteadyStateGuard {
+		return blackadderv1beta1.SteadyStateGuard{Name: name, Deployment: &blackadderv1beta1.DeploymentGuard{Namespace: "a", Name: name}}
 	}
-	names := func(gs []v1beta1.SteadyStateGuard) []string {
+	names := func(gs []blackadderv1beta1.SteadyStateGuard) []string {
 		var out []string
 		for _, g := range gs {
 			out = append(out, g.Name)
 		}
 		return out
 	}
-	in := []v1beta1.SteadyStateGuard{h("h1"), d("d1"), h("h2"), d("d2")}
+	in := []blackadderv1beta1.SteadyStateGuard{h("h1"), d("d1"), h("h2"), d("d2")}
 	assert.Equal(t, []string{"d1", "d2", "h1", "h2"}, names(guardOrder(in)))
 	assert.Equal(t, []string{"h1", "d1", "h2", "d2"}, names(in), "the spec is left as it is")
 }
@@ -148,9 +148,9 @@ func TestGuardOrderChecksDeploymentsFirst(t *testing.T) {
 func TestFirstFailureAndResults(t *testing.T) {
 	now := time.Date(2026, 11, 26, 10, 0, 0, 500, time.UTC)
 	verdicts := []guardVerdict{
-		{Name: "a", Reason: v1beta1.GuardReasonPassed, Message: "fine"},
-		{Name: "b", Failed: true, Reason: v1beta1.GuardReasonHTTPUnexpectedStatus, Message: strings.Repeat("x", 600)},
-		{Name: "c", Failed: true, Reason: v1beta1.GuardReasonHTTPFailed},
+		{Name: "a", Reason: blackadderv1beta1.GuardReasonPassed, Message: "fine"},
+		{Name: "b", Failed: true, Reason: blackadderv1beta1.GuardReasonHTTPUnexpectedStatus, Message: strings.Repeat("x", 600)},
+		{Name: "c", Failed: true, Reason: blackadderv1beta1.GuardReasonHTTPFailed},
 	}
 	require.NotNil(t, firstFailure(verdicts))
 	assert.Equal(t, "b", firstFailure(verdicts).Name)
@@ -159,13 +159,13 @@ func TestFirstFailureAndResults(t *testing.T) {
 
 	results := guardResults(verdicts[:2], now)
 	require.Len(t, results, 2)
-	assert.Equal(t, v1beta1.GuardPassed, results[0].Result)
-	assert.Equal(t, v1beta1.GuardFailed, results[1].Result)
+	assert.Equal(t, blackadderv1beta1.GuardPassed, results[0].Result)
+	assert.Equal(t, blackadderv1beta1.GuardFailed, results[1].Result)
 	assert.LessOrEqual(t, len(results[1].Message), 512, "fits the CRD's maxLength")
 	assert.Equal(t, now.Truncate(time.Second), results[0].LastCheckTime.UTC())
 
-	spec := []v1beta1.SteadyStateGuard{{Name: "b"}, {Name: "a"}, {Name: "new"}}
-	merged := mergeGuardResults([]v1beta1.GuardResult{{Name: "a", Reason: "old"}, {Name: "gone"}}, results[1:], spec)
-	assert.Equal(t, []v1beta1.GuardResult{results[1], {Name: "a", Reason: "old"}}, merged,
+	spec := []blackadderv1beta1.SteadyStateGuard{{Name: "b"}, {Name: "a"}, {Name: "new"}}
+	merged := mergeGuardResults([]blackadderv1beta1.GuardResult{{Name: "a", Reason: "old"}, {Name: "gone"}}, results[1:], spec)
+	assert.Equal(t, []blackadderv1beta1.GuardResult{results[1], {Name: "a", Reason: "old"}}, merged,
 		"checked replace, unchecked kept, removed guards dropped, in the order of spec")
 }

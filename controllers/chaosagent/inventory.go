@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 )
 
 // cacheSyncTimeout bounds how long a round waits for an informer started on first use.
@@ -22,7 +22,7 @@ const cacheSyncTimeout = 2 * time.Minute
 // inventory lists, from the informer cache, what the agent's modes need. Informers start on
 // first use, so an operator without agents caches no pods. marked holds "Kind/ns/name" of the
 // objects that carry this agent's marks, when Deployments and ConfigMaps were read (nil if not).
-func (r *Reconciler) inventory(ctx context.Context, agent *v1beta1.ChaosAgent, spec v1beta1.ChaosAgentSpec, countMarks bool) (Inventory, sets.Set[string], error) {
+func (r *Reconciler) inventory(ctx context.Context, agent *blackadderv1beta1.ChaosAgent, spec blackadderv1beta1.ChaosAgentSpec, countMarks bool) (Inventory, sets.Set[string], error) {
 	ctx, cancel := context.WithTimeout(ctx, cacheSyncTimeout)
 	defer cancel()
 	var inv Inventory
@@ -73,7 +73,7 @@ func (r *Reconciler) inventory(ctx context.Context, agent *v1beta1.ChaosAgent, s
 // markKey is how markedKeys names the object an action changed.
 func markKey(a Action) string {
 	kind := "ConfigMap"
-	if a.Kind == v1beta1.ActionScaleDeployment {
+	if a.Kind == blackadderv1beta1.ActionScaleDeployment {
 		kind = "Deployment"
 	}
 	return kind + "/" + a.Target.Key()

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 )
 
 // world is a tiny in-memory cluster the property test lets agents loose on.
@@ -123,8 +123,8 @@ func maps(m map[string]string) map[string]string {
 	return out
 }
 
-func randomSpec(rng *rand.Rand) v1beta1.ChaosAgentSpec {
-	spec := v1beta1.ChaosAgentSpec{
+func randomSpec(rng *rand.Rand) blackadderv1beta1.ChaosAgentSpec {
+	spec := blackadderv1beta1.ChaosAgentSpec{
 		TantrumMode: rng.IntN(2) == 0, CancerMode: rng.IntN(2) == 0, IpsumMode: rng.IntN(2) == 0,
 		PodTolerance: int32(rng.IntN(25)), Eagerness: int32(1 + rng.IntN(100)), MaxActionsPerRound: int32(1 + rng.IntN(15)),
 	}
@@ -161,7 +161,7 @@ func TestPropertyRandomRounds(t *testing.T) {
 	operatorProtected := sets.New("kube-system", "quartet-system")
 	agents := []string{"edmund", "baldrick"}
 	rounds := 0
-	tally := map[v1beta1.ActionKind]int{}
+	tally := map[blackadderv1beta1.ActionKind]int{}
 	for wi := 0; wi < worlds; wi++ {
 		w := randomWorld(rng)
 		initial := w.snapshot()
@@ -172,7 +172,7 @@ func TestPropertyRandomRounds(t *testing.T) {
 			}
 		}
 		autoscaled := hpaTargets(w.hpas)
-		specs := []v1beta1.ChaosAgentSpec{randomSpec(rng), randomSpec(rng)}
+		specs := []blackadderv1beta1.ChaosAgentSpec{randomSpec(rng), randomSpec(rng)}
 		var watched sets.Set[string]
 		if rng.IntN(4) == 0 {
 			watched = sets.New("a", "b", "kube-system")
@@ -213,7 +213,7 @@ func TestPropertyRandomRounds(t *testing.T) {
 			seen := sets.New[string]()
 			killsPerWorkload := map[string]int{}
 			for _, a := range actions {
-				if a.Kind == v1beta1.ActionKillPod && spec.MeanSecondsBetweenKills != nil {
+				if a.Kind == blackadderv1beta1.ActionKillPod && spec.MeanSecondsBetweenKills != nil {
 					killsPerWorkload[a.Target.Workload]++
 					require.Equal(t, 1, killsPerWorkload[a.Target.Workload], "paced per workload: one pod of %s at most (%s)", a.Target.Workload, ctx)
 				}
@@ -223,13 +223,13 @@ func TestPropertyRandomRounds(t *testing.T) {
 				seen.Insert(key)
 				require.True(t, allowed(a.Target.Namespace), "touched namespace %s (%s)", a.Target.Namespace, ctx)
 				switch a.Kind {
-				case v1beta1.ActionKillPod:
+				case blackadderv1beta1.ActionKillPod:
 					require.True(t, spec.TantrumMode, ctx)
 					require.GreaterOrEqual(t, eligiblePods, int(spec.PodTolerance), "tantrum below tolerance (%s)", ctx)
 					i := slices.IndexFunc(w.pods, func(p metav1.PartialObjectMetadata) bool { return p.UID == a.Target.UID })
 					require.GreaterOrEqual(t, i, 0, ctx)
 					w.pods = slices.Delete(w.pods, i, i+1)
-				case v1beta1.ActionScaleDeployment:
+				case blackadderv1beta1.ActionScaleDeployment:
 					require.True(t, spec.CancerMode, ctx)
 					require.False(t, autoscaled.Has(a.Target.Key()), "scaled an autoscaled deployment (%s)", ctx)
 					dep := w.deps[a.Target.Key()]
@@ -239,7 +239,7 @@ func TestPropertyRandomRounds(t *testing.T) {
 					require.Equal(t, min(2*from, MaxReplicas), to, ctx)
 					require.LessOrEqual(t, to, int32(MaxReplicas), ctx)
 					w.deps[a.Target.Key()] = out
-				case v1beta1.ActionIpsumConfigMap:
+				case blackadderv1beta1.ActionIpsumConfigMap:
 					require.True(t, spec.IpsumMode, ctx)
 					cm := w.cms[a.Target.Key()]
 					out, skip := ipsumConfigMap(cm, agents[ai], rng)
@@ -292,7 +292,7 @@ func TestPropertyRandomRounds(t *testing.T) {
 		}
 	}
 	require.Equal(t, 10000, rounds)
-	for _, k := range []v1beta1.ActionKind{v1beta1.ActionKillPod, v1beta1.ActionScaleDeployment, v1beta1.ActionIpsumConfigMap} {
+	for _, k := range []blackadderv1beta1.ActionKind{blackadderv1beta1.ActionKillPod, blackadderv1beta1.ActionScaleDeployment, blackadderv1beta1.ActionIpsumConfigMap} {
 		require.Greater(t, tally[k], 500, "the random worlds exercise %s", k)
 	}
 }

@@ -20,7 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	"github.com/quartet-operator/quartet/internal/operator"
 	"github.com/quartet-operator/quartet/test/testenv"
 )
@@ -63,7 +63,7 @@ func configMapData(t *testing.T, ns, name string) map[string]string {
 
 func patchSpec(t *testing.T, name, patch string) {
 	t.Helper()
-	require.NoError(t, env.Client.Patch(context.Background(), &v1beta1.ChaosAgent{ObjectMeta: metav1.ObjectMeta{Name: name}},
+	require.NoError(t, env.Client.Patch(context.Background(), &blackadderv1beta1.ChaosAgent{ObjectMeta: metav1.ObjectMeta{Name: name}},
 		client.RawPatch(types.MergePatchType, []byte(`{"spec":`+patch+`}`))))
 }
 
@@ -85,18 +85,18 @@ func testDeploymentGuardTrips(t *testing.T) {
 	readyReplicas(t, backend, "db", 2)
 
 	const pause = 2
-	agent := agentFor("guarded", sel, func(s *v1beta1.ChaosAgentSpec) {
+	agent := agentFor("guarded", sel, func(s *blackadderv1beta1.ChaosAgentSpec) {
 		s.CancerMode, s.IpsumMode, s.PauseDuration, s.RunName = true, true, pause, "first"
-		s.Guards = []v1beta1.SteadyStateGuard{{Name: "db-ready", Deployment: &v1beta1.DeploymentGuard{
+		s.Guards = []blackadderv1beta1.SteadyStateGuard{{Name: "db-ready", Deployment: &blackadderv1beta1.DeploymentGuard{
 			Namespace: backend, Name: "db", MinReady: intstr.FromInt32(2)}}}
 	})
 	createAgent(t, agent)
-	got := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
+	got := waitAgent(t, agent.Name, func(a *blackadderv1beta1.ChaosAgent) bool {
 		return a.Status.Counts.DeploymentsScaled >= 1 && a.Status.Counts.ConfigMapsIpsumed >= 1
 	}, "web doubled and settings overwritten")
-	assert.Equal(t, metav1.ConditionFalse, testenv.Condition(got.Status.Conditions, v1beta1.ConditionGuardTripped).Status)
+	assert.Equal(t, metav1.ConditionFalse, testenv.Condition(got.Status.Conditions, blackadderv1beta1.ConditionGuardTripped).Status)
 	require.Len(t, got.Status.Guards, 1)
-	assert.Equal(t, v1beta1.GuardPassed, got.Status.Guards[0].Result)
+	assert.Equal(t, blackadderv1beta1.GuardPassed, got.Status.Guards[0].Result)
 	assert.Contains(t, got.Status.Guards[0].Message, "has 2 ready replica(s), floor 2")
 	require.NotNil(t, got.Status.Run)
 	assert.Equal(t, "first", got.Status.Run.Name)
@@ -105,9 +105,9 @@ func testDeploymentGuardTrips(t *testing.T) {
 	// The system suffers: db loses a ready replica.
 	scale(t, backend, "db", 1)
 	readyReplicas(t, backend, "db", 1)
-	seenFailing := waitAgent(t, agent.Name, func(*v1beta1.ChaosAgent) bool { return true }, "")
-	tripped := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
-		return meta.IsStatusConditionTrue(a.Status.Conditions, v1beta1.ConditionGuardTripped)
+	seenFailing := waitAgent(t, agent.Name, func(*blackadderv1beta1.ChaosAgent) bool { return true }, "")
+	tripped := waitAgent(t, agent.Name, func(a *blackadderv1beta1.ChaosAgent) bool {
+		return meta.IsStatusConditionTrue(a.Status.Conditions, blackadderv1beta1.ConditionGuardTripped)
 	}, "the guard tripped")
 	// The manager's cache may lag the test's read by a round at most.
 	assert.LessOrEqual(t, tripped.Status.Rounds-seenFailing.Status.Rounds, int64(1), "at most one round after the guard failed")
@@ -115,22 +115,22 @@ func testDeploymentGuardTrips(t *testing.T) {
 	assert.EqualValues(t, 1, replicasNow(t, ns, "web"), "replicas put back")
 	assert.Equal(t, original, configMapData(t, ns, "settings"), "data put back")
 	assert.Zero(t, tripped.Status.ChangedObjects)
-	gt := testenv.Condition(tripped.Status.Conditions, v1beta1.ConditionGuardTripped)
-	assert.Equal(t, v1beta1.GuardReasonDeploymentBelowFloor, gt.Reason)
+	gt := testenv.Condition(tripped.Status.Conditions, blackadderv1beta1.ConditionGuardTripped)
+	assert.Equal(t, blackadderv1beta1.GuardReasonDeploymentBelowFloor, gt.Reason)
 	assert.Contains(t, gt.Message, `guard "db-ready" tripped: Deployment `+backend+`/db has 1 ready replica(s), below its floor of 2`)
-	assert.Equal(t, v1beta1.ReasonGuardTripped, testenv.Condition(tripped.Status.Conditions, v1beta1.ConditionReady).Reason)
-	assert.Equal(t, metav1.ConditionTrue, testenv.Condition(tripped.Status.Conditions, v1beta1.ConditionPaused).Status)
+	assert.Equal(t, blackadderv1beta1.ReasonGuardTripped, testenv.Condition(tripped.Status.Conditions, blackadderv1beta1.ConditionReady).Reason)
+	assert.Equal(t, metav1.ConditionTrue, testenv.Condition(tripped.Status.Conditions, blackadderv1beta1.ConditionPaused).Status)
 	require.NotNil(t, tripped.Status.Run)
-	assert.Equal(t, v1beta1.RunEndGuardTripped, tripped.Status.Run.EndReason)
-	assert.True(t, hasAction(tripped, v1beta1.ActionRestoreDeployment, ResultSucceeded))
-	assert.True(t, hasAction(tripped, v1beta1.ActionRestoreConfigMap, ResultSucceeded))
+	assert.Equal(t, blackadderv1beta1.RunEndGuardTripped, tripped.Status.Run.EndReason)
+	assert.True(t, hasAction(tripped, blackadderv1beta1.ActionRestoreDeployment, ResultSucceeded))
+	assert.True(t, hasAction(tripped, blackadderv1beta1.ActionRestoreConfigMap, ResultSucceeded))
 	assert.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Contains(c, testenv.EventReasons(c, env.Client, "default", "ChaosAgent", agent.Name), v1beta1.ReasonGuardTripped)
+		assert.Contains(c, testenv.EventReasons(c, env.Client, "default", "ChaosAgent", agent.Name), blackadderv1beta1.ReasonGuardTripped)
 	}, 30*time.Second, 200*time.Millisecond)
 
 	// Stopped: no round in three pauses, nothing changed again.
 	time.Sleep(3 * pause * time.Second)
-	still := waitAgent(t, agent.Name, func(*v1beta1.ChaosAgent) bool { return true }, "")
+	still := waitAgent(t, agent.Name, func(*blackadderv1beta1.ChaosAgent) bool { return true }, "")
 	assert.Equal(t, tripped.Status.Rounds, still.Status.Rounds, "no round after the trip")
 	assert.EqualValues(t, 1, replicasNow(t, ns, "web"))
 
@@ -138,13 +138,13 @@ func testDeploymentGuardTrips(t *testing.T) {
 	scale(t, backend, "db", 2)
 	readyReplicas(t, backend, "db", 2)
 	patchSpec(t, agent.Name, `{"runName":"second"}`)
-	resumed := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
+	resumed := waitAgent(t, agent.Name, func(a *blackadderv1beta1.ChaosAgent) bool {
 		return a.Status.Rounds > tripped.Status.Rounds && a.Status.Run != nil && a.Status.Run.Name == "second" &&
 			a.Status.Counts.DeploymentsScaled > tripped.Status.Counts.DeploymentsScaled
 	}, "a new run acting again")
 	assert.Nil(t, resumed.Status.Run.EndTime)
-	assert.Equal(t, v1beta1.ReasonGuardsPassed, testenv.Condition(resumed.Status.Conditions, v1beta1.ConditionGuardTripped).Reason)
-	assert.Equal(t, metav1.ConditionFalse, testenv.Condition(resumed.Status.Conditions, v1beta1.ConditionPaused).Status)
+	assert.Equal(t, blackadderv1beta1.ReasonGuardsPassed, testenv.Condition(resumed.Status.Conditions, blackadderv1beta1.ConditionGuardTripped).Reason)
+	assert.Equal(t, metav1.ConditionFalse, testenv.Condition(resumed.Status.Conditions, blackadderv1beta1.ConditionPaused).Status)
 	patchSpec(t, agent.Name, `{"paused":true}`) // no more doublings while the test ends
 }
 
@@ -167,26 +167,26 @@ func testHTTPGuardTrips(t *testing.T) {
 	sel := selectorFor(t)
 	ns := testenv.Namespace(t, env.Client, "http", selectedBy(sel))
 	require.NoError(t, env.Client.Create(ctx, testenv.Deployment(ns, "web", 1)))
-	agent := agentFor("http", sel, func(s *v1beta1.ChaosAgentSpec) {
+	agent := agentFor("http", sel, func(s *blackadderv1beta1.ChaosAgentSpec) {
 		s.CancerMode, s.PauseDuration = true, 2
-		s.Guards = []v1beta1.SteadyStateGuard{{Name: "web-answers", HTTP: &v1beta1.HTTPGuard{
+		s.Guards = []blackadderv1beta1.SteadyStateGuard{{Name: "web-answers", HTTP: &blackadderv1beta1.HTTPGuard{
 			URL: srv.URL + "/healthz", ExpectedStatus: 200, TimeoutSeconds: 5, MaxLatencyMilliseconds: ptr.To[int32](5000)}}}
 	})
 	createAgent(t, agent)
-	got := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool { return a.Status.Counts.DeploymentsScaled >= 1 }, "web doubled")
+	got := waitAgent(t, agent.Name, func(a *blackadderv1beta1.ChaosAgent) bool { return a.Status.Counts.DeploymentsScaled >= 1 }, "web doubled")
 	require.Len(t, got.Status.Guards, 1)
 	assert.Contains(t, got.Status.Guards[0].Message, "answered 200")
 
 	healthy.Store(false)
-	tripped := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
-		return meta.IsStatusConditionTrue(a.Status.Conditions, v1beta1.ConditionGuardTripped)
+	tripped := waitAgent(t, agent.Name, func(a *blackadderv1beta1.ChaosAgent) bool {
+		return meta.IsStatusConditionTrue(a.Status.Conditions, blackadderv1beta1.ConditionGuardTripped)
 	}, "the HTTP guard tripped")
 	assert.EqualValues(t, 1, replicasNow(t, ns, "web"), "replicas put back")
-	gt := testenv.Condition(tripped.Status.Conditions, v1beta1.ConditionGuardTripped)
-	assert.Equal(t, v1beta1.GuardReasonHTTPUnexpectedStatus, gt.Reason)
+	gt := testenv.Condition(tripped.Status.Conditions, blackadderv1beta1.ConditionGuardTripped)
+	assert.Equal(t, blackadderv1beta1.GuardReasonHTTPUnexpectedStatus, gt.Reason)
 	assert.Contains(t, gt.Message, "answered 503")
 	assert.Contains(t, gt.Message, "expected 200")
-	assert.Equal(t, v1beta1.GuardFailed, tripped.Status.Guards[0].Result)
+	assert.Equal(t, blackadderv1beta1.GuardFailed, tripped.Status.Guards[0].Result)
 	assert.NotContains(t, tripped.Status.Guards[0].Message, "dial tcp")
 }
 
@@ -200,16 +200,16 @@ func testDurationElapsed(t *testing.T) {
 	require.NoError(t, env.Client.Create(ctx, testenv.Deployment(ns, "web", 1)))
 	original := map[string]string{"k": "v"}
 	require.NoError(t, env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}, Data: original}))
-	agent := agentFor("duration", sel, func(s *v1beta1.ChaosAgentSpec) {
+	agent := agentFor("duration", sel, func(s *blackadderv1beta1.ChaosAgentSpec) {
 		s.CancerMode, s.IpsumMode, s.PauseDuration, s.DurationSeconds = true, true, 3600, ptr.To[int32](5)
 	})
 	createAgent(t, agent)
-	got := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool { return a.Status.Counts.DeploymentsScaled == 1 }, "web doubled")
+	got := waitAgent(t, agent.Name, func(a *blackadderv1beta1.ChaosAgent) bool { return a.Status.Counts.DeploymentsScaled == 1 }, "web doubled")
 	require.NotNil(t, got.Status.Run)
 	require.NotNil(t, got.Status.Run.StartTime)
 
-	ended := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
-		return a.Status.Run != nil && a.Status.Run.EndReason == v1beta1.RunEndDurationElapsed
+	ended := waitAgent(t, agent.Name, func(a *blackadderv1beta1.ChaosAgent) bool {
+		return a.Status.Run != nil && a.Status.Run.EndReason == blackadderv1beta1.RunEndDurationElapsed
 	}, "the run ended after 5 s")
 	took := ended.Status.Run.EndTime.Sub(ended.Status.Run.StartTime.Time)
 	assert.GreaterOrEqual(t, took, 5*time.Second)
@@ -217,11 +217,11 @@ func testDurationElapsed(t *testing.T) {
 	assert.EqualValues(t, 1, ended.Status.Rounds)
 	assert.EqualValues(t, 1, replicasNow(t, ns, "web"), "replicas put back")
 	assert.Equal(t, original, configMapData(t, ns, "settings"), "data put back")
-	assert.Equal(t, v1beta1.ReasonDurationElapsed, testenv.Condition(ended.Status.Conditions, v1beta1.ConditionPaused).Reason)
-	assert.Equal(t, metav1.ConditionTrue, testenv.Condition(ended.Status.Conditions, v1beta1.ConditionPaused).Status)
-	assert.Equal(t, v1beta1.ReasonDurationElapsed, testenv.Condition(ended.Status.Conditions, v1beta1.ConditionReady).Reason)
+	assert.Equal(t, blackadderv1beta1.ReasonDurationElapsed, testenv.Condition(ended.Status.Conditions, blackadderv1beta1.ConditionPaused).Reason)
+	assert.Equal(t, metav1.ConditionTrue, testenv.Condition(ended.Status.Conditions, blackadderv1beta1.ConditionPaused).Status)
+	assert.Equal(t, blackadderv1beta1.ReasonDurationElapsed, testenv.Condition(ended.Status.Conditions, blackadderv1beta1.ConditionReady).Reason)
 	assert.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Contains(c, testenv.EventReasons(c, env.Client, "default", "ChaosAgent", agent.Name), v1beta1.ReasonDurationElapsed)
+		assert.Contains(c, testenv.EventReasons(c, env.Client, "default", "ChaosAgent", agent.Name), blackadderv1beta1.ReasonDurationElapsed)
 	}, 30*time.Second, 200*time.Millisecond)
 }
 
@@ -244,8 +244,8 @@ func TestChaosAgentScheduleOnAShiftedClock(t *testing.T) {
 	startManager(t, env.Config, &Options{clock: clk}, operator.Shared{OperatorNamespace: operatorNamespace})
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	require.NoError(t, err)
-	office := &v1beta1.ChaosSchedule{TimeZone: "Europe/Berlin",
-		Windows: []v1beta1.TimeWindow{{Days: []v1beta1.Weekday{"Mon", "Tue", "Wed", "Thu", "Fri"}, Start: "09:00", End: "17:00"}}}
+	office := &blackadderv1beta1.ChaosSchedule{TimeZone: "Europe/Berlin",
+		Windows: []blackadderv1beta1.TimeWindow{{Days: []blackadderv1beta1.Weekday{"Mon", "Tue", "Wed", "Thu", "Fri"}, Start: "09:00", End: "17:00"}}}
 	mondayNine := time.Date(2026, 11, 30, 9, 0, 0, 0, berlin)
 
 	t.Run("ClosedWindowActsOnNothing", func(t *testing.T) {
@@ -257,22 +257,22 @@ func TestChaosAgentScheduleOnAShiftedClock(t *testing.T) {
 		original := map[string]string{"k": "v"}
 		require.NoError(t, env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}, Data: original}))
 		before := readyPods(t, ns, "web", 2)
-		agent := agentFor("closed", sel, func(s *v1beta1.ChaosAgentSpec) {
+		agent := agentFor("closed", sel, func(s *blackadderv1beta1.ChaosAgentSpec) {
 			s.TantrumMode, s.CancerMode, s.IpsumMode, s.Schedule = true, true, true, office
 		})
 		createAgent(t, agent)
-		got := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
-			return a.Status.ObservedGeneration == a.Generation && meta.IsStatusConditionFalse(a.Status.Conditions, v1beta1.ConditionInWindow)
+		got := waitAgent(t, agent.Name, func(a *blackadderv1beta1.ChaosAgent) bool {
+			return a.Status.ObservedGeneration == a.Generation && meta.IsStatusConditionFalse(a.Status.Conditions, blackadderv1beta1.ConditionInWindow)
 		}, "outside its window")
 		require.NotNil(t, got.Status.NextWindowTime)
 		assert.True(t, mondayNine.Equal(got.Status.NextWindowTime.Time), "next window %s", got.Status.NextWindowTime)
-		ready := testenv.Condition(got.Status.Conditions, v1beta1.ConditionReady)
+		ready := testenv.Condition(got.Status.Conditions, blackadderv1beta1.ConditionReady)
 		assert.Equal(t, metav1.ConditionTrue, ready.Status)
-		assert.Equal(t, v1beta1.ReasonWaitingForWindow, ready.Reason)
+		assert.Equal(t, blackadderv1beta1.ReasonWaitingForWindow, ready.Reason)
 		assert.Contains(t, ready.Message, "2026-11-30T09:00:00+01:00 (Mon 09:00 Europe/Berlin)")
 
 		time.Sleep(3 * time.Second) // three pauses of the agent
-		got = waitAgent(t, agent.Name, func(*v1beta1.ChaosAgent) bool { return true }, "")
+		got = waitAgent(t, agent.Name, func(*blackadderv1beta1.ChaosAgent) bool { return true }, "")
 		assert.Zero(t, got.Status.Rounds)
 		assert.Empty(t, got.Status.LastActions)
 		assert.Nil(t, got.Status.NextRoundTime)
@@ -287,15 +287,15 @@ func TestChaosAgentScheduleOnAShiftedClock(t *testing.T) {
 		sel := selectorFor(t)
 		ns := testenv.Namespace(t, env.Client, "opens", selectedBy(sel))
 		require.NoError(t, env.Client.Create(ctx, testenv.Deployment(ns, "web", 1)))
-		agent := agentFor("opens", sel, func(s *v1beta1.ChaosAgentSpec) {
+		agent := agentFor("opens", sel, func(s *blackadderv1beta1.ChaosAgentSpec) {
 			s.CancerMode, s.PauseDuration, s.Schedule = true, 3600, office
 		})
 		createAgent(t, agent)
-		got := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool { return a.Status.Rounds == 1 }, "the first round, at 09:00")
+		got := waitAgent(t, agent.Name, func(a *blackadderv1beta1.ChaosAgent) bool { return a.Status.Rounds == 1 }, "the first round, at 09:00")
 		assert.False(t, got.Status.LastRoundTime.Before(&metav1.Time{Time: mondayNine}), "not before the window: %s", got.Status.LastRoundTime)
 		assert.EqualValues(t, 2, *mustDeployment(t, ns, "web").Spec.Replicas, "doubled inside the window")
-		assert.Equal(t, v1beta1.ReasonInsideWindow, testenv.Condition(got.Status.Conditions, v1beta1.ConditionInWindow).Reason)
-		assert.Contains(t, testenv.Condition(got.Status.Conditions, v1beta1.ConditionInWindow).Message, "until 2026-11-30T17:00:00+01:00")
+		assert.Equal(t, blackadderv1beta1.ReasonInsideWindow, testenv.Condition(got.Status.Conditions, blackadderv1beta1.ConditionInWindow).Reason)
+		assert.Contains(t, testenv.Condition(got.Status.Conditions, blackadderv1beta1.ConditionInWindow).Message, "until 2026-11-30T17:00:00+01:00")
 		assert.Nil(t, got.Status.NextWindowTime)
 	})
 
@@ -306,13 +306,13 @@ func TestChaosAgentScheduleOnAShiftedClock(t *testing.T) {
 		sel := selectorFor(t)
 		ns := testenv.Namespace(t, env.Client, "closes", selectedBy(sel))
 		require.NoError(t, env.Client.Create(ctx, testenv.Deployment(ns, "web", 1)))
-		agent := agentFor("closes", sel, func(s *v1beta1.ChaosAgentSpec) {
+		agent := agentFor("closes", sel, func(s *blackadderv1beta1.ChaosAgentSpec) {
 			s.CancerMode, s.PauseDuration, s.Schedule = true, 3600, office
 		})
 		createAgent(t, agent)
-		waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool { return a.Status.Counts.DeploymentsScaled == 1 }, "doubled before 17:00")
-		closed := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
-			return a.Status.Counts.Restored == 1 && meta.IsStatusConditionFalse(a.Status.Conditions, v1beta1.ConditionInWindow)
+		waitAgent(t, agent.Name, func(a *blackadderv1beta1.ChaosAgent) bool { return a.Status.Counts.DeploymentsScaled == 1 }, "doubled before 17:00")
+		closed := waitAgent(t, agent.Name, func(a *blackadderv1beta1.ChaosAgent) bool {
+			return a.Status.Counts.Restored == 1 && meta.IsStatusConditionFalse(a.Status.Conditions, blackadderv1beta1.ConditionInWindow)
 		}, "put back when the window closed")
 		assert.EqualValues(t, 1, replicasNow(t, ns, "web"))
 		assert.EqualValues(t, 1, closed.Status.Rounds)

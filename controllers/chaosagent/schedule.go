@@ -8,7 +8,7 @@ import (
 	// its own database knows, and the manager must know it too.
 	_ "time/tzdata"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 )
 
 // scheduleHorizon is how far ahead the next change of a schedule is looked for: two years
@@ -39,14 +39,14 @@ type window struct {
 }
 
 // weekdays maps the API's abbreviations to time.Weekday.
-var weekdays = map[v1beta1.Weekday]time.Weekday{
+var weekdays = map[blackadderv1beta1.Weekday]time.Weekday{
 	"Sun": time.Sunday, "Mon": time.Monday, "Tue": time.Tuesday, "Wed": time.Wednesday,
 	"Thu": time.Thursday, "Fri": time.Friday, "Sat": time.Saturday,
 }
 
 // parseSchedule parses spec.schedule; an error names the field (the CRD refuses every
 // mistake, so only an object stored before its rules, or built by hand, has one).
-func parseSchedule(in *v1beta1.ChaosSchedule) (schedule, error) {
+func parseSchedule(in *blackadderv1beta1.ChaosSchedule) (schedule, error) {
 	if in == nil {
 		return schedule{}, nil
 	}

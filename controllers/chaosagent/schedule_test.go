@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 )
 
 func zone(t testing.TB, name string) *time.Location {
@@ -27,13 +27,13 @@ func utc(t testing.TB, s string) time.Time {
 	return v
 }
 
-func win(start, end string, days ...v1beta1.Weekday) v1beta1.TimeWindow {
-	return v1beta1.TimeWindow{Days: days, Start: start, End: end}
+func win(start, end string, days ...blackadderv1beta1.Weekday) blackadderv1beta1.TimeWindow {
+	return blackadderv1beta1.TimeWindow{Days: days, Start: start, End: end}
 }
 
-var weekdaysMonFri = []v1beta1.Weekday{"Mon", "Tue", "Wed", "Thu", "Fri"}
+var weekdaysMonFri = []blackadderv1beta1.Weekday{"Mon", "Tue", "Wed", "Thu", "Fri"}
 
-func mustSchedule(t testing.TB, in *v1beta1.ChaosSchedule) schedule {
+func mustSchedule(t testing.TB, in *blackadderv1beta1.ChaosSchedule) schedule {
 	t.Helper()
 	s, err := parseSchedule(in)
 	require.NoError(t, err)
@@ -43,19 +43,19 @@ func mustSchedule(t testing.TB, in *v1beta1.ChaosSchedule) schedule {
 func TestParseSchedule(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		in   v1beta1.ChaosSchedule
+		in   blackadderv1beta1.ChaosSchedule
 		err  string
 	}{
-		{name: "empty schedule", in: v1beta1.ChaosSchedule{}},
-		{name: "whole day", in: v1beta1.ChaosSchedule{Windows: []v1beta1.TimeWindow{win("00:00", "24:00")}}},
-		{name: "unknown zone", in: v1beta1.ChaosSchedule{TimeZone: "Mars/Olympus_Mons"}, err: "spec.schedule.timeZone"},
-		{name: "the manager's own zone", in: v1beta1.ChaosSchedule{TimeZone: "Local"}, err: "spec.schedule.timeZone"},
-		{name: "start 24:00", in: v1beta1.ChaosSchedule{Windows: []v1beta1.TimeWindow{win("24:00", "06:00")}}, err: "spec.schedule.windows[0].start"},
-		{name: "end not a time", in: v1beta1.ChaosSchedule{Windows: []v1beta1.TimeWindow{win("09:00", "5pm")}}, err: "spec.schedule.windows[0].end"},
-		{name: "single-digit hour", in: v1beta1.ChaosSchedule{Windows: []v1beta1.TimeWindow{win("9:00", "17:00")}}, err: "spec.schedule.windows[0].start"},
-		{name: "no length", in: v1beta1.ChaosSchedule{Windows: []v1beta1.TimeWindow{win("09:00", "17:00"), win("10:00", "10:00")}}, err: "spec.schedule.windows[1]"},
-		{name: "unknown day", in: v1beta1.ChaosSchedule{Windows: []v1beta1.TimeWindow{win("09:00", "17:00", "Monday")}}, err: "spec.schedule.windows[0].days"},
-		{name: "date that does not exist", in: v1beta1.ChaosSchedule{ExcludedDates: []v1beta1.Date{"2026-02-30"}}, err: "spec.schedule.excludedDates[0]"},
+		{name: "empty schedule", in: blackadderv1beta1.ChaosSchedule{}},
+		{name: "whole day", in: blackadderv1beta1.ChaosSchedule{Windows: []blackadderv1beta1.TimeWindow{win("00:00", "24:00")}}},
+		{name: "unknown zone", in: blackadderv1beta1.ChaosSchedule{TimeZone: "Mars/Olympus_Mons"}, err: "spec.schedule.timeZone"},
+		{name: "the manager's own zone", in: blackadderv1beta1.ChaosSchedule{TimeZone: "Local"}, err: "spec.schedule.timeZone"},
+		{name: "start 24:00", in: blackadderv1beta1.ChaosSchedule{Windows: []blackadderv1beta1.TimeWindow{win("24:00", "06:00")}}, err: "spec.schedule.windows[0].start"},
+		{name: "end not a time", in: blackadderv1beta1.ChaosSchedule{Windows: []blackadderv1beta1.TimeWindow{win("09:00", "5pm")}}, err: "spec.schedule.windows[0].end"},
+		{name: "single-digit hour", in: blackadderv1beta1.ChaosSchedule{Windows: []blackadderv1beta1.TimeWindow{win("9:00", "17:00")}}, err: "spec.schedule.windows[0].start"},
+		{name: "no length", in: blackadderv1beta1.ChaosSchedule{Windows: []blackadderv1beta1.TimeWindow{win("09:00", "17:00"), win("10:00", "10:00")}}, err: "spec.schedule.windows[1]"},
+		{name: "unknown day", in: blackadderv1beta1.ChaosSchedule{Windows: []blackadderv1beta1.TimeWindow{win("09:00", "17:00", "Monday")}}, err: "spec.schedule.windows[0].days"},
+		{name: "date that does not exist", in: blackadderv1beta1.ChaosSchedule{ExcludedDates: []blackadderv1beta1.Date{"2026-02-30"}}, err: "spec.schedule.excludedDates[0]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := parseSchedule(&tc.in)
@@ -72,14 +72,14 @@ func TestParseSchedule(t *testing.T) {
 // saving changes in both hemispheres, zones with half- and three-quarter-hour offsets,
 // windows that cross midnight and excluded dates read in the zone.
 func TestScheduleOpen(t *testing.T) {
-	berlinOffice := &v1beta1.ChaosSchedule{TimeZone: "Europe/Berlin", Windows: []v1beta1.TimeWindow{win("09:00", "17:00", weekdaysMonFri...)}}
+	berlinOffice := &blackadderv1beta1.ChaosSchedule{TimeZone: "Europe/Berlin", Windows: []blackadderv1beta1.TimeWindow{win("09:00", "17:00", weekdaysMonFri...)}}
 	berlin := zone(t, "Europe/Berlin")
 	at := func(loc *time.Location, y int, m time.Month, d, h, min int) time.Time {
 		return time.Date(y, m, d, h, min, 0, 0, loc)
 	}
 	for _, tc := range []struct {
 		name     string
-		schedule *v1beta1.ChaosSchedule
+		schedule *blackadderv1beta1.ChaosSchedule
 		at       time.Time
 		open     bool
 	}{
@@ -91,7 +91,7 @@ func TestScheduleOpen(t *testing.T) {
 		{"office: closed on Saturday", berlinOffice, at(berlin, 2026, 11, 28, 10, 0), false},
 		{"office: 08:30 UTC is 09:30 in Berlin", berlinOffice, utc(t, "2026-11-26T08:30:00Z"), true},
 		{"office read in UTC (default zone): 08:30 is before 09:00",
-			&v1beta1.ChaosSchedule{Windows: berlinOffice.Windows}, utc(t, "2026-11-26T08:30:00Z"), false},
+			&blackadderv1beta1.ChaosSchedule{Windows: berlinOffice.Windows}, utc(t, "2026-11-26T08:30:00Z"), false},
 		{"office in summer: 07:30 UTC is 09:30 CEST", berlinOffice, utc(t, "2026-07-01T07:30:00Z"), true},
 
 		// Fri 22:00–02:00 belongs to Friday.
@@ -110,10 +110,10 @@ func TestScheduleOpen(t *testing.T) {
 		{"holiday: 23:30 UTC on the 23rd is the 24th in Berlin", holidays(), utc(t, "2026-12-23T23:30:00Z"), false},
 		{"holiday: the day after", holidays(), at(berlin, 2026, 12, 25, 0, 0), true},
 		{"holiday: a night window ends at the excluded date's midnight",
-			&v1beta1.ChaosSchedule{TimeZone: "Europe/Berlin", Windows: []v1beta1.TimeWindow{win("22:00", "02:00", "Wed")}, ExcludedDates: []v1beta1.Date{"2026-12-24"}},
+			&blackadderv1beta1.ChaosSchedule{TimeZone: "Europe/Berlin", Windows: []blackadderv1beta1.TimeWindow{win("22:00", "02:00", "Wed")}, ExcludedDates: []blackadderv1beta1.Date{"2026-12-24"}},
 			at(berlin, 2026, 12, 24, 1, 0), false},
 		{"holiday: the same window before midnight",
-			&v1beta1.ChaosSchedule{TimeZone: "Europe/Berlin", Windows: []v1beta1.TimeWindow{win("22:00", "02:00", "Wed")}, ExcludedDates: []v1beta1.Date{"2026-12-24"}},
+			&blackadderv1beta1.ChaosSchedule{TimeZone: "Europe/Berlin", Windows: []blackadderv1beta1.TimeWindow{win("22:00", "02:00", "Wed")}, ExcludedDates: []blackadderv1beta1.Date{"2026-12-24"}},
 			at(berlin, 2026, 12, 23, 23, 0), true},
 
 		// Berlin springs forward on 2026-03-29 at 01:00 UTC: 02:00 CET becomes 03:00 CEST.
@@ -141,11 +141,11 @@ func TestScheduleOpen(t *testing.T) {
 		{"Kolkata (+05:30): 09:00 is 03:30 UTC", daily("Asia/Kolkata", "09:00", "09:30"), utc(t, "2026-11-26T03:30:00Z"), true},
 		{"Kolkata: 03:29 UTC is 08:59", daily("Asia/Kolkata", "09:00", "09:30"), utc(t, "2026-11-26T03:29:00Z"), false},
 		{"Chatham (+13:45 in summer): Saturday 00:00 is Friday 10:15 UTC",
-			&v1beta1.ChaosSchedule{TimeZone: "Pacific/Chatham", Windows: []v1beta1.TimeWindow{win("00:00", "00:15", "Sat")}}, utc(t, "2026-11-27T10:15:00Z"), true},
+			&blackadderv1beta1.ChaosSchedule{TimeZone: "Pacific/Chatham", Windows: []blackadderv1beta1.TimeWindow{win("00:00", "00:15", "Sat")}}, utc(t, "2026-11-27T10:15:00Z"), true},
 		{"Chatham: Friday 10:14 UTC is Friday 23:59 there",
-			&v1beta1.ChaosSchedule{TimeZone: "Pacific/Chatham", Windows: []v1beta1.TimeWindow{win("00:00", "00:15", "Sat")}}, utc(t, "2026-11-27T10:14:00Z"), false},
-		{"no windows: open but on excluded dates", &v1beta1.ChaosSchedule{ExcludedDates: []v1beta1.Date{"2026-11-26"}}, utc(t, "2026-11-25T23:59:00Z"), true},
-		{"no windows: the excluded date", &v1beta1.ChaosSchedule{ExcludedDates: []v1beta1.Date{"2026-11-26"}}, utc(t, "2026-11-26T12:00:00Z"), false},
+			&blackadderv1beta1.ChaosSchedule{TimeZone: "Pacific/Chatham", Windows: []blackadderv1beta1.TimeWindow{win("00:00", "00:15", "Sat")}}, utc(t, "2026-11-27T10:14:00Z"), false},
+		{"no windows: open but on excluded dates", &blackadderv1beta1.ChaosSchedule{ExcludedDates: []blackadderv1beta1.Date{"2026-11-26"}}, utc(t, "2026-11-25T23:59:00Z"), true},
+		{"no windows: the excluded date", &blackadderv1beta1.ChaosSchedule{ExcludedDates: []blackadderv1beta1.Date{"2026-11-26"}}, utc(t, "2026-11-26T12:00:00Z"), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.open, mustSchedule(t, tc.schedule).open(tc.at), "%s", tc.at.UTC())
@@ -153,29 +153,29 @@ func TestScheduleOpen(t *testing.T) {
 	}
 }
 
-func nightShift() *v1beta1.ChaosSchedule {
-	return &v1beta1.ChaosSchedule{TimeZone: "Europe/Berlin", Windows: []v1beta1.TimeWindow{win("22:00", "02:00", "Fri")}}
+func nightShift() *blackadderv1beta1.ChaosSchedule {
+	return &blackadderv1beta1.ChaosSchedule{TimeZone: "Europe/Berlin", Windows: []blackadderv1beta1.TimeWindow{win("22:00", "02:00", "Fri")}}
 }
 
-func holidays() *v1beta1.ChaosSchedule {
-	return &v1beta1.ChaosSchedule{TimeZone: "Europe/Berlin", Windows: []v1beta1.TimeWindow{win("00:00", "24:00")}, ExcludedDates: []v1beta1.Date{"2026-12-24"}}
+func holidays() *blackadderv1beta1.ChaosSchedule {
+	return &blackadderv1beta1.ChaosSchedule{TimeZone: "Europe/Berlin", Windows: []blackadderv1beta1.TimeWindow{win("00:00", "24:00")}, ExcludedDates: []blackadderv1beta1.Date{"2026-12-24"}}
 }
 
-func daily(tz, start, end string) *v1beta1.ChaosSchedule {
-	return &v1beta1.ChaosSchedule{TimeZone: tz, Windows: []v1beta1.TimeWindow{win(start, end)}}
+func daily(tz, start, end string) *blackadderv1beta1.ChaosSchedule {
+	return &blackadderv1beta1.ChaosSchedule{TimeZone: tz, Windows: []blackadderv1beta1.TimeWindow{win(start, end)}}
 }
 
-func nyOffice() *v1beta1.ChaosSchedule {
-	return &v1beta1.ChaosSchedule{TimeZone: "America/New_York", Windows: []v1beta1.TimeWindow{win("09:00", "17:00", weekdaysMonFri...)}}
+func nyOffice() *blackadderv1beta1.ChaosSchedule {
+	return &blackadderv1beta1.ChaosSchedule{TimeZone: "America/New_York", Windows: []blackadderv1beta1.TimeWindow{win("09:00", "17:00", weekdaysMonFri...)}}
 }
 
 // TestScheduleNextChange: when the next window opens (outside) or the current one closes
 // (inside), in instants, across zones and daylight saving changes.
 func TestScheduleNextChange(t *testing.T) {
-	berlinOffice := &v1beta1.ChaosSchedule{TimeZone: "Europe/Berlin", Windows: []v1beta1.TimeWindow{win("09:00", "17:00", weekdaysMonFri...)}}
+	berlinOffice := &blackadderv1beta1.ChaosSchedule{TimeZone: "Europe/Berlin", Windows: []blackadderv1beta1.TimeWindow{win("09:00", "17:00", weekdaysMonFri...)}}
 	for _, tc := range []struct {
 		name     string
-		schedule *v1beta1.ChaosSchedule
+		schedule *blackadderv1beta1.ChaosSchedule
 		from     string
 		want     string // "" when nothing changes within the horizon
 	}{
@@ -185,7 +185,7 @@ func TestScheduleNextChange(t *testing.T) {
 		{"office: at the close, the next morning", berlinOffice, "2026-11-26T16:00:00Z", "2026-11-27T08:00:00Z"},
 		{"office: Friday's close to Monday", berlinOffice, "2026-11-27T16:00:00Z", "2026-11-30T08:00:00Z"},
 		{"office: an excluded Monday moves it to Tuesday",
-			&v1beta1.ChaosSchedule{TimeZone: "Europe/Berlin", Windows: berlinOffice.Windows, ExcludedDates: []v1beta1.Date{"2026-11-30"}},
+			&blackadderv1beta1.ChaosSchedule{TimeZone: "Europe/Berlin", Windows: berlinOffice.Windows, ExcludedDates: []blackadderv1beta1.Date{"2026-11-30"}},
 			"2026-11-28T02:00:00Z", "2026-12-01T08:00:00Z"},
 		{"office: the week of the change to summer time opens at 09:00 CEST",
 			berlinOffice, "2026-03-28T12:00:00Z", "2026-03-30T07:00:00Z"},
@@ -200,9 +200,9 @@ func TestScheduleNextChange(t *testing.T) {
 		{"New York: weekend to Monday 09:00 EDT", nyOffice(), "2026-03-07T17:00:00Z", "2026-03-09T13:00:00Z"},
 		{"Sydney: the jump opens 02:00–04:00", daily("Australia/Sydney", "02:00", "04:00"), "2026-10-03T15:00:00Z", "2026-10-03T16:00:00Z"},
 		{"Kolkata: closes at 09:30 (+05:30)", daily("Asia/Kolkata", "09:00", "09:30"), "2026-11-26T03:30:00Z", "2026-11-26T04:00:00Z"},
-		{"an excluded day ends at its midnight in the zone", &v1beta1.ChaosSchedule{TimeZone: "Europe/Berlin", ExcludedDates: []v1beta1.Date{"2026-11-26"}},
+		{"an excluded day ends at its midnight in the zone", &blackadderv1beta1.ChaosSchedule{TimeZone: "Europe/Berlin", ExcludedDates: []blackadderv1beta1.Date{"2026-11-26"}},
 			"2026-11-26T10:00:00Z", "2026-11-26T23:00:00Z"},
-		{"open all the time never changes", &v1beta1.ChaosSchedule{TimeZone: "Europe/Berlin"}, "2026-11-26T10:00:00Z", ""},
+		{"open all the time never changes", &blackadderv1beta1.ChaosSchedule{TimeZone: "Europe/Berlin"}, "2026-11-26T10:00:00Z", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, ok := mustSchedule(t, tc.schedule).nextChange(utc(t, tc.from))
@@ -223,12 +223,12 @@ func TestScheduleNextChange(t *testing.T) {
 func TestScheduleNextChangeMatchesAMinuteByMinuteWalk(t *testing.T) {
 	zones := []string{"Europe/Berlin", "America/New_York", "Australia/Sydney", "Asia/Kolkata", "Pacific/Chatham", "UTC"}
 	starts := []string{"2026-03-27T00:00:00Z", "2026-10-23T00:00:00Z", "2026-03-06T00:00:00Z", "2026-10-30T00:00:00Z", "2026-04-03T00:00:00Z", "2026-10-02T00:00:00Z"}
-	days := []v1beta1.Weekday{"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"}
+	days := []blackadderv1beta1.Weekday{"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"}
 	clock := func(rng *rand.Rand) string { return fmt.Sprintf("%02d:%02d", rng.IntN(24), rng.IntN(4)*15) }
 	rng := rand.New(rand.NewPCG(25, 25))
 	const walk = 4 * 24 * 60 // minutes
 	for i := 0; i < 300; i++ {
-		in := &v1beta1.ChaosSchedule{TimeZone: zones[rng.IntN(len(zones))]}
+		in := &blackadderv1beta1.ChaosSchedule{TimeZone: zones[rng.IntN(len(zones))]}
 		for w := rng.IntN(3); w >= 0; w-- {
 			start, end := clock(rng), clock(rng)
 			if start == end {
@@ -244,7 +244,7 @@ func TestScheduleNextChangeMatchesAMinuteByMinuteWalk(t *testing.T) {
 		}
 		from := utc(t, starts[rng.IntN(len(starts))]).Add(time.Duration(rng.IntN(3*24*60)) * time.Minute).Add(time.Duration(rng.IntN(60)) * time.Second)
 		if rng.IntN(4) == 0 {
-			in.ExcludedDates = []v1beta1.Date{v1beta1.Date(from.Add(time.Duration(rng.IntN(72)) * time.Hour).Format(time.DateOnly))}
+			in.ExcludedDates = []blackadderv1beta1.Date{blackadderv1beta1.Date(from.Add(time.Duration(rng.IntN(72)) * time.Hour).Format(time.DateOnly))}
 		}
 		s := mustSchedule(t, in)
 		state := s.open(from)
@@ -268,8 +268,8 @@ func TestScheduleNextChangeMatchesAMinuteByMinuteWalk(t *testing.T) {
 }
 
 func TestWindowAtDescribesTheNextWindow(t *testing.T) {
-	w := windowAt(mustSchedule(t, &v1beta1.ChaosSchedule{TimeZone: "Europe/Berlin",
-		Windows: []v1beta1.TimeWindow{win("09:00", "17:00", weekdaysMonFri...)}}), utc(t, "2026-11-28T02:00:00Z"))
+	w := windowAt(mustSchedule(t, &blackadderv1beta1.ChaosSchedule{TimeZone: "Europe/Berlin",
+		Windows: []blackadderv1beta1.TimeWindow{win("09:00", "17:00", weekdaysMonFri...)}}), utc(t, "2026-11-28T02:00:00Z"))
 	assert.True(t, w.Scheduled)
 	assert.False(t, w.Open)
 	require.NotNil(t, w.Change)
@@ -284,18 +284,18 @@ func TestWindowAtDescribesTheNextWindow(t *testing.T) {
 // BenchmarkScheduleNextChange is the cost a pass pays to know when the window changes: a
 // dense schedule (32 windows) and a sparse one whose next window is a year away.
 func BenchmarkScheduleNextChange(b *testing.B) {
-	dense := &v1beta1.ChaosSchedule{TimeZone: "Europe/Berlin"}
+	dense := &blackadderv1beta1.ChaosSchedule{TimeZone: "Europe/Berlin"}
 	for h := 0; h < 32; h++ {
 		dense.Windows = append(dense.Windows, win(fmt.Sprintf("%02d:00", h%24), fmt.Sprintf("%02d:30", h%24), "Sat"))
 	}
-	sparse := &v1beta1.ChaosSchedule{TimeZone: "Europe/Berlin", Windows: []v1beta1.TimeWindow{win("09:00", "10:00", "Mon")}}
+	sparse := &blackadderv1beta1.ChaosSchedule{TimeZone: "Europe/Berlin", Windows: []blackadderv1beta1.TimeWindow{win("09:00", "10:00", "Mon")}}
 	from := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for d := 0; d < 366; d++ {
 		if day := from.AddDate(0, 0, d); day.Weekday() == time.Monday {
-			sparse.ExcludedDates = append(sparse.ExcludedDates, v1beta1.Date(day.Format(time.DateOnly)))
+			sparse.ExcludedDates = append(sparse.ExcludedDates, blackadderv1beta1.Date(day.Format(time.DateOnly)))
 		}
 	}
-	for name, in := range map[string]*v1beta1.ChaosSchedule{"dense": dense, "year-away": sparse} {
+	for name, in := range map[string]*blackadderv1beta1.ChaosSchedule{"dense": dense, "year-away": sparse} {
 		s := mustSchedule(b, in)
 		b.Run(name, func(b *testing.B) {
 			for b.Loop() {

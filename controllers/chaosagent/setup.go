@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	"github.com/quartet-operator/quartet/internal/operator"
 )
 
@@ -46,7 +46,7 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 		Named("chaosagent").
 		// Rounds run on RequeueAfter timers; only spec edits and deletion wake an agent early,
 		// never its own status writes.
-		For(&v1beta1.ChaosAgent{}, builder.WithPredicates(predicate.Or[client.Object](
+		For(&blackadderv1beta1.ChaosAgent{}, builder.WithPredicates(predicate.Or[client.Object](
 			predicate.GenerationChangedPredicate{}, operator.DeletionStarted()))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.workers()}).
 		Complete(r)

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 )
 
 // Results of an action (ChaosAction.result) without a reason; a skip or a failure reads
@@ -64,7 +64,7 @@ func (r result) String() string {
 // record is one action or restore of a pass: its status.lastActions entry, whose Result is
 // Outcome's String, and Outcome itself.
 type record struct {
-	v1beta1.ChaosAction
+	blackadderv1beta1.ChaosAction
 	Outcome result
 }
 
@@ -105,7 +105,7 @@ type outcome struct {
 	Now        time.Time
 	Generation int64
 	// Spec is the agent's spec with defaults filled.
-	Spec v1beta1.ChaosAgentSpec
+	Spec blackadderv1beta1.ChaosAgentSpec
 	// InvalidSpec says why the spec cannot be used (a user's mistake: wait for the next edit).
 	InvalidSpec string
 	// InvalidReason is the Ready reason of InvalidSpec.
@@ -114,7 +114,7 @@ type outcome struct {
 	Window windowState
 	// Run is the current run after this pass (zero before the first pass of an agent
 	// without a recorded run).
-	Run v1beta1.ChaosRun
+	Run blackadderv1beta1.ChaosRun
 	// Guards are the verdicts of the guards checked in this pass (none: not checked).
 	Guards  []guardVerdict
 	Round   roundOutcome
@@ -142,7 +142,7 @@ func (o outcome) changedObjects() (int32, bool) {
 
 // computeStatus returns old updated with what the pass o did. It is pure, so that a status
 // write that lost a conflict can apply the same outcome again to the newest status.
-func computeStatus(old v1beta1.ChaosAgentStatus, o outcome) v1beta1.ChaosAgentStatus {
+func computeStatus(old blackadderv1beta1.ChaosAgentStatus, o outcome) blackadderv1beta1.ChaosAgentStatus {
 	s := *old.DeepCopy()
 	now := apiTime(o.Now)
 	if o.Round.Ran {
@@ -160,13 +160,13 @@ func computeStatus(old v1beta1.ChaosAgentStatus, o outcome) v1beta1.ChaosAgentSt
 			continue
 		}
 		switch r.Kind {
-		case v1beta1.ActionKillPod:
+		case blackadderv1beta1.ActionKillPod:
 			s.Counts.PodsKilled++
-		case v1beta1.ActionScaleDeployment:
+		case blackadderv1beta1.ActionScaleDeployment:
 			s.Counts.DeploymentsScaled++
-		case v1beta1.ActionIpsumConfigMap:
+		case blackadderv1beta1.ActionIpsumConfigMap:
 			s.Counts.ConfigMapsIpsumed++
-		case v1beta1.ActionRestoreDeployment, v1beta1.ActionRestoreConfigMap:
+		case blackadderv1beta1.ActionRestoreDeployment, blackadderv1beta1.ActionRestoreConfigMap:
 			s.Counts.Restored++
 		}
 	}
@@ -181,7 +181,7 @@ func computeStatus(old v1beta1.ChaosAgentStatus, o outcome) v1beta1.ChaosAgentSt
 	}
 	if o.InvalidSpec == "" {
 		s.Run = nil
-		if !equality.Semantic.DeepEqual(o.Run, v1beta1.ChaosRun{}) {
+		if !equality.Semantic.DeepEqual(o.Run, blackadderv1beta1.ChaosRun{}) {
 			s.Run = o.Run.DeepCopy()
 		}
 	}
@@ -195,15 +195,15 @@ func computeStatus(old v1beta1.ChaosAgentStatus, o outcome) v1beta1.ChaosAgentSt
 
 // mergeGuardResults replaces the results of the guards checked now and drops those of
 // guards no longer in spec, in the order of spec.
-func mergeGuardResults(previous, checked []v1beta1.GuardResult, guards []v1beta1.SteadyStateGuard) []v1beta1.GuardResult {
-	byName := map[string]v1beta1.GuardResult{}
+func mergeGuardResults(previous, checked []blackadderv1beta1.GuardResult, guards []blackadderv1beta1.SteadyStateGuard) []blackadderv1beta1.GuardResult {
+	byName := map[string]blackadderv1beta1.GuardResult{}
 	for _, r := range previous {
 		byName[r.Name] = r
 	}
 	for _, r := range checked {
 		byName[r.Name] = r
 	}
-	var out []v1beta1.GuardResult
+	var out []blackadderv1beta1.GuardResult
 	for _, g := range guards {
 		if r, ok := byName[g.Name]; ok {
 			out = append(out, r)
@@ -214,11 +214,11 @@ func mergeGuardResults(previous, checked []v1beta1.GuardResult, guards []v1beta1
 
 // newestFirst puts records (oldest first) in front of previous (newest first), at most
 // maxLastActions in all.
-func newestFirst(records []record, previous []v1beta1.ChaosAction) []v1beta1.ChaosAction {
+func newestFirst(records []record, previous []blackadderv1beta1.ChaosAction) []blackadderv1beta1.ChaosAction {
 	if len(records) == 0 {
 		return previous
 	}
-	out := make([]v1beta1.ChaosAction, 0, min(len(records)+len(previous), maxLastActions))
+	out := make([]blackadderv1beta1.ChaosAction, 0, min(len(records)+len(previous), maxLastActions))
 	for i := len(records) - 1; i >= 0 && len(out) < maxLastActions; i-- {
 		out = append(out, records[i].ChaosAction)
 	}
@@ -232,7 +232,7 @@ func newestFirst(records []record, previous []v1beta1.ChaosAction) []v1beta1.Cha
 // the last pass that acted: a pass that neither ran a round nor recorded an action keeps it
 // as it was (it is set to False the first time). GuardTripped likewise keeps its last
 // check while no guard is checked.
-func setConditions(s *v1beta1.ChaosAgentStatus, o outcome, records []record) {
+func setConditions(s *blackadderv1beta1.ChaosAgentStatus, o outcome, records []record) {
 	set := func(t string, status metav1.ConditionStatus, reason, msg string) {
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: t, Status: status, Reason: reason,
 			Message: msg, ObservedGeneration: o.Generation, LastTransitionTime: apiTime(o.Now)})
@@ -247,28 +247,28 @@ func setConditions(s *v1beta1.ChaosAgentStatus, o outcome, records []record) {
 	case o.InvalidSpec != "":
 		reason := o.InvalidReason
 		if reason == "" {
-			reason = v1beta1.ReasonInvalidSelector
+			reason = blackadderv1beta1.ReasonInvalidSelector
 		}
-		set(v1beta1.ConditionReady, metav1.ConditionFalse, reason, o.InvalidSpec)
+		set(blackadderv1beta1.ConditionReady, metav1.ConditionFalse, reason, o.InvalidSpec)
 	case o.Spec.Paused:
-		set(v1beta1.ConditionReady, metav1.ConditionFalse, v1beta1.ReasonPausedBySpec, "spec.paused is true: no rounds run")
+		set(blackadderv1beta1.ConditionReady, metav1.ConditionFalse, blackadderv1beta1.ReasonPausedBySpec, "spec.paused is true: no rounds run")
 	case ended:
-		set(v1beta1.ConditionReady, metav1.ConditionFalse, runEndConditionReason(o.Run.EndReason), "The run ended: "+o.Run.EndMessage+"."+resume)
+		set(blackadderv1beta1.ConditionReady, metav1.ConditionFalse, runEndConditionReason(o.Run.EndReason), "The run ended: "+o.Run.EndMessage+"."+resume)
 	case o.Err != nil:
-		set(v1beta1.ConditionReady, metav1.ConditionFalse, v1beta1.ReasonRoundFailed, o.Err.Error())
+		set(blackadderv1beta1.ConditionReady, metav1.ConditionFalse, blackadderv1beta1.ReasonRoundFailed, o.Err.Error())
 	case o.Window.Scheduled && !o.Window.Open:
-		set(v1beta1.ConditionReady, metav1.ConditionTrue, v1beta1.ReasonWaitingForWindow, "Outside every window of spec.schedule: "+nextWindowPhrase(o.Window)+mode)
+		set(blackadderv1beta1.ConditionReady, metav1.ConditionTrue, blackadderv1beta1.ReasonWaitingForWindow, "Outside every window of spec.schedule: "+nextWindowPhrase(o.Window)+mode)
 	default:
-		set(v1beta1.ConditionReady, metav1.ConditionTrue, v1beta1.ReasonRoundsRunning,
+		set(blackadderv1beta1.ConditionReady, metav1.ConditionTrue, blackadderv1beta1.ReasonRoundsRunning,
 			fmt.Sprintf("Runs a round every %ds%s", o.Spec.PauseDuration, mode))
 	}
 	switch {
 	case o.Spec.Paused:
-		set(v1beta1.ConditionPaused, metav1.ConditionTrue, v1beta1.ReasonPausedBySpec, "spec.paused is true")
+		set(blackadderv1beta1.ConditionPaused, metav1.ConditionTrue, blackadderv1beta1.ReasonPausedBySpec, "spec.paused is true")
 	case ended:
-		set(v1beta1.ConditionPaused, metav1.ConditionTrue, runEndConditionReason(o.Run.EndReason), "The agent stopped itself: "+o.Run.EndMessage+"."+resume)
+		set(blackadderv1beta1.ConditionPaused, metav1.ConditionTrue, runEndConditionReason(o.Run.EndReason), "The agent stopped itself: "+o.Run.EndMessage+"."+resume)
 	default:
-		set(v1beta1.ConditionPaused, metav1.ConditionFalse, v1beta1.ReasonNotPaused, "Rounds run every spec.pauseDuration seconds")
+		set(blackadderv1beta1.ConditionPaused, metav1.ConditionFalse, blackadderv1beta1.ReasonNotPaused, "Rounds run every spec.pauseDuration seconds")
 	}
 	if o.InvalidSpec == "" {
 		setWindowCondition(set, o.Window)
@@ -283,16 +283,16 @@ func setConditions(s *v1beta1.ChaosAgentStatus, o outcome, records []record) {
 	}
 	switch {
 	case o.Restore.Failed > 0:
-		set(v1beta1.ConditionDegraded, metav1.ConditionTrue, v1beta1.ReasonRestoreFailed,
+		set(blackadderv1beta1.ConditionDegraded, metav1.ConditionTrue, blackadderv1beta1.ReasonRestoreFailed,
 			fmt.Sprintf("%d changed object(s) could not be put back yet; retrying", o.Restore.Failed))
 	case o.Restore.Left > 0:
-		set(v1beta1.ConditionDegraded, metav1.ConditionTrue, v1beta1.ReasonRestoreSkipped,
+		set(blackadderv1beta1.ConditionDegraded, metav1.ConditionTrue, blackadderv1beta1.ReasonRestoreSkipped,
 			fmt.Sprintf("%d object(s) carrying the agent's marks were left as they are (outside the agent's scope, or immutable); see status.lastActions", o.Restore.Left))
 	case failures > 0:
-		set(v1beta1.ConditionDegraded, metav1.ConditionTrue, v1beta1.ReasonActionsFailed,
+		set(blackadderv1beta1.ConditionDegraded, metav1.ConditionTrue, blackadderv1beta1.ReasonActionsFailed,
 			fmt.Sprintf("%d of %d action(s) failed in the last pass; see status.lastActions", failures, len(records)))
-	case o.Round.Ran || len(records) > 0 || meta.FindStatusCondition(s.Conditions, v1beta1.ConditionDegraded) == nil:
-		set(v1beta1.ConditionDegraded, metav1.ConditionFalse, v1beta1.ReasonNoFailures, "No action failed in the last pass")
+	case o.Round.Ran || len(records) > 0 || meta.FindStatusCondition(s.Conditions, blackadderv1beta1.ConditionDegraded) == nil:
+		set(blackadderv1beta1.ConditionDegraded, metav1.ConditionFalse, blackadderv1beta1.ReasonNoFailures, "No action failed in the last pass")
 	}
 }
 
@@ -300,13 +300,13 @@ func setConditions(s *v1beta1.ChaosAgentStatus, o outcome, records []record) {
 func setWindowCondition(set func(string, metav1.ConditionStatus, string, string), w windowState) {
 	switch {
 	case !w.Scheduled:
-		set(v1beta1.ConditionInWindow, metav1.ConditionTrue, v1beta1.ReasonNoSchedule, "No spec.schedule: rounds may run at any time")
+		set(blackadderv1beta1.ConditionInWindow, metav1.ConditionTrue, blackadderv1beta1.ReasonNoSchedule, "No spec.schedule: rounds may run at any time")
 	case w.Open && w.Change != nil:
-		set(v1beta1.ConditionInWindow, metav1.ConditionTrue, v1beta1.ReasonInsideWindow, "Inside a window of spec.schedule until "+w.describe(*w.Change))
+		set(blackadderv1beta1.ConditionInWindow, metav1.ConditionTrue, blackadderv1beta1.ReasonInsideWindow, "Inside a window of spec.schedule until "+w.describe(*w.Change))
 	case w.Open:
-		set(v1beta1.ConditionInWindow, metav1.ConditionTrue, v1beta1.ReasonInsideWindow, "Inside a window of spec.schedule")
+		set(blackadderv1beta1.ConditionInWindow, metav1.ConditionTrue, blackadderv1beta1.ReasonInsideWindow, "Inside a window of spec.schedule")
 	default:
-		set(v1beta1.ConditionInWindow, metav1.ConditionFalse, v1beta1.ReasonOutsideWindow, "Outside every window of spec.schedule: "+nextWindowPhrase(w))
+		set(blackadderv1beta1.ConditionInWindow, metav1.ConditionFalse, blackadderv1beta1.ReasonOutsideWindow, "Outside every window of spec.schedule: "+nextWindowPhrase(w))
 	}
 }
 
@@ -321,39 +321,39 @@ func nextWindowPhrase(w windowState) string {
 // setGuardCondition sets GuardTripped: True with the guard's reason from the pass a guard
 // failed until a new run starts; False after a check that passed, or without guards;
 // Unknown before the first check of a run.
-func setGuardCondition(set func(string, metav1.ConditionStatus, string, string), s *v1beta1.ChaosAgentStatus, o outcome) {
-	if o.Run.EndTime != nil && o.Run.EndReason == v1beta1.RunEndGuardTripped {
-		reason := v1beta1.ReasonGuardTripped
+func setGuardCondition(set func(string, metav1.ConditionStatus, string, string), s *blackadderv1beta1.ChaosAgentStatus, o outcome) {
+	if o.Run.EndTime != nil && o.Run.EndReason == blackadderv1beta1.RunEndGuardTripped {
+		reason := blackadderv1beta1.ReasonGuardTripped
 		if f := firstFailure(o.Guards); f != nil {
 			reason = f.Reason
-		} else if c := meta.FindStatusCondition(s.Conditions, v1beta1.ConditionGuardTripped); c != nil && c.Status == metav1.ConditionTrue {
+		} else if c := meta.FindStatusCondition(s.Conditions, blackadderv1beta1.ConditionGuardTripped); c != nil && c.Status == metav1.ConditionTrue {
 			reason = c.Reason // tripped in an earlier pass
 		}
-		set(v1beta1.ConditionGuardTripped, metav1.ConditionTrue, reason, o.Run.EndMessage)
+		set(blackadderv1beta1.ConditionGuardTripped, metav1.ConditionTrue, reason, o.Run.EndMessage)
 		return
 	}
 	switch {
 	case len(o.Spec.Guards) == 0:
-		set(v1beta1.ConditionGuardTripped, metav1.ConditionFalse, v1beta1.ReasonNoGuards, "No spec.guards")
+		set(blackadderv1beta1.ConditionGuardTripped, metav1.ConditionFalse, blackadderv1beta1.ReasonNoGuards, "No spec.guards")
 	case len(o.Guards) > 0:
-		set(v1beta1.ConditionGuardTripped, metav1.ConditionFalse, v1beta1.ReasonGuardsPassed,
+		set(blackadderv1beta1.ConditionGuardTripped, metav1.ConditionFalse, blackadderv1beta1.ReasonGuardsPassed,
 			fmt.Sprintf("%d guard(s) held at %s", len(o.Guards), o.Now.UTC().Truncate(time.Second).Format(time.RFC3339)))
 	default:
 		// Not checked in this pass: keep the last check, unless it is a trip of an earlier
 		// run or there was none.
-		c := meta.FindStatusCondition(s.Conditions, v1beta1.ConditionGuardTripped)
-		if c == nil || c.Status == metav1.ConditionTrue || c.Reason == v1beta1.ReasonNoGuards {
-			set(v1beta1.ConditionGuardTripped, metav1.ConditionUnknown, v1beta1.ReasonNotChecked, "The guards are checked before the next round")
+		c := meta.FindStatusCondition(s.Conditions, blackadderv1beta1.ConditionGuardTripped)
+		if c == nil || c.Status == metav1.ConditionTrue || c.Reason == blackadderv1beta1.ReasonNoGuards {
+			set(blackadderv1beta1.ConditionGuardTripped, metav1.ConditionUnknown, blackadderv1beta1.ReasonNotChecked, "The guards are checked before the next round")
 		}
 	}
 }
 
 // runEndConditionReason is the Ready and Paused reason of an ended run.
-func runEndConditionReason(r v1beta1.RunEndReason) string {
-	if r == v1beta1.RunEndDurationElapsed {
-		return v1beta1.ReasonDurationElapsed
+func runEndConditionReason(r blackadderv1beta1.RunEndReason) string {
+	if r == blackadderv1beta1.RunEndDurationElapsed {
+		return blackadderv1beta1.ReasonDurationElapsed
 	}
-	return v1beta1.ReasonGuardTripped
+	return blackadderv1beta1.ReasonGuardTripped
 }
 
 // roundDue says whether a round is due at now, given when the last one ran (nil: never), and

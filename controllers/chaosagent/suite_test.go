@@ -18,7 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	"github.com/quartet-operator/quartet/internal/operator"
 	"github.com/quartet-operator/quartet/test/testenv"
 )
@@ -56,10 +56,10 @@ func selectorFor(t *testing.T) string {
 
 // agentFor returns an agent that only sees namespaces labelled chaos-test=selector, with the
 // quick, deterministic settings of the integration tests.
-func agentFor(name, selector string, mutate func(*v1beta1.ChaosAgentSpec)) *v1beta1.ChaosAgent {
-	a := &v1beta1.ChaosAgent{
+func agentFor(name, selector string, mutate func(*blackadderv1beta1.ChaosAgentSpec)) *blackadderv1beta1.ChaosAgent {
+	a := &blackadderv1beta1.ChaosAgent{
 		ObjectMeta: metav1.ObjectMeta{Name: name + "-" + rand.String(4)},
-		Spec: v1beta1.ChaosAgentSpec{
+		Spec: blackadderv1beta1.ChaosAgentSpec{
 			Eagerness: 100, PauseDuration: 1, MaxActionsPerRound: 10, Seed: ptr.To[int64](1),
 			NamespaceSelector: &metav1.LabelSelector{MatchLabels: selectedBy(selector)},
 		},
@@ -69,26 +69,26 @@ func agentFor(name, selector string, mutate func(*v1beta1.ChaosAgentSpec)) *v1be
 }
 
 // createAgent creates the agent and, at the end of the test, deletes it and waits until it is gone.
-func createAgent(t *testing.T, a *v1beta1.ChaosAgent) {
+func createAgent(t *testing.T, a *blackadderv1beta1.ChaosAgent) {
 	t.Helper()
 	ctx := context.Background()
 	require.NoError(t, env.Client.Create(ctx, a))
 	t.Cleanup(func() {
 		_ = env.Client.Delete(ctx, a)
 		assert.Eventually(t, func() bool {
-			return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(a), &v1beta1.ChaosAgent{}))
+			return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(a), &blackadderv1beta1.ChaosAgent{}))
 		}, time.Minute, 100*time.Millisecond, "agent %s not released", a.Name)
 	})
 }
 
 // waitAgent polls the agent until ok holds and returns it; on timeout it reports the last
 // status seen.
-func waitAgent(t *testing.T, name string, ok func(a *v1beta1.ChaosAgent) bool, msg string) *v1beta1.ChaosAgent {
+func waitAgent(t *testing.T, name string, ok func(a *blackadderv1beta1.ChaosAgent) bool, msg string) *blackadderv1beta1.ChaosAgent {
 	t.Helper()
-	var got *v1beta1.ChaosAgent
+	var got *blackadderv1beta1.ChaosAgent
 	var lastErr error
 	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		a := &v1beta1.ChaosAgent{}
+		a := &blackadderv1beta1.ChaosAgent{}
 		if lastErr = env.Client.Get(context.Background(), client.ObjectKey{Name: name}, a); lastErr != nil {
 			continue
 		}
@@ -127,7 +127,7 @@ func readyPods(t *testing.T, ns, app string, n int) map[string]bool {
 
 // hasAction reports whether the agent's lastActions hold an action of kind whose result starts
 // with result.
-func hasAction(a *v1beta1.ChaosAgent, kind v1beta1.ActionKind, result string) bool {
+func hasAction(a *blackadderv1beta1.ChaosAgent, kind blackadderv1beta1.ActionKind, result string) bool {
 	for _, act := range a.Status.LastActions {
 		if act.Kind == kind && strings.HasPrefix(act.Result, result) {
 			return true

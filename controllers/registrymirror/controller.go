@@ -45,7 +45,7 @@ type Reconciler struct {
 	// Children reads the mirrors' children from a cache that holds only objects labelled
 	// managed-by quartet-registrymirror (see newChildCache); APIReader reads the API server,
 	// to see whether someone else's object holds a child's name.
-	Children  client.Reader
+	Children client.Reader
 	// Pods reads the cluster's pods, stripped to their images (newPodCache), for the images
 	// a mirror with node access pins; nil pins nothing.
 	Pods      client.Reader

@@ -29,7 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
@@ -262,7 +262,7 @@ func (d *demo) chaos(ctx context.Context) error {
 		return err
 	}
 	d.kubectlRun(ctx, "get", "pods", "-n", chaosNS)
-	agent := &v1beta1.ChaosAgent{ObjectMeta: metav1.ObjectMeta{Name: "princeedmund"}, Spec: v1beta1.ChaosAgentSpec{
+	agent := &blackadderv1beta1.ChaosAgent{ObjectMeta: metav1.ObjectMeta{Name: "princeedmund"}, Spec: blackadderv1beta1.ChaosAgentSpec{
 		TantrumMode: true, PodTolerance: 1, Eagerness: 100, PauseDuration: 10, MaxActionsPerRound: 4,
 		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"quartet-demo/chaos": "true"}},
 	}}

@@ -25,7 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
@@ -300,7 +300,7 @@ func TestAlertsFireOnTheManagersMetrics(t *testing.T) {
 		err := env.Client.Update(ctx, d, client.DryRunAll)
 		return err != nil && strings.Contains(err.Error(), "at most one replica"), fmt.Sprint(err), nil
 	}))
-	newAgent(t, "alerts-chaos", chaosNS, v1beta1.ChaosAgentSpec{
+	newAgent(t, "alerts-chaos", chaosNS, blackadderv1beta1.ChaosAgentSpec{
 		CancerMode: true, Eagerness: 100, PauseDuration: 5, MaxActionsPerRound: 1,
 	})
 

@@ -21,7 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	"github.com/quartet-operator/quartet/controllers/chaosagent"
 	"github.com/quartet-operator/quartet/test/realnode"
 )
@@ -175,29 +175,29 @@ func (w *readyWatch) Result() (minReady, pods int) {
 
 // newAgent creates a ChaosAgent that only sees the namespaces labelled for ns and deletes
 // it (and waits for its restore) when the test ends.
-func newAgent(t *testing.T, name, ns string, spec v1beta1.ChaosAgentSpec) *v1beta1.ChaosAgent {
+func newAgent(t *testing.T, name, ns string, spec blackadderv1beta1.ChaosAgentSpec) *blackadderv1beta1.ChaosAgent {
 	t.Helper()
 	spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{chaosLabel: ns}}
-	a := &v1beta1.ChaosAgent{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
+	a := &blackadderv1beta1.ChaosAgent{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
 	require.NoError(t, env.Client.Create(context.Background(), a))
 	t.Cleanup(func() { deleteAgent(t, a) })
 	return a
 }
 
 // deleteAgent deletes the agent and waits until its finalizer has restored everything.
-func deleteAgent(t *testing.T, a *v1beta1.ChaosAgent) {
+func deleteAgent(t *testing.T, a *blackadderv1beta1.ChaosAgent) {
 	t.Helper()
 	ctx := context.Background()
 	if err := env.Client.Delete(ctx, a); client.IgnoreNotFound(err) != nil {
 		require.NoError(t, err)
 	}
 	require.NoError(t, realnode.WaitFor(ctx, "ChaosAgent "+a.Name+" gone", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
-		err := env.Client.Get(ctx, client.ObjectKeyFromObject(a), &v1beta1.ChaosAgent{})
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(a), &blackadderv1beta1.ChaosAgent{})
 		return client.IgnoreNotFound(err) == nil && err != nil, fmt.Sprint(err), nil
 	}))
 }
 
-func resultsOf(a *v1beta1.ChaosAgent) map[string]int {
+func resultsOf(a *blackadderv1beta1.ChaosAgent) map[string]int {
 	out := map[string]int{}
 	for _, r := range a.Status.LastActions {
 		out[string(r.Kind)+" "+r.Result]++
@@ -239,9 +239,9 @@ func TestChaosEvictionKeepsTheBudget(t *testing.T) {
 
 	w := watchReady(t, ns, app)
 	since := time.Now()
-	a := newAgent(t, "e2e-evict", ns, v1beta1.ChaosAgentSpec{
+	a := newAgent(t, "e2e-evict", ns, blackadderv1beta1.ChaosAgentSpec{
 		TantrumMode: true, PodTolerance: 1, Eagerness: 100, PauseDuration: 3, MaxActionsPerRound: 10,
-		KillMethod: v1beta1.KillMethodEvict,
+		KillMethod: blackadderv1beta1.KillMethodEvict,
 	})
 	skipped := 0
 	require.NoError(t, realnode.WaitFor(ctx, "three pods evicted and a refused eviction recorded", 4*time.Minute, func(ctx context.Context) (bool, string, error) {
@@ -281,9 +281,9 @@ func TestChaosDeleteIgnoresTheBudget(t *testing.T) {
 
 	w := watchReady(t, ns, app)
 	since := time.Now()
-	a := newAgent(t, "e2e-delete", ns, v1beta1.ChaosAgentSpec{
+	a := newAgent(t, "e2e-delete", ns, blackadderv1beta1.ChaosAgentSpec{
 		TantrumMode: true, PodTolerance: 1, Eagerness: 100, PauseDuration: 3600, MaxActionsPerRound: 10,
-		KillMethod: v1beta1.KillMethodDelete,
+		KillMethod: blackadderv1beta1.KillMethodDelete,
 	})
 	_, err := env.WaitChaosRounds(ctx, a.Name, 1, 2*time.Minute)
 	require.NoError(t, err)
@@ -341,7 +341,7 @@ func TestChaosCancerAndIpsumAreUndone(t *testing.T) {
 	}))
 
 	// One round only (a long pause): the Deployment doubles, the ConfigMap is overwritten.
-	a := newAgent(t, "e2e-undo", ns, v1beta1.ChaosAgentSpec{
+	a := newAgent(t, "e2e-undo", ns, blackadderv1beta1.ChaosAgentSpec{
 		CancerMode: true, IpsumMode: true, Eagerness: 100, PauseDuration: 3600, MaxActionsPerRound: 10,
 	})
 	_, err := env.WaitChaosRounds(ctx, a.Name, 1, 2*time.Minute)
@@ -406,19 +406,19 @@ func TestChaosGuardStopsAndRestores(t *testing.T) {
 	w := watchReady(t, ns, "web")
 
 	since := time.Now()
-	a := newAgent(t, "e2e-guard", ns, v1beta1.ChaosAgentSpec{
-		TantrumMode: true, PodTolerance: 1, KillMethod: v1beta1.KillMethodDelete,
+	a := newAgent(t, "e2e-guard", ns, blackadderv1beta1.ChaosAgentSpec{
+		TantrumMode: true, PodTolerance: 1, KillMethod: blackadderv1beta1.KillMethodDelete,
 		PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
 		CancerMode:  true, IpsumMode: true, Eagerness: 100, PauseDuration: pause, MaxActionsPerRound: 10,
 		RunName: "e2e",
-		Guards: []v1beta1.SteadyStateGuard{{Name: "web-ready", Deployment: &v1beta1.DeploymentGuard{
+		Guards: []blackadderv1beta1.SteadyStateGuard{{Name: "web-ready", Deployment: &blackadderv1beta1.DeploymentGuard{
 			Namespace: ns, Name: "web", MinReady: intstr.FromString("100%")}}},
 	})
 	require.NoError(t, realnode.WaitFor(ctx, "the guard on web tripped", 3*time.Minute, func(ctx context.Context) (bool, string, error) {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(a), a); err != nil {
 			return false, "", err
 		}
-		c := meta.FindStatusCondition(a.Status.Conditions, v1beta1.ConditionGuardTripped)
+		c := meta.FindStatusCondition(a.Status.Conditions, blackadderv1beta1.ConditionGuardTripped)
 		return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("rounds %d, counts %+v, last %v, guards %+v",
 			a.Status.Rounds, a.Status.Counts, resultsOf(a), a.Status.Guards), nil
 	}))
@@ -433,10 +433,10 @@ func TestChaosGuardStopsAndRestores(t *testing.T) {
 	require.NotNil(t, a.Status.Run.EndTime)
 	require.LessOrEqual(t, a.Status.Run.EndTime.Sub(a.Status.LastRoundTime.Time), (pause+2)*time.Second,
 		"tripped at the first round due after the kill")
-	c := meta.FindStatusCondition(a.Status.Conditions, v1beta1.ConditionGuardTripped)
-	require.Equal(t, v1beta1.GuardReasonDeploymentBelowFloor, c.Reason)
+	c := meta.FindStatusCondition(a.Status.Conditions, blackadderv1beta1.ConditionGuardTripped)
+	require.Equal(t, blackadderv1beta1.GuardReasonDeploymentBelowFloor, c.Reason)
 	require.Contains(t, c.Message, `guard "web-ready" tripped: Deployment chaos-guard/web has`)
-	require.Equal(t, v1beta1.RunEndGuardTripped, a.Status.Run.EndReason)
+	require.Equal(t, blackadderv1beta1.RunEndGuardTripped, a.Status.Run.EndReason)
 
 	// Restored in the pass that tripped: the status that says so is written after the restore.
 	for name, want := range map[string]int32{"web": 2, "api": 1} {
@@ -456,7 +456,7 @@ func TestChaosGuardStopsAndRestores(t *testing.T) {
 			return false, "", err
 		}
 		for _, e := range evs.Items {
-			if e.Regarding.Kind == "ChaosAgent" && e.Regarding.Name == a.Name && e.Reason == v1beta1.ReasonGuardTripped {
+			if e.Regarding.Kind == "ChaosAgent" && e.Regarding.Name == a.Name && e.Reason == blackadderv1beta1.ReasonGuardTripped {
 				t.Logf("Event: %s %s: %s", e.Type, e.Reason, e.Note)
 				return true, "", nil
 			}

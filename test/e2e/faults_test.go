@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	"github.com/quartet-operator/quartet/controllers/copyratorrule"
@@ -97,7 +97,7 @@ func TestFaultsOnTheRealNode(t *testing.T) {
 		originals[name] = map[string]string{"key": fmt.Sprintf("original value %d", i)}
 		require.NoError(t, env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "faults-chaos"}, Data: originals[name]}))
 	}
-	agent := newAgent(t, "e2e-faults", "faults-chaos", v1beta1.ChaosAgentSpec{
+	agent := newAgent(t, "e2e-faults", "faults-chaos", blackadderv1beta1.ChaosAgentSpec{
 		IpsumMode: true, Eagerness: 50, PauseDuration: 2, MaxActionsPerRound: 10,
 	})
 

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	"github.com/quartet-operator/quartet/test/realnode"
 )
 
@@ -137,7 +137,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		}
 	}
 	require.ElementsMatch(t, []string{"v1alpha1", "v1beta1"}, served, "the upgrade upgraded the CRD")
-	edmund := &v1beta1.ChaosAgent{}
+	edmund := &blackadderv1beta1.ChaosAgent{}
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: "helm-edmund"}, edmund))
 	require.Equal(t, agent.GetUID(), edmund.UID)
 	require.EqualValues(t, 10, edmund.Spec.PodTolerance)

@@ -24,7 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
@@ -149,7 +149,7 @@ func TestInstallUpgradeAndTheFourControllers(t *testing.T) {
 	requireBundleUnpackedByJobs(t, "quartet-bundle:v0.3.0")
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: copyratorrule.TargetClusterRole}, &rbacv1.ClusterRole{}), "the upgrade brings the ClusterRole the binding names")
 
-	// Every CR survived the upgrade; the ChaosAgent reads as v1beta1.
+	// Every CR survived the upgrade; the ChaosAgent reads as blackadderv1beta1.
 	for _, o := range []client.Object{&flantv1.CopyratorRule{}, &operatorsv1.ExchangeRate{}, &mirrorsv1alpha1.RegistryMirror{}} {
 		key := client.ObjectKey{Namespace: targetNS}
 		switch o.(type) {
@@ -162,7 +162,7 @@ func TestInstallUpgradeAndTheFourControllers(t *testing.T) {
 		}
 		require.NoError(t, c.Get(ctx, key, o))
 	}
-	edmund := &v1beta1.ChaosAgent{}
+	edmund := &blackadderv1beta1.ChaosAgent{}
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: agent.GetName()}, edmund))
 	require.Equal(t, uids["ChaosAgent/"+agent.GetName()], edmund.UID, "the same object, read through v1beta1")
 	require.True(t, edmund.Spec.TantrumMode)
@@ -204,7 +204,7 @@ func TestInstallUpgradeAndTheFourControllers(t *testing.T) {
 	require.NotEmpty(t, podsRunning(t, targetNS, realnode.OperatorImage), "the mirror's pods run 0.3.0's operator image")
 	require.Equal(t, cacheBefore, pvcUIDs(t, targetNS), "the mirror's cache PVC survived the upgrade")
 	podsBefore := podUIDs(t, targetNS)
-	dry := &v1beta1.ChaosAgent{}
+	dry := &blackadderv1beta1.ChaosAgent{}
 	require.NoError(t, env.Sample("blackadder_v1beta1_chaosagent.yaml", dry, ""))
 	dry.Name, dry.Spec.DryRun, dry.Spec.PodTolerance, dry.Spec.Eagerness, dry.Spec.PauseDuration = "dry-run-edmund", true, 0, 100, 5
 	require.NoError(t, c.Create(ctx, dry))

@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
@@ -184,7 +184,7 @@ func arrangeFleet(ctx context.Context, b *testing.B) {
 	for i := 0; i < idleDeployments; i++ {
 		require.NoError(b, c.Create(ctx, testenv.Deployment(chaosNS, fmt.Sprintf("web-%d", i), idleReplicas)))
 	}
-	agent := &v1beta1.ChaosAgent{ObjectMeta: metav1.ObjectMeta{Name: "idle"}, Spec: v1beta1.ChaosAgentSpec{
+	agent := &blackadderv1beta1.ChaosAgent{ObjectMeta: metav1.ObjectMeta{Name: "idle"}, Spec: blackadderv1beta1.ChaosAgentSpec{
 		TantrumMode: true, DryRun: true,
 		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"idle-bench-chaos": "true"}}}}
 	require.NoError(b, c.Create(ctx, agent))
@@ -240,7 +240,7 @@ func arrangeFleet(ctx context.Context, b *testing.B) {
 			return n, idleDeployments * idleReplicas
 		},
 		"chaos rounds": func() (int, int) {
-			cur := &v1beta1.ChaosAgent{}
+			cur := &blackadderv1beta1.ChaosAgent{}
 			require.NoError(b, c.Get(ctx, client.ObjectKeyFromObject(agent), cur))
 			return min(int(cur.Status.Rounds), 1), 1
 		},

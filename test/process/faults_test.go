@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 	"github.com/quartet-operator/quartet/controllers/chaosagent"
 	"github.com/quartet-operator/quartet/controllers/copyratorrule"
@@ -106,7 +106,7 @@ func TestKillDuringChaosRound(t *testing.T) {
 		originals[name] = map[string]string{"greeting": fmt.Sprintf("hello %d", i), "colour": "blue"}
 		require.NoError(t, env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: originals[name]}))
 	}
-	agent := chaosAgent("kill-mid-round", sel, func(s *v1beta1.ChaosAgentSpec) {
+	agent := chaosAgent("kill-mid-round", sel, func(s *blackadderv1beta1.ChaosAgentSpec) {
 		s.CancerMode, s.IpsumMode, s.Eagerness, s.MaxActionsPerRound = true, true, 50, 4
 	})
 

@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	"github.com/quartet-operator/quartet/test/benchutil"
 )
 
@@ -94,14 +94,14 @@ func configMapData(t *testing.T, ns, name string) map[string]string {
 
 // chaosAgent returns an agent confined to namespaces labelled sel=true, hitting everything
 // there every second.
-func chaosAgent(name, sel string, mutate func(*v1beta1.ChaosAgentSpec)) *v1beta1.ChaosAgent {
-	a := &v1beta1.ChaosAgent{
+func chaosAgent(name, sel string, mutate func(*blackadderv1beta1.ChaosAgentSpec)) *blackadderv1beta1.ChaosAgent {
+	a := &blackadderv1beta1.ChaosAgent{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: v1beta1.ChaosAgentSpec{
+		Spec: blackadderv1beta1.ChaosAgentSpec{
 			Eagerness:          100,
 			PauseDuration:      1,
 			MaxActionsPerRound: 100,
-			KillMethod:         v1beta1.KillMethodEvict,
+			KillMethod:         blackadderv1beta1.KillMethodEvict,
 			RestoreOnDelete:    ptr.To(true),
 			NamespaceSelector:  &metav1.LabelSelector{MatchLabels: map[string]string{sel: "true"}},
 		},

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
 	"github.com/quartet-operator/quartet/controllers/exchangerate/fakeupstream"
@@ -53,7 +53,7 @@ func TestValidButNonsensicalObjects(t *testing.T) {
 		Spec: flantv1.CopyratorRuleSpec{RuleType: flantv1.RuleTypeSecret, Selector: map[string]flantv1.LabelValue{"no-such": "label"}}}
 	xr := &operatorsv1.ExchangeRate{ObjectMeta: metav1.ObjectMeta{Name: "xxx", Namespace: ns},
 		Spec: operatorsv1.ExchangeRateSpec{Currency: "XXX", Base: "EUR"}}
-	agent := chaosAgent("targets-nothing", "no-namespace-has-this-label", func(s *v1beta1.ChaosAgentSpec) {
+	agent := chaosAgent("targets-nothing", "no-namespace-has-this-label", func(s *blackadderv1beta1.ChaosAgentSpec) {
 		s.TantrumMode, s.CancerMode, s.IpsumMode, s.PauseDuration = true, true, true, 60
 	})
 	for _, o := range []client.Object{rule, xr, agent} {

@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
@@ -86,7 +86,7 @@ func TestWatchNamespaceScoping(t *testing.T) {
 	t.Setenv("WATCH_NAMESPACE", a+","+c)
 	m := startManager(t, "scoped", "--exchangerate-url="+rates.URL())
 
-	agent := chaosAgent("scope", sel, func(s *v1beta1.ChaosAgentSpec) { s.CancerMode = true })
+	agent := chaosAgent("scope", sel, func(s *blackadderv1beta1.ChaosAgentSpec) { s.CancerMode = true })
 	require.NoError(t, env.Client.Create(ctx, agent))
 	t.Cleanup(func() { forceDelete(agent) })
 	var objs []client.Object

@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
@@ -116,7 +116,7 @@ func TestManagerRunsWithGeneratedRBAC(t *testing.T) {
 	m := startManager(t, "rbac", "--kubeconfig="+kubeconfig, "--leader-elect", "--leader-election-namespace="+system,
 		"--exchangerate-url="+rates.URL())
 
-	agent := chaosAgent("rbac", sel, func(s *v1beta1.ChaosAgentSpec) { s.TantrumMode, s.CancerMode, s.IpsumMode = true, true, true })
+	agent := chaosAgent("rbac", sel, func(s *blackadderv1beta1.ChaosAgentSpec) { s.TantrumMode, s.CancerMode, s.IpsumMode = true, true, true })
 	rule := &flantv1.CopyratorRule{ObjectMeta: metav1.ObjectMeta{Name: "pull", Namespace: src}, Spec: flantv1.CopyratorRuleSpec{
 		RuleType: flantv1.RuleTypeSecret, Selector: map[string]flantv1.LabelValue{"copy": "rbac"},
 		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{sel: "true"}}}}
@@ -135,7 +135,7 @@ func TestManagerRunsWithGeneratedRBAC(t *testing.T) {
 	eventually(t, time.Minute, "rate written", func() bool { return configMapData(t, src, "usd")["rate"] != "" })
 	eventually(t, 2*time.Minute, "mirror Ready", func() bool { return mirrorReady(t, src, "hub") })
 	eventually(t, time.Minute, "chaos: pod evicted, Deployment scaled, ConfigMap rewritten", func() bool {
-		a := &v1beta1.ChaosAgent{}
+		a := &blackadderv1beta1.ChaosAgent{}
 		return env.Client.Get(ctx, client.ObjectKeyFromObject(agent), a) == nil &&
 			a.Status.Counts.PodsKilled > 0 && a.Status.Counts.DeploymentsScaled > 0 && a.Status.Counts.ConfigMapsIpsumed > 0
 	})

@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
@@ -84,7 +84,7 @@ func TestManagerWatchesOnlyWhatItOwns(t *testing.T) {
 	require.NoError(t, env.Client.Create(ctx, testenv.Deployment(ns, "web", 1)))
 	require.NoError(t, env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: ns,
 		Labels: map[string]string{"copy": "watch"}}, Data: map[string]string{"k": "v"}}))
-	agent := chaosAgent("watches", "watch-e2e", func(s *v1beta1.ChaosAgentSpec) {
+	agent := chaosAgent("watches", "watch-e2e", func(s *blackadderv1beta1.ChaosAgentSpec) {
 		s.TantrumMode, s.CancerMode, s.IpsumMode, s.DryRun = true, true, true, true
 	})
 	objs := []client.Object{agent,
@@ -105,7 +105,7 @@ func TestManagerWatchesOnlyWhatItOwns(t *testing.T) {
 		return exists(t, &corev1.Service{}, ns, "private-registry") && exists(t, &appsv1.DaemonSet{}, ns, "private-node")
 	})
 	eventually(t, time.Minute, "a chaos round in every mode", func() bool {
-		a := &v1beta1.ChaosAgent{}
+		a := &blackadderv1beta1.ChaosAgent{}
 		return env.Client.Get(ctx, client.ObjectKeyFromObject(agent), a) == nil && a.Status.Rounds > 1
 	})
 	m.stop()

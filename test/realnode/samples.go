@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
@@ -204,8 +204,8 @@ func (e *Env) WaitMirrorOfflineUpstream(ctx context.Context, ns, name string, ti
 }
 
 // WaitChaosRounds waits until the ChaosAgent has run at least n rounds and returns it.
-func (e *Env) WaitChaosRounds(ctx context.Context, name string, n int64, timeout time.Duration) (*v1beta1.ChaosAgent, error) {
-	a := &v1beta1.ChaosAgent{}
+func (e *Env) WaitChaosRounds(ctx context.Context, name string, n int64, timeout time.Duration) (*blackadderv1beta1.ChaosAgent, error) {
+	a := &blackadderv1beta1.ChaosAgent{}
 	err := WaitFor(ctx, fmt.Sprintf("ChaosAgent %s: %d rounds", name, n), timeout, func(ctx context.Context) (bool, string, error) {
 		if err := e.Client.Get(ctx, client.ObjectKey{Name: name}, a); err != nil {
 			return false, "", err

@@ -3,7 +3,7 @@ package v1alpha1
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 )
 
 // ChaosAgentSpec and ChaosAgentStatus are v1beta1's. The original Python operator's
@@ -12,12 +12,12 @@ import (
 // None) lossless: an agent written through v1alpha1 keeps every v1beta1 field (dryRun
 // included) instead of having them pruned to their defaults.
 type (
-	ChaosAgentSpec   = v1beta1.ChaosAgentSpec
-	ChaosAgentStatus = v1beta1.ChaosAgentStatus
+	ChaosAgentSpec   = blackadderv1beta1.ChaosAgentSpec
+	ChaosAgentStatus = blackadderv1beta1.ChaosAgentStatus
 )
 
 // ChaosAgent is the chaos engineering agent version of the original Python operator, kept
-// so its manifests apply unchanged; it has the v1beta1 schema. Prefer v1beta1.
+// so its manifests apply unchanged; it has the v1beta1 schema. Prefer blackadderv1beta1.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=ca

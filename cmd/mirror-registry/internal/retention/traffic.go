@@ -17,7 +17,7 @@ type Traffic struct {
 	// stored says whether the storage holds d's data, asked before the blob is served.
 	stored func(ctx context.Context, d digest.Digest) bool
 
-	hits, misses                     atomic.Uint64
+	hits, misses                      atomic.Uint64
 	bytesFromCache, bytesFromUpstream atomic.Uint64
 }
 
