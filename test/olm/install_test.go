@@ -149,7 +149,7 @@ func TestInstallUpgradeAndTheFourControllers(t *testing.T) {
 	requireBundleUnpackedByJobs(t, "quartet-bundle:v0.3.0")
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: copyratorrule.TargetClusterRole}, &rbacv1.ClusterRole{}), "the upgrade brings the ClusterRole the binding names")
 
-	// Every CR survived the upgrade; the ChaosAgent reads as blackadderv1beta1.
+	// Every CR survived the upgrade; the ChaosAgent reads as v1beta1.
 	for _, o := range []client.Object{&flantv1.CopyratorRule{}, &operatorsv1.ExchangeRate{}, &mirrorsv1alpha1.RegistryMirror{}} {
 		key := client.ObjectKey{Namespace: targetNS}
 		switch o.(type) {

@@ -17,7 +17,7 @@ type (
 )
 
 // ChaosAgent is the chaos engineering agent version of the original Python operator, kept
-// so its manifests apply unchanged; it has the v1beta1 schema. Prefer blackadderv1beta1.
+// so its manifests apply unchanged; it has the v1beta1 schema. Prefer v1beta1.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=ca
