@@ -13,6 +13,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,6 +47,7 @@ func TestExchangeRateOnCluster(t *testing.T) {
 		t.Run("SeveralCurrenciesFromFrankfurterV2", func(t *testing.T) { t.Parallel(); testSeveralCurrencies(t) })
 		t.Run("SourceLimit", func(t *testing.T) { t.Parallel(); testSourceLimit(t) })
 		t.Run("SourcesSample", func(t *testing.T) { t.Parallel(); testSourcesSample(t) })
+		t.Run("ObservedGenerationOnFailedPass", func(t *testing.T) { t.Parallel(); testObservedGenerationOnFailure(t) })
 	})
 }
 
@@ -624,4 +626,29 @@ func testSourcesSample(t *testing.T) {
 	assert.Equal(t, "ConfigMap exchange-rates-eur holds 3 rates per EUR (USD 1.1625, GBP 0.86485, JPY 171.58), published "+today()+" by ecb",
 		testenv.Condition(got.Status.Conditions, operatorsv1.ConditionReady).Message)
 	assert.Equal(t, "the last fetches from ecb and frankfurter-v2 succeeded", testenv.Condition(got.Status.Conditions, operatorsv1.ConditionDegraded).Message)
+}
+
+// testObservedGenerationOnFailure pins the observedGeneration rule: every status write of
+// a pass carries the generation it read, also when the pass failed; Ready says how it went.
+// A ResourceQuota of no ConfigMaps makes the ConfigMap write fail with an API error.
+func testObservedGenerationOnFailure(t *testing.T) {
+	ctx := context.Background()
+	ns := testenv.Namespace(t, env.Client, "xr-obsgen", nil)
+	require.NoError(t, env.Client.Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-configmaps"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceConfigMaps: resource.MustParse("0")}}}))
+	srv := startFakeToday(t)
+	startManager(t, quickOptions(srv, time.Hour), ns)
+
+	xr := newXR(ns, "refused", "USD", "")
+	require.NoError(t, env.Client.Create(ctx, xr))
+	got := waitCondition(t, ns, "refused", operatorsv1.ConditionReady, metav1.ConditionFalse, operatorsv1.ReasonConfigMapWriteFailed)
+	assert.Equal(t, got.Generation, got.Status.ObservedGeneration, "a failed pass observed the generation it read")
+
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Spec.Currency = "JPY"
+	require.NoError(t, env.Client.Patch(ctx, got, patch))
+	require.Equal(t, int64(2), got.Generation)
+	got = waitCondition(t, ns, "refused", operatorsv1.ConditionReady, metav1.ConditionFalse, operatorsv1.ReasonConfigMapWriteFailed)
+	assert.Equal(t, int64(2), got.Status.ObservedGeneration, "the failed pass of the new spec observed it")
+	assert.Contains(t, testenv.Condition(got.Status.Conditions, operatorsv1.ConditionReady).Message, "writing ConfigMap refused")
 }

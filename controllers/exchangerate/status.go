@@ -55,7 +55,7 @@ type outcome struct {
 //
 // The status is a function of state, never of the clock alone: a pass that learns
 // nothing new (a 304, or the same rates and publication date) returns prev unchanged, so
-// an unchanged refresh writes nothing to the API server (patchStatus skips equal
+// an unchanged refresh writes nothing to the API server (writeStatus skips equal
 // statuses). Hence no fetch or check time, no age in days and no next-attempt time in any
 // field or message: each would change on every refresh and cost one status write per
 // ExchangeRate for nothing. When the source last answered is the per-source metric
@@ -173,12 +173,10 @@ func computeStatus(prev operatorsv1.ExchangeRateStatus, o outcome) operatorsv1.E
 			st.PublicationDate, o.StaleAfterDays, from))
 	}
 
-	// The status describes this generation unless an API error cut the pass short: exactly
-	// the passes for which Reconcile returns an error (a conflict is the user's to resolve and
-	// returns none), so observedGeneration never claims a spec that was not acted on.
-	if o.ConfigMapErr == nil || errors.Is(o.ConfigMapErr, errConfigMapConflict) {
-		st.ObservedGeneration = o.Generation
-	}
+	// The status was computed from this generation's spec, whatever the pass's outcome: the
+	// conditions above say how it went (docs/exchangerate.md, "Status writes and
+	// observedGeneration").
+	st.ObservedGeneration = o.Generation
 	return st
 }
 

@@ -125,7 +125,7 @@ func TestComputeStatus(t *testing.T) {
 			wantObsGen: 1,
 		},
 		{
-			name: "API error writing the ConfigMap: generation not observed",
+			name: "API error writing the ConfigMap: the generation is observed, Ready says it failed",
 			prev: goodPrev,
 			o: outcome{Now: now, Generation: 3, Sources: ecbOnly(Snapshot{Table: tab, CheckedAt: now, FetchedAt: now}), ConfigMapErr: errors.New("etcd timeout"),
 				ConfigMapName: "exchange-rate-usd", StaleAfterDays: 5},
@@ -135,7 +135,7 @@ func TestComputeStatus(t *testing.T) {
 				operatorsv1.ConditionStale:     {metav1.ConditionFalse, operatorsv1.ReasonPublicationCurrent},
 				operatorsv1.ConditionDivergent: {metav1.ConditionFalse, operatorsv1.ReasonSingleSource},
 			},
-			wantRate: "1.1", wantDate: "2026-05-14", wantObsGen: 2, wantFetched: ptrTime(yesterday.Time),
+			wantRate: "1.1", wantDate: "2026-05-14", wantObsGen: 3, wantFetched: ptrTime(yesterday.Time),
 			wantMsg: map[string]string{operatorsv1.ConditionReady: "writing ConfigMap exchange-rate-usd: etcd timeout"},
 		},
 		{
@@ -211,7 +211,7 @@ func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
 
 // TestComputeStatusUnchangedRefresh: a pass that learns nothing new (a 304, the same
 // publication sent again, another day within the limit, the next retry of an outage)
-// returns exactly the status it was given, so patchStatus writes nothing. Each case
+// returns exactly the status it was given, so writeStatus writes nothing. Each case
 // starts from the status the first fetch wrote, then applies before and after.
 func TestComputeStatusUnchangedRefresh(t *testing.T) {
 	tab := mustTable(t, "ecb", "2026-05-15", map[string]string{"USD": "1.1625", "GBP": "0.86485"})
