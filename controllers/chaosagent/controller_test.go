@@ -45,6 +45,7 @@ func TestChaosAgentOnCluster(t *testing.T) {
 		t.Run("NameLongerThanALabelValueRefused", func(t *testing.T) { t.Parallel(); testLongName(t) })
 		t.Run("RestoreKeepsToScopeAndSkipsImmutable", func(t *testing.T) { t.Parallel(); testRestoreKeepsToScope(t) })
 		t.Run("RestoreOnDeleteFalseReleasesAWedgedAgent", func(t *testing.T) { t.Parallel(); testRestoreOnDeleteFalse(t) })
+		t.Run("ObservedGenerationOnFailedPass", func(t *testing.T) { t.Parallel(); testObservedGenerationOnFailure(t) })
 		t.Run("DeploymentGuardTripsStopsAndRestoresWithinOneRound", func(t *testing.T) { t.Parallel(); testDeploymentGuardTrips(t) })
 		t.Run("HTTPGuardTripsStopsAndRestores", func(t *testing.T) { t.Parallel(); testHTTPGuardTrips(t) })
 		t.Run("DurationElapsedPausesAndRestores", func(t *testing.T) { t.Parallel(); testDurationElapsed(t) })
@@ -458,4 +459,34 @@ func testRestoreOnDeleteFalse(t *testing.T) {
 	require.Len(t, left.Items, 1, "what is left unrestored is found by the agent's label")
 	assert.Equal(t, data, left.Items[0].Data)
 	assert.Contains(t, left.Items[0].Annotations, AnnotationOriginalData, "with its original")
+}
+
+// testObservedGenerationOnFailure pins the observedGeneration rule: every status write of a
+// pass carries the generation it read, also when the pass failed; the conditions say how it
+// went. Pausing the agent asks for a restore that fails (the original would make the
+// ConfigMap too large), so the pass of the new generation returns an error.
+func testObservedGenerationOnFailure(t *testing.T) {
+	ctx := context.Background()
+	sel := selectorFor(t)
+	ns := testenv.Namespace(t, env.Client, "obsgen", selectedBy(sel))
+	agent := agentFor("obsgen", sel, func(s *v1beta1.ChaosAgentSpec) { s.IpsumMode, s.DryRun = true, true })
+	big := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "big"}, Data: map[string]string{"big": strings.Repeat("x", 1000*1024)}}
+	forgedMarks(big, agent.Name, AnnotationOriginalData, fmt.Sprintf(`{"extra":%q}`, strings.Repeat("y", 100*1024)))
+	require.NoError(t, env.Client.Create(ctx, big))
+	createAgent(t, agent)
+	waitMarksCached(t, agent.Name, 1)
+
+	live := &v1beta1.ChaosAgent{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(agent), live))
+	generation := live.Generation
+	require.NoError(t, env.Client.Patch(ctx, live, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"paused":true}}`))))
+	require.Greater(t, live.Generation, generation)
+	failing := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
+		c := meta.FindStatusCondition(a.Status.Conditions, v1beta1.ConditionDegraded)
+		return c != nil && c.Reason == v1beta1.ReasonRestoreFailed && c.ObservedGeneration == live.Generation
+	}, "the paused agent's restore failing")
+	assert.Equal(t, live.Generation, failing.Status.ObservedGeneration, "the failed pass observed the generation it read")
+	assert.Equal(t, metav1.ConditionTrue, testenv.Condition(failing.Status.Conditions, v1beta1.ConditionDegraded).Status)
+	// Let the agent go at the end (createAgent's cleanup waits for it) without the restore.
+	require.NoError(t, env.Client.Patch(ctx, failing, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"restoreOnDelete":false}}`))))
 }

@@ -187,9 +187,9 @@ func computeStatus(old v1beta1.ChaosAgentStatus, o outcome) v1beta1.ChaosAgentSt
 	}
 	s.Guards = mergeGuardResults(s.Guards, guardResults(o.Guards, o.Now), o.Spec.Guards)
 	setConditions(&s, o, records)
-	if o.Err == nil {
-		s.ObservedGeneration = o.Generation
-	}
+	// The status was computed from this generation's spec, also when the pass failed (o.Err)
+	// or found the spec invalid: the conditions say how it went.
+	s.ObservedGeneration = o.Generation
 	return s
 }
 
