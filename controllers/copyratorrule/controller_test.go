@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -886,4 +887,47 @@ func reconciles(t *testing.T) float64 {
 		}
 	}
 	return n
+}
+
+// TestObservedGenerationOnFailedWrites pins the observedGeneration rule: every status
+// write of a pass carries the generation it read, also when the pass's writes failed;
+// Ready and Degraded say how it went. A ResourceQuota of no Secrets refuses the copy.
+func TestObservedGenerationOnFailedWrites(t *testing.T) {
+	f := newFixture(t, 1)
+	ctx := context.Background()
+	src := f.secret("token", map[string]string{"t": "1"})
+	require.NoError(t, env.Client.Create(ctx, src))
+	rule := ruleFor(f.src, f.id, flantv1.RuleTypeSecret)
+	createRule(t, rule)
+	requireCopies(t, src, f.targets[0])
+
+	refusing := testenv.Namespace(t, env.Client, "quota", nil)
+	none := corev1.ResourceList{corev1.ResourceSecrets: resource.MustParse("0")}
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: refusing, Name: "no-secrets"}, Spec: corev1.ResourceQuotaSpec{Hard: none}}
+	require.NoError(t, env.Client.Create(ctx, quota))
+	// No kube-controller-manager computes the usage on envtest: write it as it would.
+	quota.Status = corev1.ResourceQuotaStatus{Hard: none, Used: none}
+	require.NoError(t, env.Client.Status().Update(ctx, quota))
+	// The API server's quota admission sees a new quota after a moment: wait until it refuses.
+	require.Eventually(t, func() bool {
+		probe := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: refusing, Name: "probe"}}
+		err := env.Client.Create(ctx, probe)
+		if err == nil {
+			_ = env.Client.Delete(ctx, probe)
+		}
+		return apierrors.IsForbidden(err)
+	}, waitFor, tick, "the quota refuses Secrets")
+	updateRule(t, rule, func(spec *flantv1.CopyratorRuleSpec) {
+		spec.NamespaceSelector = nil
+		spec.Namespaces = []string{f.targets[0], refusing}
+	})
+	live := getRule(t, rule)
+	require.EqualValues(t, 2, live.Generation)
+	// eventuallyStatus requires observedGeneration == generation.
+	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
+		assert.Equal(c, flantv1.ReasonWriteFailed, testenv.Condition(st.Conditions, flantv1.ConditionReady).Reason)
+		assert.Equal(c, metav1.ConditionTrue, testenv.Condition(st.Conditions, flantv1.ConditionDegraded).Status)
+		assert.EqualValues(c, 2, st.ObservedGeneration)
+	})
+	assert.Nil(t, getSecret(t, refusing, "token"))
 }

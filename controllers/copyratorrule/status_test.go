@@ -52,8 +52,8 @@ func TestComputeStatus(t *testing.T) {
 			ready: cond{"False", flantv1.ReasonSourcesMissing}, degraded: cond{"False", flantv1.ReasonAsExpected}, wantObserved: 4, wantInSync: 3},
 		{name: "invalid spec keeps the old counts", pass: outcome{SpecErr: errors.New("spec.namespaceSelector: bad")},
 			ready: cond{"False", flantv1.ReasonInvalidSpec}, degraded: cond{"True", flantv1.ReasonInvalidSpec}, wantObserved: 4, wantInSync: 7},
-		{name: "read failure keeps the old counts and generation", pass: outcome{SyncErr: errors.New("timeout")},
-			ready: cond{"False", flantv1.ReasonSyncFailed}, degraded: cond{"True", flantv1.ReasonSyncFailed}, wantObserved: 3, wantInSync: 7},
+		{name: "read failure keeps the old counts, observes the generation", pass: outcome{SyncErr: errors.New("timeout")},
+			ready: cond{"False", flantv1.ReasonSyncFailed}, degraded: cond{"True", flantv1.ReasonSyncFailed}, wantObserved: 4, wantInSync: 7},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			prev := flantv1.CopyratorRuleStatus{ObservedGeneration: 3, CopiesInSync: 7}
