@@ -413,8 +413,10 @@ func (r *Reconciler) probe(ctx context.Context, m *mirrorsv1alpha1.RegistryMirro
 func (r *Reconciler) report(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, out outcome) (after time.Duration, err error) {
 	now := r.Clock.Now()
 	key := client.ObjectKeyFromObject(m)
-	m.Status = r.statuses.stored(key, m, now)
-	status := computeStatus(m, out, metav1.NewTime(now.Truncate(time.Second)))
+	stored := r.statuses.latest(m)
+	m.Status = *stored.Status.DeepCopy()
+	statusTime := metav1.NewTime(now.Truncate(time.Second))
+	status := computeStatus(m, out, statusTime)
 	recordReady(key, meta.IsStatusConditionTrue(status.Conditions, mirrorsv1alpha1.ConditionReady))
 	recordImages(key, status.ImagesInUse, status.ImagesCached)
 	recordDisk(key, out.probes.cache)
@@ -429,5 +431,5 @@ func (r *Reconciler) report(ctx context.Context, m *mirrorsv1alpha1.RegistryMirr
 	}
 	r.recordEvents(m, statusEvents(m.Status.Conditions, status.Conditions))
 	r.recordEvents(m, specEvents(m, m.Status.ObservedGeneration, status.ObservedGeneration))
-	return 0, r.patchStatus(ctx, m, status)
+	return 0, r.writeStatus(ctx, m, stored, out, statusTime)
 }

@@ -388,7 +388,7 @@ func TestStorageResizeRefused(t *testing.T) {
 		assert.Equal(c, mirrorsv1alpha1.ReasonApplyFailed, d.Reason)
 		assert.Contains(c, d.Message, "applying PersistentVolumeClaim "+ns+"/ghcr-registry-cache was refused")
 		assert.Equal(c, metav1.ConditionTrue, condition(mm, mirrorsv1alpha1.ConditionReady).Status, "the registry still serves")
-		assert.Equal(c, int64(1), mm.Status.ObservedGeneration, "generation 2 is not done")
+		assert.Equal(c, int64(2), mm.Status.ObservedGeneration, "the failing pass observed generation 2; Degraded says it failed")
 		assert.Equal(c, 1, eventCounts(c, mm)["Warning/"+mirrorsv1alpha1.ReasonApplyFailed])
 	}, wait, tick)
 }

@@ -72,8 +72,8 @@ type outcome struct {
 
 // computeStatus returns the mirror's new status from the pass's outcome: endpoints,
 // counts, and the UpstreamReachable, Ready and Degraded conditions, all three set on
-// every pass (transition times from now); observedGeneration only moves after a pass
-// that applied everything. The result equals the old status when nothing changed, so
+// every pass (transition times from now); observedGeneration is m's generation, whatever
+// the pass's outcome. The result equals the old status when nothing changed, so
 // the caller can skip the write.
 func computeStatus(m *mirrorsv1alpha1.RegistryMirror, o outcome, now metav1.Time) mirrorsv1alpha1.RegistryMirrorStatus {
 	st := *m.Status.DeepCopy()
@@ -134,10 +134,9 @@ func computeStatus(m *mirrorsv1alpha1.RegistryMirror, o outcome, now metav1.Time
 	}
 	meta.SetStatusCondition(&st.Conditions, degraded)
 
-	// Only a pass that applied everything has acted on this generation.
-	if o.complete && len(o.problems) == 0 {
-		st.ObservedGeneration = m.Generation
-	}
+	// The status was computed from this generation's spec, also when the pass could not
+	// apply everything or found the spec invalid: Ready and Degraded say how it went.
+	st.ObservedGeneration = m.Generation
 	return st
 }
 
