@@ -23,7 +23,7 @@ import (
 	"github.com/quartet-operator/quartet/internal/operator"
 )
 
-// +kubebuilder:rbac:groups=flant.com,resources=copyrators,verbs=list;watch;patch
+// +kubebuilder:rbac:groups=flant.com,resources=copyrators,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=flant.com,resources=copyrators/status,verbs=patch
 // +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
