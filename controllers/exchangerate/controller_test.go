@@ -636,6 +636,16 @@ func testObservedGenerationOnFailure(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "xr-obsgen", nil)
 	require.NoError(t, env.Client.Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-configmaps"},
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceConfigMaps: resource.MustParse("0")}}}))
+	// Quota admission lets creates through until the quota's usage is known: wait until it
+	// refuses one.
+	require.Eventually(t, func() bool {
+		probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"}}
+		err := env.Client.Create(ctx, probe)
+		if err == nil {
+			_ = env.Client.Delete(ctx, probe)
+		}
+		return apierrors.IsForbidden(err)
+	}, 60*time.Second, 100*time.Millisecond, "the quota refuses ConfigMaps")
 	srv := startFakeToday(t)
 	startManager(t, quickOptions(srv, time.Hour), ns)
 
