@@ -187,9 +187,13 @@ func computeStatus(old v1beta1.ChaosAgentStatus, o outcome) v1beta1.ChaosAgentSt
 	}
 	s.Guards = mergeGuardResults(s.Guards, guardResults(o.Guards, o.Now), o.Spec.Guards)
 	setConditions(&s, o, records)
-	// The status was computed from this generation's spec, also when the pass failed (o.Err)
-	// or found the spec invalid: the conditions say how it went.
-	s.ObservedGeneration = o.Generation
+	// observedGeneration claims only a spec the pass acted on fully: one that returned no
+	// error (docs/STYLE.md, "Status writes and observedGeneration"). An invalid spec, a
+	// tripped guard or a failed action is no error of the pass (the conditions and
+	// status.lastActions say so); a failed list, round or restore is, and is retried.
+	if o.Err == nil {
+		s.ObservedGeneration = o.Generation
+	}
 	return s
 }
 

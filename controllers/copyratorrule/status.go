@@ -107,9 +107,13 @@ func computeStatus(prev flantv1.CopyratorRuleStatus, o outcome, now metav1.Time)
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason,
 			Message: msg, ObservedGeneration: o.Generation, LastTransitionTime: now})
 	}
-	// The status is computed from this generation's spec, whatever the pass's outcome (a spec
-	// mistake, a failed read, failed writes): the conditions say how it went.
-	st.ObservedGeneration = o.Generation
+	// observedGeneration claims only a spec the pass acted on fully: one that returned no
+	// error (docs/STYLE.md, "Status writes and observedGeneration"). A spec mistake, a
+	// conflict, a refusing namespace or a limit is no error of the pass (the conditions say
+	// so); a failed read or write is, and Reconcile returns it to retry the pass.
+	if o.SyncErr == nil && len(o.WriteErrs) == 0 {
+		st.ObservedGeneration = o.Generation
+	}
 	switch {
 	case o.SpecErr != nil:
 		// A spec mistake ends the pass without an error: the next edit of the spec brings a

@@ -173,11 +173,27 @@ func computeStatus(prev operatorsv1.ExchangeRateStatus, o outcome) operatorsv1.E
 			st.PublicationDate, o.StaleAfterDays, from))
 	}
 
-	// The status was computed from this generation's spec, whatever the pass's outcome: the
-	// conditions above say how it went (docs/exchangerate.md, "Status writes and
-	// observedGeneration").
-	st.ObservedGeneration = o.Generation
+	if o.actedOn() {
+		st.ObservedGeneration = o.Generation
+	}
 	return st
+}
+
+// actedOn reports whether the pass acted on the spec fully, so that observedGeneration
+// may claim it (docs/STYLE.md, "Status writes and observedGeneration"): the ConfigMap holds
+// the spec's rate, or the spec asks for what the controller will not retry (too many
+// sources, a currency no source prices, a ConfigMap of the name it does not control: the
+// user's to change; Ready says what). A pass that could not write the ConfigMap (an API
+// error: Reconcile returns it) or has no rate yet because the sources failed or have not
+// answered (retried with backoff) did not.
+func (o outcome) actedOn() bool {
+	switch {
+	case o.SourcesErr != nil, o.QuoteErr != nil, errors.Is(o.ConfigMapErr, errConfigMapConflict):
+		return true
+	case o.ConfigMapErr != nil:
+		return false
+	}
+	return o.Quote != nil
 }
 
 // fetchErr is why the sources' last fetches failed: the one error of a single source, as

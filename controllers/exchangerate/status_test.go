@@ -93,7 +93,9 @@ func TestComputeStatus(t *testing.T) {
 				operatorsv1.ConditionStale:     {metav1.ConditionUnknown, operatorsv1.ReasonNoPublication},
 				operatorsv1.ConditionDivergent: {metav1.ConditionFalse, operatorsv1.ReasonSingleSource},
 			},
-			wantObsGen: 1,
+			// The source is retried with backoff and nothing was written: the spec was not
+			// acted on, so observedGeneration stays where it was.
+			wantObsGen: 0,
 			wantMsg:    map[string]string{operatorsv1.ConditionReady: "no rate yet: https://ecb answered 503", operatorsv1.ConditionDegraded: "no rate has been fetched yet"},
 		},
 		{
@@ -125,7 +127,7 @@ func TestComputeStatus(t *testing.T) {
 			wantObsGen: 1,
 		},
 		{
-			name: "API error writing the ConfigMap: the generation is observed, Ready says it failed",
+			name: "API error writing the ConfigMap: the generation is not observed, Ready says it failed",
 			prev: goodPrev,
 			o: outcome{Now: now, Generation: 3, Sources: ecbOnly(Snapshot{Table: tab, CheckedAt: now, FetchedAt: now}), ConfigMapErr: errors.New("etcd timeout"),
 				ConfigMapName: "exchange-rate-usd", StaleAfterDays: 5},
@@ -135,7 +137,7 @@ func TestComputeStatus(t *testing.T) {
 				operatorsv1.ConditionStale:     {metav1.ConditionFalse, operatorsv1.ReasonPublicationCurrent},
 				operatorsv1.ConditionDivergent: {metav1.ConditionFalse, operatorsv1.ReasonSingleSource},
 			},
-			wantRate: "1.1", wantDate: "2026-05-14", wantObsGen: 3, wantFetched: ptrTime(yesterday.Time),
+			wantRate: "1.1", wantDate: "2026-05-14", wantObsGen: 2, wantFetched: ptrTime(yesterday.Time),
 			wantMsg: map[string]string{operatorsv1.ConditionReady: "writing ConfigMap exchange-rate-usd: etcd timeout"},
 		},
 		{

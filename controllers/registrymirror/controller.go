@@ -94,6 +94,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 			// The namespace is going, and the mirror with it: nothing to report.
 			return
 		}
+		out.failed = retErr != nil
 		after, err := r.report(ctx, m, out)
 		if err != nil {
 			retErr = kerrors.NewAggregate([]error{retErr, fmt.Errorf("writing the status: %w", err)})

@@ -242,8 +242,9 @@ func TestComputeStatus(t *testing.T) {
 	m.Status = st
 	assert.Equal(t, st, computeStatus(m, ok, t1))
 
-	// A conflict: Degraded with every problem listed, transition time moves; the
-	// generation is observed all the same (Degraded says the pass did not apply everything).
+	// A conflict and a refused apply: Degraded with every problem listed, transition time
+	// moves; neither is an error of the pass (the user's to resolve), so the generation is
+	// observed.
 	bad := ok
 	bad.problems = []problem{{mirrorsv1alpha1.ReasonObjectConflict, "Service mirrors/docker-hub-registry exists and is not controlled by this RegistryMirror"}, {mirrorsv1alpha1.ReasonApplyFailed, "applying X was refused"}}
 	m.Generation = 5
@@ -256,10 +257,10 @@ func TestComputeStatus(t *testing.T) {
 	assert.Equal(t, t0, meta.FindStatusCondition(st2.Conditions, mirrorsv1alpha1.ConditionReady).LastTransitionTime, "Ready did not change")
 	assert.Equal(t, int64(5), st2.ObservedGeneration)
 
-	// An incomplete pass (API error) observes the generation it read too.
-	partial := ok
-	partial.complete = false
-	assert.Equal(t, int64(5), computeStatus(m, partial, t1).ObservedGeneration)
+	// A pass that failed (an API error, retried) does not claim the generation.
+	failedPass := bad
+	failedPass.complete, failedPass.failed = false, true
+	assert.Equal(t, int64(4), computeStatus(m, failedPass, t1).ObservedGeneration)
 
 	// No host port: no node endpoint.
 	noPort := ok
