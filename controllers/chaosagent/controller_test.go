@@ -461,10 +461,12 @@ func testRestoreOnDeleteFalse(t *testing.T) {
 	assert.Contains(t, left.Items[0].Annotations, AnnotationOriginalData, "with its original")
 }
 
-// testObservedGenerationOnFailure pins the observedGeneration rule: every status write of a
-// pass carries the generation it read, also when the pass failed; the conditions say how it
-// went. Pausing the agent asks for a restore that fails (the original would make the
-// ConfigMap too large), so the pass of the new generation returns an error.
+// testObservedGenerationOnFailure pins the observedGeneration rule (docs/STYLE.md, "Status
+// writes and observedGeneration"): a pass that returns an error (it is retried) leaves
+// observedGeneration at the last spec acted on fully, while the conditions, carrying the new
+// generation, report the failure; a pass without error observes its spec, also when the
+// spec is a mistake. Pausing the agent asks for a restore that fails (the original would
+// make the ConfigMap too large), so the pass of the new generation returns an error.
 func testObservedGenerationOnFailure(t *testing.T) {
 	ctx := context.Background()
 	sel := selectorFor(t)
@@ -475,18 +477,36 @@ func testObservedGenerationOnFailure(t *testing.T) {
 	require.NoError(t, env.Client.Create(ctx, big))
 	createAgent(t, agent)
 	waitMarksCached(t, agent.Name, 1)
+	live := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
+		return a.Status.ObservedGeneration == a.Generation
+	}, "the first pass observing the spec")
+	acted := live.Generation
 
-	live := &v1beta1.ChaosAgent{}
-	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(agent), live))
-	generation := live.Generation
-	require.NoError(t, env.Client.Patch(ctx, live, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"paused":true}}`))))
-	require.Greater(t, live.Generation, generation)
+	patch := func(a *v1beta1.ChaosAgent, spec string) {
+		t.Helper()
+		require.NoError(t, env.Client.Patch(ctx, a, client.RawPatch(types.MergePatchType, []byte(`{"spec":`+spec+`}`))))
+	}
+	patch(live, `{"paused":true}`)
+	require.Greater(t, live.Generation, acted)
 	failing := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
 		c := meta.FindStatusCondition(a.Status.Conditions, v1beta1.ConditionDegraded)
 		return c != nil && c.Reason == v1beta1.ReasonRestoreFailed && c.ObservedGeneration == live.Generation
 	}, "the paused agent's restore failing")
-	assert.Equal(t, live.Generation, failing.Status.ObservedGeneration, "the failed pass observed the generation it read")
+	assert.Equal(t, acted, failing.Status.ObservedGeneration, "a failed pass does not claim the spec it could not act on")
 	assert.Equal(t, metav1.ConditionTrue, testenv.Condition(failing.Status.Conditions, v1beta1.ConditionDegraded).Status)
-	// Let the agent go at the end (createAgent's cleanup waits for it) without the restore.
-	require.NoError(t, env.Client.Patch(ctx, failing, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"restoreOnDelete":false}}`))))
+
+	// Without the restore the paused agent's pass has nothing to fail: the spec is observed.
+	// (This also lets the agent go at the end: createAgent's cleanup waits for it.)
+	patch(failing, `{"restoreOnDelete":false}`)
+	waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
+		return a.Status.ObservedGeneration == failing.Generation
+	}, "the pass without a restore observing the spec")
+
+	// A spec mistake is no error of the pass: observed, and reported in Ready.
+	patch(failing, `{"podSelector":{"matchExpressions":[{"key":"app","operator":"Near"}]}}`)
+	invalid := waitAgent(t, agent.Name, func(a *v1beta1.ChaosAgent) bool {
+		c := meta.FindStatusCondition(a.Status.Conditions, v1beta1.ConditionReady)
+		return c != nil && c.Reason == v1beta1.ReasonInvalidSelector && c.ObservedGeneration == failing.Generation
+	}, "the invalid selector reported")
+	assert.Equal(t, failing.Generation, invalid.Status.ObservedGeneration, "a spec mistake is observed")
 }

@@ -889,9 +889,12 @@ func reconciles(t *testing.T) float64 {
 	return n
 }
 
-// TestObservedGenerationOnFailedWrites pins the observedGeneration rule: every status
-// write of a pass carries the generation it read, also when the pass's writes failed;
-// Ready and Degraded say how it went. A ResourceQuota of no Secrets refuses the copy.
+// TestObservedGenerationOnFailedWrites pins the observedGeneration rule (docs/STYLE.md,
+// "Status writes and observedGeneration"): a pass whose writes failed returns an error (it
+// is retried) and leaves observedGeneration at the last spec acted on fully, while Ready
+// and Degraded, carrying the new generation, report the failure; the retried pass that
+// succeeds observes the spec, and so does a pass that finds a spec mistake. A ResourceQuota
+// of no Secrets refuses the copy until it is deleted.
 func TestObservedGenerationOnFailedWrites(t *testing.T) {
 	f := newFixture(t, 1)
 	ctx := context.Background()
@@ -923,11 +926,32 @@ func TestObservedGenerationOnFailedWrites(t *testing.T) {
 	})
 	live := getRule(t, rule)
 	require.EqualValues(t, 2, live.Generation)
-	// eventuallyStatus requires observedGeneration == generation.
-	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
-		assert.Equal(c, flantv1.ReasonWriteFailed, testenv.Condition(st.Conditions, flantv1.ConditionReady).Reason)
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		st := getRule(t, rule).Status
+		ready := testenv.Condition(st.Conditions, flantv1.ConditionReady)
+		assert.Equal(c, flantv1.ReasonWriteFailed, ready.Reason)
+		assert.EqualValues(c, 2, ready.ObservedGeneration, "the failure is reported for the new spec")
 		assert.Equal(c, metav1.ConditionTrue, testenv.Condition(st.Conditions, flantv1.ConditionDegraded).Status)
-		assert.EqualValues(c, 2, st.ObservedGeneration)
-	})
+		assert.EqualValues(c, 1, st.ObservedGeneration, "a failed pass does not claim the spec")
+	}, waitFor, tick)
 	assert.Nil(t, getSecret(t, refusing, "token"))
+
+	// The retried pass writes the copy once the quota is gone, and observes generation 2
+	// (eventuallyStatus requires observedGeneration == generation).
+	require.NoError(t, env.Client.Delete(ctx, quota))
+	requireCopies(t, src, refusing)
+	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
+		assert.EqualValues(c, 2, st.ObservedGeneration)
+		assert.Equal(c, flantv1.ReasonCopiesInSync, testenv.Condition(st.Conditions, flantv1.ConditionReady).Reason)
+	})
+
+	// A spec mistake is no error of the pass: observed, and reported.
+	updateRule(t, rule, func(spec *flantv1.CopyratorRuleSpec) {
+		spec.Namespaces = nil
+		spec.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: "Near"}}}
+	})
+	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
+		assert.EqualValues(c, 3, st.ObservedGeneration)
+		assert.Equal(c, flantv1.ReasonInvalidSpec, testenv.Condition(st.Conditions, flantv1.ConditionReady).Reason)
+	})
 }

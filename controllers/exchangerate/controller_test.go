@@ -628,14 +628,18 @@ func testSourcesSample(t *testing.T) {
 	assert.Equal(t, "the last fetches from ecb and frankfurter-v2 succeeded", testenv.Condition(got.Status.Conditions, operatorsv1.ConditionDegraded).Message)
 }
 
-// testObservedGenerationOnFailure pins the observedGeneration rule: every status write of
-// a pass carries the generation it read, also when the pass failed; Ready says how it went.
-// A ResourceQuota of no ConfigMaps makes the ConfigMap write fail with an API error.
+// testObservedGenerationOnFailure pins the observedGeneration rule (docs/STYLE.md, "Status
+// writes and observedGeneration"): it claims a spec only after a pass that acted on it fully
+// or found a mistake the user must fix; a pass that failed with an API error (returned, so
+// retried) leaves it where it was while Ready reports the failure. A currency no source
+// publishes is such a mistake; a ResourceQuota of no ConfigMaps makes the ConfigMap write
+// fail with an API error until the quota is deleted.
 func testObservedGenerationOnFailure(t *testing.T) {
 	ctx := context.Background()
 	ns := testenv.Namespace(t, env.Client, "xr-obsgen", nil)
-	require.NoError(t, env.Client.Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-configmaps"},
-		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceConfigMaps: resource.MustParse("0")}}}))
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-configmaps"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceConfigMaps: resource.MustParse("0")}}}
+	require.NoError(t, env.Client.Create(ctx, quota))
 	// Quota admission lets creates through until the quota's usage is known: wait until it
 	// refuses one.
 	require.Eventually(t, func() bool {
@@ -649,16 +653,23 @@ func testObservedGenerationOnFailure(t *testing.T) {
 	srv := startFakeToday(t)
 	startManager(t, quickOptions(srv, time.Hour), ns)
 
-	xr := newXR(ns, "refused", "USD", "")
+	// A spec mistake: reported, and the spec is observed (no ConfigMap is written).
+	xr := newXR(ns, "refused", "XYZ", "")
 	require.NoError(t, env.Client.Create(ctx, xr))
-	got := waitCondition(t, ns, "refused", operatorsv1.ConditionReady, metav1.ConditionFalse, operatorsv1.ReasonConfigMapWriteFailed)
-	assert.Equal(t, got.Generation, got.Status.ObservedGeneration, "a failed pass observed the generation it read")
+	got := waitCondition(t, ns, "refused", operatorsv1.ConditionReady, metav1.ConditionFalse, operatorsv1.ReasonUnknownCurrency)
+	assert.Equal(t, int64(1), got.Status.ObservedGeneration, "a spec mistake is no error of the pass: observed")
 
+	// An API error: reported for generation 2, which is not observed.
 	patch := client.MergeFrom(got.DeepCopy())
-	got.Spec.Currency = "JPY"
+	got.Spec.Currency = "USD"
 	require.NoError(t, env.Client.Patch(ctx, got, patch))
 	require.Equal(t, int64(2), got.Generation)
 	got = waitCondition(t, ns, "refused", operatorsv1.ConditionReady, metav1.ConditionFalse, operatorsv1.ReasonConfigMapWriteFailed)
-	assert.Equal(t, int64(2), got.Status.ObservedGeneration, "the failed pass of the new spec observed it")
 	assert.Contains(t, testenv.Condition(got.Status.Conditions, operatorsv1.ConditionReady).Message, "writing ConfigMap refused")
+	assert.Equal(t, int64(1), got.Status.ObservedGeneration, "a failed pass does not claim the spec it could not act on")
+
+	// The retried pass succeeds once the quota is gone, and observes generation 2.
+	require.NoError(t, env.Client.Delete(ctx, quota))
+	got = waitCondition(t, ns, "refused", operatorsv1.ConditionReady, metav1.ConditionTrue, operatorsv1.ReasonRateWritten)
+	assert.Equal(t, int64(2), got.Status.ObservedGeneration)
 }
