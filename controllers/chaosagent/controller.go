@@ -15,13 +15,11 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -29,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	"github.com/quartet-operator/quartet/internal/operator"
 )
 
 // +kubebuilder:rbac:groups=blackadder.io,resources=chaosagents,verbs=get;list;watch;patch
@@ -344,27 +343,12 @@ func (r *Reconciler) reconcileRestore(ctx context.Context, agent *blackadderv1be
 	return out, nil
 }
 
-// writeStatus writes the status computeStatus makes of o, when it differs from the agent's. A
-// conflict (the cached agent was stale) applies o again to the newest agent read from the API
-// server, retry.DefaultRetry times at most.
+// writeStatus writes the status computeStatus makes of o, when it differs from the agent's
+// (operator.WriteStatus: a conflict applies o again to the agent read past the cache). An
+// agent deleted meanwhile is not an error.
 func (r *Reconciler) writeStatus(ctx context.Context, agent *blackadderv1beta1.ChaosAgent, o outcome) error {
-	current, retried := agent, false
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if retried {
-			fresh := &blackadderv1beta1.ChaosAgent{}
-			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(agent), fresh); err != nil {
-				return err
-			}
-			current = fresh
-		}
-		retried = true
-		want := computeStatus(current.Status, o)
-		if equality.Semantic.DeepEqual(current.Status, want) {
-			return nil
-		}
-		base := current.DeepCopy()
-		current.Status = want
-		return r.Status().Patch(ctx, current, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	_, err := operator.WriteStatus(ctx, r.Client, r.APIReader, agent, func(a *blackadderv1beta1.ChaosAgent) {
+		a.Status = computeStatus(a.Status, o)
 	})
 	return client.IgnoreNotFound(err)
 }

@@ -45,6 +45,7 @@ func TestChaosAgentOnCluster(t *testing.T) {
 		t.Run("NameLongerThanALabelValueRefused", func(t *testing.T) { t.Parallel(); testLongName(t) })
 		t.Run("RestoreKeepsToScopeAndSkipsImmutable", func(t *testing.T) { t.Parallel(); testRestoreKeepsToScope(t) })
 		t.Run("RestoreOnDeleteFalseReleasesAWedgedAgent", func(t *testing.T) { t.Parallel(); testRestoreOnDeleteFalse(t) })
+		t.Run("ObservedGenerationOnFailedPass", func(t *testing.T) { t.Parallel(); testObservedGenerationOnFailure(t) })
 		t.Run("DeploymentGuardTripsStopsAndRestoresWithinOneRound", func(t *testing.T) { t.Parallel(); testDeploymentGuardTrips(t) })
 		t.Run("HTTPGuardTripsStopsAndRestores", func(t *testing.T) { t.Parallel(); testHTTPGuardTrips(t) })
 		t.Run("DurationElapsedPausesAndRestores", func(t *testing.T) { t.Parallel(); testDurationElapsed(t) })
@@ -467,4 +468,55 @@ func testRestoreOnDeleteFalse(t *testing.T) {
 	require.Len(t, left.Items, 1, "what is left unrestored is found by the agent's label")
 	assert.Equal(t, data, left.Items[0].Data)
 	assert.Contains(t, left.Items[0].Annotations, AnnotationOriginalData, "with its original")
+}
+
+// testObservedGenerationOnFailure pins the observedGeneration rule (docs/STYLE.md, "Status
+// writes and observedGeneration"): a pass that returns an error (it is retried) leaves
+// observedGeneration at the last spec acted on fully, while the conditions, carrying the new
+// generation, report the failure; a pass without error observes its spec, also when the
+// spec is a mistake. Pausing the agent asks for a restore that fails (the original would
+// make the ConfigMap too large), so the pass of the new generation returns an error.
+func testObservedGenerationOnFailure(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	sel := selectorFor(t)
+	ns := testenv.Namespace(t, env.Client, "obsgen", selectedBy(sel))
+	agent := agentFor("obsgen", sel, func(s *blackadderv1beta1.ChaosAgentSpec) { s.IpsumMode, s.DryRun = true, true })
+	big := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "big"}, Data: map[string]string{"big": strings.Repeat("x", 1000*1024)}}
+	forgedMarks(big, agent.Name, AnnotationOriginalData, fmt.Sprintf(`{"extra":%q}`, strings.Repeat("y", 100*1024)))
+	require.NoError(t, env.Client.Create(ctx, big))
+	createAgent(t, agent)
+	waitMarksCached(t, agent.Name, 1)
+	live := waitAgent(t, agent.Name, func(a *blackadderv1beta1.ChaosAgent) bool {
+		return a.Status.ObservedGeneration == a.Generation
+	}, "the first pass observing the spec")
+	acted := live.Generation
+
+	patch := func(a *blackadderv1beta1.ChaosAgent, spec string) {
+		t.Helper()
+		require.NoError(t, env.Client.Patch(ctx, a, client.RawPatch(types.MergePatchType, []byte(`{"spec":`+spec+`}`))))
+	}
+	patch(live, `{"paused":true}`)
+	require.Greater(t, live.Generation, acted)
+	failing := waitAgent(t, agent.Name, func(a *blackadderv1beta1.ChaosAgent) bool {
+		c := meta.FindStatusCondition(a.Status.Conditions, blackadderv1beta1.ConditionDegraded)
+		return c != nil && c.Reason == blackadderv1beta1.ReasonRestoreFailed && c.ObservedGeneration == live.Generation
+	}, "the paused agent's restore failing")
+	assert.Equal(t, acted, failing.Status.ObservedGeneration, "a failed pass does not claim the spec it could not act on")
+	assert.Equal(t, metav1.ConditionTrue, testenv.Condition(failing.Status.Conditions, blackadderv1beta1.ConditionDegraded).Status)
+
+	// Without the restore the paused agent's pass has nothing to fail: the spec is observed.
+	// (This also lets the agent go at the end: createAgent's cleanup waits for it.)
+	patch(failing, `{"restoreOnDelete":false}`)
+	waitAgent(t, agent.Name, func(a *blackadderv1beta1.ChaosAgent) bool {
+		return a.Status.ObservedGeneration == failing.Generation
+	}, "the pass without a restore observing the spec")
+
+	// A spec mistake is no error of the pass: observed, and reported in Ready.
+	patch(failing, `{"podSelector":{"matchExpressions":[{"key":"app","operator":"Near"}]}}`)
+	invalid := waitAgent(t, agent.Name, func(a *blackadderv1beta1.ChaosAgent) bool {
+		c := meta.FindStatusCondition(a.Status.Conditions, blackadderv1beta1.ConditionReady)
+		return c != nil && c.Reason == blackadderv1beta1.ReasonInvalidSelector && c.ObservedGeneration == failing.Generation
+	}, "the invalid selector reported")
+	assert.Equal(t, failing.Generation, invalid.Status.ObservedGeneration, "a spec mistake is observed")
 }

@@ -187,6 +187,10 @@ func computeStatus(old blackadderv1beta1.ChaosAgentStatus, o outcome) blackadder
 	}
 	s.Guards = mergeGuardResults(s.Guards, guardResults(o.Guards, o.Now), o.Spec.Guards)
 	setConditions(&s, o, records)
+	// observedGeneration claims only a spec the pass acted on fully: one that returned no
+	// error (docs/STYLE.md, "Status writes and observedGeneration"). An invalid spec, a
+	// tripped guard or a failed action is no error of the pass (the conditions and
+	// status.lastActions say so); a failed list, round or restore is, and is retried.
 	if o.Err == nil {
 		s.ObservedGeneration = o.Generation
 	}

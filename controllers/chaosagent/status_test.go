@@ -89,7 +89,7 @@ func TestComputeStatus(t *testing.T) {
 			Restore: restoreOutcome{Attempted: true, Failed: 2}, Err: errors.New("boom")})
 		assert.Equal(t, blackadderv1beta1.ReasonRestoreFailed, testenv.Condition(s.Conditions, blackadderv1beta1.ConditionDegraded).Reason)
 		assert.Equal(t, blackadderv1beta1.ReasonRoundFailed, testenv.Condition(s.Conditions, blackadderv1beta1.ConditionReady).Reason)
-		assert.EqualValues(t, 1, s.ObservedGeneration, "not observed while failing")
+		assert.EqualValues(t, 1, s.ObservedGeneration, "a failed pass does not claim the spec; Ready says it failed")
 		assert.EqualValues(t, 2, s.ChangedObjects, "the objects not put back still carry the marks")
 		unlisted := computeStatus(blackadderv1beta1.ChaosAgentStatus{ChangedObjects: 3}, outcome{Now: now, Spec: spec, Err: errors.New("listing")})
 		assert.EqualValues(t, 3, unlisted.ChangedObjects, "unknown when the changed objects could not be listed")

@@ -9,7 +9,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,7 +23,7 @@ import (
 	"github.com/quartet-operator/quartet/internal/operator"
 )
 
-// +kubebuilder:rbac:groups=flant.com,resources=copyrators,verbs=list;watch;patch
+// +kubebuilder:rbac:groups=flant.com,resources=copyrators,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=flant.com,resources=copyrators/status,verbs=patch
 // +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
@@ -40,8 +39,10 @@ type Reconciler struct {
 	// fresh are the namespaces each rule's next pass writes first.
 	fresh *freshNamespaces
 	// full are the rules whose next pass must look at every namespace.
-	full         *fullPasses
-	statusWrites *statusWrites
+	full *fullPasses
+	// statuses is the rule as the API server returned it from this process's last status
+	// write, for the passes whose cache does not show that write yet.
+	statuses operator.StatusMemory[*flantv1.CopyratorRule]
 	// access asks whether a rule's ServiceAccount may create copies in a namespace.
 	access *accessReviewer
 	// protected are the namespaces that need LabelAcceptCopies besides RBAC's consent.
@@ -80,10 +81,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	var o outcome
 	defer func() {
 		if !o.FreshOnly {
-			status := computeStatus(rule.Status, o, metav1.NewTime(r.clock.Now()))
-			r.recordRefusals(ctx, rule, rule.Status, status)
-			r.recordLimit(rule, rule.Status, status)
-			err = errors.Join(err, r.writeStatus(ctx, rule, status))
+			// The status as the API server has it, when the cache is behind this process's
+			// last write of it: comparing with the older cached status would write it again.
+			current := r.statuses.Latest(rule)
+			now := metav1.NewTime(r.clock.Now())
+			status := computeStatus(current.Status, o, now)
+			r.recordRefusals(ctx, rule, current.Status, status)
+			r.recordLimit(rule, current.Status, status)
+			err = errors.Join(err, r.writeStatus(ctx, current, o, now))
 		}
 		if err != nil {
 			r.full.mark(req.NamespacedName)
@@ -232,23 +237,22 @@ func (r *Reconciler) targetNamespaces(ctx context.Context, f namespaceFilter, s 
 	return candidates, protected, terminating, nil
 }
 
-// writeStatus patches the status when it changed. A status that the previous pass wrote,
-// and that the cache has not caught up with yet, is not written again.
-func (r *Reconciler) writeStatus(ctx context.Context, rule *flantv1.CopyratorRule, status flantv1.CopyratorRuleStatus) error {
-	key := client.ObjectKeyFromObject(rule)
-	if equality.Semantic.DeepEqual(status, rule.Status) || statusWritten(r.statusWrites.last(key), rule, status) {
+// writeStatus writes the status computeStatus makes of o, when it changed
+// (operator.WriteStatus: a conflict applies o again to the rule read past the cache), and
+// remembers the write for the next pass (r.statuses). A rule deleted meanwhile is not an
+// error.
+func (r *Reconciler) writeStatus(ctx context.Context, rule *flantv1.CopyratorRule, o outcome, now metav1.Time) error {
+	written, err := operator.WriteStatus(ctx, r.client, r.apiReader, rule, func(x *flantv1.CopyratorRule) {
+		x.Status = computeStatus(x.Status, o, now)
+	})
+	switch {
+	case apierrors.IsNotFound(err):
 		return nil
-	}
-	written := statusWrite{ResourceVersion: rule.ResourceVersion, Status: *status.DeepCopy()}
-	patch := client.MergeFrom(rule.DeepCopy())
-	rule.Status = status
-	if err := r.client.Status().Patch(ctx, rule, patch); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
+	case err != nil:
 		return fmt.Errorf("writing status: %w", err)
+	case written != "":
+		r.statuses.Wrote(rule)
 	}
-	r.statusWrites.record(key, written)
 	return nil
 }
 
@@ -374,6 +378,6 @@ func (r *Reconciler) forget(rule types.NamespacedName) {
 	r.memo.forget(rule)
 	r.fresh.forget(rule)
 	r.full.forget(rule)
-	r.statusWrites.forget(rule)
+	r.statuses.Forget(rule)
 	forgetMetrics(rule)
 }

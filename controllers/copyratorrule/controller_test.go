@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -944,4 +945,71 @@ func TestCopiesOfTheLegacyFieldOwnerAreOurs(t *testing.T) {
 
 	require.NoError(t, env.Client.Delete(ctx, rule))
 	requireNoCopy(t, dst, s.Name)
+}
+
+// TestObservedGenerationOnFailedWrites pins the observedGeneration rule (docs/STYLE.md,
+// "Status writes and observedGeneration"): a pass whose writes failed returns an error (it
+// is retried) and leaves observedGeneration at the last spec acted on fully, while Ready
+// and Degraded, carrying the new generation, report the failure; the retried pass that
+// succeeds observes the spec, and so does a pass that finds a spec mistake. A ResourceQuota
+// of no Secrets refuses the copy until it is deleted.
+func TestObservedGenerationOnFailedWrites(t *testing.T) {
+	f := newFixture(t, 1)
+	ctx := context.Background()
+	src := f.secret("token", map[string]string{"t": "1"})
+	require.NoError(t, env.Client.Create(ctx, src))
+	rule := ruleFor(f.src, f.id, flantv1.RuleTypeSecret)
+	createRule(t, rule)
+	requireCopies(t, src, f.targets[0])
+
+	refusing := testenv.Namespace(t, env.Client, "quota", nil)
+	none := corev1.ResourceList{corev1.ResourceSecrets: resource.MustParse("0")}
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: refusing, Name: "no-secrets"}, Spec: corev1.ResourceQuotaSpec{Hard: none}}
+	require.NoError(t, env.Client.Create(ctx, quota))
+	// No kube-controller-manager computes the usage on envtest: write it as it would.
+	quota.Status = corev1.ResourceQuotaStatus{Hard: none, Used: none}
+	require.NoError(t, env.Client.Status().Update(ctx, quota))
+	// The API server's quota admission sees a new quota after a moment: wait until it refuses.
+	require.Eventually(t, func() bool {
+		probe := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: refusing, Name: "probe"}}
+		err := env.Client.Create(ctx, probe)
+		if err == nil {
+			_ = env.Client.Delete(ctx, probe)
+		}
+		return apierrors.IsForbidden(err)
+	}, waitFor, tick, "the quota refuses Secrets")
+	updateRule(t, rule, func(spec *flantv1.CopyratorRuleSpec) {
+		spec.NamespaceSelector = nil
+		spec.Namespaces = []string{f.targets[0], refusing}
+	})
+	live := getRule(t, rule)
+	require.EqualValues(t, 2, live.Generation)
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		st := getRule(t, rule).Status
+		ready := testenv.Condition(st.Conditions, flantv1.ConditionReady)
+		assert.Equal(c, flantv1.ReasonWriteFailed, ready.Reason)
+		assert.EqualValues(c, 2, ready.ObservedGeneration, "the failure is reported for the new spec")
+		assert.Equal(c, metav1.ConditionTrue, testenv.Condition(st.Conditions, flantv1.ConditionDegraded).Status)
+		assert.EqualValues(c, 1, st.ObservedGeneration, "a failed pass does not claim the spec")
+	}, waitFor, tick)
+	assert.Nil(t, getSecret(t, refusing, "token"))
+
+	// The retried pass writes the copy once the quota is gone, and observes generation 2
+	// (eventuallyStatus requires observedGeneration == generation).
+	require.NoError(t, env.Client.Delete(ctx, quota))
+	requireCopies(t, src, refusing)
+	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
+		assert.EqualValues(c, 2, st.ObservedGeneration)
+		assert.Equal(c, flantv1.ReasonCopiesInSync, testenv.Condition(st.Conditions, flantv1.ConditionReady).Reason)
+	})
+
+	// A spec mistake is no error of the pass: observed, and reported.
+	updateRule(t, rule, func(spec *flantv1.CopyratorRuleSpec) {
+		spec.Namespaces = nil
+		spec.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: "Near"}}}
+	})
+	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {
+		assert.EqualValues(c, 3, st.ObservedGeneration)
+		assert.Equal(c, flantv1.ReasonInvalidSpec, testenv.Condition(st.Conditions, flantv1.ConditionReady).Reason)
+	})
 }

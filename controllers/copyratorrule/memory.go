@@ -4,10 +4,7 @@ import (
 	"slices"
 	"sync"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
-
-	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 )
 
 // maxFreshNamespaces bounds the namespaces a pass plans before the others. Beyond it (a
@@ -99,48 +96,3 @@ func (f *fullPasses) take(rule types.NamespacedName) bool {
 
 // forget drops a deleted rule.
 func (f *fullPasses) forget(rule types.NamespacedName) { f.take(rule) }
-
-// statusWrite is the last status patch of a rule: the resourceVersion of the rule it was
-// computed from, and the status it wrote.
-type statusWrite struct {
-	ResourceVersion string
-	Status          flantv1.CopyratorRuleStatus
-}
-
-// statusWritten reports whether status is already on the API server although the rule
-// read from the cache does not show it: the cache still holds the very version the last
-// patch was computed from, and that patch wrote this status. (The next pass often starts
-// before the cache has seen the pass's own status patch; writing the same status again
-// would be a wasted request in front of the rule's next pass.)
-func statusWritten(last statusWrite, rule *flantv1.CopyratorRule, status flantv1.CopyratorRuleStatus) bool {
-	return last.ResourceVersion != "" && last.ResourceVersion == rule.ResourceVersion &&
-		equality.Semantic.DeepEqual(last.Status, status)
-}
-
-// statusWrites remembers the last status patch of every rule.
-type statusWrites struct {
-	mu    sync.Mutex
-	rules map[types.NamespacedName]statusWrite
-}
-
-func newStatusWrites() *statusWrites {
-	return &statusWrites{rules: map[types.NamespacedName]statusWrite{}}
-}
-
-func (s *statusWrites) last(rule types.NamespacedName) statusWrite {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.rules[rule]
-}
-
-func (s *statusWrites) record(rule types.NamespacedName, w statusWrite) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.rules[rule] = w
-}
-
-func (s *statusWrites) forget(rule types.NamespacedName) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.rules, rule)
-}

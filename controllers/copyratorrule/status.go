@@ -107,17 +107,23 @@ func computeStatus(prev flantv1.CopyratorRuleStatus, o outcome, now metav1.Time)
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason,
 			Message: msg, ObservedGeneration: o.Generation, LastTransitionTime: now})
 	}
+	// observedGeneration claims only a spec the pass acted on fully: one that returned no
+	// error (docs/STYLE.md, "Status writes and observedGeneration"). A spec mistake, a
+	// conflict, a refusing namespace or a limit is no error of the pass (the conditions say
+	// so); a failed read or write is, and Reconcile returns it to retry the pass.
+	if o.SyncErr == nil && len(o.WriteErrs) == 0 {
+		st.ObservedGeneration = o.Generation
+	}
 	switch {
 	case o.SpecErr != nil:
 		// A spec mistake ends the pass without an error: the next edit of the spec brings a
 		// new generation.
-		st.ObservedGeneration = o.Generation
 		set(flantv1.ConditionReady, metav1.ConditionFalse, flantv1.ReasonInvalidSpec, o.SpecErr.Error())
 		set(flantv1.ConditionDegraded, metav1.ConditionTrue, flantv1.ReasonInvalidSpec, o.SpecErr.Error())
 		set(flantv1.ConditionAuthorized, metav1.ConditionUnknown, flantv1.ReasonInvalidSpec, "Not checked: the spec is invalid")
 		return st
 	case o.SyncErr != nil:
-		// Nothing was acted on: observedGeneration and the counts stay as they were.
+		// Nothing was acted on: the counts stay as they were.
 		set(flantv1.ConditionReady, metav1.ConditionFalse, flantv1.ReasonSyncFailed, o.SyncErr.Error())
 		set(flantv1.ConditionDegraded, metav1.ConditionTrue, flantv1.ReasonSyncFailed, o.SyncErr.Error())
 		if meta.FindStatusCondition(st.Conditions, flantv1.ConditionAuthorized) == nil {
@@ -126,9 +132,6 @@ func computeStatus(prev flantv1.CopyratorRuleStatus, o outcome, now metav1.Time)
 		return st
 	}
 
-	// Set even when writes failed (Reconcile then returns an error to retry them): every
-	// copy was planned from this generation, and the conditions below name the failures.
-	st.ObservedGeneration = o.Generation
 	st.SourcesMatched = int32(o.Sources)
 	st.TargetNamespaces = int32(o.Targets)
 	st.CopiesInSync = int32(o.InSync)

@@ -5,13 +5,13 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
+	"github.com/quartet-operator/quartet/internal/operator"
 )
 
 // FieldOwner names this controller in the API server: the field manager of every write it
@@ -76,15 +76,14 @@ func (r *Reconciler) applyConfigMap(ctx context.Context, xr *operatorsv1.Exchang
 	return action, nil
 }
 
-// patchStatus writes status, only when it changed. An ExchangeRate deleted meanwhile is
-// not an error.
-func (r *Reconciler) patchStatus(ctx context.Context, xr *operatorsv1.ExchangeRate, status operatorsv1.ExchangeRateStatus) error {
-	if equality.Semantic.DeepEqual(xr.Status, status) {
-		return nil
-	}
-	patch := client.MergeFrom(xr.DeepCopy())
-	xr.Status = status
-	if err := r.Client.Status().Patch(ctx, xr, patch, client.FieldOwner(FieldOwner)); err != nil && !apierrors.IsNotFound(err) {
+// writeStatus writes the status computeStatus makes of o, when it changed (see
+// operator.WriteStatus: a conflict applies o again to the ExchangeRate read past the
+// cache). An ExchangeRate deleted meanwhile is not an error.
+func (r *Reconciler) writeStatus(ctx context.Context, xr *operatorsv1.ExchangeRate, o outcome) error {
+	_, err := operator.WriteStatus(ctx, r.Client, r.APIReader, xr, func(x *operatorsv1.ExchangeRate) {
+		x.Status = computeStatus(x.Status, o)
+	})
+	if client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("writing status: %w", err)
 	}
 	return nil

@@ -72,7 +72,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		status := computeStatus(xr.Status, o)
 		recordStale(req.NamespacedName, meta.IsStatusConditionTrue(status.Conditions, operatorsv1.ConditionStale))
 		r.recordTransitions(xr, status, o)
-		if err := r.patchStatus(ctx, xr, status); err != nil {
+		if err := r.writeStatus(ctx, xr, o); err != nil {
 			result, reterr = ctrl.Result{}, kerrors.NewAggregate([]error{reterr, err})
 			return
 		}

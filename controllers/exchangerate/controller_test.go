@@ -13,6 +13,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,6 +47,7 @@ func TestExchangeRateOnCluster(t *testing.T) {
 		t.Run("SeveralCurrenciesFromFrankfurterV2", func(t *testing.T) { t.Parallel(); testSeveralCurrencies(t) })
 		t.Run("SourceLimit", func(t *testing.T) { t.Parallel(); testSourceLimit(t) })
 		t.Run("SourcesSample", func(t *testing.T) { t.Parallel(); testSourcesSample(t) })
+		t.Run("ObservedGenerationOnFailedPass", func(t *testing.T) { t.Parallel(); testObservedGenerationOnFailure(t) })
 	})
 }
 
@@ -642,4 +644,51 @@ func testSourcesSample(t *testing.T) {
 	assert.Equal(t, "ConfigMap exchange-rates-eur holds 3 rates per EUR (USD 1.1625, GBP 0.86485, JPY 171.58), published "+today()+" by ecb",
 		testenv.Condition(got.Status.Conditions, operatorsv1.ConditionReady).Message)
 	assert.Equal(t, "the last fetches from ecb and frankfurter-v2 succeeded", testenv.Condition(got.Status.Conditions, operatorsv1.ConditionDegraded).Message)
+}
+
+// testObservedGenerationOnFailure pins the observedGeneration rule (docs/STYLE.md, "Status
+// writes and observedGeneration"): it claims a spec only after a pass that acted on it fully
+// or found a mistake the user must fix; a pass that failed with an API error (returned, so
+// retried) leaves it where it was while Ready reports the failure. A currency no source
+// publishes is such a mistake; a ResourceQuota of no ConfigMaps makes the ConfigMap write
+// fail with an API error until the quota is deleted.
+func testObservedGenerationOnFailure(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	ns := testenv.Namespace(t, env.Client, "xr-obsgen", nil)
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-configmaps"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceConfigMaps: resource.MustParse("0")}}}
+	require.NoError(t, env.Client.Create(ctx, quota))
+	// Quota admission lets creates through until the quota's usage is known: wait until it
+	// refuses one.
+	require.Eventually(t, func() bool {
+		probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"}}
+		err := env.Client.Create(ctx, probe)
+		if err == nil {
+			_ = env.Client.Delete(ctx, probe)
+		}
+		return apierrors.IsForbidden(err)
+	}, 60*time.Second, 100*time.Millisecond, "the quota refuses ConfigMaps")
+	srv := startFakeToday(t)
+	startManager(t, quickOptions(srv, time.Hour), ns)
+
+	// A spec mistake: reported, and the spec is observed (no ConfigMap is written).
+	xr := newXR(ns, "refused", "XYZ", "")
+	require.NoError(t, env.Client.Create(ctx, xr))
+	got := waitCondition(t, ns, "refused", operatorsv1.ConditionReady, metav1.ConditionFalse, operatorsv1.ReasonUnknownCurrency)
+	assert.Equal(t, int64(1), got.Status.ObservedGeneration, "a spec mistake is no error of the pass: observed")
+
+	// An API error: reported for generation 2, which is not observed.
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Spec.Currency = "USD"
+	require.NoError(t, env.Client.Patch(ctx, got, patch))
+	require.Equal(t, int64(2), got.Generation)
+	got = waitCondition(t, ns, "refused", operatorsv1.ConditionReady, metav1.ConditionFalse, operatorsv1.ReasonConfigMapWriteFailed)
+	assert.Contains(t, testenv.Condition(got.Status.Conditions, operatorsv1.ConditionReady).Message, "writing ConfigMap refused")
+	assert.Equal(t, int64(1), got.Status.ObservedGeneration, "a failed pass does not claim the spec it could not act on")
+
+	// The retried pass succeeds once the quota is gone, and observes generation 2.
+	require.NoError(t, env.Client.Delete(ctx, quota))
+	got = waitCondition(t, ns, "refused", operatorsv1.ConditionReady, metav1.ConditionTrue, operatorsv1.ReasonRateWritten)
+	assert.Equal(t, int64(2), got.Status.ObservedGeneration)
 }

@@ -55,7 +55,7 @@ type outcome struct {
 //
 // The status is a function of state, never of the clock alone: a pass that learns
 // nothing new (a 304, or the same rates and publication date) returns prev unchanged, so
-// an unchanged refresh writes nothing to the API server (patchStatus skips equal
+// an unchanged refresh writes nothing to the API server (writeStatus skips equal
 // statuses). Hence no fetch or check time, no age in days and no next-attempt time in any
 // field or message: each would change on every refresh and cost one status write per
 // ExchangeRate for nothing. When the source last answered is the per-source metric
@@ -173,13 +173,27 @@ func computeStatus(prev operatorsv1.ExchangeRateStatus, o outcome) operatorsv1.E
 			st.PublicationDate, o.StaleAfterDays, from))
 	}
 
-	// The status describes this generation unless an API error cut the pass short: exactly
-	// the passes for which Reconcile returns an error (a conflict is the user's to resolve and
-	// returns none), so observedGeneration never claims a spec that was not acted on.
-	if o.ConfigMapErr == nil || errors.Is(o.ConfigMapErr, errConfigMapConflict) {
+	if o.actedOn() {
 		st.ObservedGeneration = o.Generation
 	}
 	return st
+}
+
+// actedOn reports whether the pass acted on the spec fully, so that observedGeneration
+// may claim it (docs/STYLE.md, "Status writes and observedGeneration"): the ConfigMap holds
+// the spec's rate, or the spec asks for what the controller will not retry (too many
+// sources, a currency no source prices, a ConfigMap of the name it does not control: the
+// user's to change; Ready says what). A pass that could not write the ConfigMap (an API
+// error: Reconcile returns it) or has no rate yet because the sources failed or have not
+// answered (retried with backoff) did not.
+func (o outcome) actedOn() bool {
+	switch {
+	case o.SourcesErr != nil, o.QuoteErr != nil, errors.Is(o.ConfigMapErr, errConfigMapConflict):
+		return true
+	case o.ConfigMapErr != nil:
+		return false
+	}
+	return o.Quote != nil
 }
 
 // fetchErr is why the sources' last fetches failed: the one error of a single source, as

@@ -93,7 +93,9 @@ func TestComputeStatus(t *testing.T) {
 				operatorsv1.ConditionStale:     {metav1.ConditionUnknown, operatorsv1.ReasonNoPublication},
 				operatorsv1.ConditionDivergent: {metav1.ConditionFalse, operatorsv1.ReasonSingleSource},
 			},
-			wantObsGen: 1,
+			// The source is retried with backoff and nothing was written: the spec was not
+			// acted on, so observedGeneration stays where it was.
+			wantObsGen: 0,
 			wantMsg:    map[string]string{operatorsv1.ConditionReady: "no rate yet: https://ecb answered 503", operatorsv1.ConditionDegraded: "no rate has been fetched yet"},
 		},
 		{
@@ -125,7 +127,7 @@ func TestComputeStatus(t *testing.T) {
 			wantObsGen: 1,
 		},
 		{
-			name: "API error writing the ConfigMap: generation not observed",
+			name: "API error writing the ConfigMap: the generation is not observed, Ready says it failed",
 			prev: goodPrev,
 			o: outcome{Now: now, Generation: 3, Sources: ecbOnly(Snapshot{Table: tab, CheckedAt: now, FetchedAt: now}), ConfigMapErr: errors.New("etcd timeout"),
 				ConfigMapName: "exchange-rate-usd", StaleAfterDays: 5},
@@ -211,7 +213,7 @@ func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
 
 // TestComputeStatusUnchangedRefresh: a pass that learns nothing new (a 304, the same
 // publication sent again, another day within the limit, the next retry of an outage)
-// returns exactly the status it was given, so patchStatus writes nothing. Each case
+// returns exactly the status it was given, so writeStatus writes nothing. Each case
 // starts from the status the first fetch wrote, then applies before and after.
 func TestComputeStatusUnchangedRefresh(t *testing.T) {
 	tab := mustTable(t, "ecb", "2026-05-15", map[string]string{"USD": "1.1625", "GBP": "0.86485"})

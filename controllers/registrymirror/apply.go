@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
+	"github.com/quartet-operator/quartet/internal/operator"
 )
 
 // FieldOwner names this controller in the API server: the field manager of every write it
@@ -162,67 +163,50 @@ func (r *Reconciler) revertChild(ctx context.Context, c child) error {
 	return r.Patch(ctx, c.live, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(FieldOwner))
 }
 
-// patchStatus writes status as the mirror's status (a merge patch of the difference) and
-// notes the write in r.statuses.
-func (r *Reconciler) patchStatus(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, status mirrorsv1alpha1.RegistryMirrorStatus) error {
-	patch := client.MergeFrom(m.DeepCopy())
-	m.Status = status
-	if err := r.Status().Patch(ctx, m, patch); err != nil {
+// writeStatus writes the status computeStatus makes of the pass's outcome o to stored, the
+// mirror as the API server has it as far as this process knows (statusBook.latest):
+// operator.WriteStatus, whose conflict computes the status again from the mirror read past
+// the cache. m is the mirror the pass acted on: its spec and generation, not a newer one a
+// conflict finds, are what the status describes. A write ends any hold.
+func (r *Reconciler) writeStatus(ctx context.Context, m, stored *mirrorsv1alpha1.RegistryMirror, o outcome, now metav1.Time) error {
+	written, err := operator.WriteStatus(ctx, r.Client, r.APIReader, stored, func(live *mirrorsv1alpha1.RegistryMirror) {
+		acted := m.DeepCopy()
+		acted.Status = live.Status
+		live.Status = computeStatus(acted, o, now)
+	})
+	if err != nil {
 		return err
 	}
-	r.statuses.wrote(client.ObjectKeyFromObject(m), m, r.Clock.Now())
+	if written != "" {
+		r.statuses.wrote(stored)
+	}
 	return nil
 }
 
-// cacheLag bounds how long after a status write the cache may not show it yet. Within it,
-// a cached mirror whose resourceVersion is not the one the write returned is taken to be
-// older than the write; after it, the cache is trusted again (so a status someone else
-// wrote is corrected in the end).
-const cacheLag = 10 * time.Second
-
-// statusBook remembers, per mirror, the last status this process wrote and since when a
-// progress-only change has been held back (see decideStatusWrite). A pass that a child's
-// event starts right after a status write often reads the mirror from a cache that does
-// not show the write yet; comparing with that older status would write the same status
-// again.
+// statusBook remembers, per mirror, the mirror as this process last wrote its status and
+// since when a progress-only change has been held back (see decideStatusWrite). A pass
+// that a child's event starts right after a status write often reads the mirror from a
+// cache that does not show the write yet; comparing with that older status would write
+// the same status again. The written mirror is used for exactly as long as the cache is
+// behind it by resourceVersion (operator.StatusMemory), no longer a guessed 10 s; the
+// 1 s progress hold is a batching choice, not a guess about the cache, and stays.
 type statusBook struct {
-	mu      sync.Mutex
-	written map[types.NamespacedName]writtenStatus
-	held    map[types.NamespacedName]time.Time
+	writes operator.StatusMemory[*mirrorsv1alpha1.RegistryMirror]
+	mu     sync.Mutex
+	held   map[types.NamespacedName]time.Time
 }
 
-// writtenStatus is one status write: what it wrote, to which mirror, when, and the
-// resourceVersion the API server returned.
-type writtenStatus struct {
-	uid             types.UID
-	resourceVersion string
-	status          mirrorsv1alpha1.RegistryMirrorStatus
-	at              time.Time
+// latest returns the mirror as the API server has it as far as this process knows: the
+// one it wrote last while the cached m is older than that write, else m.
+func (b *statusBook) latest(m *mirrorsv1alpha1.RegistryMirror) *mirrorsv1alpha1.RegistryMirror {
+	return b.writes.Latest(m)
 }
 
-// wrote notes that m (as the API server returned it) was written at now; nothing is held
-// back any more.
-func (b *statusBook) wrote(key types.NamespacedName, m *mirrorsv1alpha1.RegistryMirror, now time.Time) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.written == nil {
-		b.written = map[types.NamespacedName]writtenStatus{}
-	}
-	b.written[key] = writtenStatus{uid: m.UID, resourceVersion: m.ResourceVersion, status: *m.Status.DeepCopy(), at: now}
-	delete(b.held, key)
-}
-
-// stored returns the status m has on the API server as far as this process knows: the
-// status it wrote last while the cached m may not show that write yet (see cacheLag),
-// else m's own.
-func (b *statusBook) stored(key types.NamespacedName, m *mirrorsv1alpha1.RegistryMirror, now time.Time) mirrorsv1alpha1.RegistryMirrorStatus {
-	b.mu.Lock()
-	w, ok := b.written[key]
-	b.mu.Unlock()
-	if ok && w.uid == m.UID && m.ResourceVersion != w.resourceVersion && now.Sub(w.at) < cacheLag {
-		return *w.status.DeepCopy()
-	}
-	return m.Status
+// wrote notes m, as the API server returned it from a status write; nothing is held back
+// any more.
+func (b *statusBook) wrote(m *mirrorsv1alpha1.RegistryMirror) {
+	b.writes.Wrote(m)
+	b.release(client.ObjectKeyFromObject(m))
 }
 
 // hold notes that a progress-only change is held back, from now unless one already was.
@@ -256,9 +240,9 @@ func (b *statusBook) release(key types.NamespacedName) {
 
 // forget drops a deleted mirror.
 func (b *statusBook) forget(key types.NamespacedName) {
+	b.writes.Forget(key)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	delete(b.written, key)
 	delete(b.held, key)
 }
 

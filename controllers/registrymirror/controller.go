@@ -93,6 +93,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 			// The namespace is going, and the mirror with it: nothing to report.
 			return
 		}
+		out.failed = retErr != nil
 		after, err := r.report(ctx, m, out)
 		if err != nil {
 			retErr = kerrors.NewAggregate([]error{retErr, fmt.Errorf("writing the status: %w", err)})
@@ -417,8 +418,10 @@ func (r *Reconciler) probe(ctx context.Context, m *mirrorsv1alpha1.RegistryMirro
 func (r *Reconciler) report(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, out outcome) (after time.Duration, err error) {
 	now := r.Clock.Now()
 	key := client.ObjectKeyFromObject(m)
-	m.Status = r.statuses.stored(key, m, now)
-	status := computeStatus(m, out, metav1.NewTime(now.Truncate(time.Second)))
+	stored := r.statuses.latest(m)
+	m.Status = *stored.Status.DeepCopy()
+	statusTime := metav1.NewTime(now.Truncate(time.Second))
+	status := computeStatus(m, out, statusTime)
 	recordReady(key, meta.IsStatusConditionTrue(status.Conditions, mirrorsv1alpha1.ConditionReady))
 	recordImages(key, status.ImagesInUse, status.ImagesCached)
 	recordCache(key, out.probes.cache)
@@ -433,5 +436,5 @@ func (r *Reconciler) report(ctx context.Context, m *mirrorsv1alpha1.RegistryMirr
 	}
 	r.recordEvents(m, statusEvents(m.Status.Conditions, status.Conditions))
 	r.recordEvents(m, specEvents(m, m.Status.ObservedGeneration, status.ObservedGeneration))
-	return 0, r.patchStatus(ctx, m, status)
+	return 0, r.writeStatus(ctx, m, stored, out, statusTime)
 }

@@ -3,7 +3,10 @@ package registrymirror
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -367,7 +370,12 @@ func TestForeignObjectIsAConflict(t *testing.T) {
 }
 
 // TestStorageResizeRefused: growing a cache whose class does not allow expansion is
-// reported, without a retry loop, while the mirror keeps serving.
+// reported, without a retry loop, while the mirror keeps serving. The API server's refusal
+// (Forbidden) is the user's to resolve, not a failure the controller retries: the pass
+// reports it in Degraded and returns no error, waiting for the next edit. By the
+// observedGeneration rule (docs/STYLE.md, "Status writes and observedGeneration") such a
+// terminal spec mistake is no error of the pass, so generation 2 is observed; a retried
+// failure is not (TestObservedGenerationOnFailedPass).
 func TestStorageResizeRefused(t *testing.T) {
 	env.Require(t)
 	ctx := context.Background()
@@ -388,9 +396,72 @@ func TestStorageResizeRefused(t *testing.T) {
 		assert.Equal(c, mirrorsv1alpha1.ReasonApplyFailed, d.Reason)
 		assert.Contains(c, d.Message, "applying PersistentVolumeClaim "+ns+"/ghcr-registry-cache was refused")
 		assert.Equal(c, metav1.ConditionTrue, condition(mm, mirrorsv1alpha1.ConditionReady).Status, "the registry still serves")
-		assert.Equal(c, int64(1), mm.Status.ObservedGeneration, "generation 2 is not done")
+		assert.Equal(c, int64(2), mm.Status.ObservedGeneration, "a refused change is a spec mistake, not a failed pass: observed; Degraded says what is wrong")
 		assert.Equal(c, 1, eventCounts(c, mm)["Warning/"+mirrorsv1alpha1.ReasonApplyFailed])
 	}, wait, tick)
+}
+
+// TestObservedGenerationOnFailedPass pins the observedGeneration rule (docs/STYLE.md,
+// "Status writes and observedGeneration"): a pass that fails with an API error returns it
+// (the pass is retried) and leaves observedGeneration at the last spec acted on fully,
+// while Degraded, carrying the new generation, reports the failure; the retried pass that
+// succeeds observes the spec. The manager's transport answers its writes of the mirror's
+// children with 500 Internal Server Error while failing is set.
+func TestObservedGenerationOnFailedPass(t *testing.T) {
+	env.Require(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	class := "rm-" + ns
+	newVolume(t, class, "50Gi", false)
+	var failing atomic.Bool
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return failChildWrites{next: rt, namespace: ns, on: &failing}
+	})
+	startManager(t, cfg, operator.Shared{}, 2)
+	m := newMirror(ns, "quay", "https://quay.io", class)
+	require.NoError(t, env.Client.Create(ctx, m))
+	key := client.ObjectKeyFromObject(m)
+	waitReady(t, key, 1)
+
+	failing.Store(true)
+	editSpec(t, key, func(m *mirrorsv1alpha1.RegistryMirror) { m.Spec.MaxDiskPercent = ptr.To(int32(70)) })
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		mm := getMirror(c, key)
+		d := condition(mm, mirrorsv1alpha1.ConditionDegraded)
+		assert.Equal(c, metav1.ConditionTrue, d.Status)
+		assert.Equal(c, mirrorsv1alpha1.ReasonApplyFailed, d.Reason)
+		assert.Contains(c, d.Message, "injected failure")
+		assert.Equal(c, int64(2), d.ObservedGeneration, "the failure is reported for the new spec")
+		assert.Equal(c, int64(1), mm.Status.ObservedGeneration, "a failed pass does not claim the spec it could not act on")
+	}, wait, tick)
+
+	failing.Store(false)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		mm := getMirror(c, key)
+		assert.Equal(c, metav1.ConditionFalse, condition(mm, mirrorsv1alpha1.ConditionDegraded).Status)
+		assert.Equal(c, int64(2), mm.Status.ObservedGeneration, "the retried pass acted on the spec")
+	}, wait, tick)
+}
+
+// failChildWrites answers PATCH requests for objects in namespace (but the RegistryMirrors
+// themselves and Events) with 500 Internal Server Error while on is set, and passes every
+// other request on.
+type failChildWrites struct {
+	next      http.RoundTripper
+	namespace string
+	on        *atomic.Bool
+}
+
+func (f failChildWrites) RoundTrip(r *http.Request) (*http.Response, error) {
+	p := r.URL.Path
+	if !f.on.Load() || r.Method != http.MethodPatch || !strings.Contains(p, "/namespaces/"+f.namespace+"/") ||
+		strings.Contains(p, "/registrymirrors/") || strings.Contains(p, "/events/") {
+		return f.next.RoundTrip(r)
+	}
+	body := `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected failure","reason":"InternalError","code":500}`
+	return &http.Response{StatusCode: http.StatusInternalServerError, Status: "500 Internal Server Error", Request: r,
+		Header: http.Header{"Content-Type": []string{"application/json"}}, Body: io.NopCloser(strings.NewReader(body))}, nil
 }
 
 // TestHostPorts: mirrors get distinct host ports; an explicit port another mirror holds

@@ -60,6 +60,9 @@ type outcome struct {
 	problems []problem
 	// complete is true when every object was applied or found up to date.
 	complete bool
+	// failed is true when the pass returned an error (an API error, retried): it did not act
+	// on the spec fully.
+	failed bool
 	// access is what the RegistryHostGrants allow the mirror on the nodes (Reason empty:
 	// not decided, the upstream being invalid).
 	access nodeAccess
@@ -72,8 +75,8 @@ type outcome struct {
 
 // computeStatus returns the mirror's new status from the pass's outcome: endpoints,
 // counts, and the UpstreamReachable, Ready and Degraded conditions, all three set on
-// every pass (transition times from now); observedGeneration only moves after a pass
-// that applied everything. The result equals the old status when nothing changed, so
+// every pass (transition times from now); observedGeneration is m's generation unless
+// the pass failed (o.failed). The result equals the old status when nothing changed, so
 // the caller can skip the write.
 func computeStatus(m *mirrorsv1alpha1.RegistryMirror, o outcome, now metav1.Time) mirrorsv1alpha1.RegistryMirrorStatus {
 	st := *m.Status.DeepCopy()
@@ -137,8 +140,12 @@ func computeStatus(m *mirrorsv1alpha1.RegistryMirror, o outcome, now metav1.Time
 	}
 	meta.SetStatusCondition(&st.Conditions, degraded)
 
-	// Only a pass that applied everything has acted on this generation.
-	if o.complete && len(o.problems) == 0 {
+	// observedGeneration claims only a spec the pass acted on fully: one that returned no
+	// error (docs/STYLE.md, "Status writes and observedGeneration"). An invalid upstream, a
+	// child someone else owns, a change the API server refuses or a host port that cannot
+	// be had is no error of the pass (Degraded or Ready says so, and the pass waits for an
+	// edit); an API error is, and the pass is retried.
+	if !o.failed {
 		st.ObservedGeneration = m.Generation
 	}
 	return st

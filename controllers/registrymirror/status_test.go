@@ -242,8 +242,9 @@ func TestComputeStatus(t *testing.T) {
 	m.Status = st
 	assert.Equal(t, st, computeStatus(m, ok, t1))
 
-	// A conflict: Degraded with every problem listed, transition time moves, and the
-	// generation is not claimed as observed.
+	// A conflict and a refused apply: Degraded with every problem listed, transition time
+	// moves; neither is an error of the pass (the user's to resolve), so the generation is
+	// observed.
 	bad := ok
 	bad.problems = []problem{{mirrorsv1alpha1.ReasonObjectConflict, "Service mirrors/docker-hub-registry exists and is not controlled by this RegistryMirror"}, {mirrorsv1alpha1.ReasonApplyFailed, "applying X was refused"}}
 	m.Generation = 5
@@ -254,12 +255,12 @@ func TestComputeStatus(t *testing.T) {
 	assert.Equal(t, "Service mirrors/docker-hub-registry exists and is not controlled by this RegistryMirror; applying X was refused", degraded.Message)
 	assert.Equal(t, t1, degraded.LastTransitionTime)
 	assert.Equal(t, t0, meta.FindStatusCondition(st2.Conditions, mirrorsv1alpha1.ConditionReady).LastTransitionTime, "Ready did not change")
-	assert.Equal(t, int64(4), st2.ObservedGeneration)
+	assert.Equal(t, int64(5), st2.ObservedGeneration)
 
-	// An incomplete pass (API error) does not claim the generation either.
-	partial := ok
-	partial.complete = false
-	assert.Equal(t, int64(4), computeStatus(m, partial, t1).ObservedGeneration)
+	// A pass that failed (an API error, retried) does not claim the generation.
+	failedPass := bad
+	failedPass.complete, failedPass.failed = false, true
+	assert.Equal(t, int64(4), computeStatus(m, failedPass, t1).ObservedGeneration)
 
 	// No host port: no node endpoint.
 	noPort := ok

@@ -217,7 +217,8 @@ type CopyratorRuleStatus struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors="urn:alm:descriptor:io.kubernetes.conditions"
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	// observedGeneration is the spec generation the status describes.
+	// observedGeneration is the generation of the spec the controller last acted on fully (its
+	// last pass without error); each condition carries the generation it describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// sourcesMatched is the number of source objects the selector matches.
