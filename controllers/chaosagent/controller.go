@@ -40,6 +40,38 @@ import (
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
 
 // Reconciler runs the rounds of every ChaosAgent.
+//
+// # In-memory state
+//
+// What the controller keeps in process memory from one pass to the next (docs/STYLE.md, "In-memory
+// state"); everything else a pass reads from the API server or a cache of it. A restart or a change
+// of leader loses all of it; the fifth column says what that costs and how the next passes recover.
+// A new piece of such memory needs a row here.
+//
+//	memory             | holds                      | written by             | read by                  | restart, leader change           | protects
+//	-------------------+----------------------------+------------------------+--------------------------+----------------------------------+-----------------------
+//	lastRound          | per agent name: the        | runRound, before the   | lastRoundTime, the later | lost; lastRoundTime falls back   | correctness: a pass
+//	(sync.Map)         | agent's UID and when this  | round acts; Reconcile  | of it and                | on status.lastRoundTime, which   | that reads the agent
+//	                   | process last ran a round   | deletes it when the    | status.lastRoundTime,    | the status write of every round  | from a cache that does
+//	                   | for it (roundMemo)         | agent is gone          | for roundIsDue and       | sets (computeStatus) and which a | not show the last
+//	                   |                            |                        | reconcileRound           | new process's first list shows.  | round's status yet
+//	                   |                            |                        |                          | A round whose status write never | runs no second round
+//	                   |                            |                        |                          | succeeded can run again up to    |
+//	                   |                            |                        |                          | one pause early.                 |
+//	                   |                            |                        |                          |                                  |
+//	immutable,         | ConfigMaps found           | rememberImmutable,     | immutableSet (runRound), | lost; a round may pick an        | work: a round's action
+//	immutableMu (UIDs) | immutable, which the       | from ipsumConfigMap    | as the scope's           | immutable ConfigMap again:       | is not spent on a
+//	                   | metadata cache cannot tell | and                    | ImmutableConfigMaps, for | ipsumConfigMap reads it from the | ConfigMap it cannot
+//	                   |                            | restoreOneConfigMap;   | selectCandidates         | API server, skips it             | change
+//	                   |                            | pruneImmutable         |                          | (SkipImmutable) and remembers it |
+//	                   |                            | (runRound) drops those |                          |                                  |
+//	                   |                            | no longer listed       |                          |                                  |
+//
+// Not in the table: the informers of pods, Deployments, ConfigMaps (metadata),
+// HorizontalPodAutoscalers and Namespaces (metadata) that inventory's first List starts in the
+// manager's shared cache; the HTTP guard client's connections; the Prometheus series
+// (forgetAgentMetrics); the work queue's RequeueAfter timers, which every pass sets again from
+// status and the clock (after a start, the agents' first list wakes each).
 type Reconciler struct {
 	// Client reads from the manager's cache and writes to the API server.
 	client.Client

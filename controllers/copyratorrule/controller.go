@@ -29,6 +29,98 @@ import (
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
 
 // Reconciler reconciles CopyratorRules.
+//
+// # In-memory state
+//
+// What the controller keeps in process memory from one pass to the next (docs/STYLE.md, "In-memory
+// state"); everything else a pass reads from the API server or a cache of it. A restart or a change
+// of leader loses all of it; the fifth column says what that costs and how the next passes recover.
+// A new piece of such memory needs a row here.
+//
+//	memory             | holds                      | written by             | read by                  | restart, leader change           | protects
+//	-------------------+----------------------------+------------------------+--------------------------+----------------------------------+-----------------------
+//	sources            | one metadata-only informer | ensure, from           | sourceWatcher.sources (a | lost; the rules' first list      | correctness: a changed
+//	(*sourceWatcher):  | per namespace and kind     | sourceWatcher.sources  | rule's sources come from | wakes every rule, and its first  | source must wake its
+//	informers, rules   | that rules copy from, the  | in every pass; leave   | the informer's store);   | pass calls ensure, which starts  | rules; re-derived by
+//	                   | rules that use each        | and forget             | changed (a source's      | the informer again and waits for | each rule's first pass
+//	                   | (picker and view), and the | (Reconciler.forget)    | event marks full and     | its first list; sources changed  |
+//	                   | work queue (setQueue)      |                        | wakes the rules that     | meanwhile are in that list       |
+//	                   |                            |                        | pick it)                 |                                  |
+//	                   |                            |                        |                          |                                  |
+//	sources.contents   | per source UID: hash,      | sourceOf, after a GET; | sourceOf                 | lost; the first pass reads each  | work
+//	(sync.Map)         | size, type and             | the informer's         |                          | source once more (one GET each)  |
+//	                   | immutability of one        | DeleteFunc and leave   |                          |                                  |
+//	                   | resourceVersion's content, | drop it                |                          |                                  |
+//	                   | per view                   |                        |                          |                                  |
+//	                   |                            |                        |                          |                                  |
+//	copies             | Copyrator's copies in the  | its informers (a       | copyReader.owned and     | rebuilt from a fresh list; the   | correctness: which
+//	(copyReader, the   | watched namespaces         | manager Runnable,      | occupied (observe);      | workers start after the          | copies exist and what
+//	copy cache of      | (label-selected), bodies   | Setup)                 | copyEvents, through the  | controller's watches of it have  | they hold; re-derived
+//	newCopyCache)      | replaced by a hash and a   |                        | controller's watches     | synced                           | from the API server
+//	                   | size (stripBody), indexed  |                        |                          |                                  |
+//	                   | by rule                    |                        |                          |                                  |
+//	                   |                            |                        |                          |                                  |
+//	ledger             | copies and their bytes,    | the copy cache's event | tallies, for admit       | rebuilt from the copy cache's    | correctness: the
+//	                   | per rule and in all        | handlers (setFrom,     | (reconcileCopies)        | first list (its Add events); the | limits on copies
+//	                   |                            | removeFrom;            |                          | workers wait for the             | (--copyratorrule-max-*
+//	                   |                            | newCopyCache)          |                          | controller's own handlers of     | flags); re-derived
+//	                   |                            |                        |                          | that cache to sync, not for      | from the copy cache
+//	                   |                            |                        |                          | these                            |
+//	                   |                            |                        |                          |                                  |
+//	memo               | per rule, the names it     | update, after a pass   | knownForeign (no create  | lost; the first pass tries each  | work and Events;
+//	(*conflictMemo)    | wants that someone else    | that was full and read | is tried again before    | foreign name again (one refused  | latency: without byKey
+//	                   | holds (another rule's      | everything; forget     | conflictRecheck);        | create each) and sends each      | a freed name is taken
+//	                   | copy, or a foreign object) |                        | nextRecheck (Reconcile's | conflict's Warning Event again;  | at the rule's next
+//	                   | and when each foreign one  |                        | RequeueAfter); update's  | until a rule's first pass        | timed pass (consent
+//	                   | was last checked; byKey,   |                        | result, for              | nothing wakes it when a wanted   | refresh)
+//	                   | the rules wanting each     |                        | recordConflicts (one     | name is freed, and that pass     |
+//	                   | name                       |                        | Warning Event per new    | comes after every start anyway   |
+//	                   |                            |                        | conflict); rulesWanting  |                                  |
+//	                   |                            |                        | (copyEvents wakes them   |                                  |
+//	                   |                            |                        | when the name is freed)  |                                  |
+//	                   |                            |                        |                          |                                  |
+//	fresh              | per rule, up to            | namespaceEvents (add), | reconcileCopies (take):  | lost; each rule's first pass     | latency: a new
+//	(*freshNamespaces) | maxFreshNamespaces         | not for the Namespace  | passScopes plans them    | then covers every namespace in   | namespace gets its
+//	                   | namespaces whose creation  | informer's first list; | first; freshOnly         | one step                         | copies before the look
+//	                   | or label change woke it    | forget                 |                          |                                  | at all the others
+//	                   | since its last pass        |                        |                          |                                  |
+//	                   |                            |                        |                          |                                  |
+//	full (*fullPasses) | rules whose next pass must | sourceWatcher.changed; | reconcileCopies (take),  | lost; a pass that would have     | latency
+//	                   | cover every namespace      | copyEvents (someone    | for freshOnly            | been full can be fresh-only, and |
+//	                   | although fresh namespaces  | else's change or       |                          | a fresh-only pass requeues the   |
+//	                   | woke it                    | deletion of a copy, a  |                          | full one after echoDelay (1 s)   |
+//	                   |                            | freed name);           |                          |                                  |
+//	                   |                            | Reconcile, after a     |                          |                                  |
+//	                   |                            | failed pass; forget    |                          |                                  |
+//	                   |                            |                        |                          |                                  |
+//	statuses           | operator.StatusMemory:     | writeStatus (Wrote);   | Reconcile's deferred     | lost; a new process's cache      | work: no second write
+//	                   | each rule as the API       | forget                 | status (Latest):         | starts from a fresh list; a      | of the same status, no
+//	                   | server returned it from    |                        | computeStatus,           | stale read at worst costs a      | repeated Events
+//	                   | this process's last status |                        | recordRefusals and       | conflict and a re-read           |
+//	                   | write                      |                        | recordLimit compare with | (operator.WriteStatus)           |
+//	                   |                            |                        | it                       |                                  |
+//	                   |                            |                        |                          |                                  |
+//	access             | SubjectAccessReview        | mayCreate              | mayCreate, from          | lost; the first passes ask again | work: fewer
+//	(*accessReviewer): | answers per                |                        | consenting (observe,     |                                  | SubjectAccessReviews;
+//	answers            | ServiceAccount, kind and   |                        | consentingNamespaces)    |                                  | the TTLs bound how
+//	                   | namespace ("" for all),    |                        |                          |                                  | late a new or revoked
+//	                   | granted ones for           |                        |                          |                                  | consent acts, and a
+//	                   | ConsentRefresh, refused    |                        |                          |                                  | restart only shortens
+//	                   | ones for ConsentRecheck    |                        |                          |                                  | that
+//	                   | (LRU, maxAccessAnswers)    |                        |                          |                                  |
+//	                   |                            |                        |                          |                                  |
+//	writer.own         | per copy, the state the    | writer.do (expect      | copyEvents (echo): the   | lost; the echo of a write made   | work
+//	(*ownWrites)       | writer is writing or last  | before a create or     | event of the             | before the start looks like      |
+//	                   | wrote there, until the     | update, forget when it | controller's own write   | someone else's change: a full    |
+//	                   | copy cache reports the     | failed); copyEvents'   | wakes the owner after    | pass at once instead of a        |
+//	                   | copy                       | DeleteFunc (forget)    | echoDelay, without a     | delayed one                      |
+//	                   |                            |                        | full mark                |                                  |
+//
+// Not in the table: the rules and the Namespace metadata in the manager's shared cache; the
+// Prometheus series (forgetMetrics); the work queue's timers (nextPass, echoDelay), which every
+// pass sets again; configuration (limits, protected, shared, clock). forget drops a deleted rule
+// from sources, memo, fresh, full and statuses; the ledger and writer.own follow the copy cache's
+// events instead.
 type Reconciler struct {
 	// client reads rules and namespace metadata from the manager's cache and writes.
 	client    client.Client

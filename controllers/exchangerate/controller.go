@@ -30,6 +30,55 @@ import (
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch
 
 // Reconciler keeps one ExchangeRate's ConfigMap and status.
+//
+// # In-memory state
+//
+// What the controller keeps in process memory from one pass to the next (docs/STYLE.md, "In-memory
+// state"); everything else a pass reads from the API server or a cache of it. A restart or a change
+// of leader loses all of it; the fifth column says what that costs and how the next passes recover.
+// A new piece of such memory needs a row here.
+//
+//	memory             | holds                      | written by             | read by                  | restart, leader change           | protects
+//	-------------------+----------------------------+------------------------+--------------------------+----------------------------------+-----------------------
+//	Sources            | one RateCache per source   | NewSources (the        | For, in every pass       | lost; the defaults are built     | work: one shared table
+//	(*Sources): caches | (type and provider) that   | defaults); For, the    |                          | again at start, other sources    | per source; the limit
+//	                   | the defaults or any spec   | first time a spec      |                          | when the first passes name them; | on upstreams
+//	                   | named since the start, at  | names a source         |                          | sources no ExchangeRate names    |
+//	                   | most                       |                        |                          | any more are not, and free their |
+//	                   | --exchangerate-max-sources |                        |                          | place under the limit (a running |
+//	                   |                            |                        |                          | process never frees one)         |
+//	                   |                            |                        |                          |                                  |
+//	RateCache: table,  | a source's last good table | fetch, through Get:    | Get and Snapshot, for    | lost; the first pass that names  | work: one upstream
+//	checkedAt,         | with its validators (ETag, | one flight             | fetchSources: priceSpec, | the source fetches it            | request per source and
+//	fetchedAt          | Last-Modified), when the   | (singleflight) per     | computeStatus            | unconditionally (a 200, not a    | refresh; correctness:
+//	                   | source last confirmed it   | source, whichever pass | (lastSuccessfulFetch),   | 304). Until a table comes no     | fetch never steps back
+//	                   | and when it sent it        | asks first             | nextRefresh (dueAt);     | ConfigMap is written: the        | to an older
+//	                   |                            |                        | fetch (the validators,   | ConfigMap and status.rate keep   | publication, within
+//	                   |                            |                        | and the guard against an | the last rate, and Ready says no | one process only
+//	                   |                            |                        | older publication)       | rate yet. The guard against      |
+//	                   |                            |                        |                          | stepping back to an older        |
+//	                   |                            |                        |                          | publication has nothing to       |
+//	                   |                            |                        |                          | compare with: nothing re-derives |
+//	                   |                            |                        |                          | it from the ConfigMap's date     |
+//	                   |                            |                        |                          |                                  |
+//	RateCache: retry,  | a failing source's         | fetch                  | Get (no request before   | lost; the first pass asks a      | work: bounds the
+//	lastErr, retryAt,  | backoff: the last error,   |                        | retryAt); Snapshot, for  | failing upstream at once and the | requests to a failing
+//	attempts           | when the next attempt is   |                        | computeStatus (Degraded) | backoff starts again from        | upstream
+//	                   | allowed, the failures'     |                        | and nextRefresh          | --exchangerate-backoff-base      |
+//	                   | schedule                   |                        |                          |                                  |
+//	                   | (exponentialBackoff)       |                        |                          |                                  |
+//	                   |                            |                        |                          |                                  |
+//	ConfigMaps (the    | the ConfigMaps labelled    | its informer (a        | applyConfigMap; the      | rebuilt from a fresh list; the   | correctness: what each
+//	controller's       | managed-by (with           | manager Runnable,      | ConfigMap watch          | workers start after the watch of | ConfigMap holds and
+//	ConfigMap cache)   | managedFields) in the      | Setup)                 | (notOurWrite, wakes the  | it has synced                    | who controls it;
+//	                   | watched namespaces         |                        | owner)                   |                                  | re-derived from the
+//	                   |                            |                        |                          |                                  | API server
+//
+// Not in the table: the ExchangeRates in the manager's shared cache; the Prometheus series
+// (forgetExchangeRate, recordFetch, recordSuccess); the work queue's timers (nextRefresh), which
+// every pass sets again (after a start, the ExchangeRates' first list wakes each); the upstream
+// HTTP client's connections; configuration (DefaultInterval, StaleAfterDays, Shared, Clock,
+// Random).
 type Reconciler struct {
 	// Client reads ExchangeRates from the manager's cache and writes ConfigMaps and status.
 	Client client.Client

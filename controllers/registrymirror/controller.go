@@ -39,6 +39,66 @@ import (
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch;delete
 
 // Reconciler makes a RegistryMirror's six children match its spec and reports on them.
+//
+// # In-memory state
+//
+// What the controller keeps in process memory from one pass to the next (docs/STYLE.md, "In-memory
+// state"); everything else a pass reads from the API server or a cache of it. A restart or a change
+// of leader loses all of it; the fifth column says what that costs and how the next passes recover.
+// A new piece of such memory needs a row here.
+//
+//	memory             | holds                      | written by             | read by                  | restart, leader change           | protects
+//	-------------------+----------------------------+------------------------+--------------------------+----------------------------------+-----------------------
+//	ports (portBook)   | the host port this process | assign                 | assign: other mirrors'   | lost; the DaemonSets in the      | correctness: two
+//	                   | chose for each mirror      | (reconcileHostPort);   | reservations count as    | child cache carry the ports      | workers never pick the
+//	                   |                            | release (Reconcile:    | held                     | chosen before (reconcileHostPort | same port before
+//	                   |                            | the mirror is gone or  |                          | keeps a DaemonSet's port,        | either's DaemonSet
+//	                   |                            | has no node access)    |                          | portsOfOthers lists the          | reaches the cache;
+//	                   |                            |                        |                          | others'), and the book fills     | re-derived from the
+//	                   |                            |                        |                          | again as mirrors pass            | DaemonSets
+//	                   |                            |                        |                          |                                  |
+//	statuses.writes    | operator.StatusMemory:     | writeStatus            | report                   | lost; a new process's cache      | work: no second write
+//	                   | each mirror as the API     | (statusBook.wrote);    | (statusBook.latest): the | starts from a fresh list; a      | of the same status, no
+//	                   | server returned it from    | forget                 | stored status            | stale read at worst costs a      | repeated Events
+//	                   | this process's last status |                        | computeStatus,           | conflict and a re-read           |
+//	                   | write                      |                        | decideStatusWrite and    | (operator.WriteStatus)           |
+//	                   |                            |                        | the Events compare with  |                                  |
+//	                   |                            |                        |                          |                                  |
+//	statuses.held      | per mirror, since when a   | report (hold; release  | report (heldFor, for     | lost; the next pass holds the    | work: one status write
+//	                   | progress-only status       | when there is nothing  | decideStatusWrite)       | change again from then: written  | for the steps of a
+//	                   | change is held back        | to write);             |                          | up to progressHold (1 s) later   | rollout
+//	                   | (progressHold)             | statusBook.wrote;      |                          |                                  |
+//	                   |                            | forget                 |                          |                                  |
+//	                   |                            |                        |                          |                                  |
+//	Children (the      | the objects of the six     | its informers (a       | readChild,               | rebuilt from a fresh list; the   | correctness: what the
+//	child cache of     | child kinds labelled       | manager Runnable,      | reconcileHostPort,       | workers start after the          | children are and who
+//	newChildCache)     | managed-by                 | Setup)                 | portsOfOthers,           | controller's watches of it have  | controls them;
+//	                   | quartet-registrymirror in  |                        | pinnedImages (the live   | synced                           | re-derived from the
+//	                   | the watched namespaces,    |                        | ConfigMap); the child    |                                  | API server
+//	                   | field sets stripped        |                        | watches wake the owner   |                                  |
+//	                   |                            |                        |                          |                                  |
+//	Pods (the pod      | pods that have not ended,  | its informer           | podsInUse, for           | lost; the first pass of a mirror | correctness: the
+//	cache of           | in the watched namespaces, |                        | pinnedImages             | with node access starts it again | images the registry
+//	newPodCache)       | stripped to names, images  |                        |                          | and waits for its list           | never evicts;
+//	                   | and imageIDs               |                        |                          | (podListTimeout); while it       | re-derived from the
+//	                   | (StripPodImages); its      |                        |                          | cannot list, pinnedImages keeps  | API server
+//	                   | informer starts at the     |                        |                          | the pinned file the ConfigMap    |
+//	                   | first List                 |                        |                          | has                              |
+//	                   |                            |                        |                          |                                  |
+//	Prober             | per upstream URL, its last | httpProber.Upstream    | httpProber.Upstream      | lost; the next pass probes the   | work: requests to an
+//	(httpProber):      | probe's answer and time,   |                        | (probe)                  | upstream again                   | upstream
+//	upstream           | for upstreamCacheTTL (20   |                        |                          |                                  |
+//	                   | s), shared by the mirrors  |                        |                          |                                  |
+//	                   | of that upstream           |                        |                          |                                  |
+//	                   |                            |                        |                          |                                  |
+//	traffic (package   | each mirror's last cache   | recordCache (report);  | Collect, on a Prometheus | lost; the series are absent      | neither: metrics only
+//	trafficCollector)  | report: blob pulls, hits   | forgetMirror           | scrape; no pass reads it | until the next probe's report    |
+//	                   | and misses and their bytes |                        |                          |                                  |
+//
+// Not in the table: the mirrors and RegistryHostGrants in the manager's shared cache; the gauges
+// (forgetMirror); the work queue's timers (nextPass, the progress hold's after), which every pass
+// sets again (after a start, the mirrors' first list wakes each); the probe client's connections;
+// configuration (Images, Shared, HostsRoot, Clock).
 type Reconciler struct {
 	// Client reads mirrors and grants from the manager's cache and writes.
 	client.Client
