@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quartet-operator/quartet/internal/hoststoml"
-	"github.com/quartet-operator/quartet/test/realnode"
 )
 
 // TestMirrorDownFallsBackToTheUpstreamFast (issue 22, part 5): the mirror's registry
@@ -80,7 +79,7 @@ func TestMirrorDownFallsBackToTheUpstreamFast(t *testing.T) {
 	// A pull right at the freeze: it waits until the agent notices, then goes direct.
 	window := pullDuration(t, runImage(t, ns, "at-freeze", atFreeze))
 	agent := agentPod(t, ns, name)
-	line := requireAgentLog(t, ns, agent, "The registry does not answer; turning connections away so containerd pulls from the upstream")
+	line := requireContainerLogLine(t, ns, agent, "node-agent", "The registry does not answer; turning connections away so containerd pulls from the upstream")
 	t.Logf("the node agent: %s", line)
 	noticed := logTime(t, line).Sub(frozen)
 
@@ -103,7 +102,7 @@ func TestMirrorDownFallsBackToTheUpstreamFast(t *testing.T) {
 
 	// The registry answers again: the agent relays again.
 	ctr(t, "tasks", "resume", id)
-	requireAgentLog(t, ns, agent, "The registry answers again; relaying")
+	requireContainerLogLine(t, ns, agent, "node-agent", "The registry answers again; relaying")
 }
 
 // fallbackRounds is how many pulls a median of TestMirrorDownFallsBackToTheUpstreamFast
@@ -133,27 +132,6 @@ func agentPod(t *testing.T, ns, mirror string) string {
 		client.MatchingLabels{"app.kubernetes.io/instance": mirror, "app.kubernetes.io/component": "node-agent"}))
 	require.Len(t, pods.Items, 1, "one node agent pod")
 	return pods.Items[0].Name
-}
-
-// requireAgentLog waits until the node agent pod logged a line containing msg (slog's
-// msg="...") and returns it.
-func requireAgentLog(t *testing.T, ns, pod, msg string) string {
-	t.Helper()
-	var found string
-	require.NoError(t, realnode.WaitFor(context.Background(), fmt.Sprintf("%s logging %q", pod, msg), time.Minute, func(ctx context.Context) (bool, string, error) {
-		b, err := env.Clientset.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: "node-agent"}).DoRaw(ctx)
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		for _, l := range strings.Split(string(b), "\n") {
-			if strings.Contains(l, `msg="`+msg+`"`) {
-				found = l
-				return true, "", nil
-			}
-		}
-		return false, "no such line yet", nil
-	}))
-	return found
 }
 
 // logTime is the time= of a log/slog text line.

@@ -118,9 +118,16 @@ func registryPod(t *testing.T, ns, mirror string) *corev1.Pod {
 // (logrus' msg="...") and each of fields (key=value), and returns it.
 func requireLogLine(t *testing.T, ns, pod, msg string, fields ...string) string {
 	t.Helper()
+	return requireContainerLogLine(t, ns, pod, "registry", msg, fields...)
+}
+
+// requireContainerLogLine waits until container of pod logged a line with msg (logrus' or
+// slog's msg="...") and each of fields (key=value), and returns it.
+func requireContainerLogLine(t *testing.T, ns, pod, container, msg string, fields ...string) string {
+	t.Helper()
 	var found string
 	require.NoError(t, realnode.WaitFor(context.Background(), fmt.Sprintf("%s logging %q", pod, msg), time.Minute, func(ctx context.Context) (bool, string, error) {
-		b, err := env.Clientset.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: "registry"}).DoRaw(ctx)
+		b, err := env.Clientset.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
 		if err != nil {
 			return false, err.Error(), nil
 		}

@@ -43,7 +43,19 @@ var (
 	})
 )
 
+// The blob pulls Traffic counts, by hit and miss, and their bytes.
+var (
+	blobPullsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quartet_mirror_blob_pulls_total",
+		Help: "Blob GETs served, by result: hit (from the cache) or miss (fetched from the upstream).",
+	}, []string{"result"})
+	servedBytesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quartet_mirror_served_bytes_total",
+		Help: "Bytes of blobs served, by source: cache or upstream.",
+	}, []string{"source"})
+)
+
 func init() {
 	prometheus.MustRegister(recordsGauge, pinnedGauge, pinnedImagesGauge, pinnedCachedGauge, evictionsTotal, evictedBytesTotal,
-		evictionFailuresTotal, diskUsedBytes, diskCapacityBytes)
+		evictionFailuresTotal, diskUsedBytes, diskCapacityBytes, blobPullsTotal, servedBytesTotal)
 }

@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 
 	"github.com/opencontainers/go-digest"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Traffic counts the blob pulls the registry served (GET of a blob: layers and configs,
@@ -28,19 +27,6 @@ type TrafficReport struct {
 	BytesFromCache    uint64 `json:"bytesFromCache"`
 	BytesFromUpstream uint64 `json:"bytesFromUpstream"`
 }
-
-var (
-	blobPullsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "quartet_mirror_blob_pulls_total",
-		Help: "Blob GETs served, by result: hit (from the cache) or miss (fetched from the upstream).",
-	}, []string{"result"})
-	servedBytesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "quartet_mirror_served_bytes_total",
-		Help: "Bytes of blobs served, by source: cache or upstream.",
-	}, []string{"source"})
-)
-
-func init() { prometheus.MustRegister(blobPullsTotal, servedBytesTotal) }
 
 // served counts one blob GET that wrote n bytes.
 func (t *Traffic) served(hit bool, n int64) {
