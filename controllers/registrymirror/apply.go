@@ -7,14 +7,18 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
@@ -256,4 +260,64 @@ func roundTrip(from any, into client.Object) error {
 	v := reflect.ValueOf(into).Elem()
 	v.Set(reflect.Zero(v.Type()))
 	return json.Unmarshal(b, into)
+}
+
+// removeExtraReplicas deletes the StatefulSets, then the cache volumes, of registry
+// replicas at or above spec.replicas (extraReplicas), each by UID: a mirror that shrinks
+// gives back their volumes, and their cached content goes with them.
+func (r *Reconciler) removeExtraReplicas(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror) error {
+	ours := []client.ListOption{client.InNamespace(m.Namespace), client.HasLabels{labelReplica},
+		client.MatchingLabels{labelManagedBy: managedBy, labelInstance: m.Name, labelComponent: componentReg}}
+	var stss appsv1.StatefulSetList
+	if err := r.Children.List(ctx, &stss, ours...); err != nil {
+		return fmt.Errorf("listing registry StatefulSets: %w", err)
+	}
+	var pvcs corev1.PersistentVolumeClaimList
+	if err := r.Children.List(ctx, &pvcs, ours...); err != nil {
+		return fmt.Errorf("listing cache volumes: %w", err)
+	}
+	objs := make([]client.Object, 0, len(stss.Items)+len(pvcs.Items))
+	for i := range stss.Items {
+		objs = append(objs, &stss.Items[i])
+	}
+	for i := range pvcs.Items {
+		objs = append(objs, &pvcs.Items[i])
+	}
+	for _, o := range extraReplicas(m, objs) {
+		kind := "StatefulSet"
+		if _, ok := o.(*corev1.PersistentVolumeClaim); ok {
+			kind = "PersistentVolumeClaim"
+		}
+		uid := o.GetUID()
+		if err := r.Delete(ctx, o, client.Preconditions{UID: &uid}); err != nil {
+			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+				continue
+			}
+			objectWrites.WithLabelValues(kind, "failed").Inc()
+			return fmt.Errorf("deleting %s %s/%s: %w", kind, o.GetNamespace(), o.GetName(), err)
+		}
+		objectWrites.WithLabelValues(kind, "deleted").Inc()
+		ctrl.LoggerFrom(ctx).Info("Deleted "+kind+" of a registry replica above spec.replicas", "object", klog.KObj(o), "replicas", replicas(m))
+		r.Recorder.Eventf(m, o, corev1.EventTypeNormal, EventDeleted, "Delete",
+			"Deleted %s %s/%s: spec.replicas is %d, and its replica is no longer one of them", kind, o.GetNamespace(), o.GetName(), replicas(m))
+	}
+	return nil
+}
+
+// extraReplicas are the objects of objs (registry StatefulSets and cache volumes carrying
+// the replica label) that this mirror controls and whose replica is at or above
+// spec.replicas, in the order given; not those already being deleted (a volume waits for
+// its pod to go).
+func extraReplicas(m *mirrorsv1alpha1.RegistryMirror, objs []client.Object) []client.Object {
+	var out []client.Object
+	for _, o := range objs {
+		i, err := strconv.Atoi(o.GetLabels()[labelReplica])
+		if err != nil || i < 1 || !metav1.IsControlledBy(o, m) || o.GetDeletionTimestamp() != nil {
+			continue
+		}
+		if int64(i) >= int64(replicas(m)) {
+			out = append(out, o)
+		}
+	}
+	return out
 }

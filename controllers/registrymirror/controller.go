@@ -31,10 +31,11 @@ import (
 // +kubebuilder:rbac:groups=mirrors.quartet.dev,resources=registrymirrors,verbs=get;list;watch
 // +kubebuilder:rbac:groups=mirrors.quartet.dev,resources=registrymirrors/status,verbs=patch
 // +kubebuilder:rbac:groups=mirrors.quartet.dev,resources=registrymirrors/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=services;configmaps;persistentvolumeclaims,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=mirrors.quartet.dev,resources=registryhostgrants,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch
-// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch;delete
 
@@ -209,7 +210,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, err
 	}
 
-	probes, next := r.probe(ctx, m, kids.workloads.statefulSet, kids.service)
+	if err := r.removeExtraReplicas(ctx, m); err != nil {
+		return ctrl.Result{}, err
+	}
+	probes, next := r.probe(ctx, m, kids.workloads, kids.service)
 	out.probes = probes
 	return ctrl.Result{RequeueAfter: nextPass(next, out.problems, out.access.Granted)}, nil
 }
@@ -328,7 +332,7 @@ type childrenResult struct {
 // reconcileChildren makes every child of the mirror match, in apply order, going on
 // past a child that fails; the error joins the failures.
 func (r *Reconciler) reconcileChildren(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, rch reach) (childrenResult, error) {
-	var res childrenResult
+	res := childrenResult{workloads: workloads{registries: make([]registryReplica, replicas(m))}}
 	var errs []error
 	for _, c := range desiredChildren(m, r.Images, rch) {
 		cr, err := r.reconcileChild(ctx, m, c)
@@ -341,11 +345,11 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, m *mirrorsv1alpha1.R
 		res.terminating = res.terminating || cr.terminating
 		switch o := cr.live.(type) {
 		case *appsv1.StatefulSet:
-			res.workloads.statefulSet = o
+			res.workloads.registries[c.replica].statefulSet = o
 		case *appsv1.DaemonSet:
 			res.workloads.daemonSet = o
 		case *corev1.PersistentVolumeClaim:
-			res.workloads.pvc = o
+			res.workloads.registries[c.replica].pvc = o
 		case *corev1.Service:
 			if o.Name == serviceName(m) {
 				res.service = o
@@ -451,24 +455,36 @@ func (r *Reconciler) reconcileChild(ctx context.Context, m *mirrorsv1alpha1.Regi
 	return childResult{live: c.live}, nil
 }
 
-// probe asks the registry (through its Service, once it has a ready replica) and the
-// upstream, and says when to probe again (0: never, probing is off).
-func (r *Reconciler) probe(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, sts *appsv1.StatefulSet, service *corev1.Service) (probeResults, time.Duration) {
+// probe asks the registry (through its Service, once a replica is ready) and the
+// upstream, and says when to probe again (0: never, probing is off). The cache report of
+// a single registry comes through the Service too; of several, from each ready replica's
+// own pod (the Service would answer from either, and the status would flip between
+// them), merged (mergeCacheReports).
+func (r *Reconciler) probe(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, w workloads, service *corev1.Service) (probeResults, time.Duration) {
 	if r.Prober == nil {
 		p := probeResults{off: true}
 		return p, nextProbe(p)
 	}
 	var p probeResults
 	p.upstreamProbed, p.upstreamErr = true, r.Prober.Upstream(ctx, upstreamURL(m))
-	if addr, ok := registryAddress(sts, service); ok {
-		p.registryAddr = addr
-		p.registryProbed, p.registryErr = true, r.Prober.Registry(ctx, addr)
-		if p.registryErr == nil {
-			if rep, err := r.Prober.Cache(ctx, addr); err == nil {
-				p.cache = &rep
-			}
-		}
+	addr, ok := registryAddress(w.readyRegistries(), service)
+	if !ok {
+		return p, nextProbe(p)
 	}
+	p.registryAddr = addr
+	p.registryProbed, p.registryErr = true, r.Prober.Registry(ctx, addr)
+	if p.registryErr != nil {
+		return p, nextProbe(p)
+	}
+	var reports []CacheReport
+	for _, addr := range cacheReportAddresses(m, w, addr) {
+		rep, err := r.Prober.Cache(ctx, addr)
+		if err != nil {
+			continue // the prober logs why
+		}
+		reports = append(reports, rep)
+	}
+	p.cache = mergeCacheReports(reports)
 	return p, nextProbe(p)
 }
 

@@ -3,6 +3,7 @@ package registrymirror
 import (
 	"encoding/json"
 	"fmt"
+	"math/big"
 	"reflect"
 	"time"
 
@@ -138,11 +139,67 @@ const (
 
 // registryAddress is where the manager probes the registry: its Service's cluster IP,
 // once the StatefulSet has a ready replica and the Service has an address.
-func registryAddress(sts *appsv1.StatefulSet, service *corev1.Service) (string, bool) {
-	if sts == nil || sts.Status.ReadyReplicas == 0 || service == nil || service.Spec.ClusterIP == "" {
+func registryAddress(readyRegistries int32, service *corev1.Service) (string, bool) {
+	if readyRegistries == 0 || service == nil || service.Spec.ClusterIP == "" {
 		return "", false
 	}
 	return fmt.Sprintf("%s:%d", service.Spec.ClusterIP, RegistryPort), true
+}
+
+// cacheReportAddresses are where to ask for the cache reports: the Service's address
+// (serviceAddr) for a single registry; for several, each ready replica's pod under the
+// headless Service, by replica index (a replica that is not ready has no DNS name).
+func cacheReportAddresses(m *mirrorsv1alpha1.RegistryMirror, w workloads, serviceAddr string) []string {
+	if len(w.registries) <= 1 {
+		return []string{serviceAddr}
+	}
+	var out []string
+	for i, r := range w.registries {
+		if r.statefulSet != nil && r.statefulSet.Status.ReadyReplicas > 0 {
+			out = append(out, replicaPodAddress(m, int32(i)))
+		}
+	}
+	return out
+}
+
+// mergeCacheReports is what the status says of several registry replicas' reports: the
+// images every answering replica holds whole (the fewest; unknown, LastPass zero, while
+// one has not ended a warm pass), the fullest volume, and the pulls and bytes summed. nil
+// when none answered.
+func mergeCacheReports(reps []CacheReport) *CacheReport {
+	if len(reps) == 0 {
+		return nil
+	}
+	out := reps[0]
+	for _, r := range reps[1:] {
+		out.Pinned = max(out.Pinned, r.Pinned)
+		out.Cached = min(out.Cached, r.Cached)
+		if r.LastPass.IsZero() || (!out.LastPass.IsZero() && r.LastPass.Before(&out.LastPass)) {
+			out.LastPass = r.LastPass
+		}
+		if fuller(r, out) {
+			out.DiskUsedBytes, out.DiskCapacityBytes = r.DiskUsedBytes, r.DiskCapacityBytes
+		}
+		out.BlobHits += r.BlobHits
+		out.BlobMisses += r.BlobMisses
+		out.BytesFromCache += r.BytesFromCache
+		out.BytesFromUpstream += r.BytesFromUpstream
+	}
+	return &out
+}
+
+// fuller says whether a's volume is fuller than b's (a measured volume is fuller than an
+// unmeasured one).
+func fuller(a, b CacheReport) bool {
+	switch {
+	case a.DiskCapacityBytes == 0:
+		return false
+	case b.DiskCapacityBytes == 0:
+		return true
+	}
+	// a.used/a.cap > b.used/b.cap, without division.
+	return new(big.Int).Mul(new(big.Int).SetUint64(a.DiskUsedBytes), new(big.Int).SetUint64(b.DiskCapacityBytes)).Cmp(
+		new(big.Int).Mul(new(big.Int).SetUint64(b.DiskUsedBytes), new(big.Int).SetUint64(a.DiskCapacityBytes))) > 0
 }
 
 // nextProbe is when to probe again after probes p: soon while the registry does not

@@ -44,7 +44,7 @@ func TestSubset(t *testing.T) {
 // still correcting drift and removing fields the operator stopped setting.
 func TestNeedsApply(t *testing.T) {
 	m := minimalMirror()
-	desired := desiredStatefulSet(m, testImages, "h1")
+	desired := desiredStatefulSet(m, testImages, "h1", 0)
 	live := &appsv1.StatefulSet{}
 	require.NoError(t, roundTrip(desired, live))
 	// What the API server adds: defaults, status, metadata.
@@ -71,36 +71,36 @@ func TestNeedsApply(t *testing.T) {
 	withCreds := minimalMirror()
 	withCreds.Spec.CredentialsSecretRef = fullMirror().Spec.CredentialsSecretRef
 	liveWithCreds := &appsv1.StatefulSet{}
-	require.NoError(t, roundTrip(desiredStatefulSet(withCreds, testImages, "h1"), liveWithCreds))
+	require.NoError(t, roundTrip(desiredStatefulSet(withCreds, testImages, "h1", 0), liveWithCreds))
 	assert.True(t, needsApply(desired, liveWithCreds))
-	assert.False(t, needsApply(desiredStatefulSet(withCreds, testImages, "h1"), liveWithCreds))
+	assert.False(t, needsApply(desiredStatefulSet(withCreds, testImages, "h1", 0), liveWithCreds))
 
 	// Quantities compare in canonical form.
 	pvcLive := &corev1.PersistentVolumeClaim{}
-	require.NoError(t, roundTrip(desiredPVC(m), pvcLive))
+	require.NoError(t, roundTrip(desiredPVC(m, 0), pvcLive))
 	pvcLive.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("10240Mi")
-	assert.False(t, needsApply(desiredPVC(m), pvcLive), "10240Mi is 10Gi in canonical form")
+	assert.False(t, needsApply(desiredPVC(m, 0), pvcLive), "10240Mi is 10Gi in canonical form")
 	m.Spec.Storage = resource.MustParse("20Gi")
 	pvcGrown := &corev1.PersistentVolumeClaim{}
-	require.NoError(t, roundTrip(desiredPVC(minimalMirror()), pvcGrown))
-	assert.True(t, needsApply(desiredPVC(m), pvcGrown), "storage grew")
+	require.NoError(t, roundTrip(desiredPVC(minimalMirror(), 0), pvcGrown))
+	assert.True(t, needsApply(desiredPVC(m, 0), pvcGrown), "storage grew")
 }
 
 func TestDecideChild(t *testing.T) {
 	m := minimalMirror()
 	ours := func() child {
-		c := child{kind: "PersistentVolumeClaim", name: pvcName(m), desired: desiredPVC(m), live: &corev1.PersistentVolumeClaim{}}
+		c := child{kind: "PersistentVolumeClaim", name: pvcName(m), desired: desiredPVC(m, 0), live: &corev1.PersistentVolumeClaim{}}
 		require.NoError(t, roundTrip(c.desired, c.live))
 		return c
 	}
-	assert.Equal(t, childCreate, decideChild(m, child{desired: desiredPVC(m), live: &corev1.PersistentVolumeClaim{}}, false), "absent")
+	assert.Equal(t, childCreate, decideChild(m, child{desired: desiredPVC(m, 0), live: &corev1.PersistentVolumeClaim{}}, false), "absent")
 
 	assert.Equal(t, childUpToDate, decideChild(m, ours(), true), "as applied")
 
 	grown := minimalMirror()
 	grown.Spec.Storage = resource.MustParse("20Gi")
 	c := ours()
-	c.desired = desiredPVC(grown)
+	c.desired = desiredPVC(grown, 0)
 	assert.Equal(t, childUpdate, decideChild(m, c, true), "the spec asks for more")
 
 	foreign := ours()
@@ -133,21 +133,18 @@ func TestClassifyApplyError(t *testing.T) {
 
 func TestRegistryAddressAndNextProbe(t *testing.T) {
 	svc := &corev1.Service{Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.7"}}
-	addr, ok := registryAddress(readySTS(), svc)
+	addr, ok := registryAddress(1, svc)
 	assert.True(t, ok)
 	assert.Equal(t, "10.0.0.7:5000", addr)
-	notReady := readySTS()
-	notReady.Status.ReadyReplicas = 0
 	for name, tc := range map[string]struct {
-		sts *appsv1.StatefulSet
-		svc *corev1.Service
+		ready int32
+		svc   *corev1.Service
 	}{
-		"no StatefulSet":    {nil, svc},
-		"no ready replica":  {notReady, svc},
-		"no Service":        {readySTS(), nil},
-		"no cluster IP yet": {readySTS(), &corev1.Service{}},
+		"no ready replica":  {0, svc},
+		"no Service":        {1, nil},
+		"no cluster IP yet": {1, &corev1.Service{}},
 	} {
-		_, ok := registryAddress(tc.sts, tc.svc)
+		_, ok := registryAddress(tc.ready, tc.svc)
 		assert.False(t, ok, name)
 	}
 
@@ -173,7 +170,7 @@ func TestDecideStatusWrite(t *testing.T) {
 	rolling.Status.ReadyReplicas = 0
 	agentsRolling := readyDS()
 	agentsRolling.Status.NumberReady = 1
-	ok := outcome{access: granted, workloads: workloads{statefulSet: readySTS(), daemonSet: readyDS(), pvc: boundPVC()}, hostPort: 35000, complete: true}
+	ok := outcome{access: granted, workloads: workloads{registries: one(readySTS(), boundPVC()), daemonSet: readyDS()}, hostPort: 35000, complete: true}
 	statusOf := func(o outcome, prev mirrorsv1alpha1.RegistryMirrorStatus) mirrorsv1alpha1.RegistryMirrorStatus {
 		mm := m.DeepCopy()
 		mm.Status = prev
@@ -184,8 +181,8 @@ func TestDecideStatusWrite(t *testing.T) {
 		edit(&o)
 		return o
 	}
-	first := statusOf(with(func(o *outcome) { o.workloads.pvc = pending }), mirrorsv1alpha1.RegistryMirrorStatus{})
-	notReady := statusOf(with(func(o *outcome) { o.workloads.statefulSet = rolling }), first)
+	first := statusOf(with(func(o *outcome) { o.workloads.registries = one(readySTS(), pending) }), mirrorsv1alpha1.RegistryMirrorStatus{})
+	notReady := statusOf(with(func(o *outcome) { o.workloads.registries = one(rolling, boundPVC()) }), first)
 	agents := statusOf(with(func(o *outcome) { o.workloads.daemonSet = agentsRolling }), first)
 	ready := statusOf(ok, notReady)
 	moreNodes := func() mirrorsv1alpha1.RegistryMirrorStatus {
@@ -194,16 +191,16 @@ func TestDecideStatusWrite(t *testing.T) {
 		return statusOf(with(func(o *outcome) { o.workloads.daemonSet = ds }), ready)
 	}()
 	degraded := statusOf(with(func(o *outcome) {
-		o.workloads.statefulSet = rolling
+		o.workloads.registries = one(rolling, boundPVC())
 		o.problems = []problem{{mirrorsv1alpha1.ReasonObjectConflict, "Service mirrors/x is not controlled by this RegistryMirror"}}
 	}), notReady)
 	nextGen := func() mirrorsv1alpha1.RegistryMirrorStatus {
 		mm := m.DeepCopy()
 		mm.Generation = 2
 		mm.Status = notReady
-		return computeStatus(mm, with(func(o *outcome) { o.workloads.statefulSet = rolling }), t0)
+		return computeStatus(mm, with(func(o *outcome) { o.workloads.registries = one(rolling, boundPVC()) }), t0)
 	}()
-	noPort := statusOf(with(func(o *outcome) { o.workloads.statefulSet, o.hostPort = rolling, 0 }), notReady)
+	noPort := statusOf(with(func(o *outcome) { o.workloads.registries, o.hostPort = one(rolling, boundPVC()), 0 }), notReady)
 
 	soon := 300 * time.Millisecond
 	for _, tc := range []struct {

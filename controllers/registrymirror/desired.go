@@ -82,6 +82,9 @@ const (
 	// annotationAppliedHash holds a hash of everything the operator applied to a child, so
 	// a field the operator stops setting is noticed and removed (see needsApply).
 	annotationAppliedHash = "mirrors.quartet.dev/applied-hash"
+	// labelReplica marks registry replica i > 0's StatefulSet, pod and cache PVC with i.
+	labelReplica = "mirrors.quartet.dev/replica"
+
 	// annotationConfigHash on the registry pod template rolls the StatefulSet when the
 	// rendered registry configuration changes (a ConfigMap change alone restarts nothing).
 	annotationConfigHash = "mirrors.quartet.dev/config-hash"
@@ -109,7 +112,37 @@ func headlessName(m *mirrorsv1alpha1.RegistryMirror) string { return m.Name + "-
 func statefulSetName(m *mirrorsv1alpha1.RegistryMirror) string {
 	return m.Name + "-registry"
 }
-func pvcName(m *mirrorsv1alpha1.RegistryMirror) string       { return m.Name + "-registry-cache" }
+func pvcName(m *mirrorsv1alpha1.RegistryMirror) string { return m.Name + "-registry-cache" }
+
+// replicaStatefulSetName and replicaPVCName name registry replica i's StatefulSet and
+// cache volume. Replica 0's are the names a mirror of one replica has always had, so a
+// mirror that grows keeps its registry and its cache; replica i > 0 adds "-<i>".
+func replicaStatefulSetName(m *mirrorsv1alpha1.RegistryMirror, i int32) string {
+	return replicaSuffix(statefulSetName(m), i)
+}
+func replicaPVCName(m *mirrorsv1alpha1.RegistryMirror, i int32) string {
+	return replicaSuffix(pvcName(m), i)
+}
+func replicaSuffix(name string, i int32) string {
+	if i == 0 {
+		return name
+	}
+	return name + "-" + strconv.Itoa(int(i))
+}
+
+// replicaPodAddress is where the manager asks registry replica i itself (not the
+// Service, which picks any replica): its one pod's name under the headless Service.
+func replicaPodAddress(m *mirrorsv1alpha1.RegistryMirror, i int32) string {
+	return fmt.Sprintf("%s-0.%s.%s.svc:%d", replicaStatefulSetName(m, i), headlessName(m), m.Namespace, RegistryPort)
+}
+
+// replicas is spec.replicas, or 1 when the object skipped defaulting.
+func replicas(m *mirrorsv1alpha1.RegistryMirror) int32 {
+	if r := m.Spec.Replicas; r != nil && *r > 0 {
+		return *r
+	}
+	return 1
+}
 func configMapName(m *mirrorsv1alpha1.RegistryMirror) string { return m.Name + "-registry-config" }
 func daemonSetName(m *mirrorsv1alpha1.RegistryMirror) string { return m.Name + "-node" }
 func networkPolicyName(m *mirrorsv1alpha1.RegistryMirror) string {
@@ -122,6 +155,8 @@ type child struct {
 	name    string
 	desired runtime.ApplyConfiguration
 	live    client.Object
+	// replica is the registry replica a StatefulSet or cache PVC serves (0 for the others).
+	replica int32
 }
 
 // reach is where a mirror's children reach beyond its registry: the node side (hostPort
@@ -137,25 +172,31 @@ type reach struct {
 	pinnedImages string
 }
 
-// desiredChildren lists the mirror's objects in apply order: what the registry pod mounts
-// comes before the StatefulSet. Without a host port (no node access, see nodeaccess.go, or
-// no free port) there is no DaemonSet to apply; without upstream credentials no
-// NetworkPolicy.
+// desiredChildren lists the mirror's objects in apply order: what the registry pods mount
+// comes before the StatefulSets, one StatefulSet and cache PVC per replica. Without a host
+// port (no node access, see nodeaccess.go, or no free port) there is no DaemonSet to apply;
+// without upstream credentials no NetworkPolicy.
 func desiredChildren(m *mirrorsv1alpha1.RegistryMirror, img Images, r reach) []child {
 	config := renderRegistryConfig(m)
+	n := replicas(m)
 	out := []child{
-		{"ConfigMap", configMapName(m), desiredConfigMap(m, config, r.pinnedImages), &corev1.ConfigMap{}},
-		{"Service", serviceName(m), desiredService(m), &corev1.Service{}},
-		{"Service", headlessName(m), desiredHeadlessService(m), &corev1.Service{}},
-		{"PersistentVolumeClaim", pvcName(m), desiredPVC(m), &corev1.PersistentVolumeClaim{}},
+		{kind: "ConfigMap", name: configMapName(m), desired: desiredConfigMap(m, config, r.pinnedImages), live: &corev1.ConfigMap{}},
+		{kind: "Service", name: serviceName(m), desired: desiredService(m), live: &corev1.Service{}},
+		{kind: "Service", name: headlessName(m), desired: desiredHeadlessService(m), live: &corev1.Service{}},
+	}
+	for i := range n {
+		out = append(out, child{kind: "PersistentVolumeClaim", name: replicaPVCName(m, i), desired: desiredPVC(m, i), live: &corev1.PersistentVolumeClaim{}, replica: i})
 	}
 	if m.Spec.CredentialsSecretRef != nil {
 		// Before the registry starts with the credentials.
-		out = append(out, child{"NetworkPolicy", networkPolicyName(m), desiredNetworkPolicy(m, r.operatorNamespace), &networkingv1.NetworkPolicy{}})
+		out = append(out, child{kind: "NetworkPolicy", name: networkPolicyName(m), desired: desiredNetworkPolicy(m, r.operatorNamespace), live: &networkingv1.NetworkPolicy{}})
 	}
-	out = append(out, child{"StatefulSet", statefulSetName(m), desiredStatefulSet(m, img, shortHash([]byte(config))), &appsv1.StatefulSet{}})
+	for i := range n {
+		out = append(out, child{kind: "StatefulSet", name: replicaStatefulSetName(m, i), desired: desiredStatefulSet(m, img, shortHash([]byte(config)), i),
+			live: &appsv1.StatefulSet{}, replica: i})
+	}
 	if r.hostPort != 0 {
-		out = append(out, child{"DaemonSet", daemonSetName(m), desiredDaemonSet(m, img, r.hostPort, r.hostsPath, r.capabilities), &appsv1.DaemonSet{}})
+		out = append(out, child{kind: "DaemonSet", name: daemonSetName(m), desired: desiredDaemonSet(m, img, r.hostPort, r.hostsPath, r.capabilities), live: &appsv1.DaemonSet{}})
 	}
 	return out
 }
@@ -317,7 +358,10 @@ func storageRequest(m *mirrorsv1alpha1.RegistryMirror) resource.Quantity {
 // desiredPVC is the cache volume. The mirror owns it directly (not through the
 // StatefulSet's volumeClaimTemplates) so that growing spec.storage resizes it — claim
 // templates are immutable — and so deleting the mirror deletes the cache.
-func desiredPVC(m *mirrorsv1alpha1.RegistryMirror) *corev1ac.PersistentVolumeClaimApplyConfiguration {
+//
+// Replica i > 0's volume carries the replica label, so scaling down finds it
+// (extraReplicas).
+func desiredPVC(m *mirrorsv1alpha1.RegistryMirror, i int32) *corev1ac.PersistentVolumeClaimApplyConfiguration {
 	spec := corev1ac.PersistentVolumeClaimSpec().
 		WithAccessModes(corev1.ReadWriteOnce).
 		WithResources(corev1ac.VolumeResourceRequirements().
@@ -325,8 +369,8 @@ func desiredPVC(m *mirrorsv1alpha1.RegistryMirror) *corev1ac.PersistentVolumeCla
 	if m.Spec.StorageClassName != nil {
 		spec = spec.WithStorageClassName(*m.Spec.StorageClassName)
 	}
-	return stampHash(corev1ac.PersistentVolumeClaim(pvcName(m), m.Namespace).
-		WithLabels(commonLabels(m, componentReg)).
+	return stampHash(corev1ac.PersistentVolumeClaim(replicaPVCName(m, i), m.Namespace).
+		WithLabels(replicaLabels(commonLabels(m, componentReg), i)).
 		WithOwnerReferences(ownerReference(m)).
 		WithSpec(spec))
 }
@@ -389,9 +433,21 @@ func registryArgs(m *mirrorsv1alpha1.RegistryMirror) []string {
 	return args
 }
 
-// desiredStatefulSet runs one registry in proxy mode on the cache volume. configHash is
-// the hash of the rendered config.yml; a new hash rolls the pod.
-func desiredStatefulSet(m *mirrorsv1alpha1.RegistryMirror, img Images, configHash string) *appsv1ac.StatefulSetApplyConfiguration {
+// replicaLabels adds the replica label to labels of replica i > 0's objects and pods;
+// replica 0's stay as a mirror of one replica has them, so its StatefulSet (whose selector
+// cannot change) and its pod are not touched when the mirror grows.
+func replicaLabels(labels map[string]string, i int32) map[string]string {
+	if i > 0 {
+		labels[labelReplica] = strconv.Itoa(int(i))
+	}
+	return labels
+}
+
+// desiredStatefulSet runs registry replica i in proxy mode on its cache volume, one pod.
+// configHash is the hash of the rendered config.yml; a new hash rolls the pod. Replica
+// i > 0 selects its pod by the replica label too, and prefers a node without another
+// registry pod of the mirror: two replicas on one node fail together.
+func desiredStatefulSet(m *mirrorsv1alpha1.RegistryMirror, img Images, configHash string, i int32) *appsv1ac.StatefulSetApplyConfiguration {
 	container := corev1ac.Container().
 		WithName("registry").
 		WithImage(img.Registry).
@@ -413,7 +469,7 @@ func desiredStatefulSet(m *mirrorsv1alpha1.RegistryMirror, img Images, configHas
 		WithSecurityContext(restrictedContainerSecurity())
 	volumes := []*corev1ac.VolumeApplyConfiguration{
 		corev1ac.Volume().WithName("cache").WithPersistentVolumeClaim(
-			corev1ac.PersistentVolumeClaimVolumeSource().WithClaimName(pvcName(m))),
+			corev1ac.PersistentVolumeClaimVolumeSource().WithClaimName(replicaPVCName(m, i))),
 		corev1ac.Volume().WithName("config").WithConfigMap(
 			corev1ac.ConfigMapVolumeSource().WithName(configMapName(m))),
 		corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
@@ -452,10 +508,19 @@ func desiredStatefulSet(m *mirrorsv1alpha1.RegistryMirror, img Images, configHas
 		container = container.WithResources(res)
 	}
 
+	podSpec := corev1ac.PodSpec()
+	if i > 0 {
+		podSpec = podSpec.WithAffinity(corev1ac.Affinity().WithPodAntiAffinity(corev1ac.PodAntiAffinity().
+			WithPreferredDuringSchedulingIgnoredDuringExecution(corev1ac.WeightedPodAffinityTerm().
+				WithWeight(100).
+				WithPodAffinityTerm(corev1ac.PodAffinityTerm().
+					WithTopologyKey(corev1.LabelHostname).
+					WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(m, componentReg)))))))
+	}
 	pod := corev1ac.PodTemplateSpec().
-		WithLabels(commonLabels(m, componentReg)).
+		WithLabels(replicaLabels(commonLabels(m, componentReg), i)).
 		WithAnnotations(map[string]string{annotationConfigHash: configHash}).
-		WithSpec(corev1ac.PodSpec().
+		WithSpec(podSpec.
 			// Service links would put REGISTRY_* variables (from a Service named "registry")
 			// into the environment, which the registry reads as configuration.
 			WithEnableServiceLinks(false).
@@ -467,13 +532,13 @@ func desiredStatefulSet(m *mirrorsv1alpha1.RegistryMirror, img Images, configHas
 			WithContainers(container).
 			WithVolumes(volumes...))
 
-	return stampHash(appsv1ac.StatefulSet(statefulSetName(m), m.Namespace).
-		WithLabels(commonLabels(m, componentReg)).
+	return stampHash(appsv1ac.StatefulSet(replicaStatefulSetName(m, i), m.Namespace).
+		WithLabels(replicaLabels(commonLabels(m, componentReg), i)).
 		WithOwnerReferences(ownerReference(m)).
 		WithSpec(appsv1ac.StatefulSetSpec().
 			WithReplicas(1).
 			WithServiceName(headlessName(m)).
-			WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(m, componentReg))).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(replicaLabels(selectorLabels(m, componentReg), i))).
 			WithTemplate(pod)))
 }
 

@@ -177,7 +177,7 @@ func TestRegistryArgs(t *testing.T) {
 			m.Spec.WarmPlatforms = tc.platforms
 			assert.Equal(t, tc.want, registryArgs(m))
 			sts := &appsv1.StatefulSet{}
-			require.NoError(t, roundTrip(desiredStatefulSet(m, testImages, "h"), sts))
+			require.NoError(t, roundTrip(desiredStatefulSet(m, testImages, "h", 0), sts))
 			c := sts.Spec.Template.Spec.Containers[0]
 			assert.Equal(t, []string{"/mirror-registry"}, c.Command)
 			assert.Equal(t, tc.want, c.Args, "the StatefulSet runs exactly these")
@@ -234,7 +234,7 @@ func TestBuildersOwnAndLabel(t *testing.T) {
 
 func TestStatefulSet(t *testing.T) {
 	sts := &appsv1.StatefulSet{}
-	require.NoError(t, roundTrip(desiredStatefulSet(fullMirror(), testImages, "abc"), sts))
+	require.NoError(t, roundTrip(desiredStatefulSet(fullMirror(), testImages, "abc", 0), sts))
 	pod := sts.Spec.Template.Spec
 	assert.Equal(t, int32(1), *sts.Spec.Replicas)
 	assert.Equal(t, "quay-registry-headless", sts.Spec.ServiceName)
@@ -281,7 +281,7 @@ func TestStatefulSet(t *testing.T) {
 	// Where the platform assigns UIDs (OpenShift's restricted-v2), the pod names none: a
 	// fixed UID or fsGroup outside the namespace's range would be refused.
 	assigned := &appsv1.StatefulSet{}
-	require.NoError(t, roundTrip(desiredStatefulSet(fullMirror(), Images{Registry: "r", NodeAgent: "n", AssignedUIDs: true}, "abc"), assigned))
+	require.NoError(t, roundTrip(desiredStatefulSet(fullMirror(), Images{Registry: "r", NodeAgent: "n", AssignedUIDs: true}, "abc", 0), assigned))
 	sc := assigned.Spec.Template.Spec.SecurityContext
 	assert.Nil(t, sc.RunAsUser)
 	assert.Nil(t, sc.RunAsGroup)
@@ -290,7 +290,7 @@ func TestStatefulSet(t *testing.T) {
 	assert.Equal(t, corev1.FSGroupChangeOnRootMismatch, *sc.FSGroupChangePolicy, "applies to the fsGroup the platform assigns")
 
 	noCreds := &appsv1.StatefulSet{}
-	require.NoError(t, roundTrip(desiredStatefulSet(minimalMirror(), testImages, "abc"), noCreds))
+	require.NoError(t, roundTrip(desiredStatefulSet(minimalMirror(), testImages, "abc", 0), noCreds))
 	for _, v := range noCreds.Spec.Template.Spec.Volumes {
 		assert.Nil(t, v.Secret, "no Secret volume without credentialsSecretRef")
 	}
@@ -303,8 +303,8 @@ func TestConfigHashRollsOnUpstreamChange(t *testing.T) {
 	ha, hb := shortHash([]byte(renderRegistryConfig(a))), shortHash([]byte(renderRegistryConfig(b)))
 	assert.NotEqual(t, ha, hb)
 	stsA, stsB := &appsv1.StatefulSet{}, &appsv1.StatefulSet{}
-	require.NoError(t, roundTrip(desiredStatefulSet(a, testImages, ha), stsA))
-	require.NoError(t, roundTrip(desiredStatefulSet(b, testImages, hb), stsB))
+	require.NoError(t, roundTrip(desiredStatefulSet(a, testImages, ha, 0), stsA))
+	require.NoError(t, roundTrip(desiredStatefulSet(b, testImages, hb, 0), stsB))
 	assert.NotEqual(t, stsA.Spec.Template.Annotations, stsB.Spec.Template.Annotations, "a new pod template rolls the registry")
 }
 
@@ -326,7 +326,7 @@ func TestPVC(t *testing.T) {
 			m := minimalMirror()
 			tc.mutate(m)
 			pvc := &corev1.PersistentVolumeClaim{}
-			require.NoError(t, roundTrip(desiredPVC(m), pvc))
+			require.NoError(t, roundTrip(desiredPVC(m, 0), pvc))
 			assert.Equal(t, tc.wantSize, ptr.To(pvc.Spec.Resources.Requests[corev1.ResourceStorage]).String())
 			assert.Equal(t, tc.wantClass, pvc.Spec.StorageClassName)
 			assert.Equal(t, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, pvc.Spec.AccessModes)

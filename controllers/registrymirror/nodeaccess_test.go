@@ -99,7 +99,7 @@ func TestDrift(t *testing.T) {
 	m := minimalMirror()
 	sts := func(edit func(*corev1.PodSpec)) child {
 		live := &appsv1.StatefulSet{}
-		desired := desiredStatefulSet(m, testImages, "h1")
+		desired := desiredStatefulSet(m, testImages, "h1", 0)
 		if err := roundTrip(desired, live); err != nil {
 			t.Fatal(err)
 		}

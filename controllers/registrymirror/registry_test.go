@@ -266,7 +266,7 @@ func renderMirror(t *testing.T, m *mirrorsv1alpha1.RegistryMirror, port int, cac
 	require.NoError(t, os.WriteFile(cfgPath, config, 0o600))
 
 	sts := &appsv1.StatefulSet{}
-	require.NoError(t, roundTrip(desiredStatefulSet(m, testImages, "x"), sts))
+	require.NoError(t, roundTrip(desiredStatefulSet(m, testImages, "x", 0), sts))
 	pod := sts.Spec.Template.Spec
 	c := pod.Containers[0]
 	require.Equal(t, []string{"/mirror-registry"}, c.Command)

@@ -25,9 +25,26 @@ type problem struct {
 // workloads are the live children the status reports on (nil when absent or not this
 // mirror's).
 type workloads struct {
+	// registries are the registry replicas, by index, spec.replicas of them.
+	registries []registryReplica
+	daemonSet  *appsv1.DaemonSet
+}
+
+// registryReplica is one registry replica's StatefulSet and cache volume.
+type registryReplica struct {
 	statefulSet *appsv1.StatefulSet
-	daemonSet   *appsv1.DaemonSet
 	pvc         *corev1.PersistentVolumeClaim
+}
+
+// readyRegistries is the number of ready registry pods over the replicas.
+func (w workloads) readyRegistries() int32 {
+	var n int32
+	for _, r := range w.registries {
+		if r.statefulSet != nil {
+			n += r.statefulSet.Status.ReadyReplicas
+		}
+	}
+	return n
 }
 
 // probeResults are what the manager's probes found (see Reconciler.probe).
@@ -85,10 +102,7 @@ func computeStatus(m *mirrorsv1alpha1.RegistryMirror, o outcome, now metav1.Time
 	if o.hostPort != 0 {
 		st.NodeEndpoint = nodeEndpoint(o.hostPort)
 	}
-	st.ReadyReplicas = 0
-	if sts := o.workloads.statefulSet; sts != nil {
-		st.ReadyReplicas = sts.Status.ReadyReplicas
-	}
+	st.ReadyReplicas = o.workloads.readyRegistries()
 	st.NodesReady, st.NodesDesired = 0, 0
 	if ds := o.workloads.daemonSet; ds != nil {
 		st.NodesReady = ds.Status.NumberReady
@@ -189,9 +203,29 @@ func upstreamCondition(m *mirrorsv1alpha1.RegistryMirror, p probeResults) metav1
 	return c
 }
 
-// readyCondition says what the mirror still waits for: the registry's workload, then the
-// node agents, then the registry answering through its Service and an upstream that has
-// answered at least once.
+// replicaWaiting says what registry replica r still waits for; nil when it serves.
+func replicaWaiting(r registryReplica) *problem {
+	switch sts, pvc := r.statefulSet, r.pvc; {
+	case sts == nil:
+		return &problem{mirrorsv1alpha1.ReasonRegistryMissing, "the registry StatefulSet does not exist"}
+	case pvc != nil && pvc.Status.Phase != corev1.ClaimBound:
+		return &problem{mirrorsv1alpha1.ReasonCacheVolumePending,
+			fmt.Sprintf("cache volume %s is %s (no matching PersistentVolume or provisioner yet)", pvc.Name, phaseOr(pvc.Status.Phase, "Pending"))}
+	case !statefulSetRolledOut(sts):
+		return &problem{mirrorsv1alpha1.ReasonRegistryRollingOut,
+			fmt.Sprintf("registry %s is rolling out (%d/%d updated)", sts.Name, sts.Status.UpdatedReplicas, replicasOf(sts))}
+	case sts.Status.ReadyReplicas < replicasOf(sts):
+		return &problem{mirrorsv1alpha1.ReasonRegistryNotReady,
+			fmt.Sprintf("registry %s has %d/%d ready replicas", sts.Name, sts.Status.ReadyReplicas, replicasOf(sts))}
+	}
+	return nil
+}
+
+// readyCondition says what the mirror still waits for: a registry replica that serves,
+// then the node agents, then the registry answering through its Service and an upstream
+// that has answered at least once. One replica that serves is enough (pulls go through the
+// Service to any ready replica); with several, the message counts them and names what the
+// first waiting one waits for.
 func readyCondition(o outcome, upstream metav1.Condition) metav1.Condition {
 	var reasons, msgs []string
 	add := func(reason, format string, args ...any) {
@@ -199,15 +233,22 @@ func readyCondition(o outcome, upstream metav1.Condition) metav1.Condition {
 		msgs = append(msgs, fmt.Sprintf(format, args...))
 	}
 	w := o.workloads
-	switch sts := w.statefulSet; {
-	case sts == nil:
+	var waiting []problem
+	missing := len(w.registries) == 0
+	for _, r := range w.registries {
+		if p := replicaWaiting(r); p != nil {
+			waiting = append(waiting, *p)
+		}
+		missing = missing || r.statefulSet == nil
+	}
+	serving := len(w.registries) - len(waiting)
+	switch {
+	case len(w.registries) == 0:
 		add(mirrorsv1alpha1.ReasonRegistryMissing, "the registry StatefulSet does not exist")
-	case w.pvc != nil && w.pvc.Status.Phase != corev1.ClaimBound:
-		add(mirrorsv1alpha1.ReasonCacheVolumePending, "cache volume %s is %s (no matching PersistentVolume or provisioner yet)", w.pvc.Name, phaseOr(w.pvc.Status.Phase, "Pending"))
-	case !statefulSetRolledOut(sts):
-		add(mirrorsv1alpha1.ReasonRegistryRollingOut, "registry %s is rolling out (%d/%d updated)", sts.Name, sts.Status.UpdatedReplicas, replicasOf(sts))
-	case sts.Status.ReadyReplicas < replicasOf(sts):
-		add(mirrorsv1alpha1.ReasonRegistryNotReady, "registry %s has %d/%d ready replicas", sts.Name, sts.Status.ReadyReplicas, replicasOf(sts))
+	case serving == 0:
+		for _, p := range waiting {
+			add(p.Reason, "%s", p.Message)
+		}
 	}
 	switch ds := w.daemonSet; {
 	case !o.access.Granted && o.wantsNodes:
@@ -245,13 +286,19 @@ func readyCondition(o outcome, upstream metav1.Condition) metav1.Condition {
 				msg = "The registry answers through its Service, in the cluster only (no node access)"
 			}
 		}
+		if n := len(w.registries); n > 1 {
+			msg += fmt.Sprintf("; %d/%d registry replicas serve", serving, n)
+			if len(waiting) > 0 {
+				msg += " (" + waiting[0].Message + ")"
+			}
+		}
 		if upstream.Reason == mirrorsv1alpha1.ReasonUnreachable {
 			msg += "; the upstream is unreachable, so only cached content is served"
 		}
 		return metav1.Condition{Type: mirrorsv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: mirrorsv1alpha1.ReasonMirrorReady, Message: msg}
 	}
 	status := metav1.ConditionFalse
-	if !o.complete && (w.statefulSet == nil || (o.access.Granted && w.daemonSet == nil)) {
+	if !o.complete && ((serving == 0 && missing) || (o.access.Granted && w.daemonSet == nil)) {
 		// The pass could not look at everything: say so instead of guessing.
 		status = metav1.ConditionUnknown
 	}

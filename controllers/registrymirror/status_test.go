@@ -21,6 +21,11 @@ import (
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 )
 
+// one is the registries of a mirror of one replica.
+func one(sts *appsv1.StatefulSet, pvc *corev1.PersistentVolumeClaim) []registryReplica {
+	return []registryReplica{{statefulSet: sts, pvc: pvc}}
+}
+
 func readySTS() *appsv1.StatefulSet {
 	return &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "docker-hub-registry", Generation: 2},
@@ -55,48 +60,48 @@ func TestReadyCondition(t *testing.T) {
 		wantMessage string
 	}{
 		{"all ready", func() outcome {
-			return outcome{access: granted, workloads: workloads{statefulSet: readySTS(), daemonSet: readyDS(), pvc: boundPVC()}, complete: true}
+			return outcome{access: granted, workloads: workloads{registries: one(readySTS(), boundPVC()), daemonSet: readyDS()}, complete: true}
 		}, metav1.ConditionTrue, mirrorsv1alpha1.ReasonMirrorReady, "The registry serves and node agents are ready on 3 nodes"},
 		{"no nodes yet is still ready", func() outcome {
-			return outcome{access: granted, workloads: workloads{statefulSet: readySTS(), daemonSet: &appsv1.DaemonSet{}, pvc: boundPVC()}, complete: true}
+			return outcome{access: granted, workloads: workloads{registries: one(readySTS(), boundPVC()), daemonSet: &appsv1.DaemonSet{}}, complete: true}
 		}, metav1.ConditionTrue, mirrorsv1alpha1.ReasonMirrorReady, "The registry serves and node agents are ready on 0 nodes"},
 		{"nothing applied yet", func() outcome { return outcome{access: granted} },
 			metav1.ConditionUnknown, mirrorsv1alpha1.ReasonRegistryMissing, "The registry StatefulSet does not exist; the node agent DaemonSet does not exist"},
 		{"registry missing after a complete pass (conflict)", func() outcome {
-			return outcome{access: granted, workloads: workloads{daemonSet: readyDS()}, complete: true}
+			return outcome{access: granted, workloads: workloads{registries: one(nil, nil), daemonSet: readyDS()}, complete: true}
 		}, metav1.ConditionFalse, mirrorsv1alpha1.ReasonRegistryMissing, "The registry StatefulSet does not exist"},
 		{"cache volume pending", func() outcome {
 			pvc := boundPVC()
 			pvc.Status.Phase = ""
-			return outcome{access: granted, workloads: workloads{statefulSet: readySTS(), daemonSet: readyDS(), pvc: pvc}, complete: true}
+			return outcome{access: granted, workloads: workloads{registries: one(readySTS(), pvc), daemonSet: readyDS()}, complete: true}
 		}, metav1.ConditionFalse, mirrorsv1alpha1.ReasonCacheVolumePending, "Cache volume docker-hub-registry-cache is Pending (no matching PersistentVolume or provisioner yet)"},
 		{"new StatefulSet not observed yet", func() outcome {
 			sts := readySTS()
 			sts.Generation = 3
-			return outcome{access: granted, workloads: workloads{statefulSet: sts, daemonSet: readyDS(), pvc: boundPVC()}, complete: true}
+			return outcome{access: granted, workloads: workloads{registries: one(sts, boundPVC()), daemonSet: readyDS()}, complete: true}
 		}, metav1.ConditionFalse, mirrorsv1alpha1.ReasonRegistryRollingOut, "Registry docker-hub-registry is rolling out (1/1 updated)"},
 		{"registry revision rolling", func() outcome {
 			sts := readySTS()
 			sts.Status.UpdateRevision = "r3"
 			sts.Status.UpdatedReplicas = 0
-			return outcome{access: granted, workloads: workloads{statefulSet: sts, daemonSet: readyDS(), pvc: boundPVC()}, complete: true}
+			return outcome{access: granted, workloads: workloads{registries: one(sts, boundPVC()), daemonSet: readyDS()}, complete: true}
 		}, metav1.ConditionFalse, mirrorsv1alpha1.ReasonRegistryRollingOut, "Registry docker-hub-registry is rolling out (0/1 updated)"},
 		{"registry not ready", func() outcome {
 			sts := readySTS()
 			sts.Status.ReadyReplicas = 0
-			return outcome{access: granted, workloads: workloads{statefulSet: sts, daemonSet: readyDS(), pvc: boundPVC()}, complete: true}
+			return outcome{access: granted, workloads: workloads{registries: one(sts, boundPVC()), daemonSet: readyDS()}, complete: true}
 		}, metav1.ConditionFalse, mirrorsv1alpha1.ReasonRegistryNotReady, "Registry docker-hub-registry has 0/1 ready replicas"},
 		{"node agents rolling", func() outcome {
 			ds := readyDS()
 			ds.Status.UpdatedNumberScheduled = 1
-			return outcome{access: granted, workloads: workloads{statefulSet: readySTS(), daemonSet: ds, pvc: boundPVC()}, complete: true}
+			return outcome{access: granted, workloads: workloads{registries: one(readySTS(), boundPVC()), daemonSet: ds}, complete: true}
 		}, metav1.ConditionFalse, mirrorsv1alpha1.ReasonNodeAgentsRollingOut, "Node agents are rolling out (1/3 nodes updated)"},
 		{"node agents not ready, registry not ready either", func() outcome {
 			sts := readySTS()
 			sts.Status.ReadyReplicas = 0
 			ds := readyDS()
 			ds.Status.NumberReady = 2
-			return outcome{access: granted, workloads: workloads{statefulSet: sts, daemonSet: ds, pvc: boundPVC()}, complete: true}
+			return outcome{access: granted, workloads: workloads{registries: one(sts, boundPVC()), daemonSet: ds}, complete: true}
 		}, metav1.ConditionFalse, mirrorsv1alpha1.ReasonRegistryNotReady, "Registry docker-hub-registry has 0/1 ready replicas; node agents are ready on 2/3 nodes"},
 		{"probed: registry answers, upstream answers", func() outcome {
 			return probedOK()
@@ -117,11 +122,11 @@ func TestReadyCondition(t *testing.T) {
 			return o
 		}, metav1.ConditionFalse, mirrorsv1alpha1.ReasonUpstreamAddressRefused, "The upstream's address is not allowed for probes: it is not known to answer"},
 		{"no node access: an in-cluster cache, ready without node agents", func() outcome {
-			return outcome{access: nodeAccess{Reason: mirrorsv1alpha1.ReasonNoHostGrant}, workloads: workloads{statefulSet: readySTS(), pvc: boundPVC()}, complete: true}
+			return outcome{access: nodeAccess{Reason: mirrorsv1alpha1.ReasonNoHostGrant}, workloads: workloads{registries: one(readySTS(), boundPVC())}, complete: true}
 		}, metav1.ConditionTrue, mirrorsv1alpha1.ReasonMirrorReady, "The registry serves in the cluster only (no node access)"},
 		{"no node access although configureNodes asks for the nodes", func() outcome {
 			return outcome{access: nodeAccess{Reason: mirrorsv1alpha1.ReasonNoHostGrant}, wantsNodes: true,
-				workloads: workloads{statefulSet: readySTS(), pvc: boundPVC()}, complete: true}
+				workloads: workloads{registries: one(readySTS(), boundPVC())}, complete: true}
 		}, metav1.ConditionFalse, mirrorsv1alpha1.ReasonNodeAccessNotGranted, "No node access: spec.configureNodes asks for the nodes and no RegistryHostGrant allows this mirror there (see the NodeAccess condition)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -144,7 +149,7 @@ func dialError(addr string, err error) error {
 }
 
 func probedOK() outcome {
-	return outcome{access: granted, workloads: workloads{statefulSet: readySTS(), daemonSet: readyDS(), pvc: boundPVC()}, complete: true,
+	return outcome{access: granted, workloads: workloads{registries: one(readySTS(), boundPVC()), daemonSet: readyDS()}, complete: true,
 		probes: probeResults{registryProbed: true, registryAddr: "10.0.0.7:5000", upstreamProbed: true}}
 }
 
@@ -207,7 +212,7 @@ func TestUpstreamReachability(t *testing.T) {
 		assert.Equal(t, mirrorsv1alpha1.ReasonUpstreamAddressRefused, ready.Reason, prev)
 	}
 
-	off := outcome{access: granted, workloads: workloads{statefulSet: readySTS(), daemonSet: readyDS(), pvc: boundPVC()}, complete: true, probes: probeResults{off: true}}
+	off := outcome{access: granted, workloads: workloads{registries: one(readySTS(), boundPVC()), daemonSet: readyDS()}, complete: true, probes: probeResults{off: true}}
 	st := computeStatus(minimalMirror(), off, t0)
 	assert.Equal(t, metav1.ConditionUnknown, meta.FindStatusCondition(st.Conditions, mirrorsv1alpha1.ConditionUpstreamReachable).Status)
 	assert.Equal(t, metav1.ConditionTrue, meta.FindStatusCondition(st.Conditions, mirrorsv1alpha1.ConditionReady).Status, "probes off: Ready rests on the workloads")
@@ -219,7 +224,7 @@ func TestComputeStatus(t *testing.T) {
 	m := minimalMirror()
 	m.Generation = 4
 
-	ok := outcome{access: granted, workloads: workloads{statefulSet: readySTS(), daemonSet: readyDS(), pvc: boundPVC()}, hostPort: 35002, complete: true}
+	ok := outcome{access: granted, workloads: workloads{registries: one(readySTS(), boundPVC()), daemonSet: readyDS()}, hostPort: 35002, complete: true}
 	st := computeStatus(m, ok, t0)
 	assert.Equal(t, "http://docker-hub-registry.mirrors.svc:5000", st.Endpoint)
 	assert.Equal(t, "http://127.0.0.1:35002", st.NodeEndpoint)

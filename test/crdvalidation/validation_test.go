@@ -632,6 +632,16 @@ apiVersion: mirrors.quartet.dev/v1alpha1
 kind: RegistryMirror
 metadata: {name: bad, namespace: default}
 spec: {upstream: "https://quay.io", warmPlatforms: [linux/amd64, linux/amd64]}`, wantMsgs: []string{"spec.warmPlatforms[1]", "Duplicate value"}},
+	{name: "no replicas", doc: `
+apiVersion: mirrors.quartet.dev/v1alpha1
+kind: RegistryMirror
+metadata: {name: bad, namespace: default}
+spec: {upstream: "https://quay.io", replicas: 0}`, wantMsgs: []string{"spec.replicas", "greater than or equal to 1"}},
+	{name: "too many replicas", doc: `
+apiVersion: mirrors.quartet.dev/v1alpha1
+kind: RegistryMirror
+metadata: {name: bad, namespace: default}
+spec: {upstream: "https://quay.io", replicas: 6}`, wantMsgs: []string{"spec.replicas", "less than or equal to 5"}},
 	{name: "storage shrunk", update: `
 apiVersion: mirrors.quartet.dev/v1alpha1
 kind: RegistryMirror
@@ -663,13 +673,14 @@ func TestRegistryMirrorRetentionDefaults(t *testing.T) {
 		wantRetention      string
 		wantMaxDiskPercent int64
 		wantCacheTTL       any
+		wantReplicas       int64
 	}{
-		{"0.2.0 object with cacheTTL", `{upstream: "https://quay.io", cacheTTL: 168h}`, "720h", 85, "168h"},
-		{"nothing set", `{upstream: "https://quay.io"}`, "720h", 85, nil},
-		{"the lowest", `{upstream: "https://quay.io", retention: 1h, maxDiskPercent: 0}`, "1h", 0, nil},
-		{"the highest", `{upstream: "https://quay.io", retention: 87600h, maxDiskPercent: 99}`, "87600h", 99, nil},
-		{"a Go duration", `{upstream: "https://quay.io", retention: 2160h0m0s}`, "2160h0m0s", 85, nil},
-		{"warmed for three platforms", `{upstream: "https://quay.io", warmPlatforms: [linux/amd64, linux/arm64, linux/arm/v7]}`, "720h", 85, nil},
+		{"0.2.0 object with cacheTTL", `{upstream: "https://quay.io", cacheTTL: 168h}`, "720h", 85, "168h", 1},
+		{"nothing set", `{upstream: "https://quay.io"}`, "720h", 85, nil, 1},
+		{"the lowest", `{upstream: "https://quay.io", retention: 1h, maxDiskPercent: 0}`, "1h", 0, nil, 1},
+		{"the highest", `{upstream: "https://quay.io", retention: 87600h, maxDiskPercent: 99, replicas: 5}`, "87600h", 99, nil, 5},
+		{"a Go duration", `{upstream: "https://quay.io", retention: 2160h0m0s}`, "2160h0m0s", 85, nil, 1},
+		{"warmed for three platforms", `{upstream: "https://quay.io", warmPlatforms: [linux/amd64, linux/arm64, linux/arm/v7]}`, "720h", 85, nil, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			u := decode(t, `
@@ -686,6 +697,7 @@ spec: `+tc.spec)
 			assert.Equal(t, tc.wantRetention, spec["retention"])
 			assert.EqualValues(t, tc.wantMaxDiskPercent, spec["maxDiskPercent"])
 			assert.Equal(t, tc.wantCacheTTL, spec["cacheTTL"], "cacheTTL is kept as written")
+			assert.EqualValues(t, tc.wantReplicas, spec["replicas"], "one registry unless more are asked for")
 			require.NoError(t, env.Client.Delete(ctx, got))
 		})
 	}

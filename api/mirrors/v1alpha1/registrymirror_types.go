@@ -86,6 +86,20 @@ type RegistryMirrorSpec struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Max Disk Percent"
 	MaxDiskPercent *int32 `json:"maxDiskPercent,omitempty"`
 
+	// replicas is the number of registries serving the mirror, each with its own cache
+	// volume of spec.storage, preferring nodes apart: 2 keeps pulls served while one of them
+	// is down (a node drained or lost during an outage of the upstream). Every replica
+	// fills and warms its own cache from the upstream, so each holds what was pulled through
+	// it and every image the pods run. The first replica's StatefulSet and volume are the
+	// ones a single-replica mirror has; lowering replicas deletes the others' StatefulSets
+	// and cache volumes. Default 1.
+	// +default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=5
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Replicas",xDescriptors="urn:alm:descriptor:com.tectonic.ui:podCount"
+	Replicas *int32 `json:"replicas,omitempty"`
+
 	// resources of the registry container.
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
@@ -138,7 +152,7 @@ type RegistryMirrorStatus struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Endpoint",xDescriptors="urn:alm:descriptor:org.w3:link"
 	Endpoint string `json:"endpoint,omitempty"`
-	// readyReplicas of the registry StatefulSet.
+	// readyReplicas is the number of registry replicas ready, of spec.replicas.
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
 	// nodesReady is the number of nodes whose node agent is ready.

@@ -210,6 +210,11 @@ func (in *RegistryMirrorSpec) DeepCopyInto(out *RegistryMirrorSpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.Replicas != nil {
+		in, out := &in.Replicas, &out.Replicas
+		*out = new(int32)
+		**out = **in
+	}
 	if in.Resources != nil {
 		in, out := &in.Resources, &out.Resources
 		*out = new(corev1.ResourceRequirements)
