@@ -99,10 +99,6 @@ type source struct {
 	Object client.Object
 }
 
-// newSource wraps a whole source object and hashes its content, as a rule without a key
-// filter and without carried metadata sees it.
-func newSource(obj client.Object) source { return view{}.source(obj) }
-
 // view is how a rule sees its sources: the keys its copies carry (spec.keys; every key when
 // empty) and the source labels and annotations they carry (spec.carryLabels,
 // spec.carryAnnotations).

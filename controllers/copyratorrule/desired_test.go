@@ -32,6 +32,10 @@ func configMap(name string, data map[string]string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "src", Name: name, Labels: map[string]string{"copyrator": "true"}}, Data: data}
 }
 
+// newSource wraps a whole source object and hashes its content, as a rule without a key
+// filter and without carried metadata sees it.
+func newSource(obj client.Object) source { return view{}.source(obj) }
+
 func TestContentHash(t *testing.T) {
 	base := configMap("a", map[string]string{"k": "v"})
 	for _, tc := range []struct {

@@ -94,7 +94,7 @@ func TestCheck(t *testing.T) {
 }
 
 // TestManagerDeployment: the manager's pod as config/manager has it (config/default and the
-// chart change nothing in its security; hack/helmchart's test keeps the chart equal to
+// chart change nothing in its security; test/chart keeps the chart equal to
 // config/default) passes both profiles, so OLM, Helm and kustomize installs run under
 // restricted-v2 with the UID OpenShift assigns, and elsewhere as the image's USER 65532.
 func TestManagerDeployment(t *testing.T) {

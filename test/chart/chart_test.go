@@ -1,8 +1,14 @@
-package main
+// Package chart tests the Helm chart charts/quartet and the consent kustomizations of
+// config/consent: the committed chart is what hack/helmchart generates from config/, renders
+// what kustomize does, and each value, schema rule and consent entry does what the docs say.
+// The tests need HELM and KUSTOMIZE (`make test` sets them).
+package chart
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
 // tools returns the helm and kustomize binaries `make test` passes (HELM, KUSTOMIZE).
@@ -45,15 +52,23 @@ func tryRun(name string, args ...string) ([]byte, error) {
 	return out, nil
 }
 
+// objects decodes a YAML stream (helm template, kustomize build) into its objects, keyed
+// kind/namespace/name.
 func objects(t *testing.T, b []byte) map[string]*unstructured.Unstructured {
 	t.Helper()
-	objs, err := decode(bytes.NewReader(b))
-	require.NoError(t, err)
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
 	out := map[string]*unstructured.Unstructured{}
-	for _, o := range objs {
-		out[o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName()] = o
+	for {
+		o := &unstructured.Unstructured{}
+		err := dec.Decode(&o.Object)
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		require.NoError(t, err)
+		if len(o.Object) > 0 {
+			out[o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName()] = o
+		}
 	}
-	return out
 }
 
 // Helm's standard labels, which the chart adds to every object (checked by chartLabels).
@@ -138,7 +153,8 @@ func TestChartIsGeneratedFromConfig(t *testing.T) {
 
 	dir := t.TempDir()
 	version := makefileVersion(t)
-	cmd := exec.Command("go", "run", ".", "-out", dir, "-version", version, "-samples", "../../config/samples")
+	cmd := exec.Command("go", "run", "./hack/helmchart", "-out", dir, "-version", version, "-samples", "config/samples")
+	cmd.Dir = "../.."
 	cmd.Stdin = bytes.NewReader(config)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
