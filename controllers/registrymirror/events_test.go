@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
+	"github.com/quartet-operator/quartet/internal/egress"
 )
 
 func TestStatusEvents(t *testing.T) {
@@ -80,7 +81,7 @@ func TestUpstreamEventsCarryNoErrorText(t *testing.T) {
 			"https://registry-1.docker.io has never answered (the answer was not HTTP); the mirror has nothing to serve until it does"}},
 		{"connection refused", dialError("10.213.0.2:5002", syscall.ECONNREFUSED), event{corev1.EventTypeWarning, "UpstreamNeverReached", "Probe",
 			"https://registry-1.docker.io has never answered (connection refused); the mirror has nothing to serve until it does"}},
-		{"a metadata address", dialError("169.254.169.254:80", addressRefusedError{Addr: netip.MustParseAddr("169.254.169.254")}),
+		{"a metadata address", dialError("169.254.169.254:80", egress.AddressRefusedError{Addr: netip.MustParseAddr("169.254.169.254")}),
 			event{corev1.EventTypeWarning, "UpstreamAddressRefused", "Probe", "https://registry-1.docker.io is not probed: address not allowed for probes " +
 				"(loopback, link-local or metadata); a cluster admin can allow its range with --registrymirror-probe-allowed-cidrs"}},
 	} {

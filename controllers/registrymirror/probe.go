@@ -60,7 +60,7 @@ const upstreamCacheTTL = 20 * time.Second
 
 // NewHTTPProber probes over HTTP(S) with the manager's trust store. A namespace's
 // editor names the upstream, so the probes follow no redirect and never connect to an
-// address probeAddressAllowed refuses, unless it lies in one of the allowed ranges
+// address egress.AddressAllowed refuses, unless it lies in one of the allowed ranges
 // (--registrymirror-probe-allowed-cidrs): egress.NewClient.
 //
 // The registry probe goes through the same client. It dials the ClusterIP of the

@@ -30,6 +30,7 @@ import (
 	"github.com/quartet-operator/quartet/test/testenv"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
+	"github.com/quartet-operator/quartet/internal/egress"
 )
 
 func TestProbeFailure(t *testing.T) {
@@ -42,8 +43,8 @@ func TestProbeFailure(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"address refused at connect", dial(addressRefusedError{Addr: netip.MustParseAddr("169.254.169.254")}), phraseAddressRefused},
-		{"address refused before a proxy", get(addressRefusedError{Addr: netip.MustParseAddr("127.0.0.1")}), phraseAddressRefused},
+		{"address refused at connect", dial(egress.AddressRefusedError{Addr: netip.MustParseAddr("169.254.169.254")}), phraseAddressRefused},
+		{"address refused before a proxy", get(egress.AddressRefusedError{Addr: netip.MustParseAddr("127.0.0.1")}), phraseAddressRefused},
 		{"name not found", dial(&net.DNSError{Err: "no such host", Name: "internal-secret.corp", IsNotFound: true}), phraseNoName},
 		{"name lookup timed out", dial(&net.DNSError{Err: "i/o timeout", Name: "internal-secret.corp", IsTimeout: true}), phraseNoName},
 		{"connection refused", dial(os.NewSyscallError("connect", syscall.ECONNREFUSED)), phraseRefused},

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
+	"github.com/quartet-operator/quartet/internal/egress"
 )
 
 // one is the registries of a mirror of one replica.
@@ -118,7 +119,7 @@ func TestReadyCondition(t *testing.T) {
 		}, metav1.ConditionFalse, mirrorsv1alpha1.ReasonRegistryNotAnswering, "The registry does not answer GET /v2/ through its Service (10.0.0.7:5000): answered with an HTTP error status"},
 		{"probed: the upstream's address is refused", func() outcome {
 			o := probedOK()
-			o.probes.upstreamErr = dialError("169.254.169.254:80", addressRefusedError{Addr: netip.MustParseAddr("169.254.169.254")})
+			o.probes.upstreamErr = dialError("169.254.169.254:80", egress.AddressRefusedError{Addr: netip.MustParseAddr("169.254.169.254")})
 			return o
 		}, metav1.ConditionFalse, mirrorsv1alpha1.ReasonUpstreamAddressRefused, "The upstream's address is not allowed for probes: it is not known to answer"},
 		{"no node access: an in-cluster cache, ready without node agents", func() outcome {
@@ -194,7 +195,7 @@ func TestUpstreamReachability(t *testing.T) {
 	// network, so it has a reason of its own; the mirror is not Ready, as its upstream is
 	// not known to answer.
 	refused := probedOK()
-	refused.probes.upstreamErr = dialError("169.254.169.254:80", addressRefusedError{Addr: netip.MustParseAddr("169.254.169.254")})
+	refused.probes.upstreamErr = dialError("169.254.169.254:80", egress.AddressRefusedError{Addr: netip.MustParseAddr("169.254.169.254")})
 	for _, prev := range []string{"never probed", "reached before"} {
 		rm := minimalMirror()
 		if prev == "reached before" {

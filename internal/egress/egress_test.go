@@ -15,26 +15,79 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The RegistryMirror's probe tests (controllers/registrymirror) cover the rule and the
-// phrases case by case through this package; these tests hold the package to its contract
-// on its own.
+// The rule for addresses a custom resource names, case by case, and the package's contract.
 
 var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 
 func TestAddressAllowed(t *testing.T) {
-	for addr, want := range map[string]bool{
-		"10.96.0.10": true, "192.168.1.1": true, "fd12::1": true, "8.8.8.8": true,
-		"127.0.0.1": false, "::1": false, "169.254.169.254": false, "fe80::1": false,
-		"fd00:ec2::254": false, "100.100.100.200": false, "0.0.0.0": false, "224.0.0.1": false,
-		"::ffff:127.0.0.1": false,
+	linkLocal := []netip.Prefix{netip.MustParsePrefix("169.254.0.0/16")}
+	for _, tc := range []struct {
+		addr    string
+		allowed []netip.Prefix
+		want    bool
+	}{
+		// Where internal and public registries live.
+		{"10.213.0.2", nil, true},
+		{"172.16.5.4", nil, true},
+		{"192.168.1.10", nil, true},
+		{"fd12:3456::1", nil, true},
+		{"100.64.0.1", nil, true},
+		{"8.8.8.8", nil, true},
+		{"2606:4700::1111", nil, true},
+		// The manager's own host and pod, the node's link, the cloud's metadata.
+		{"127.0.0.1", nil, false},
+		{"127.53.0.1", nil, false},
+		{"::1", nil, false},
+		{"::ffff:127.0.0.1", nil, false},
+		{"169.254.169.254", nil, false},
+		{"169.254.20.10", nil, false},
+		{"::ffff:169.254.169.254", nil, false},
+		{"fe80::1", nil, false},
+		{"fe80::1%eth0", nil, false},
+		{"fd00:ec2::254", nil, false},
+		{"100.100.100.200", nil, false},
+		{"0.0.0.0", nil, false},
+		{"0.1.2.3", nil, false},
+		{"::", nil, false},
+		{"224.0.0.1", nil, false},
+		{"ff02::1", nil, false},
+		// What an admin lets through.
+		{"127.0.0.1", loopback, true},
+		{"::ffff:127.0.0.1", loopback, true},
+		{"::1", loopback, false},
+		{"169.254.169.254", loopback, false},
+		{"169.254.169.254", linkLocal, true},
+		{"fd00:ec2::254", []netip.Prefix{netip.MustParsePrefix("fd00:ec2::254/128")}, true},
 	} {
-		assert.Equal(t, want, AddressAllowed(netip.MustParseAddr(addr), nil), addr)
+		assert.Equal(t, tc.want, AddressAllowed(netip.MustParseAddr(tc.addr), tc.allowed), "%s allowed %v", tc.addr, tc.allowed)
 	}
-	assert.True(t, AddressAllowed(netip.MustParseAddr("127.0.0.1"), loopback))
-	assert.False(t, AddressAllowed(netip.MustParseAddr("169.254.169.254"), loopback))
-	assert.ErrorIs(t, CheckAddress("169.254.169.254:80", nil), ErrAddressRefused)
-	assert.ErrorIs(t, CheckAddress("metadata.internal:80", nil), ErrAddressRefused, "only IP addresses are dialed")
-	assert.NoError(t, CheckAddress("10.0.0.1:443", nil))
+	assert.False(t, AddressAllowed(netip.Addr{}, nil), "the zero address")
+}
+
+func TestCheckAddress(t *testing.T) {
+	for _, tc := range []struct {
+		address string
+		allowed []netip.Prefix
+		refused bool
+	}{
+		{"10.0.0.7:5000", nil, false},
+		{"[fd12::7]:443", nil, false},
+		{"127.0.0.1:5000", nil, true},
+		{"127.0.0.1:5000", loopback, false},
+		{"[fe80::1%eth0]:80", nil, true},
+		{"169.254.169.254:80", loopback, true},
+		{"registry.local:5000", nil, true}, // only IP addresses are dialed
+		{"10.0.0.7", nil, true},
+	} {
+		err := CheckAddress(tc.address, tc.allowed)
+		if !tc.refused {
+			assert.NoError(t, err, tc.address)
+			continue
+		}
+		assert.ErrorIs(t, err, ErrAddressRefused, tc.address)
+		assert.Equal(t, PhraseAddressRefused, Failure(err), tc.address)
+	}
+	assert.ErrorContains(t, CheckAddress("169.254.169.254:80", nil), "169.254.169.254", "the log names the address")
 }
 
 func TestParseCIDRs(t *testing.T) {
