@@ -1,7 +1,6 @@
 package chaosagent
 
 import (
-	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -22,9 +21,6 @@ import (
 // MaxReplicas is the ceiling of cancer mode, as in the original: replicas are doubled up to
 // 128 and never above.
 const MaxReplicas = 128
-
-// mirrorPodAnnotation marks static pods mirrored by a kubelet; the API server cannot remove them.
-const mirrorPodAnnotation = "kubernetes.io/config.mirror"
 
 // Candidate is one object a round may hit.
 type Candidate struct {
@@ -85,121 +81,54 @@ type Scope struct {
 	Workloads bool
 }
 
-// namespaceFilter returns a memoised test of whether objects in a namespace may be touched.
-func (s Scope) namespaceFilter(inv Inventory) func(ns string) bool {
-	var nsLabels map[string]labels.Set
-	if s.NamespaceSelector != nil {
-		nsLabels = make(map[string]labels.Set, len(inv.Namespaces))
-		for i := range inv.Namespaces {
-			nsLabels[inv.Namespaces[i].Name] = inv.Namespaces[i].Labels
-		}
-	}
-	memo := map[string]bool{}
-	return func(ns string) bool {
-		ok, seen := memo[ns]
-		if seen {
-			return ok
-		}
-		ok = s.allows(ns, nsLabels)
-		memo[ns] = ok
-		return ok
-	}
-}
-
-func (s Scope) allows(ns string, nsLabels map[string]labels.Set) bool {
-	if ns == "" || s.Protected.Has(ns) {
-		return false
-	}
-	if s.Watched.Len() > 0 && !s.Watched.Has(ns) {
-		return false
-	}
-	if s.NamespaceSelector != nil {
-		l, found := nsLabels[ns]
-		if !found || !s.NamespaceSelector.Matches(l) {
-			return false
-		}
-	}
-	return true
-}
-
-// Allows reports whether the scope lets an agent touch objects in namespace ns, without the
-// namespace selector (which needs the namespace's labels). Actions check it again just before
-// they write, as a second guard.
+// Allows reports whether the scope lets an agent touch objects in namespace ns: whether
+// scopeChain admits it, which leaves out the namespace selector (it needs the namespace's
+// labels). Actions check it again just before they write, as a second guard.
 func (s Scope) Allows(ns string) bool {
-	return ns != "" && !s.Protected.Has(ns) && (s.Watched.Len() == 0 || s.Watched.Has(ns))
+	_, _, refused := scopeChain.Evaluate(namespaceInput{Name: ns, Scope: s})
+	return !refused
 }
 
-// restoreSkip says why restore leaves an object that carries an agent's marks as it is, or
-// returns an empty reason when the object is to be put back. Anyone who may label an object
-// can put an agent's marks on it, so the marks never take restore where the agent's rounds may
-// not go (Allows: protected, excluded and unwatched namespaces; the namespace selector is not
-// applied, so a namespace relabelled since the change is still put back), and an immutable
-// ConfigMap, whose data the API server refuses to change for ever, is reported instead of
-// retried. A skipped object keeps its marks, so that a person can find it by label.
+// restoreInput is what the restore checks look at: an object that carries an agent's marks.
+type restoreInput struct {
+	Scope     Scope
+	Namespace string
+	// Immutable is a ConfigMap's immutable field, as read from the API server.
+	Immutable bool
+}
+
+// restoreChain says which objects that carry an agent's marks restore leaves as they are.
+// Anyone who may label an object can put an agent's marks on it, so the marks never take
+// restore where the agent's rounds may not go (restoreInScope), and an immutable ConfigMap,
+// whose data the API server refuses to change for ever, is reported instead of retried
+// (restoreMutable). A skipped object keeps its marks, so that a person can find it by label.
+// The reason and message of a refusal are the Skipped result and the detail of the object's
+// status.lastActions entry and Events.
+var restoreChain = chain[restoreInput]{restoreInScope, restoreMutable}
+
+// restoreInScope refuses objects outside Allows: protected, excluded and unwatched
+// namespaces. The namespace selector is not applied, so a namespace relabelled since the
+// change is still put back.
+func restoreInScope(in restoreInput) (reason, message string, refused bool) {
+	if !in.Scope.Allows(in.Namespace) {
+		return SkipOutOfScope, "namespace is protected, excluded or not watched: left as it is, marks kept", true
+	}
+	return "", "", false
+}
+
+// restoreMutable refuses immutable ConfigMaps.
+func restoreMutable(in restoreInput) (reason, message string, refused bool) {
+	if in.Immutable {
+		return SkipImmutable, "immutable, so its data cannot be put back: left as it is, marks kept", true
+	}
+	return "", "", false
+}
+
+// restoreSkip says why restore leaves an object that carries an agent's marks as it is
+// (restoreChain's first refusal), or returns an empty reason when the object is to be put back.
 func restoreSkip(scope Scope, namespace string, immutable bool) (reason, detail string) {
-	switch {
-	case !scope.Allows(namespace):
-		return SkipOutOfScope, "namespace is protected, excluded or not watched: left as it is, marks kept"
-	case immutable:
-		return SkipImmutable, "immutable, so its data cannot be put back: left as it is, marks kept"
-	}
-	return "", ""
-}
-
-// clusterConfigMaps are the ConfigMaps the cluster's own controllers publish into every
-// namespace: the API server's CA bundle every pod's service account volume mounts
-// (kube-controller-manager's root-ca-cert-publisher; OpenShift's service CA). Lorem ipsum
-// there would break in-cluster TLS for every pod started before it is published again:
-// chaos against the cluster, not against a workload.
-var clusterConfigMaps = []string{"kube-root-ca.crt", "openshift-service-ca.crt"}
-
-// selectCandidates filters the inventory down to what an agent may hit: outside protected,
-// excluded and unwatched namespaces, inside the namespace selector; pods matching the pod
-// selector and not already terminating (mirror pods never); Deployments not scaled by a
-// HorizontalPodAutoscaler; ConfigMaps not known to be immutable and not published by the
-// cluster itself (clusterConfigMaps).
-func selectCandidates(inv Inventory, scope Scope) Candidates {
-	nsOK := scope.namespaceFilter(inv)
-	var c Candidates
-	for i := range inv.Pods {
-		p := &inv.Pods[i]
-		if !nsOK(p.Namespace) || p.DeletionTimestamp != nil {
-			continue
-		}
-		if _, mirror := p.Annotations[mirrorPodAnnotation]; mirror {
-			continue
-		}
-		if scope.PodSelector != nil && !scope.PodSelector.Matches(labels.Set(p.Labels)) {
-			continue
-		}
-		pod := Candidate{Namespace: p.Namespace, Name: p.Name, UID: p.UID}
-		if scope.Workloads {
-			pod.Workload = workloadOf(p)
-		}
-		c.Pods = append(c.Pods, pod)
-	}
-	autoscaled := hpaTargets(inv.HPAs)
-	for i := range inv.Deployments {
-		d := &inv.Deployments[i]
-		if !nsOK(d.Namespace) || d.DeletionTimestamp != nil || autoscaled.Has(d.Namespace+"/"+d.Name) {
-			continue
-		}
-		c.Deployments = append(c.Deployments, Candidate{Namespace: d.Namespace, Name: d.Name, UID: d.UID, Replicas: replicasOf(d)})
-	}
-	for i := range inv.ConfigMaps {
-		cm := &inv.ConfigMaps[i]
-		if !nsOK(cm.Namespace) || cm.DeletionTimestamp != nil || scope.ImmutableConfigMaps.Has(cm.UID) ||
-			slices.Contains(clusterConfigMaps, cm.Name) {
-			continue
-		}
-		c.ConfigMaps = append(c.ConfigMaps, Candidate{Namespace: cm.Namespace, Name: cm.Name, UID: cm.UID})
-	}
-	for _, list := range [][]Candidate{c.Pods, c.Deployments, c.ConfigMaps} {
-		slices.SortFunc(list, func(a, b Candidate) int {
-			return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-		})
-	}
-	return c
+	reason, detail, _ = restoreChain.Evaluate(restoreInput{Scope: scope, Namespace: namespace, Immutable: immutable})
+	return reason, detail
 }
 
 // workloadOf returns Kind/namespace/name of the workload a pod belongs to: its controller,
@@ -220,22 +149,6 @@ func workloadOf(p *metav1.PartialObjectMetadata) string {
 	return ref.Kind + "/" + p.Namespace + "/" + ref.Name
 }
 
-// hpaTargets returns namespace/name of every Deployment a HorizontalPodAutoscaler scales.
-func hpaTargets(hpas []autoscalingv2.HorizontalPodAutoscaler) sets.Set[string] {
-	out := sets.New[string]()
-	for i := range hpas {
-		ref := hpas[i].Spec.ScaleTargetRef
-		if ref.Kind != "Deployment" {
-			continue
-		}
-		if gv := ref.APIVersion; gv != "" && gv != "apps/v1" && gv != "apps/v1beta1" && gv != "apps/v1beta2" && gv != "extensions/v1beta1" {
-			continue
-		}
-		out.Insert(hpas[i].Namespace + "/" + ref.Name)
-	}
-	return out
-}
-
 // replicasOf returns a Deployment's desired replicas (1 when unset, as the API defaults it).
 func replicasOf(d *appsv1.Deployment) int32 {
 	if d.Spec.Replicas == nil {
@@ -247,7 +160,7 @@ func replicasOf(d *appsv1.Deployment) int32 {
 // decide is one round of the original loop, as a pure function: every candidate is hit with
 // probability eagerness/100; a tantrum only happens while at least podTolerance candidate pods
 // exist; cancer doubles replicas up to MaxReplicas (Deployments at 0 or at the ceiling cannot
-// grow and are not candidates); ipsum hits ConfigMaps. When more than maxActionsPerRound
+// grow and are not candidates: growable); ipsum hits ConfigMaps. When more than maxActionsPerRound
 // objects are hit, a uniformly random subset of that size is kept, in candidate order.
 // With meanSecondsBetweenKills the tantrum is paced per workload instead (paceKills), which
 // needs the pods' workloads (Scope.Workloads). spec must have its defaults filled
@@ -268,7 +181,7 @@ func decide(spec blackadderv1beta1.ChaosAgentSpec, c Candidates, rng *rand.Rand)
 	}
 	if spec.CancerMode {
 		for _, d := range c.Deployments {
-			if d.Replicas < 1 || d.Replicas >= MaxReplicas {
+			if _, _, refused := growable(d.Replicas); refused {
 				continue
 			}
 			if hit() {

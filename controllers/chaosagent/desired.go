@@ -78,14 +78,11 @@ func unmark(obj metav1.Object, annotation string) {
 }
 
 // cancerDeployment returns dep with its replicas doubled (at most MaxReplicas) and the original
-// recorded, or a skip reason when it cannot grow.
+// recorded, or a skip reason when it cannot grow (growable).
 func cancerDeployment(dep *appsv1.Deployment, agent string) (out *appsv1.Deployment, from, to int32, skip string) {
 	from = replicasOf(dep)
-	switch {
-	case from <= 0:
-		return nil, from, from, SkipZeroReplicas
-	case from >= MaxReplicas:
-		return nil, from, from, SkipAtLimit
+	if reason, _, refused := growable(from); refused {
+		return nil, from, from, reason
 	}
 	to = doubled(from)
 	out = dep.DeepCopy()
