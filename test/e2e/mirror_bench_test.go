@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
+	"github.com/quartet-operator/quartet/internal/hoststoml"
 	"github.com/quartet-operator/quartet/test/realnode"
 )
 
@@ -116,4 +119,71 @@ func pullDuration(b testing.TB, pod *corev1.Pod) time.Duration {
 		return false, "", nil
 	}))
 	return d
+}
+
+// BenchmarkMirrorFallback measures on the real node what TestMirrorDownFallsBackToTheUpstreamFast
+// checks: with the mirror's only registry frozen (its container paused) while the upstream is
+// up, the kubelet's pull time of a 4 MiB-layer image once the node agent has noticed, against
+// the same pull straight from the upstream with no mirror (medians of fallbackRounds pulls
+// each); a pull started at the freeze; and how long the agent took to notice.
+func BenchmarkMirrorFallback(b *testing.B) {
+	if env == nil {
+		b.Skip("set QUARTET_REAL_NODE=1 to run the real-node benchmarks (make bench NODE=real; needs root)")
+	}
+	for i := 0; i < b.N; i++ {
+		f := measureFallback(b, fmt.Sprintf("mirror-bench-fallback-%d", i), 5013)
+		b.ReportMetric(f.direct.Seconds(), "s-direct-pull")
+		b.ReportMetric(f.noticedPull.Seconds(), "s-mirror-down-pull")
+		b.ReportMetric(f.noticedPull.Seconds()/f.direct.Seconds(), "x-direct-pull")
+		b.ReportMetric(f.atFreeze.Seconds(), "s-pull-at-freeze")
+		b.ReportMetric(f.noticed.Seconds(), "s-agent-notices")
+	}
+}
+
+// warmImages is how many images BenchmarkMirrorWarm warms.
+const warmImages = 10
+
+// BenchmarkMirrorWarm measures on the real node how long a new mirror takes to warm the
+// images the pods already run: warmImages images with a 1 MiB layer each, pulled by the node
+// straight from the upstream before the mirror exists, then the mirror created; the time runs
+// from its creation to status.imagesCached counting all of them. It includes the kubelet
+// bringing the manager's new pinned-images list into the registry's ConfigMap volume (its
+// periodic sync, up to about a minute), then the registry fetching each image.
+func BenchmarkMirrorWarm(b *testing.B) {
+	if env == nil {
+		b.Skip("set QUARTET_REAL_NODE=1 to run the real-node benchmarks (make bench NODE=real; needs root)")
+	}
+	ctx := context.Background()
+	for i := 0; i < b.N; i++ {
+		ns := fmt.Sprintf("mirror-bench-warm-%d", i)
+		up, err := env.StartUpstreamRegistry(5014, "", "", "")
+		require.NoError(b, err)
+		require.NoError(b, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+		hostsPath := filepath.Join(env.Cluster.Node.CertsDir, up.Host, "hosts.toml")
+		require.NoError(b, os.MkdirAll(filepath.Dir(hostsPath), 0o755))
+		hosts, err := hoststoml.Render("", hoststoml.File{
+			Server: "http://" + up.Host,
+			Mirror: hoststoml.Host{URL: "http://" + up.Host, Capabilities: []string{"pull", "resolve"}},
+		})
+		require.NoError(b, err)
+		require.NoError(b, os.WriteFile(hostsPath, hosts, 0o644))
+		for j := range warmImages {
+			img, _, err := env.TestImage(b, 1<<20)
+			require.NoError(b, err)
+			ref, err := up.Push(fmt.Sprintf("library/warm-%02d", j), "1", img)
+			require.NoError(b, err)
+			runImage(b, ns, fmt.Sprintf("early-%02d", j), ref)
+		}
+		require.NoError(b, os.Remove(hostsPath), "the node agent writes the mirror's own")
+
+		since := time.Now()
+		m := newMirror(b, ns, "warm", "http://"+up.Host, "", pullResolve)
+		waitMirror(b, m, fmt.Sprintf("%d images in use, %d cached", warmImages, warmImages), 5*time.Minute, func(m *mirrorsv1alpha1.RegistryMirror) bool {
+			return m.Status.ImagesInUse != nil && *m.Status.ImagesInUse == warmImages && m.Status.ImagesCached != nil && *m.Status.ImagesCached == warmImages
+		})
+		warmed := time.Since(since)
+		b.ReportMetric(warmed.Seconds(), fmt.Sprintf("s-create-to-%d-images-cached", warmImages))
+		deleteMirrorAndWaitForHostsFile(b, m, up.Host)
+		up.Stop()
+	}
 }

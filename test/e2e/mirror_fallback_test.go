@@ -30,9 +30,31 @@ import (
 // agent has noticed. On the code before this change the first pull hangs.
 func TestMirrorDownFallsBackToTheUpstreamFast(t *testing.T) {
 	requireEnv(t)
+	f := measureFallback(t, "mirror-fallback", 5011)
+	record("pull of a 4 MiB-layer image straight from the upstream (kubelet's pull time, median)", f.direct)
+	record("the same size with the mirror's registry frozen at the pull's start (waits for the agent to notice)", f.atFreeze)
+	record("the same image with the mirror's registry frozen, noticed by the agent (median)", f.noticedPull)
+	record("the node agent noticing the frozen registry, from the freeze", f.noticed)
+	t.Logf("pull times: direct %v (median); mirror frozen at the pull's start %v (%.2f×); mirror frozen and noticed %v (median, %.2f×); the agent noticed %v after the freeze",
+		f.direct, f.atFreeze, float64(f.atFreeze)/float64(f.direct), f.noticedPull, float64(f.noticedPull)/float64(f.direct), f.noticed)
+}
+
+// fallback is what measureFallback measured.
+type fallback struct {
+	// direct: the median pull straight from the upstream, no mirror; atFreeze: a pull
+	// started at the freeze; noticedPull: the median pull once the agent has noticed;
+	// noticed: from the freeze to the agent's log line.
+	direct, atFreeze, noticedPull, noticed time.Duration
+}
+
+// measureFallback runs the measurement of TestMirrorDownFallsBackToTheUpstreamFast (and
+// BenchmarkMirrorFallback) in namespace ns with an upstream on port, and checks each pull
+// took the path it should.
+func measureFallback(t testing.TB, ns string, port int) fallback {
+	t.Helper()
 	ctx := context.Background()
-	const ns, name, size = "mirror-fallback", "fallback", 4 << 20
-	up, direct, directLayer := upstreamWithImage(t, 5011, "", "", "", "library/direct", size)
+	const name, size = "fallback", 4 << 20
+	up, direct, directLayer := upstreamWithImage(t, port, "", "", "", "library/direct", size)
 	img, _, err := env.TestImage(t, size)
 	require.NoError(t, err)
 	atFreeze, err := up.Push("library/at-freeze", "1", img)
@@ -40,6 +62,7 @@ func TestMirrorDownFallsBackToTheUpstreamFast(t *testing.T) {
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		require.NoError(t, err)
 	}
+	var f fallback
 
 	// The baseline: the node pulls straight from the (plain-HTTP) upstream, no mirror.
 	hostsPath := filepath.Join(env.Cluster.Node.CertsDir, up.Host, "hosts.toml")
@@ -51,7 +74,7 @@ func TestMirrorDownFallsBackToTheUpstreamFast(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(hostsPath, hosts, 0o644))
 	t.Cleanup(func() { _ = os.RemoveAll(filepath.Dir(hostsPath)) })
-	base := medianPull(t, ns, "direct", direct, "library/direct")
+	f.direct = medianPull(t, ns, "direct", direct, "library/direct")
 	require.NoError(t, os.Remove(hostsPath), "the node agent writes the mirror's own")
 
 	m := newMirror(t, ns, name, "http://"+up.Host, "", pullResolve)
@@ -61,14 +84,7 @@ func TestMirrorDownFallsBackToTheUpstreamFast(t *testing.T) {
 	require.Contains(t, string(hosts), m.Status.NodeEndpoint, "pulls of the upstream's host go to the mirror first")
 
 	// The registry freezes.
-	registry := registryPod(t, ns, name)
-	var id string
-	for _, st := range registry.Status.ContainerStatuses {
-		if st.Name == "registry" {
-			id = strings.TrimPrefix(st.ContainerID, "containerd://")
-		}
-	}
-	require.NotEmpty(t, id, "the registry container's ID")
+	id := registryContainer(t, ns, name+"-registry-0")
 	ctr(t, "tasks", "pause", id)
 	frozen := time.Now()
 	t.Cleanup(func() {
@@ -77,32 +93,26 @@ func TestMirrorDownFallsBackToTheUpstreamFast(t *testing.T) {
 	})
 
 	// A pull right at the freeze: it waits until the agent notices, then goes direct.
-	window := pullDuration(t, runImage(t, ns, "at-freeze", atFreeze))
+	f.atFreeze = pullDuration(t, runImage(t, ns, "at-freeze", atFreeze))
 	agent := agentPod(t, ns, name)
 	line := requireContainerLogLine(t, ns, agent, "node-agent", "The registry does not answer; turning connections away so containerd pulls from the upstream")
 	t.Logf("the node agent: %s", line)
-	noticed := logTime(t, line).Sub(frozen)
+	f.noticed = logTime(t, line).Sub(frozen)
 
 	// Pulls once the agent has noticed: straight to the upstream after one refused
 	// connection per request.
 	fetched := len(fetchers(up.Log(), "/v2/library/direct/blobs/"+directLayer))
-	down := medianPull(t, ns, "after-notice", direct, "library/direct")
+	f.noticedPull = medianPull(t, ns, "after-notice", direct, "library/direct")
 	fetchedBy := fetchers(up.Log(), "/v2/library/direct/blobs/"+directLayer)[fetched:]
 	require.Len(t, fetchedBy, fallbackRounds, "each pull fetched the layer from the upstream once")
 	for _, addr := range fetchedBy {
 		require.False(t, strings.HasPrefix(addr, "10.244."), "the node fetched the layer itself, not the mirror's pod: %s", addr)
 	}
 
-	record("pull of a 4 MiB-layer image straight from the upstream (kubelet's pull time, median)", base)
-	record("the same size with the mirror's registry frozen at the pull's start (waits for the agent to notice)", window)
-	record("the same image with the mirror's registry frozen, noticed by the agent (median)", down)
-	record("the node agent noticing the frozen registry, from the freeze", noticed)
-	t.Logf("pull times: direct %v (median); mirror frozen at the pull's start %v (%.2f×); mirror frozen and noticed %v (median, %.2f×); the agent noticed %v after the freeze",
-		base, window, float64(window)/float64(base), down, float64(down)/float64(base), noticed)
-
 	// The registry answers again: the agent relays again.
 	ctr(t, "tasks", "resume", id)
 	requireContainerLogLine(t, ns, agent, "node-agent", "The registry answers again; relaying")
+	return f
 }
 
 // fallbackRounds is how many pulls a median of TestMirrorDownFallsBackToTheUpstreamFast
@@ -111,7 +121,7 @@ const fallbackRounds = 5
 
 // medianPull pulls image fallbackRounds times in pods name-1, name-2, …, removing it from
 // the node after each, and returns the median of the kubelet's pull times.
-func medianPull(t *testing.T, ns, name, image, repo string) time.Duration {
+func medianPull(t testing.TB, ns, name, image, repo string) time.Duration {
 	t.Helper()
 	var ds []time.Duration
 	for i := 1; i <= fallbackRounds; i++ {
@@ -125,7 +135,7 @@ func medianPull(t *testing.T, ns, name, image, repo string) time.Duration {
 }
 
 // agentPod is the node agent pod of mirror ns/name (the node is the only one).
-func agentPod(t *testing.T, ns, mirror string) string {
+func agentPod(t testing.TB, ns, mirror string) string {
 	t.Helper()
 	pods := &corev1.PodList{}
 	require.NoError(t, env.Client.List(context.Background(), pods, client.InNamespace(ns),
@@ -135,7 +145,7 @@ func agentPod(t *testing.T, ns, mirror string) string {
 }
 
 // logTime is the time= of a log/slog text line.
-func logTime(t *testing.T, line string) time.Time {
+func logTime(t testing.TB, line string) time.Time {
 	t.Helper()
 	for _, f := range strings.Fields(line) {
 		if v, ok := strings.CutPrefix(f, "time="); ok {

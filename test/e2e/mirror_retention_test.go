@@ -107,7 +107,7 @@ func TestMirrorKeepsLastUsesAcrossARestart(t *testing.T) {
 }
 
 // registryPod is the mirror's registry pod.
-func registryPod(t *testing.T, ns, mirror string) *corev1.Pod {
+func registryPod(t testing.TB, ns, mirror string) *corev1.Pod {
 	t.Helper()
 	p := &corev1.Pod{}
 	require.NoError(t, env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: mirror + "-registry-0"}, p))
@@ -116,14 +116,14 @@ func registryPod(t *testing.T, ns, mirror string) *corev1.Pod {
 
 // requireLogLine waits until the registry container of pod logged a line with msg
 // (logrus' msg="...") and each of fields (key=value), and returns it.
-func requireLogLine(t *testing.T, ns, pod, msg string, fields ...string) string {
+func requireLogLine(t testing.TB, ns, pod, msg string, fields ...string) string {
 	t.Helper()
 	return requireContainerLogLine(t, ns, pod, "registry", msg, fields...)
 }
 
 // requireContainerLogLine waits until container of pod logged a line with msg (logrus' or
 // slog's msg="...") and each of fields (key=value), and returns it.
-func requireContainerLogLine(t *testing.T, ns, pod, container, msg string, fields ...string) string {
+func requireContainerLogLine(t testing.TB, ns, pod, container, msg string, fields ...string) string {
 	t.Helper()
 	var found string
 	require.NoError(t, realnode.WaitFor(context.Background(), fmt.Sprintf("%s logging %q", pod, msg), time.Minute, func(ctx context.Context) (bool, string, error) {
@@ -179,7 +179,7 @@ func stateFileOnNode(t *testing.T, ns, claim string) (map[string]int64, uint32) 
 
 // deleteMirrorAndWaitForHostsFile deletes mirror m and waits until its node agent took the
 // hosts.toml of upstream host off the node.
-func deleteMirrorAndWaitForHostsFile(t *testing.T, m *mirrorsv1alpha1.RegistryMirror, host string) {
+func deleteMirrorAndWaitForHostsFile(t testing.TB, m *mirrorsv1alpha1.RegistryMirror, host string) {
 	t.Helper()
 	ctx := context.Background()
 	hostsPath := filepath.Join(env.Cluster.Node.CertsDir, host, "hosts.toml")
