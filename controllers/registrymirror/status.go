@@ -221,57 +221,98 @@ func replicaWaiting(r registryReplica) *problem {
 	return nil
 }
 
-// readyCondition says what the mirror still waits for: a registry replica that serves,
-// then the node agents, then the registry answering through its Service and an upstream
-// that has answered at least once. One replica that serves is enough (pulls go through the
-// Service to any ready replica); with several, the message counts them and names what the
-// first waiting one waits for.
-func readyCondition(o outcome, upstream metav1.Condition) metav1.Condition {
-	var reasons, msgs []string
-	add := func(reason, format string, args ...any) {
-		reasons = append(reasons, reason)
-		msgs = append(msgs, fmt.Sprintf(format, args...))
+// readyCheck is one thing a mirror needs before it can serve a pull: the problems that
+// keep it from it in the pass's outcome o (upstream: the UpstreamReachable condition just
+// computed), none when it is met.
+type readyCheck func(o outcome, upstream metav1.Condition) []problem
+
+// readyChecks are evaluated in order, every one of them (a person fixing the mirror wants
+// every missing piece at once): Ready's reason is the first problem's, its message all of
+// them. The order is what a mirror waits for first.
+var readyChecks = []readyCheck{registryServes, nodeAgentsReady, registryAnswers, upstreamAnswered}
+
+// registryServes: a registry replica whose StatefulSet is rolled out with its pod ready on a
+// bound volume. One is enough (the Service sends pulls to any ready replica); with none, each
+// replica's reason.
+func registryServes(o outcome, _ metav1.Condition) []problem {
+	if len(o.workloads.registries) == 0 {
+		return []problem{{mirrorsv1alpha1.ReasonRegistryMissing, "the registry StatefulSet does not exist"}}
 	}
-	w := o.workloads
-	var waiting []problem
-	missing := len(w.registries) == 0
-	for _, r := range w.registries {
-		if p := replicaWaiting(r); p != nil {
-			waiting = append(waiting, *p)
-		}
-		missing = missing || r.statefulSet == nil
+	waiting := o.workloads.waitingReplicas()
+	if len(waiting) < len(o.workloads.registries) {
+		return nil
 	}
-	serving := len(w.registries) - len(waiting)
-	switch {
-	case len(w.registries) == 0:
-		add(mirrorsv1alpha1.ReasonRegistryMissing, "the registry StatefulSet does not exist")
-	case serving == 0:
-		for _, p := range waiting {
-			add(p.Reason, "%s", p.Message)
-		}
-	}
-	switch ds := w.daemonSet; {
+	return waiting
+}
+
+// nodeAgentsReady: with node access, the DaemonSet rolled out and ready on every node it is
+// scheduled to; without, nothing to wait for, unless spec.configureNodes asks for the nodes.
+func nodeAgentsReady(o outcome, _ metav1.Condition) []problem {
+	switch ds := o.workloads.daemonSet; {
 	case !o.access.Granted && o.wantsNodes:
-		add(mirrorsv1alpha1.ReasonNodeAccessNotGranted, "no node access: spec.configureNodes asks for the nodes and no RegistryHostGrant allows this mirror there (see the NodeAccess condition)")
+		return []problem{{mirrorsv1alpha1.ReasonNodeAccessNotGranted,
+			"no node access: spec.configureNodes asks for the nodes and no RegistryHostGrant allows this mirror there (see the NodeAccess condition)"}}
 	case !o.access.Granted:
 		// An in-cluster cache: no node agents to wait for.
 	case ds == nil:
-		add(mirrorsv1alpha1.ReasonNodeAgentMissing, "the node agent DaemonSet does not exist")
+		return []problem{{mirrorsv1alpha1.ReasonNodeAgentMissing, "the node agent DaemonSet does not exist"}}
 	case ds.Status.ObservedGeneration < ds.Generation || ds.Status.UpdatedNumberScheduled < ds.Status.DesiredNumberScheduled:
-		add(mirrorsv1alpha1.ReasonNodeAgentsRollingOut, "node agents are rolling out (%d/%d nodes updated)", ds.Status.UpdatedNumberScheduled, ds.Status.DesiredNumberScheduled)
+		return []problem{{mirrorsv1alpha1.ReasonNodeAgentsRollingOut,
+			fmt.Sprintf("node agents are rolling out (%d/%d nodes updated)", ds.Status.UpdatedNumberScheduled, ds.Status.DesiredNumberScheduled)}}
 	case ds.Status.NumberReady < ds.Status.DesiredNumberScheduled:
-		add(mirrorsv1alpha1.ReasonNodeAgentsNotReady, "node agents are ready on %d/%d nodes", ds.Status.NumberReady, ds.Status.DesiredNumberScheduled)
+		return []problem{{mirrorsv1alpha1.ReasonNodeAgentsNotReady,
+			fmt.Sprintf("node agents are ready on %d/%d nodes", ds.Status.NumberReady, ds.Status.DesiredNumberScheduled)}}
 	}
-	if o.probes.registryProbed && o.probes.registryErr != nil {
-		add(mirrorsv1alpha1.ReasonRegistryNotAnswering, "the registry does not answer GET /v2/ through its Service (%s): %s", o.probes.registryAddr, probeFailure(o.probes.registryErr))
+	return nil
+}
+
+// registryAnswers: the registry answered the manager's GET /v2/ through its Service, when
+// it was asked.
+func registryAnswers(o outcome, _ metav1.Condition) []problem {
+	if !o.probes.registryProbed || o.probes.registryErr == nil {
+		return nil
 	}
+	return []problem{{mirrorsv1alpha1.ReasonRegistryNotAnswering,
+		fmt.Sprintf("the registry does not answer GET /v2/ through its Service (%s): %s", o.probes.registryAddr, probeFailure(o.probes.registryErr))}}
+}
+
+// upstreamAnswered: the upstream has answered at least once (an upstream down now is no
+// reason: the mirror serves its cache) and may be probed.
+func upstreamAnswered(_ outcome, upstream metav1.Condition) []problem {
 	switch upstream.Reason {
 	case mirrorsv1alpha1.ReasonNeverReached:
-		add(mirrorsv1alpha1.ReasonUpstreamNeverReached, "the upstream has never answered: nothing can be pulled through the mirror yet")
+		return []problem{{mirrorsv1alpha1.ReasonUpstreamNeverReached, "the upstream has never answered: nothing can be pulled through the mirror yet"}}
 	case mirrorsv1alpha1.ReasonAddressRefused:
-		add(mirrorsv1alpha1.ReasonUpstreamAddressRefused, "the upstream's address is not allowed for probes: it is not known to answer")
+		return []problem{{mirrorsv1alpha1.ReasonUpstreamAddressRefused, "the upstream's address is not allowed for probes: it is not known to answer"}}
 	}
-	if len(reasons) == 0 {
+	return nil
+}
+
+// waitingReplicas are the problems of the registry replicas that do not serve, in replica
+// order (replicaWaiting).
+func (w workloads) waitingReplicas() []problem {
+	var out []problem
+	for _, r := range w.registries {
+		if p := replicaWaiting(r); p != nil {
+			out = append(out, *p)
+		}
+	}
+	return out
+}
+
+// readyCondition evaluates readyChecks. Ready is True when none finds a problem, with a
+// message that says how the mirror serves (with several replicas, how many serve and what
+// the first other one waits for); else False with the problems, or Unknown when the pass
+// could not read a workload it waits for.
+func readyCondition(o outcome, upstream metav1.Condition) metav1.Condition {
+	var problems []problem
+	for _, check := range readyChecks {
+		problems = append(problems, check(o, upstream)...)
+	}
+	w := o.workloads
+	waiting := w.waitingReplicas()
+	serving := len(w.registries) - len(waiting)
+	if len(problems) == 0 {
 		nodes := int32(0)
 		if w.daemonSet != nil {
 			nodes = w.daemonSet.Status.NumberReady
@@ -297,12 +338,20 @@ func readyCondition(o outcome, upstream metav1.Condition) metav1.Condition {
 		}
 		return metav1.Condition{Type: mirrorsv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: mirrorsv1alpha1.ReasonMirrorReady, Message: msg}
 	}
+	msgs := make([]string, len(problems))
+	for i, p := range problems {
+		msgs[i] = p.Message
+	}
+	missing := len(w.registries) == 0
+	for _, r := range w.registries {
+		missing = missing || r.statefulSet == nil
+	}
 	status := metav1.ConditionFalse
 	if !o.complete && ((serving == 0 && missing) || (o.access.Granted && w.daemonSet == nil)) {
 		// The pass could not look at everything: say so instead of guessing.
 		status = metav1.ConditionUnknown
 	}
-	return metav1.Condition{Type: mirrorsv1alpha1.ConditionReady, Status: status, Reason: reasons[0], Message: capitalize(strings.Join(msgs, "; "))}
+	return metav1.Condition{Type: mirrorsv1alpha1.ConditionReady, Status: status, Reason: problems[0].Reason, Message: capitalize(strings.Join(msgs, "; "))}
 }
 
 func statefulSetRolledOut(sts *appsv1.StatefulSet) bool {

@@ -1,10 +1,13 @@
 package registrymirror
 
 import (
+	"errors"
 	"net"
 	"net/netip"
 	"net/url"
 	"os"
+	"reflect"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -340,4 +343,62 @@ func TestComputeStatusReportsTheHitRatio(t *testing.T) {
 			assert.Equal(t, tc.want, st.CacheHitPercent)
 		})
 	}
+}
+
+// TestReadyChecks holds each of Ready's checks to what it looks at, on its own.
+func TestReadyChecks(t *testing.T) {
+	pending := boundPVC()
+	pending.Status.Phase = corev1.ClaimPending
+	notReady := readySTS()
+	notReady.Status.ReadyReplicas = 0
+	agentsNotReady := readyDS()
+	agentsNotReady.Status.NumberReady = 0
+	reasons := func(ps []problem) []string {
+		var out []string
+		for _, p := range ps {
+			out = append(out, p.Reason)
+		}
+		return out
+	}
+	reached := metav1.Condition{Reason: mirrorsv1alpha1.ReasonReachable}
+	for _, tc := range []struct {
+		name     string
+		check    readyCheck
+		o        outcome
+		upstream metav1.Condition
+		want     []string
+	}{
+		{"registry: one replica ready", registryServes, outcome{workloads: workloads{registries: one(readySTS(), boundPVC())}}, reached, nil},
+		{"registry: none", registryServes, outcome{}, reached, []string{mirrorsv1alpha1.ReasonRegistryMissing}},
+		{"registry: volume pending", registryServes, outcome{workloads: workloads{registries: one(readySTS(), pending)}}, reached, []string{mirrorsv1alpha1.ReasonCacheVolumePending}},
+		{"registry: one of two serves", registryServes, outcome{workloads: workloads{registries: []registryReplica{{notReady, boundPVC()}, {readySTS(), boundPVC()}}}}, reached, nil},
+		{"registry: neither of two", registryServes, outcome{workloads: workloads{registries: []registryReplica{{notReady, boundPVC()}, {nil, nil}}}}, reached,
+			[]string{mirrorsv1alpha1.ReasonRegistryNotReady, mirrorsv1alpha1.ReasonRegistryMissing}},
+		{"agents: ready", nodeAgentsReady, outcome{access: granted, workloads: workloads{daemonSet: readyDS()}}, reached, nil},
+		{"agents: not ready", nodeAgentsReady, outcome{access: granted, workloads: workloads{daemonSet: agentsNotReady}}, reached, []string{mirrorsv1alpha1.ReasonNodeAgentsNotReady}},
+		{"agents: missing", nodeAgentsReady, outcome{access: granted}, reached, []string{mirrorsv1alpha1.ReasonNodeAgentMissing}},
+		{"agents: an in-cluster cache has none", nodeAgentsReady, outcome{}, reached, nil},
+		{"agents: nodes asked for, no grant", nodeAgentsReady, outcome{wantsNodes: true}, reached, []string{mirrorsv1alpha1.ReasonNodeAccessNotGranted}},
+		{"registry probe: not asked", registryAnswers, outcome{}, reached, nil},
+		{"registry probe: answered", registryAnswers, outcome{probes: probeResults{registryProbed: true}}, reached, nil},
+		{"registry probe: silent", registryAnswers, outcome{probes: probeResults{registryProbed: true, registryErr: errors.New("timeout")}}, reached,
+			[]string{mirrorsv1alpha1.ReasonRegistryNotAnswering}},
+		{"upstream: reachable", upstreamAnswered, outcome{}, reached, nil},
+		{"upstream: unreachable now, answered before", upstreamAnswered, outcome{}, metav1.Condition{Reason: mirrorsv1alpha1.ReasonUnreachable}, nil},
+		{"upstream: never", upstreamAnswered, outcome{}, metav1.Condition{Reason: mirrorsv1alpha1.ReasonNeverReached}, []string{mirrorsv1alpha1.ReasonUpstreamNeverReached}},
+		{"upstream: address refused", upstreamAnswered, outcome{}, metav1.Condition{Reason: mirrorsv1alpha1.ReasonAddressRefused}, []string{mirrorsv1alpha1.ReasonUpstreamAddressRefused}},
+	} {
+		assert.Equal(t, tc.want, reasons(tc.check(tc.o, tc.upstream)), tc.name)
+	}
+}
+
+// TestReadyChecksOrder pins the order Ready's reason follows: the registry, the node
+// agents, the registry's answer, the upstream.
+func TestReadyChecksOrder(t *testing.T) {
+	var names []string
+	for _, c := range readyChecks {
+		name := runtime.FuncForPC(reflect.ValueOf(c).Pointer()).Name()
+		names = append(names, name[strings.LastIndex(name, ".")+1:])
+	}
+	assert.Equal(t, []string{"registryServes", "nodeAgentsReady", "registryAnswers", "upstreamAnswered"}, names)
 }
