@@ -23,6 +23,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -61,6 +62,8 @@ type agent struct {
 	hosts  *hostsFile
 
 	probe *http.Client
+	// dial connects to the registry Service (net.Dialer's; tests replace it).
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	mu       sync.Mutex
 	notReady string // why /readyz fails; "" when ready
@@ -79,8 +82,10 @@ type agent struct {
 
 func newAgent(cfg Args, log *slog.Logger) (*agent, error) {
 	a := &agent{cfg: cfg, log: log, open: map[net.Conn]struct{}{}, notReady: "waiting for the registry at " + cfg.Target + " to answer"}
-	// A fresh connection per probe, as a pull through the relay makes one.
-	a.probe = &http.Client{Timeout: cfg.ProbeTimeout, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
+	a.dial = (&net.Dialer{Timeout: cfg.DialTimeout}).DialContext
+	// A fresh connection per probe, as a pull through the relay makes one, dialled as the
+	// relay dials.
+	a.probe = &http.Client{Timeout: cfg.ProbeTimeout, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil, DialContext: a.dialRegistry}}
 	if cfg.HostsDir != "" {
 		content, err := renderHostsTOML(cfg.Owner, cfg.Server, cfg.Mirror, cfg.Capabilities)
 		if err != nil {
@@ -291,6 +296,26 @@ func (a *agent) accept() {
 	}
 }
 
+// dialAttempts is how many times dialRegistry tries a connection the registry refuses.
+const dialAttempts = 3
+
+// dialRegistry connects to the registry Service (addr, the relay's target). A refused
+// connection is tried again at once, up to dialAttempts times: behind the Service's
+// address each connection may reach another registry replica, and one that has just died
+// refuses connections until the Service stops sending them to it (a second or two).
+// Nothing has been sent on a refused connection, so trying again is safe; a timeout is not
+// tried again (it has used the dial timeout already).
+func (a *agent) dialRegistry(ctx context.Context, network, addr string) (net.Conn, error) {
+	var err error
+	for range dialAttempts {
+		var c net.Conn
+		if c, err = a.dial(ctx, network, addr); err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
+			return c, err
+		}
+	}
+	return nil, err
+}
+
 // relayConn copies bytes both ways between a client and the registry Service, passing
 // each side's end of stream on to the other.
 func (a *agent) relayConn(client net.Conn) {
@@ -301,7 +326,7 @@ func (a *agent) relayConn(client net.Conn) {
 		a.refused.Add(1)
 		return
 	}
-	upstream, err := net.DialTimeout("tcp", a.cfg.Target, a.cfg.DialTimeout)
+	upstream, err := a.dialRegistry(context.Background(), "tcp", a.cfg.Target)
 	if err != nil {
 		a.log.Error("Could not reach the registry", "target", a.cfg.Target, "err", err)
 		return

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -276,4 +277,47 @@ func TestAgentConfiguresTheNodeOnlyOnceTheRegistryAnswers(t *testing.T) {
 		assert.NoError(c, err)
 		assert.Equal(c, "again", echoed)
 	}, 5*time.Second, 10*time.Millisecond)
+}
+
+// TestDialRegistryTriesARefusedConnectionAgain: a refused connection (a registry replica
+// that has just died, still behind the Service) is tried again at once, up to dialAttempts
+// times; any other failure, a timeout above all, is not.
+func TestDialRegistryTriesARefusedConnectionAgain(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	timeout := &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	for _, tc := range []struct {
+		name      string
+		results   []error // the dials' outcomes in turn; nil: connected
+		wantDials int
+		wantErr   error
+	}{
+		{"connects", []error{nil}, 1, nil},
+		{"refused once, then another replica", []error{refused, nil}, 2, nil},
+		{"refused twice, then another replica", []error{refused, refused, nil}, 3, nil},
+		{"refused every time", []error{refused, refused, refused, nil}, dialAttempts, syscall.ECONNREFUSED},
+		{"a timeout is not tried again", []error{timeout, nil}, 1, os.ErrDeadlineExceeded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dials := 0
+			a := &agent{dial: func(context.Context, string, string) (net.Conn, error) {
+				err := tc.results[dials]
+				dials++
+				if err != nil {
+					return nil, err
+				}
+				c, _ := net.Pipe()
+				return c, nil
+			}}
+			c, err := a.dialRegistry(t.Context(), "tcp", "registry:5000")
+			assert.Equal(t, tc.wantDials, dials)
+			if tc.wantErr != nil {
+				assert.ErrorIs(t, err, tc.wantErr)
+				assert.Nil(t, c)
+				return
+			}
+			require.NoError(t, err)
+			require.NotNil(t, c)
+			_ = c.Close()
+		})
+	}
 }
