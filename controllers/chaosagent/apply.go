@@ -74,9 +74,9 @@ func (r *Reconciler) killPod(ctx context.Context, spec blackadderv1beta1.ChaosAg
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: t.Name}}
 	var err error
 	if spec.KillMethod == blackadderv1beta1.KillMethodDelete {
-		err = r.Delete(ctx, pod, client.Preconditions{UID: &uid})
+		err = r.Client.Delete(ctx, pod, client.Preconditions{UID: &uid})
 	} else {
-		err = r.SubResource("eviction").Create(ctx, pod, &policyv1.Eviction{
+		err = r.Client.SubResource("eviction").Create(ctx, pod, &policyv1.Eviction{
 			ObjectMeta:    metav1.ObjectMeta{Namespace: t.Namespace, Name: t.Name},
 			DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}},
 		})
@@ -119,7 +119,7 @@ func (r *Reconciler) scaleDeployment(ctx context.Context, agent string, spec bla
 			detail, res = fmt.Sprintf("replicas %d", from), skipped(skip)
 			return nil
 		}
-		if err := r.Patch(ctx, out, client.MergeFromWithOptions(dep, client.MergeFromWithOptimisticLock{})); err != nil {
+		if err := r.Client.Patch(ctx, out, client.MergeFromWithOptions(dep, client.MergeFromWithOptimisticLock{})); err != nil {
 			return err
 		}
 		detail, res = fmt.Sprintf("scaled replicas %d → %d", from, to), succeeded
@@ -162,7 +162,7 @@ func (r *Reconciler) ipsumConfigMap(ctx context.Context, agent string, spec blac
 			detail, res = fmt.Sprintf("%d value(s) left alone", len(cm.Data)), skipped(skip)
 			return nil
 		}
-		if err := r.Patch(ctx, out, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{})); err != nil {
+		if err := r.Client.Patch(ctx, out, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{})); err != nil {
 			return err
 		}
 		detail, res = fmt.Sprintf("overwrote %d value(s) with lorem ipsum", len(cm.Data)), succeeded
@@ -203,7 +203,7 @@ func (r *Reconciler) restoreOneDeployment(ctx context.Context, agent string, dep
 			return nil
 		}
 		out, readErr := restoreDeployment(dep)
-		if err := r.Patch(ctx, out, client.MergeFromWithOptions(dep, client.MergeFromWithOptimisticLock{})); err != nil {
+		if err := r.Client.Patch(ctx, out, client.MergeFromWithOptions(dep, client.MergeFromWithOptimisticLock{})); err != nil {
 			return err
 		}
 		if readErr != nil {
@@ -251,7 +251,7 @@ func (r *Reconciler) restoreOneConfigMap(ctx context.Context, agent string, scop
 			return nil
 		}
 		patch, readErr := restoreConfigMapPatch(cm)
-		if err := r.Patch(ctx, cm, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		if err := r.Client.Patch(ctx, cm, client.RawPatch(types.MergePatchType, patch)); err != nil {
 			return err
 		}
 		if readErr != nil {

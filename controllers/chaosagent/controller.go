@@ -74,7 +74,7 @@ import (
 // status and the clock (after a start, the agents' first list wakes each).
 type Reconciler struct {
 	// Client reads from the manager's cache and writes to the API server.
-	client.Client
+	Client client.Client
 	// APIReader reads from the API server directly: the body of a ConfigMap about to be
 	// rewritten (the cache holds ConfigMap metadata only) and fresh objects after a conflict.
 	APIReader client.Reader
@@ -82,10 +82,10 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// Clock is the time of rounds, windows, runs and status; tests shift it.
 	Clock clock.PassiveClock
-	// HTTP sends the requests of HTTP guards.
-	HTTP HTTPChecker
 	// NewRand returns the random source of an agent's round; spec.seed makes it reproducible.
 	NewRand func(agent *blackadderv1beta1.ChaosAgent, round int64) *rand.Rand
+	// HTTP sends the requests of HTTP guards.
+	HTTP HTTPChecker
 	// Protected namespaces are never touched (the --chaos-protected-namespaces flag and the
 	// operator's own namespace).
 	Protected sets.Set[string]
@@ -122,7 +122,7 @@ func seededRand(agent *blackadderv1beta1.ChaosAgent, round int64) *rand.Rand {
 // or when its run ended (a guard tripped, or durationSeconds elapsed), and writes status once.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	agent := &blackadderv1beta1.ChaosAgent{}
-	if err := r.Get(ctx, req.NamespacedName, agent); err != nil {
+	if err := r.Client.Get(ctx, req.NamespacedName, agent); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.lastRound.Delete(req.Name)
 			forgetAgentMetrics(req.Name)
@@ -137,7 +137,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if !controllerutil.ContainsFinalizer(agent, Finalizer) {
 		base := agent.DeepCopy()
 		controllerutil.AddFinalizer(agent, Finalizer)
-		if err := r.Patch(ctx, agent, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		if err := r.Client.Patch(ctx, agent, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
 		}
 	}
@@ -245,7 +245,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, agent *blackadderv1bet
 	}
 	base := agent.DeepCopy()
 	controllerutil.RemoveFinalizer(agent, Finalizer)
-	if err := r.Patch(ctx, agent, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := r.Client.Patch(ctx, agent, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("removing finalizer: %w", err))
 	}
 	ctrl.LoggerFrom(ctx).Info("Released ChaosAgent", "chaosAgent", klog.KObj(agent), "restored", *spec.RestoreOnDelete,
@@ -317,11 +317,11 @@ func (r *Reconciler) reconcileRestore(ctx context.Context, agent *blackadderv1be
 	ctx, cancel := context.WithTimeout(ctx, cacheSyncTimeout)
 	defer cancel()
 	deps := &appsv1.DeploymentList{}
-	if err := r.List(ctx, deps, marksSelector(agent.Name)); err != nil {
+	if err := r.Client.List(ctx, deps, marksSelector(agent.Name)); err != nil {
 		return restoreOutcome{}, fmt.Errorf("listing changed deployments from cache: %w", err)
 	}
 	cms := metadataList("ConfigMap")
-	if err := r.List(ctx, cms, marksSelector(agent.Name)); err != nil {
+	if err := r.Client.List(ctx, cms, marksSelector(agent.Name)); err != nil {
 		return restoreOutcome{}, fmt.Errorf("listing changed configmaps from cache: %w", err)
 	}
 	scope := r.baseScope(spec)

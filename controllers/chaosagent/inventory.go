@@ -30,35 +30,35 @@ func (r *Reconciler) inventory(ctx context.Context, agent *blackadderv1beta1.Cha
 	ro := client.UnsafeDisableDeepCopy
 	if spec.NamespaceSelector != nil {
 		list := metadataList("Namespace")
-		if err := r.List(ctx, list, ro); err != nil {
+		if err := r.Client.List(ctx, list, ro); err != nil {
 			return inv, nil, fmt.Errorf("listing namespaces from cache: %w", err)
 		}
 		inv.Namespaces = list.Items
 	}
 	if spec.TantrumMode {
 		list := metadataList("Pod")
-		if err := r.List(ctx, list, ro); err != nil {
+		if err := r.Client.List(ctx, list, ro); err != nil {
 			return inv, nil, fmt.Errorf("listing pods from cache: %w", err)
 		}
 		inv.Pods = list.Items
 	}
 	if spec.CancerMode || countMarks {
 		list := &appsv1.DeploymentList{}
-		if err := r.List(ctx, list, ro); err != nil {
+		if err := r.Client.List(ctx, list, ro); err != nil {
 			return inv, nil, fmt.Errorf("listing deployments from cache: %w", err)
 		}
 		inv.Deployments = list.Items
 	}
 	if spec.CancerMode {
 		list := &autoscalingv2.HorizontalPodAutoscalerList{}
-		if err := r.List(ctx, list, ro); err != nil {
+		if err := r.Client.List(ctx, list, ro); err != nil {
 			return inv, nil, fmt.Errorf("listing horizontalpodautoscalers from cache: %w", err)
 		}
 		inv.HPAs = list.Items
 	}
 	if spec.IpsumMode || countMarks {
 		list := metadataList("ConfigMap")
-		if err := r.List(ctx, list, ro); err != nil {
+		if err := r.Client.List(ctx, list, ro); err != nil {
 			return inv, nil, fmt.Errorf("listing configmaps from cache: %w", err)
 		}
 		inv.ConfigMaps = list.Items

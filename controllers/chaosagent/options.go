@@ -11,9 +11,6 @@ import (
 	"github.com/quartet-operator/quartet/internal/operator"
 )
 
-// defaultWorkers is the default of --chaosagent-workers, also used when it is below 1.
-const defaultWorkers = 2
-
 // Options are the manager flags of the chaosagent controller.
 type Options struct {
 	// MaxConcurrentReconciles is the number of agents served in parallel.
@@ -31,13 +28,24 @@ type Options struct {
 	clock clock.PassiveClock
 }
 
-// BindFlags registers the controller's flags.
+// DefaultOptions returns the flags' defaults. It is the only place they are written:
+// BindFlags registers them as the flags' defaults and complete fills an Options' zero fields
+// from them, so Options built in code (tests) and on the command line cannot disagree.
+func DefaultOptions() Options {
+	return Options{
+		MaxConcurrentReconciles: 2,
+		// ProtectedNamespaces and GuardAllowedCIDRs: none beyond the built-in ones.
+	}
+}
+
+// BindFlags registers the controller's flags, with DefaultOptions as their defaults.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
-	fs.IntVar(&o.MaxConcurrentReconciles, "chaosagent-workers", defaultWorkers, "Parallel workers of the chaosagent controller.")
-	fs.StringVar(&o.ProtectedNamespaces, "chaos-protected-namespaces", "",
+	d := DefaultOptions()
+	fs.IntVar(&o.MaxConcurrentReconciles, "chaosagent-workers", d.MaxConcurrentReconciles, "Parallel workers of the chaosagent controller.")
+	fs.StringVar(&o.ProtectedNamespaces, "chaos-protected-namespaces", d.ProtectedNamespaces,
 		"Comma-separated namespaces no ChaosAgent ever touches, whatever its spec says, in addition to kube-system, "+
 			"kube-public, kube-node-lease and the operator's own namespace, which are always protected.")
-	fs.StringVar(&o.GuardAllowedCIDRs, "chaosagent-guard-allowed-cidrs", "",
+	fs.StringVar(&o.GuardAllowedCIDRs, "chaosagent-guard-allowed-cidrs", d.GuardAllowedCIDRs,
 		"Comma-separated CIDRs a ChaosAgent's HTTP guards may connect to although they are loopback, link-local, unspecified, multicast or a cloud metadata address "+
 			"(169.254.169.254, fd00:ec2::254, 100.100.100.200); private ranges need no entry. Example: 127.0.0.0/8 for a service on the manager's own host.")
 }
@@ -53,10 +61,14 @@ func (o *Options) protected(operatorNamespace string) sets.Set[string] {
 	return operator.Shared{OperatorNamespace: operatorNamespace}.Protected(operator.ParseNamespaces(o.ProtectedNamespaces)...)
 }
 
-// workers returns the number of agents served in parallel.
-func (o *Options) workers() int {
+// complete fills the fields the flags and the caller left at zero (or, for the workers,
+// below 1) from DefaultOptions, and checks the values, with an error naming the flag. Setup
+// calls it first.
+func (o *Options) complete() error {
+	d := DefaultOptions()
 	if o.MaxConcurrentReconciles < 1 {
-		return defaultWorkers
+		o.MaxConcurrentReconciles = d.MaxConcurrentReconciles
 	}
-	return o.MaxConcurrentReconciles
+	_, err := o.guardAllowedPrefixes()
+	return err
 }

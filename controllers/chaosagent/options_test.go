@@ -39,10 +39,40 @@ func TestProtectedNamespaces(t *testing.T) {
 	}
 }
 
-func TestWorkers(t *testing.T) {
-	assert.Equal(t, defaultWorkers, (&Options{}).workers())
-	assert.Equal(t, defaultWorkers, (&Options{MaxConcurrentReconciles: -1}).workers())
-	assert.Equal(t, 5, (&Options{MaxConcurrentReconciles: 5}).workers())
+// TestOptionsDefaultsWrittenOnce: the flags' defaults are DefaultOptions, and complete gives
+// an Options built in code without flags (as in the tests) the same values: the two cannot
+// disagree. Values that were set are kept; bad ones are refused naming the flag.
+func TestOptionsDefaultsWrittenOnce(t *testing.T) {
+	var fromFlags Options
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fromFlags.BindFlags(fs)
+	require.NoError(t, fs.Parse(nil))
+	require.Equal(t, DefaultOptions(), fromFlags, "the flags' defaults")
+
+	set := Options{MaxConcurrentReconciles: 5, ProtectedNamespaces: "a,b", GuardAllowedCIDRs: "127.0.0.0/8"}
+	for _, tc := range []struct {
+		name    string
+		in      Options
+		want    Options
+		wantErr string
+	}{
+		{"zero Options", Options{}, fromFlags, ""},
+		{"flag defaults", fromFlags, fromFlags, ""},
+		{"workers below 1", Options{MaxConcurrentReconciles: -1}, fromFlags, ""},
+		{"set values kept", set, set, ""},
+		{"bad CIDR", Options{GuardAllowedCIDRs: "localhost"}, Options{}, `--chaosagent-guard-allowed-cidrs: "localhost" is not a CIDR`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.in
+			err := got.complete()
+			if tc.wantErr != "" {
+				assert.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
 }
 
 func TestGuardAllowedCIDRs(t *testing.T) {

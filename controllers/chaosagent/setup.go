@@ -16,6 +16,9 @@ import (
 // Setup registers the controller with the manager. Informers for pods, Deployments,
 // ConfigMaps, HorizontalPodAutoscalers and Namespaces start on an agent's first round.
 func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
+	if err := o.complete(); err != nil {
+		return err
+	}
 	allowed, err := o.guardAllowedPrefixes()
 	if err != nil {
 		return err
@@ -29,9 +32,9 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder(FieldOwner),
 		Clock:     clk,
+		NewRand:   seededRand,
 		// Latency is measured on the real clock, whatever the rounds' clock says.
 		HTTP:      NewHTTPChecker(clock.RealClock{}, allowed),
-		NewRand:   seededRand,
 		Protected: o.protected(shared.OperatorNamespace),
 		Watched:   sets.New(shared.WatchNamespaces...),
 	}
@@ -48,6 +51,6 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 		// never its own status writes.
 		For(&blackadderv1beta1.ChaosAgent{}, builder.WithPredicates(predicate.Or[client.Object](
 			predicate.GenerationChangedPredicate{}, operator.DeletionStarted()))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: o.workers()}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}).
 		Complete(r)
 }

@@ -118,16 +118,27 @@ import (
 //
 // Not in the table: the rules and the Namespace metadata in the manager's shared cache; the
 // Prometheus series (forgetMetrics); the work queue's timers (nextPass, echoDelay), which every
-// pass sets again; configuration (limits, protected, shared, clock). forget drops a deleted rule
+// pass sets again; configuration (Limits, Protected, Shared, Clock). forget drops a deleted rule
 // from sources, memo, fresh, full and statuses; the ledger and writer.own follow the copy cache's
 // events instead.
 type Reconciler struct {
-	// client reads rules and namespace metadata from the manager's cache and writes.
-	client    client.Client
-	apiReader client.Reader
-	copies    copyReader
-	sources   *sourceWatcher
-	memo      *conflictMemo
+	// Client reads rules and namespace metadata from the manager's cache and writes.
+	Client client.Client
+	// APIReader reads past the caches: a rule again when a status write conflicts, and the
+	// copies of a rule being deleted (liveCopies).
+	APIReader client.Reader
+	// Recorder sends the Events about rules.
+	Recorder events.EventRecorder
+	Clock    clock.PassiveClock
+	Shared   operator.Shared
+	// Protected are the namespaces that need LabelAcceptCopies besides RBAC's consent.
+	Protected sets.Set[string]
+	// Limits bound the copies; ledger counts those that exist.
+	Limits limits
+
+	copies  copyReader
+	sources *sourceWatcher
+	memo    *conflictMemo
 	// fresh are the namespaces each rule's next pass writes first.
 	fresh *freshNamespaces
 	// full are the rules whose next pass must look at every namespace.
@@ -137,22 +148,14 @@ type Reconciler struct {
 	statuses operator.StatusMemory[*flantv1.CopyratorRule]
 	// access asks whether a rule's ServiceAccount may create copies in a namespace.
 	access *accessReviewer
-	// protected are the namespaces that need LabelAcceptCopies besides RBAC's consent.
-	protected sets.Set[string]
-	// limits bound the copies; ledger counts those that exist.
-	limits limits
 	ledger *ledger
 	writer writer
-	// Recorder sends the Events about rules.
-	Recorder events.EventRecorder
-	clock    clock.PassiveClock
-	shared   operator.Shared
 }
 
 // Reconcile makes the copies of one rule equal to its sources.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
 	rule := &flantv1.CopyratorRule{}
-	if err := r.client.Get(ctx, req.NamespacedName, rule); err != nil {
+	if err := r.Client.Get(ctx, req.NamespacedName, rule); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
@@ -176,7 +179,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			// The status as the API server has it, when the cache is behind this process's
 			// last write of it: comparing with the older cached status would write it again.
 			current := r.statuses.Latest(rule)
-			now := metav1.NewTime(r.clock.Now())
+			now := metav1.NewTime(r.Clock.Now())
 			status := computeStatus(current.Status, o, now)
 			r.recordRefusals(ctx, rule, current.Status, status)
 			r.recordLimit(rule, current.Status, status)
@@ -197,7 +200,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		// replaces a later one already queued (a conflict's recheck), which it then sets again.
 		return ctrl.Result{RequeueAfter: echoDelay}, nil
 	}
-	return ctrl.Result{RequeueAfter: nextPass(r.memo.nextRecheck(req.NamespacedName, r.clock.Now()), o, r.access.recheck, r.access.refresh)}, nil
+	return ctrl.Result{RequeueAfter: nextPass(r.memo.nextRecheck(req.NamespacedName, r.Clock.Now()), o, r.access.recheck, r.access.refresh)}, nil
 }
 
 // reconcileCopies reads the rule's sources, targets and copies, plans and writes the
@@ -210,7 +213,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 func (r *Reconciler) reconcileCopies(ctx context.Context, rule *flantv1.CopyratorRule) outcome {
 	key := client.ObjectKeyFromObject(rule)
 	o := outcome{Generation: rule.Generation, Namespace: rule.Namespace, Kind: ruleKind(rule.Spec.RuleType)}
-	filter, err := newNamespaceFilter(rule, r.shared.Watches, r.protected)
+	filter, err := newNamespaceFilter(rule, r.Shared.Watches, r.Protected)
 	if err != nil {
 		o.SpecErr = err
 		return o
@@ -222,7 +225,7 @@ func (r *Reconciler) reconcileCopies(ctx context.Context, rule *flantv1.Copyrato
 		o.SyncErr = fmt.Errorf("reading sources: %w", err)
 		return o
 	}
-	now := r.clock.Now()
+	now := r.Clock.Now()
 	knownForeign := r.memo.knownForeign(key, now)
 	var p plan
 	var results []writeResult
@@ -240,7 +243,7 @@ func (r *Reconciler) reconcileCopies(ctx context.Context, rule *flantv1.Copyrato
 		in.KnownForeign = knownForeign
 		step := planCopies(in)
 		ruleTally, all := r.ledger.tallies(key)
-		adm := admit(step.Actions, ruleTally, all, r.limits)
+		adm := admit(step.Actions, ruleTally, all, r.Limits)
 		o.Dropped += adm.Dropped
 		if o.Limit == "" {
 			o.Limit = adm.Limit
@@ -308,7 +311,7 @@ func (r *Reconciler) targetNamespaces(ctx context.Context, f namespaceFilter, s 
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
 		// Read-only: the cached objects are not copied (a pass reads every namespace).
-		if err := r.client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+		if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 			return nil, nil, nil, fmt.Errorf("listing namespaces: %w", err)
 		}
 		namespaces = list.Items
@@ -316,7 +319,7 @@ func (r *Reconciler) targetNamespaces(ctx context.Context, f namespaceFilter, s 
 		for name := range s.namespaces {
 			ns := metav1.PartialObjectMetadata{}
 			ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-			switch err := r.client.Get(ctx, types.NamespacedName{Name: name}, &ns); {
+			switch err := r.Client.Get(ctx, types.NamespacedName{Name: name}, &ns); {
 			case apierrors.IsNotFound(err):
 				continue // gone: copies left in it are planned like those of any vanished namespace
 			case err != nil:
@@ -334,7 +337,7 @@ func (r *Reconciler) targetNamespaces(ctx context.Context, f namespaceFilter, s 
 // remembers the write for the next pass (r.statuses). A rule deleted meanwhile is not an
 // error.
 func (r *Reconciler) writeStatus(ctx context.Context, rule *flantv1.CopyratorRule, o outcome, now metav1.Time) error {
-	written, err := operator.WriteStatus(ctx, r.client, r.apiReader, rule, func(x *flantv1.CopyratorRule) {
+	written, err := operator.WriteStatus(ctx, r.Client, r.APIReader, rule, func(x *flantv1.CopyratorRule) {
 		x.Status = computeStatus(x.Status, o, now)
 	})
 	switch {
@@ -393,7 +396,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, rule *flantv1.Copyrato
 
 // liveCopies lists the metadata of every copy labelled with the rule, in the watched namespaces.
 func (r *Reconciler) liveCopies(ctx context.Context, rule types.NamespacedName) ([]copyState, error) {
-	namespaces := r.shared.WatchNamespaces
+	namespaces := r.Shared.WatchNamespaces
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
@@ -402,7 +405,7 @@ func (r *Reconciler) liveCopies(ctx context.Context, rule types.NamespacedName) 
 		for _, ns := range namespaces {
 			list := &metav1.PartialObjectMetadataList{}
 			list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kind + "List"))
-			if err := r.apiReader.List(ctx, list, client.InNamespace(ns), client.MatchingLabels(copyLabels(rule))); err != nil {
+			if err := r.APIReader.List(ctx, list, client.InNamespace(ns), client.MatchingLabels(copyLabels(rule))); err != nil {
 				return nil, fmt.Errorf("listing %s copies: %w", kind, err)
 			}
 			for _, m := range list.Items {
@@ -432,13 +435,13 @@ func (r *Reconciler) consentingNamespaces(ctx context.Context, rule *flantv1.Cop
 		for _, name := range sets.List(nss) {
 			ns := metav1.PartialObjectMetadata{}
 			ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-			switch err := r.client.Get(ctx, types.NamespacedName{Name: name}, &ns); {
+			switch err := r.Client.Get(ctx, types.NamespacedName{Name: name}, &ns); {
 			case apierrors.IsNotFound(err):
 				continue
 			case err != nil:
 				return nil, fmt.Errorf("reading namespace %s: %w", name, err)
 			}
-			if r.protected.Has(name) && !accepts(&ns) {
+			if r.Protected.Has(name) && !accepts(&ns) {
 				continue
 			}
 			candidates = append(candidates, name)
@@ -461,7 +464,7 @@ type finalizerFunc func(client.Object, string) bool
 func (r *Reconciler) patchFinalizer(ctx context.Context, rule *flantv1.CopyratorRule, change finalizerFunc) error {
 	patch := client.MergeFromWithOptions(rule.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	change(rule, Finalizer)
-	return r.client.Patch(ctx, rule, patch)
+	return r.Client.Patch(ctx, rule, patch)
 }
 
 // forget drops what the controller keeps in memory about a rule that is gone.

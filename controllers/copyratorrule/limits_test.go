@@ -93,11 +93,9 @@ func TestLedger(t *testing.T) {
 
 func TestLimitFlags(t *testing.T) {
 	o := &Options{MaxBytesPerRule: "lots"}
-	o.defaults()
-	_, err := o.limits()
-	require.ErrorContains(t, err, "--copyratorrule-max-bytes-per-rule")
+	require.ErrorContains(t, o.complete(), "--copyratorrule-max-bytes-per-rule")
 	o = &Options{MaxCopiesPerRule: 5}
-	o.defaults()
+	require.NoError(t, o.complete())
 	l, err := o.limits()
 	require.NoError(t, err)
 	assert.Equal(t, limits{perRuleCopies: 5, perRuleBytes: 256 << 20, bytes: 1 << 30}, l)

@@ -39,65 +39,76 @@ const (
 	flagMaxBytes         = "copyratorrule-max-bytes"
 )
 
-// Defaults of the limits.
-const (
-	defaultMaxCopiesPerRule = 20_000
-	defaultMaxBytesPerRule  = "256Mi"
-	defaultMaxCopies        = 200_000
-	defaultMaxBytes         = "1Gi"
-)
+// DefaultOptions returns the flags' defaults. It is the only place they are written:
+// BindFlags registers them as the flags' defaults and complete fills an Options' zero fields
+// from them, so Options built in code (tests) and on the command line cannot disagree.
+//
+// The copy counts are the exception: 0 is a value their flags take (no limit), so complete
+// leaves a zero count alone and Options built in code without one set no limit on copies.
+func DefaultOptions() Options {
+	return Options{
+		MaxConcurrentReconciles: 2,
+		WriteParallelism:        32,
+		ConflictRecheck:         2 * time.Minute,
+		ConsentRecheck:          time.Minute,
+		ConsentRefresh:          10 * time.Minute,
+		MaxCopiesPerRule:        20_000,
+		MaxBytesPerRule:         "256Mi",
+		MaxCopies:               200_000,
+		MaxBytes:                "1Gi",
+	}
+}
 
-// BindFlags registers the controller's flags.
+// BindFlags registers the controller's flags, with DefaultOptions as their defaults.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
-	fs.IntVar(&o.MaxConcurrentReconciles, "copyratorrule-workers", 2, "Rules the copyratorrule controller reconciles in parallel.")
-	fs.IntVar(&o.WriteParallelism, "copyratorrule-write-parallelism", 32, "Copy writes in flight for one CopyratorRule (the fan-out of one source into many namespaces).")
-	fs.DurationVar(&o.ConflictRecheck, "copyratorrule-conflict-recheck", 2*time.Minute, "How often a CopyratorRule retries a namespace where an object it did not create holds the copy's name.")
-	fs.DurationVar(&o.ConsentRecheck, "copyratorrule-consent-recheck", defaultConsentRecheck,
+	d := DefaultOptions()
+	fs.IntVar(&o.MaxConcurrentReconciles, "copyratorrule-workers", d.MaxConcurrentReconciles, "Rules the copyratorrule controller reconciles in parallel.")
+	fs.IntVar(&o.WriteParallelism, "copyratorrule-write-parallelism", d.WriteParallelism, "Copy writes in flight for one CopyratorRule (the fan-out of one source into many namespaces).")
+	fs.DurationVar(&o.ConflictRecheck, "copyratorrule-conflict-recheck", d.ConflictRecheck, "How often a CopyratorRule retries a namespace where an object it did not create holds the copy's name.")
+	fs.DurationVar(&o.ConsentRecheck, "copyratorrule-consent-recheck", d.ConsentRecheck,
 		"How often a namespace that refuses a CopyratorRule's copies (its ServiceAccount may not create objects there) is asked again: a new RoleBinding takes effect within this.")
-	fs.DurationVar(&o.ConsentRefresh, "copyratorrule-consent-refresh", defaultConsentRefresh,
+	fs.DurationVar(&o.ConsentRefresh, "copyratorrule-consent-refresh", d.ConsentRefresh,
 		"How long a namespace's consent to a CopyratorRule's copies is trusted before it is asked again: a revoked RoleBinding takes effect within this.")
-	fs.Int64Var(&o.MaxCopiesPerRule, flagMaxCopiesPerRule, defaultMaxCopiesPerRule,
+	fs.Int64Var(&o.MaxCopiesPerRule, flagMaxCopiesPerRule, d.MaxCopiesPerRule,
 		"Most copies one CopyratorRule may have; beyond it the rule writes no more copies and says so (0: no limit).")
-	fs.StringVar(&o.MaxBytesPerRule, flagMaxBytesPerRule, defaultMaxBytesPerRule,
+	fs.StringVar(&o.MaxBytesPerRule, flagMaxBytesPerRule, d.MaxBytesPerRule,
 		"Most bytes of content the copies of one CopyratorRule may hold, a quantity (0: no limit).")
-	fs.Int64Var(&o.MaxCopies, flagMaxCopies, defaultMaxCopies,
+	fs.Int64Var(&o.MaxCopies, flagMaxCopies, d.MaxCopies,
 		"Most copies all CopyratorRules together may have (0: no limit).")
-	fs.StringVar(&o.MaxBytes, flagMaxBytes, defaultMaxBytes,
+	fs.StringVar(&o.MaxBytes, flagMaxBytes, d.MaxBytes,
 		"Most bytes of content the copies of all CopyratorRules together may hold, a quantity; keep it well below etcd's quota (0: no limit).")
-	fs.StringVar(&o.ProtectedNamespaces, "copyratorrule-protected-namespaces", "",
+	fs.StringVar(&o.ProtectedNamespaces, "copyratorrule-protected-namespaces", d.ProtectedNamespaces,
 		"Comma-separated namespaces that, like kube-system, kube-public, kube-node-lease and the operator's own (always protected), receive copies only when a cluster admin labels them copyrator.flant.com/accept-copies=true.")
 }
 
-// Defaults of the consent flags.
-const (
-	defaultConsentRecheck = time.Minute
-	defaultConsentRefresh = 10 * time.Minute
-)
-
-// defaults replaces zero or negative values (Options built in code, as in the tests) with
-// the flags' defaults.
-func (o *Options) defaults() {
+// complete fills the fields the flags and the caller left at zero or below from
+// DefaultOptions (not the copy counts, whose 0 means no limit), and checks the values, with
+// an error naming the flag. Setup calls it first.
+func (o *Options) complete() error {
+	d := DefaultOptions()
 	if o.MaxConcurrentReconciles <= 0 {
-		o.MaxConcurrentReconciles = 2
+		o.MaxConcurrentReconciles = d.MaxConcurrentReconciles
 	}
 	if o.WriteParallelism <= 0 {
-		o.WriteParallelism = 32
+		o.WriteParallelism = d.WriteParallelism
 	}
 	if o.ConflictRecheck <= 0 {
-		o.ConflictRecheck = 2 * time.Minute
+		o.ConflictRecheck = d.ConflictRecheck
 	}
 	if o.ConsentRecheck <= 0 {
-		o.ConsentRecheck = defaultConsentRecheck
+		o.ConsentRecheck = d.ConsentRecheck
 	}
 	if o.ConsentRefresh <= 0 {
-		o.ConsentRefresh = defaultConsentRefresh
+		o.ConsentRefresh = d.ConsentRefresh
 	}
 	if o.MaxBytesPerRule == "" {
-		o.MaxBytesPerRule = defaultMaxBytesPerRule
+		o.MaxBytesPerRule = d.MaxBytesPerRule
 	}
 	if o.MaxBytes == "" {
-		o.MaxBytes = defaultMaxBytes
+		o.MaxBytes = d.MaxBytes
 	}
+	_, err := o.limits()
+	return err
 }
 
 // limits parses the limit flags; a bad quantity is an error naming its flag. Options built

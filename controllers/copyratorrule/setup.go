@@ -37,7 +37,9 @@ import (
 //
 // It never starts a watch of all ConfigMaps or Secrets.
 func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
-	o.defaults()
+	if err := o.complete(); err != nil {
+		return err
+	}
 	lim, err := o.limits()
 	if err != nil {
 		return err
@@ -70,12 +72,15 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 	clk := clock.RealClock{}
 	c := client.WithFieldOwner(mgr.GetClient(), FieldOwner)
 	r := &Reconciler{
+		Client:    c,
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder(FieldOwner),
+		Clock:     clk,
+		Shared:    shared,
+		Protected: protectedNamespaces(shared.OperatorNamespace, operator.ParseNamespaces(o.ProtectedNamespaces)),
+		Limits:    lim,
 		access:    newAccessReviewer(c, clk, o.ConsentRecheck, o.ConsentRefresh, o.WriteParallelism),
-		protected: protectedNamespaces(shared.OperatorNamespace, operator.ParseNamespaces(o.ProtectedNamespaces)),
-		limits:    lim,
 		ledger:    copies,
-		client:    c,
-		apiReader: mgr.GetAPIReader(),
 		copies:    copyReader{cache: copyCache},
 		sources:   sources,
 		memo:      newConflictMemo(o.ConflictRecheck),
@@ -83,9 +88,6 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 		full:      full,
 		writer: writer{client: c, apiReader: mgr.GetAPIReader(), parallelism: o.WriteParallelism,
 			own: newOwnWrites()},
-		Recorder: mgr.GetEventRecorder(FieldOwner),
-		clock:    clk,
-		shared:   shared,
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("copyratorrule").
@@ -145,13 +147,13 @@ func newCopyCache(mgr ctrl.Manager, watchNamespaces []string, copies *ledger) (c
 // new namespace gets its copies at once.
 func (r *Reconciler) rulesTargeting(ctx context.Context, ns client.Object) []reconcile.Request {
 	var rules flantv1.CopyratorRuleList
-	if err := r.client.List(ctx, &rules); err != nil {
+	if err := r.Client.List(ctx, &rules); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Failed to list CopyratorRules for a namespace event", "namespace", ns.GetName())
 		return nil
 	}
 	var out []reconcile.Request
 	for i := range rules.Items {
-		f, err := newNamespaceFilter(&rules.Items[i], r.shared.Watches, r.protected)
+		f, err := newNamespaceFilter(&rules.Items[i], r.Shared.Watches, r.Protected)
 		if err == nil && f.selects(ns) {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&rules.Items[i])})
 		}

@@ -82,19 +82,19 @@ import (
 type Reconciler struct {
 	// Client reads ExchangeRates from the manager's cache and writes ConfigMaps and status.
 	Client client.Client
-	// ConfigMaps reads our labelled ConfigMaps from the controller's own cache.
-	ConfigMaps client.Reader
 	// APIReader reads past the caches, to look at a ConfigMap our cache does not hold.
 	APIReader client.Reader
-	// Sources are the shared tables of the upstreams, one per source.
-	Sources  *Sources
-	Recorder events.EventRecorder
-	Clock    clock.PassiveClock
+	Recorder  events.EventRecorder
+	Clock     clock.PassiveClock
 	// Random returns a number in [0, 1) for requeue jitter.
-	Random          func() float64
+	Random func() float64
+	Shared operator.Shared
+	// ConfigMaps reads our labelled ConfigMaps from the controller's own cache.
+	ConfigMaps client.Reader
+	// Sources are the shared tables of the upstreams, one per source.
+	Sources         *Sources
 	DefaultInterval time.Duration
 	StaleAfterDays  int
-	Shared          operator.Shared
 }
 
 // Reconcile prices the ExchangeRate from the shared table, writes its ConfigMap and

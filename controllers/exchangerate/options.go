@@ -48,78 +48,91 @@ type Options struct {
 	withoutSchedules bool
 }
 
-// Defaults of the flags (docs/exchangerate.md).
-const (
-	// defaultWorkers is the default of --exchangerate-workers (see MaxConcurrentReconciles).
-	defaultWorkers = 16
-	// defaultRefreshInterval is the periodic fallback. The ECB publishes once per working
-	// day, and its table is fetched again soon after each publication: between them a
-	// refresh finds nothing new. Six hours still notice a publication off the calendar
-	// (a correction, a holiday moved) the same day.
-	defaultRefreshInterval = 6 * time.Hour
-	defaultMaxSources      = 16
-)
+// DefaultOptions returns the flags' defaults (docs/exchangerate.md). It is the only place
+// they are written: BindFlags registers them as the flags' defaults and complete fills an
+// Options' zero fields from them, so Options built in code (tests) and on the command line
+// cannot disagree.
+func DefaultOptions() Options {
+	return Options{
+		// See MaxConcurrentReconciles.
+		MaxConcurrentReconciles: 16,
+		Source:                  SourceECB,
+		// URL: none, each service's own below.
+		ECBURL:         DefaultECBURL,
+		FrankfurterURL: DefaultFrankfurterURL,
+		MaxSources:     16,
+		// The periodic fallback. The ECB publishes once per working day, and its table is
+		// fetched again soon after each publication: between them a refresh finds nothing
+		// new. Six hours still notice a publication off the calendar (a correction, a
+		// holiday moved) the same day.
+		RefreshInterval: 6 * time.Hour,
+		StaleAfterDays:  5,
+		FetchTimeout:    30 * time.Second,
+		BackoffBase:     30 * time.Second,
+		BackoffMax:      30 * time.Minute,
+	}
+}
 
-// BindFlags registers the controller's flags.
+// BindFlags registers the controller's flags, with DefaultOptions as their defaults.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
-	fs.IntVar(&o.MaxConcurrentReconciles, "exchangerate-workers", defaultWorkers, "Parallel workers of the exchangerate controller.")
-	fs.StringVar(&o.Source, "exchangerate-source", SourceECB, "Sources of ExchangeRates that set no spec.sources, comma-separated in order of preference: "+
+	d := DefaultOptions()
+	fs.IntVar(&o.MaxConcurrentReconciles, "exchangerate-workers", d.MaxConcurrentReconciles, "Parallel workers of the exchangerate controller.")
+	fs.StringVar(&o.Source, "exchangerate-source", d.Source, "Sources of ExchangeRates that set no spec.sources, comma-separated in order of preference: "+
 		"ecb (ECB euro reference rates, XML), frankfurter (Frankfurter's frozen v1 JSON API) or frankfurter-v2 (Frankfurter's v2 JSON API; "+
 		"frankfurter-v2:PROVIDER for one of its providers, such as frankfurter-v2:ECB).")
-	fs.StringVar(&o.URL, "exchangerate-url", "", "Base URL of the first --exchangerate-source, for an internal mirror serving the same paths; "+
+	fs.StringVar(&o.URL, "exchangerate-url", d.URL, "Base URL of the first --exchangerate-source, for an internal mirror serving the same paths; "+
 		"it also serves the other sources of the same service and wins over --exchangerate-ecb-url and --exchangerate-frankfurter-url "+
 		"(default "+DefaultECBURL+" for ecb, "+DefaultFrankfurterURL+" for frankfurter and frankfurter-v2).")
-	fs.StringVar(&o.ECBURL, "exchangerate-ecb-url", DefaultECBURL, "Base URL of the ECB's reference rates (source ecb), or of a mirror serving the same path.")
-	fs.StringVar(&o.FrankfurterURL, "exchangerate-frankfurter-url", DefaultFrankfurterURL,
+	fs.StringVar(&o.ECBURL, "exchangerate-ecb-url", d.ECBURL, "Base URL of the ECB's reference rates (source ecb), or of a mirror serving the same path.")
+	fs.StringVar(&o.FrankfurterURL, "exchangerate-frankfurter-url", d.FrankfurterURL,
 		"Base URL of Frankfurter (sources frankfurter and frankfurter-v2), or of a self-hosted one.")
-	fs.IntVar(&o.MaxSources, "exchangerate-max-sources", defaultMaxSources, "Most distinct sources (type and provider) the manager fetches from, "+
+	fs.IntVar(&o.MaxSources, "exchangerate-max-sources", d.MaxSources, "Most distinct sources (type and provider) the manager fetches from, "+
 		"its defaults included: each costs one upstream request per refresh, and ExchangeRates choose them (spec.sources).")
-	fs.DurationVar(&o.RefreshInterval, "exchangerate-refresh-interval", defaultRefreshInterval, "Refresh period of ExchangeRates that set no spec.refreshInterval; "+
+	fs.DurationVar(&o.RefreshInterval, "exchangerate-refresh-interval", d.RefreshInterval, "Refresh period of ExchangeRates that set no spec.refreshInterval; "+
 		"sources that publish at a known time (the ECB's rates) are also refreshed soon after each publication.")
-	fs.IntVar(&o.StaleAfterDays, "exchangerate-stale-after-days", 5, "Days a publication may be old before ExchangeRates turn Stale "+
+	fs.IntVar(&o.StaleAfterDays, "exchangerate-stale-after-days", d.StaleAfterDays, "Days a publication may be old before ExchangeRates turn Stale "+
 		"(the ECB publishes on TARGET working days; 5 covers the Easter weekend).")
-	fs.DurationVar(&o.FetchTimeout, "exchangerate-fetch-timeout", 30*time.Second, "Time limit of one upstream request.")
-	fs.DurationVar(&o.BackoffBase, "exchangerate-backoff-base", 30*time.Second, "Wait before the first retry after a failed fetch; doubles per failure.")
-	fs.DurationVar(&o.BackoffMax, "exchangerate-backoff-max", 30*time.Minute, "Longest wait between retries after failed fetches.")
+	fs.DurationVar(&o.FetchTimeout, "exchangerate-fetch-timeout", d.FetchTimeout, "Time limit of one upstream request.")
+	fs.DurationVar(&o.BackoffBase, "exchangerate-backoff-base", d.BackoffBase, "Wait before the first retry after a failed fetch; doubles per failure.")
+	fs.DurationVar(&o.BackoffMax, "exchangerate-backoff-max", d.BackoffMax, "Longest wait between retries after failed fetches.")
 }
 
-// defaults fills what neither flags nor the caller set: a zero value means the default
-// (docs/exchangerate.md), so a zero Options works too.
-func (o *Options) defaults() {
+// complete fills what neither flags nor the caller set from DefaultOptions: a zero value
+// means the default (docs/exchangerate.md), so a zero Options works too. Then it refuses
+// the values defaults cannot mend, with a message naming the flag. Setup calls it first.
+func (o *Options) complete() error {
+	d := DefaultOptions()
 	if o.MaxConcurrentReconciles <= 0 {
-		o.MaxConcurrentReconciles = defaultWorkers
+		o.MaxConcurrentReconciles = d.MaxConcurrentReconciles
 	}
 	if o.Source == "" {
-		o.Source = SourceECB
+		o.Source = d.Source
 	}
 	if o.ECBURL == "" {
-		o.ECBURL = DefaultECBURL
+		o.ECBURL = d.ECBURL
 	}
 	if o.FrankfurterURL == "" {
-		o.FrankfurterURL = DefaultFrankfurterURL
+		o.FrankfurterURL = d.FrankfurterURL
 	}
 	if o.MaxSources == 0 {
-		o.MaxSources = defaultMaxSources
+		o.MaxSources = d.MaxSources
 	}
 	if o.RefreshInterval == 0 {
-		o.RefreshInterval = defaultRefreshInterval
+		o.RefreshInterval = d.RefreshInterval
 	}
 	if o.StaleAfterDays == 0 {
-		o.StaleAfterDays = 5
+		o.StaleAfterDays = d.StaleAfterDays
 	}
 	if o.FetchTimeout == 0 {
-		o.FetchTimeout = 30 * time.Second
+		o.FetchTimeout = d.FetchTimeout
 	}
 	if o.BackoffBase == 0 {
-		o.BackoffBase = 30 * time.Second
+		o.BackoffBase = d.BackoffBase
 	}
 	if o.BackoffMax == 0 {
-		o.BackoffMax = 30 * time.Minute
+		o.BackoffMax = d.BackoffMax
 	}
-}
 
-// validate refuses flag values defaults cannot mend, with a message naming the flag.
-func (o *Options) validate() error {
 	var errs []error
 	if o.RefreshInterval < 0 {
 		errs = append(errs, fmt.Errorf("--exchangerate-refresh-interval must be positive, got %s", o.RefreshInterval))

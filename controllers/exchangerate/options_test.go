@@ -81,22 +81,34 @@ func TestFlagDefaultsAsDocumented(t *testing.T) {
 	}
 }
 
-// TestZeroOptionsMeanTheDefaults: "a zero duration or count means the default" (docs), so
-// an Options built in code without flags behaves like the command line without flags, and
-// values that were set are kept.
-func TestZeroOptionsMeanTheDefaults(t *testing.T) {
+// TestOptionsDefaultsWrittenOnce: the flags' defaults are DefaultOptions, and "a zero
+// duration or count means the default" (docs), so complete gives an Options built in code
+// without flags the same values as the command line without flags: the two cannot
+// disagree. Values that were set are kept.
+func TestOptionsDefaultsWrittenOnce(t *testing.T) {
 	var fromFlags Options
 	require.NoError(t, boundFlags(&fromFlags).Parse(nil))
-	var zero Options
-	zero.defaults()
-	assert.Equal(t, fromFlags, zero)
+	require.Equal(t, DefaultOptions(), fromFlags, "the flags' defaults")
 
 	set := Options{MaxConcurrentReconciles: 8, Source: SourceFrankfurter, URL: "http://mirror.internal", ECBURL: "http://ecb.internal",
 		FrankfurterURL: "http://frankfurter.internal", MaxSources: 3, RefreshInterval: time.Minute,
 		StaleAfterDays: 3, FetchTimeout: time.Second, BackoffBase: 2 * time.Second, BackoffMax: time.Minute}
-	kept := set
-	kept.defaults()
-	assert.Equal(t, set, kept)
+	for _, tc := range []struct {
+		name string
+		in   Options
+		want Options
+	}{
+		{"zero Options", Options{}, fromFlags},
+		{"flag defaults", fromFlags, fromFlags},
+		{"workers below 1", Options{MaxConcurrentReconciles: -1}, fromFlags},
+		{"set values kept", set, set},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.in
+			require.NoError(t, got.complete())
+			assert.Equal(t, tc.want, got)
+		})
+	}
 }
 
 // TestFlagsFromCommandLineAndEnvironment: each flag sets its field, and main.go's
@@ -188,8 +200,7 @@ func TestReconcilerFromOptions(t *testing.T) {
 		t.Helper()
 		var o Options
 		require.NoError(t, boundFlags(&o).Parse(args))
-		o.defaults()
-		require.NoError(t, o.validate())
+		require.NoError(t, o.complete())
 		sources, err := o.newSources(clock.RealClock{}, http.DefaultClient)
 		require.NoError(t, err)
 		r := o.newReconciler(sources, shared)

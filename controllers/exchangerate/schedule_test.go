@@ -177,7 +177,7 @@ func TestRateCacheFollowsPublications(t *testing.T) {
 	c := NewRateCache(src, clk, exponentialBackoff(time.Minute, time.Hour), time.Second)
 	for now := start; now.Before(start.AddDate(0, 0, 8)); now = now.Add(time.Minute) {
 		clk.SetTime(now)
-		c.Get(context.Background(), defaultRefreshInterval)
+		c.Get(context.Background(), DefaultOptions().RefreshInterval)
 	}
 
 	var afterPublication []time.Time

@@ -31,8 +31,7 @@ var notOurWrite = predicate.TypedFuncs[*corev1.ConfigMap]{
 // Setup checks the flag values and registers the controller with the manager: a
 // ConfigMap cache of its own, the shared rate table, and the watches.
 func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
-	o.defaults()
-	if err := o.validate(); err != nil {
+	if err := o.complete(); err != nil {
 		return err
 	}
 	sources, err := o.newSources(clock.RealClock{}, &http.Client{Transport: http.DefaultTransport})
@@ -61,9 +60,9 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 
 	r := o.newReconciler(sources, shared)
 	r.Client = client.WithFieldOwner(mgr.GetClient(), FieldOwner)
-	r.ConfigMaps = cmCache
 	r.APIReader = mgr.GetAPIReader()
 	r.Recorder = mgr.GetEventRecorder(FieldOwner)
+	r.ConfigMaps = cmCache
 
 	watched := predicate.NewPredicateFuncs(func(obj client.Object) bool { return shared.Watches(obj.GetNamespace()) })
 	defaults, _ := sources.For(nil) // built by newSources: no error
@@ -83,9 +82,9 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 		Complete(r)
 }
 
-// newSources is the manager's set of sources the flag values in o (defaults applied,
-// validated) call for: the defaults' caches built, the others built when an ExchangeRate
-// first names them, each reading through client on clk.
+// newSources is the manager's set of sources the flag values in o (completed) call for:
+// the defaults' caches built, the others built when an ExchangeRate first names them, each
+// reading through client on clk.
 func (o *Options) newSources(clk clock.PassiveClock, client *http.Client) (*Sources, error) {
 	defaults, err := o.defaultSources()
 	if err != nil {
@@ -104,15 +103,15 @@ func (o *Options) newSources(clk clock.PassiveClock, client *http.Client) (*Sour
 	})
 }
 
-// newReconciler is the reconciler the flag values in o (defaults applied) call for, with
-// the real clock and random source; Setup adds the manager's clients and recorder.
+// newReconciler is the reconciler the flag values in o (completed) call for, with the
+// real clock and random source; Setup adds the manager's clients and recorder.
 func (o *Options) newReconciler(sources *Sources, shared operator.Shared) *Reconciler {
 	return &Reconciler{
-		Sources:         sources,
 		Clock:           clock.RealClock{},
 		Random:          rand.Float64,
+		Shared:          shared,
+		Sources:         sources,
 		DefaultInterval: o.RefreshInterval,
 		StaleAfterDays:  o.StaleAfterDays,
-		Shared:          shared,
 	}
 }

@@ -39,7 +39,7 @@ const legacyFieldOwner = "registrymirror"
 // manager, taking them over from other managers. The server's response is written into
 // c.desired (see roundTrip); an error is the API server's, for classifyApplyError.
 func (r *Reconciler) applyChild(ctx context.Context, c child) error {
-	return r.Apply(ctx, c.desired, client.FieldOwner(FieldOwner), client.ForceOwnership)
+	return r.Client.Apply(ctx, c.desired, client.FieldOwner(FieldOwner), client.ForceOwnership)
 }
 
 // ownedByLegacy reports whether legacyFieldOwner manages fields of obj (the child cache
@@ -68,7 +68,7 @@ func (r *Reconciler) adoptLegacyFields(ctx context.Context, obj client.Object) e
 			return fmt.Errorf("%T is not a client.Object", obj)
 		}
 		obj.SetManagedFields(entries)
-		return r.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+		return r.Client.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 	})
 }
 
@@ -164,7 +164,7 @@ func (r *Reconciler) revertChild(ctx context.Context, c child) error {
 	if err != nil {
 		return err
 	}
-	return r.Patch(ctx, c.live, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(FieldOwner))
+	return r.Client.Patch(ctx, c.live, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(FieldOwner))
 }
 
 // writeStatus writes the status computeStatus makes of the pass's outcome o to stored, the
@@ -289,7 +289,7 @@ func (r *Reconciler) removeExtraReplicas(ctx context.Context, m *mirrorsv1alpha1
 			kind = "PersistentVolumeClaim"
 		}
 		uid := o.GetUID()
-		if err := r.Delete(ctx, o, client.Preconditions{UID: &uid}); err != nil {
+		if err := r.Client.Delete(ctx, o, client.Preconditions{UID: &uid}); err != nil {
 			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 				continue
 			}

@@ -102,19 +102,20 @@ import (
 // configuration (Images, Shared, HostsRoot, Clock).
 type Reconciler struct {
 	// Client reads mirrors and grants from the manager's cache and writes.
-	client.Client
-	// Children reads the mirrors' children from a cache that holds only objects labelled
-	// managed-by quartet-registrymirror (see newChildCache); APIReader reads the API server,
-	// to see whether someone else's object holds a child's name.
-	Children client.Reader
-	// Pods reads the cluster's pods, stripped to their images (newPodCache), for the images
-	// a mirror with node access pins; nil pins nothing.
-	Pods      client.Reader
+	Client client.Client
+	// APIReader reads the API server, to see whether someone else's object holds a child's
+	// name.
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Clock     clock.PassiveClock
-	Images    Images
 	Shared    operator.Shared
+	// Children reads the mirrors' children from a cache that holds only objects labelled
+	// managed-by quartet-registrymirror (see newChildCache).
+	Children client.Reader
+	// Pods reads the cluster's pods, stripped to their images (newPodCache), for the images
+	// a mirror with node access pins; nil pins nothing.
+	Pods   client.Reader
+	Images Images
 	// Prober checks that the registry answers and whether the upstream does; nil turns
 	// probing off (Ready then rests on the workloads alone).
 	Prober Prober
@@ -133,7 +134,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, nil
 	}
 	m := &mirrorsv1alpha1.RegistryMirror{}
-	if err := r.Get(ctx, req.NamespacedName, m); err != nil {
+	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.ports.release(req.NamespacedName)
 			r.statuses.forget(req.NamespacedName)
@@ -305,7 +306,7 @@ func (r *Reconciler) portsOfOthers(ctx context.Context, m *mirrorsv1alpha1.Regis
 		}
 	}
 	var mirrors mirrorsv1alpha1.RegistryMirrorList
-	if err := r.List(ctx, &mirrors); err != nil {
+	if err := r.Client.List(ctx, &mirrors); err != nil {
 		return nil, nil, fmt.Errorf("listing RegistryMirrors: %w", err)
 	}
 	for i := range mirrors.Items {

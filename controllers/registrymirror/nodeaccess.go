@@ -94,7 +94,7 @@ func (a nodeAccess) condition() metav1.Condition {
 // reconcileNodeAccess reads the grants from the cache and decides.
 func (r *Reconciler) reconcileNodeAccess(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, host string) (nodeAccess, error) {
 	var grants mirrorsv1alpha1.RegistryHostGrantList
-	if err := r.List(ctx, &grants); err != nil {
+	if err := r.Client.List(ctx, &grants); err != nil {
 		return nodeAccess{}, fmt.Errorf("listing RegistryHostGrants: %w", err)
 	}
 	return decideNodeAccess(m, host, grants.Items), nil
@@ -116,7 +116,7 @@ func (r *Reconciler) removeNodeAgents(ctx context.Context, m *mirrorsv1alpha1.Re
 		return false, nil
 	}
 	uid := ds.UID
-	if err := r.Delete(ctx, ds, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+	if err := r.Client.Delete(ctx, ds, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return false, fmt.Errorf("deleting DaemonSet %s: %w", key, err)
 	}
 	objectWrites.WithLabelValues("DaemonSet", "deleted").Inc()
@@ -135,7 +135,7 @@ func (r *Reconciler) removeNetworkPolicy(ctx context.Context, m *mirrorsv1alpha1
 		return nil
 	}
 	uid := np.UID
-	if err := r.Delete(ctx, np, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+	if err := r.Client.Delete(ctx, np, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("deleting NetworkPolicy %s: %w", key, err)
 	}
 	objectWrites.WithLabelValues("NetworkPolicy", "deleted").Inc()

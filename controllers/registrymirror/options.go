@@ -10,13 +10,6 @@ import (
 	"github.com/quartet-operator/quartet/internal/egress"
 )
 
-// defaultWorkers is the default of --registrymirror-workers. A mirror's first pass makes
-// seven writes one after the other: with 2 workers, the first passes of 100 new mirrors
-// took 4.4× as long as writing their 600 objects with 32 workers (BenchmarkMirrorsToReady,
-// x-raw-create-children-written, two runs on a busy 2-core machine); with 8, 1.35–3.4×
-// (five runs); with 16, 2.7× (one run), no better than 8.
-const defaultWorkers = 8
-
 // Options are the manager flags of the registrymirror controller.
 type Options struct {
 	// MaxConcurrentReconciles is the number of parallel workers.
@@ -33,21 +26,65 @@ type Options struct {
 	AssignedUIDs string
 }
 
-// BindFlags registers the controller's flags.
+// DefaultOptions returns the flags' defaults. It is the only place they are written:
+// BindFlags registers them as the flags' defaults and complete fills an Options' zero fields
+// from them, so Options built in code (tests) and on the command line cannot disagree.
+//
+// Probes is the exception: false is a value its flag takes (probes off), so complete leaves
+// it alone and Options built in code probe only when they say so.
+func DefaultOptions() Options {
+	return Options{
+		// A mirror's first pass makes seven writes one after the other: with 2 workers, the
+		// first passes of 100 new mirrors took 4.4× as long as writing their 600 objects with
+		// 32 workers (BenchmarkMirrorsToReady, x-raw-create-children-written, two runs on a
+		// busy 2-core machine); with 8, 1.35–3.4× (five runs); with 16, 2.7× (one run), no
+		// better than 8.
+		MaxConcurrentReconciles: 8,
+		HostsRoot:               DefaultHostsRoot,
+		Probes:                  true,
+		AssignedUIDs:            "auto",
+		// ProbeAllowedCIDRs: none beyond the rule.
+	}
+}
+
+// BindFlags registers the controller's flags, with DefaultOptions as their defaults.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
-	fs.IntVar(&o.MaxConcurrentReconciles, "registrymirror-workers", defaultWorkers, "Parallel workers of the registrymirror controller.")
-	fs.StringVar(&o.HostsRoot, "registrymirror-containerd-hosts-dir", DefaultHostsRoot,
+	d := DefaultOptions()
+	fs.IntVar(&o.MaxConcurrentReconciles, "registrymirror-workers", d.MaxConcurrentReconciles, "Parallel workers of the registrymirror controller.")
+	fs.StringVar(&o.HostsRoot, "registrymirror-containerd-hosts-dir", d.HostsRoot,
 		"The nodes' containerd registry config_path, where node agents of mirrors with configureNodes write <upstream host>/hosts.toml (k3s: /var/lib/rancher/k3s/agent/etc/containerd/certs.d).")
-	fs.BoolVar(&o.Probes, "registrymirror-probes", true,
+	fs.BoolVar(&o.Probes, "registrymirror-probes", d.Probes,
 		"Probe each mirror's registry (GET /v2/ through its Service) and its upstream from the manager: Ready then means the registry answers and the upstream has answered once, "+
 			"and UpstreamReachable follows the upstream. Turn off when the manager cannot reach the pod network (Ready then rests on the workloads alone).")
-	fs.StringVar(&o.AssignedUIDs, "registrymirror-assigned-uids", "auto",
+	fs.StringVar(&o.AssignedUIDs, "registrymirror-assigned-uids", d.AssignedUIDs,
 		"Whether the platform assigns every pod its UID and fsGroup (OpenShift's restricted-v2), so the registry pod names none: "+
 			"auto (when the cluster serves security.openshift.io SecurityContextConstraints), true or false.")
-	fs.StringVar(&o.ProbeAllowedCIDRs, "registrymirror-probe-allowed-cidrs", "",
+	fs.StringVar(&o.ProbeAllowedCIDRs, "registrymirror-probe-allowed-cidrs", d.ProbeAllowedCIDRs,
 		"Comma-separated CIDRs the probes may connect to although they are loopback, link-local, unspecified, multicast or a cloud metadata address "+
 			"(169.254.169.254, fd00:ec2::254, 100.100.100.200), which a mirror's upstream otherwise may not resolve to; private ranges need no entry. "+
 			"Example: 127.0.0.0/8 for an upstream on the manager's own host.")
+}
+
+// complete fills the fields the flags and the caller left at zero (or, for the workers,
+// below 1) from DefaultOptions, except Probes (see there), and checks the values, with an
+// error naming the flag. Setup calls it first.
+func (o *Options) complete() error {
+	d := DefaultOptions()
+	if o.MaxConcurrentReconciles < 1 {
+		o.MaxConcurrentReconciles = d.MaxConcurrentReconciles
+	}
+	if o.HostsRoot == "" {
+		o.HostsRoot = d.HostsRoot
+	}
+	if o.AssignedUIDs == "" {
+		o.AssignedUIDs = d.AssignedUIDs
+	}
+	if _, err := o.probeAllowedPrefixes(); err != nil {
+		return err
+	}
+	// Whether the platform assigns UIDs is asked later; the value is checked now.
+	_, err := o.assignedUIDs(func() bool { return false })
+	return err
 }
 
 // probeAllowedPrefixes parses --registrymirror-probe-allowed-cidrs.

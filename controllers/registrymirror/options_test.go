@@ -25,9 +25,49 @@ func TestFlagDefaults(t *testing.T) {
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	o.BindFlags(fs)
 	assert.NoError(t, fs.Parse(nil))
-	assert.Equal(t, Options{MaxConcurrentReconciles: defaultWorkers, HostsRoot: DefaultHostsRoot, Probes: true, AssignedUIDs: "auto"}, o)
+	assert.Equal(t, Options{MaxConcurrentReconciles: 8, HostsRoot: DefaultHostsRoot, Probes: true, AssignedUIDs: "auto"}, o)
 	assert.NoError(t, fs.Parse([]string{"--registrymirror-workers=3"}))
 	assert.Equal(t, 3, o.MaxConcurrentReconciles)
+}
+
+// TestOptionsDefaultsWrittenOnce: the flags' defaults are DefaultOptions, and complete gives
+// an Options built in code without flags (as in the tests) the same values: the two cannot
+// disagree. Probes is the one exception: its false is a flag value (probes off), kept.
+// Values that were set are kept; bad ones are refused naming the flag.
+func TestOptionsDefaultsWrittenOnce(t *testing.T) {
+	var fromFlags Options
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fromFlags.BindFlags(fs)
+	require.NoError(t, fs.Parse(nil))
+	require.Equal(t, DefaultOptions(), fromFlags, "the flags' defaults")
+
+	noProbes := fromFlags
+	noProbes.Probes = false
+	set := Options{MaxConcurrentReconciles: 3, HostsRoot: "/etc/k3s/certs.d", Probes: true, ProbeAllowedCIDRs: "127.0.0.0/8", AssignedUIDs: "false"}
+	for _, tc := range []struct {
+		name    string
+		in      Options
+		want    Options
+		wantErr string
+	}{
+		{"zero Options: the defaults, probes off", Options{}, noProbes, ""},
+		{"flag defaults", fromFlags, fromFlags, ""},
+		{"workers below 1", Options{MaxConcurrentReconciles: -1}, noProbes, ""},
+		{"set values kept", set, set, ""},
+		{"bad CIDR", Options{ProbeAllowedCIDRs: "localhost"}, Options{}, `--registrymirror-probe-allowed-cidrs: "localhost" is not a CIDR`},
+		{"bad assigned UIDs", Options{AssignedUIDs: "yes"}, Options{}, `--registrymirror-assigned-uids: "yes" is not auto, true or false`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.in
+			err := got.complete()
+			if tc.wantErr != "" {
+				assert.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
 }
 
 func TestProbeAllowedCIDRs(t *testing.T) {

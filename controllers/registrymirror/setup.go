@@ -29,6 +29,9 @@ import (
 // children they own, and objects of a child's name that nobody controls.
 func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 	// Checked before anything else, so a bad value stops the manager at start.
+	if err := o.complete(); err != nil {
+		return err
+	}
 	probeAllowed, err := o.probeAllowedPrefixes()
 	if err != nil {
 		return err
@@ -39,10 +42,6 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 		return err == nil
 	}); err != nil {
 		return err
-	}
-	workers := o.MaxConcurrentReconciles
-	if workers < 1 {
-		workers = defaultWorkers
 	}
 	children, err := newChildCache(mgr, shared.WatchNamespaces)
 	if err != nil {
@@ -60,13 +59,13 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 	}
 	r := &Reconciler{
 		Client:    client.WithFieldOwner(mgr.GetClient(), FieldOwner),
-		Children:  children,
-		Pods:      pods,
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder(FieldOwner),
 		Clock:     clock.RealClock{},
-		Images:    images,
 		Shared:    shared,
+		Children:  children,
+		Pods:      pods,
+		Images:    images,
 		HostsRoot: o.HostsRoot,
 	}
 	if o.Probes {
@@ -77,7 +76,7 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 		Named("registrymirror").
 		// Generation changes only: the controller's own status writes do not wake it.
 		For(&mirrorsv1alpha1.RegistryMirror{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}, inScope)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers})
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles})
 	// A child's change wakes its mirror. An object of a child's name that someone else
 	// made is not watched (that would be a watch of every object of the kind in the
 	// cluster): a mirror that finds one looks again every conflictRecheck.
@@ -98,7 +97,7 @@ func (r *Reconciler) mirrorsOfGrant(ctx context.Context, o client.Object) []reco
 		return nil
 	}
 	var mirrors mirrorsv1alpha1.RegistryMirrorList
-	if err := r.List(ctx, &mirrors); err != nil {
+	if err := r.Client.List(ctx, &mirrors); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Failed to list RegistryMirrors for a RegistryHostGrant event", "registryHostGrant", grant.Name)
 		return nil
 	}
