@@ -202,24 +202,22 @@ docker-push-mirror-registry: ## Push the RegistryMirror's registry image.
 	$(CONTAINER_TOOL) push $(MIRROR_REGISTRY_IMG)
 
 # make images: every image the real-node cluster pulls, built without a container engine
-# (hack/images/build.sh: GNU tar layers, crane) into the registry store bin/images/registry.
-CRANE_VERSION ?= v0.22.1
+# (hack/images, a Go program on go-containerregistry) into the registry store bin/images/registry.
 GRPC_HEALTH_PROBE_VERSION ?= v0.4.40
-CRANE ?= $(TOOLBIN)/crane-$(CRANE_VERSION)
 GRPC_HEALTH_PROBE ?= $(TOOLBIN)/grpc_health_probe-$(GRPC_HEALTH_PROBE_VERSION)
 SCORECARD_TEST ?= $(TOOLBIN)/scorecard-test-$(OPERATOR_SDK_VERSION)
 OLM_IMAGE_BINS := $(foreach b,olm catalog package-server copy-content cpb,$(TOOLBIN)/$(b)-$(OLM_VERSION))
-IMAGES_ENV = CRANE=$(CRANE) GRPC_HEALTH_PROBE=$(GRPC_HEALTH_PROBE) OPM=$(OPM) SCORECARD_TEST=$(SCORECARD_TEST) \
+IMAGES_ENV = GRPC_HEALTH_PROBE=$(GRPC_HEALTH_PROBE) OPM=$(OPM) SCORECARD_TEST=$(SCORECARD_TEST) \
 	OPM_VERSION=$(OPM_VERSION) OLM_VERSION=$(OLM_VERSION) OPERATOR_SDK_VERSION=$(OPERATOR_SDK_VERSION) IMAGE_TAG_BASE=$(IMAGE_TAG_BASE) \
 	IMG=$(IMG) BUNDLE_IMG=$(BUNDLE_IMG) CATALOG_IMG=$(CATALOG_IMG) REGISTRY_IMG=$(REGISTRY_IMG) MIRROR_REGISTRY_IMG=$(MIRROR_REGISTRY_IMG)
 
 .PHONY: images
-images: registry node-tools $(CRANE) $(GRPC_HEALTH_PROBE) $(OPM) $(OLM_IMAGE_BINS) $(SCORECARD_TEST) ## Build all images of the real-node cluster offline into bin/images/registry (list: bin/images/images.txt).
-	$(IMAGES_ENV) hack/images/build.sh
+images: registry node-tools $(GRPC_HEALTH_PROBE) $(OPM) $(OLM_IMAGE_BINS) $(SCORECARD_TEST) ## Build all images of the real-node cluster offline into bin/images/registry (list: bin/images/images.txt).
+	$(IMAGES_ENV) go run ./hack/images
 
 .PHONY: images-check
 images-check: images ## Build the images again and fail unless every digest equals the previous build's.
-	IMAGES_CHECK=1 $(IMAGES_ENV) hack/images/build.sh
+	IMAGES_CHECK=1 $(IMAGES_ENV) go run ./hack/images
 
 ##@ Deployment
 
@@ -284,12 +282,7 @@ golangci-lint: $(GOLANGCI_LINT) ## Build golangci-lint with kube-api-linter (hac
 .PHONY: helm-tool
 helm-tool: $(HELM) ## Build Helm (hack/tools/helm).
 
-# Image tooling of make images, pinned by hack/tools/images/go.mod.
-$(CRANE):
-	mkdir -p $(TOOLBIN)
-	cd hack/tools/images && CGO_ENABLED=0 go build -trimpath -o $@.tmp github.com/google/go-containerregistry/cmd/crane
-	mv $@.tmp $@
-
+# The opm image's grpc_health_probe, pinned by hack/tools/images/go.mod.
 $(GRPC_HEALTH_PROBE):
 	mkdir -p $(TOOLBIN)
 	cd hack/tools/images && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o $@.tmp github.com/grpc-ecosystem/grpc-health-probe

@@ -1,10 +1,10 @@
 //go:build tools
 
-// Package tools pins the image tooling of hack/images/build.sh (make images): crane builds
-// and pushes the images, grpc_health_probe goes into the opm image (see ../../images/build.sh).
+// Package tools pins the image tooling of make images (hack/images): grpc_health_probe goes
+// into the opm image. The images themselves are built and pushed with go-containerregistry's
+// Go API, a requirement of the main module.
 package tools
 
 import (
-	_ "github.com/google/go-containerregistry/cmd/crane"
 	_ "github.com/grpc-ecosystem/grpc-health-probe"
 )
