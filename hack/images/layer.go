@@ -1,6 +1,7 @@
 package main
 
 import (
+	"archive/tar"
 	"bufio"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // entry is one member of a layer: a directory, a regular file (its content from src, or data)
@@ -25,9 +27,9 @@ type entry struct {
 }
 
 const (
-	tarReg     = '0'
-	tarSymlink = '2'
-	tarDir     = '5'
+	tarReg     = tar.TypeReg
+	tarSymlink = tar.TypeSymlink
+	tarDir     = tar.TypeDir
 )
 
 // tree is a layer's file system, keyed by relative path ("etc/passwd"). Parent directories
@@ -96,11 +98,9 @@ func (t tree) copyDir(p, src string, keepModes bool) error {
 	})
 }
 
-// write writes t as GNU tar writes it with --format=gnu --sort=name --mtime=@0
-// --numeric-owner: entries depth-first, each directory's entries in byte order, the members
-// named in last (entries of another owner, appended by tar --append before) at the end; the
-// archive padded to tar's 10240-byte records. The bytes, hence the layer digests, are those
-// of the GNU tar 1.34 layers of the former hack/images/build.sh.
+// write writes t with archive/tar, reproducibly: entries depth-first, each directory's
+// entries in byte order, the members named in last (entries of another owner) at the end,
+// every header in GNU format with mtime 0 and numeric owners only.
 func (t tree) write(file string, last ...string) error {
 	children, seen := map[string][]string{}, map[string]bool{}
 	for _, p := range slices.Collect(maps.Keys(t)) {
@@ -131,19 +131,19 @@ func (t tree) write(file string, last ...string) error {
 	if err != nil {
 		return err
 	}
-	w := &countingWriter{w: bufio.NewWriterSize(f, 1<<20)}
+	bw := bufio.NewWriterSize(f, 1<<20)
+	tw := tar.NewWriter(bw)
 	for _, p := range order {
-		if err := t[p].writeTo(w, p); err != nil {
+		if err := t[p].writeTo(tw, p); err != nil {
 			f.Close()
 			return fmt.Errorf("%s: %s: %w", file, p, err)
 		}
 	}
-	end := 1024 + (10240-(w.n+1024)%10240)%10240 // two zero blocks, then the record's rest
-	if _, err := w.Write(make([]byte, end)); err != nil {
+	if err := tw.Close(); err != nil {
 		f.Close()
 		return err
 	}
-	if err := w.w.Flush(); err != nil {
+	if err := bw.Flush(); err != nil {
 		f.Close()
 		return err
 	}
@@ -182,29 +182,14 @@ func (t tree) materialize(dir string) error {
 	return nil
 }
 
-type countingWriter struct {
-	w *bufio.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(b []byte) (int, error) {
-	n, err := c.w.Write(b)
-	c.n += int64(n)
-	return n, err
-}
-
-// writeTo writes e's GNU header (magic "ustar  ", no user or group names, mtime 0, device
-// fields left empty as GNU tar leaves them; archive/tar fills those with zeros, hence this) and
-// its content.
-func (e *entry) writeTo(w io.Writer, p string) error {
-	name := p
+// writeTo writes e's header (GNU format, numeric owners without names, mtime 0) and its
+// content to tw.
+func (e *entry) writeTo(tw *tar.Writer, p string) error {
+	h := &tar.Header{Name: p, Mode: e.mode, Uid: e.uid, Gid: e.gid, ModTime: time.Unix(0, 0), Typeflag: e.typeflag,
+		Linkname: e.target, Format: tar.FormatGNU}
 	if e.typeflag == tarDir {
-		name += "/"
+		h.Name += "/"
 	}
-	if len(name) >= 100 || len(e.target) >= 100 {
-		return fmt.Errorf("name longer than 99 bytes: GNU long names are not written")
-	}
-	var size int64
 	var body io.Reader
 	switch {
 	case e.typeflag != tarReg:
@@ -218,36 +203,16 @@ func (e *entry) writeTo(w io.Writer, p string) error {
 		if err != nil {
 			return err
 		}
-		size, body = fi.Size(), f
+		h.Size, body = fi.Size(), f
 	default:
-		size, body = int64(len(e.data)), strings.NewReader(string(e.data))
+		h.Size, body = int64(len(e.data)), strings.NewReader(string(e.data))
 	}
-	var h [512]byte
-	octal := func(field []byte, v int64) { copy(field, fmt.Sprintf("%0*o\x00", len(field)-1, v)) }
-	copy(h[0:100], name)
-	octal(h[100:108], e.mode)
-	octal(h[108:116], int64(e.uid))
-	octal(h[116:124], int64(e.gid))
-	octal(h[124:136], size)
-	octal(h[136:148], 0)
-	copy(h[148:156], "        ")
-	h[156] = e.typeflag
-	copy(h[157:257], e.target)
-	copy(h[257:265], "ustar  \x00")
-	sum := int64(0)
-	for _, b := range h {
-		sum += int64(b)
-	}
-	copy(h[148:156], fmt.Sprintf("%06o\x00 ", sum))
-	if _, err := w.Write(h[:]); err != nil {
+	if err := tw.WriteHeader(h); err != nil {
 		return err
 	}
 	if body == nil {
 		return nil
 	}
-	if n, err := io.Copy(w, body); err != nil || n != size {
-		return fmt.Errorf("copied %d of %d bytes: %v", n, size, err)
-	}
-	_, err := w.Write(make([]byte, (512-size%512)%512))
+	_, err := io.Copy(tw, body)
 	return err
 }

@@ -6,8 +6,8 @@
 // bin/tools/ and bin/registry/), Debian packages fetched with `apt-get download` and unpacked
 // with dpkg-deb into bin/images/work/debs/ (busybox-static, ca-certificates; nothing is
 // installed on the host), and the repository's bundle/, catalog/ and hack/olm/bundles/. No
-// container engine: each layer is a tar written here (layer.go: fixed mtime, owners, order,
-// byte for byte what GNU tar wrote before) into bin/images/work/layers/, and
+// container engine: each layer is a tar written with archive/tar (layer.go: fixed mtime,
+// owners, order) into bin/images/work/layers/, and
 // go-containerregistry appends the layers to an empty image, sets the config and pushes.
 //
 // The releases of hack/olm/releases run their own code: each one's operator image is built from
@@ -200,7 +200,7 @@ func run(ctx context.Context, s settings) error {
 	bin := filepath.Join(work, "bin")
 	for _, b := range []struct{ dir, out string }{
 		{".", "manager"}, {"cmd/mirror-registry", "mirror-registry"}, // a Go module of its own
-		{"hack/images/pause", "pause"}, {"hack/fakerates", "fakerates"}, {"hack/httpget", "httpget"},
+		{"hack/images/pause", "pause"}, {"hack/fakerates", "fakerates"}, {"test/httpget", "httpget"},
 	} {
 		if err := goBuild(ctx, filepath.Join(s.root, b.dir), filepath.Join(bin, b.out)); err != nil {
 			return err
