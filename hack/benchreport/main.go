@@ -214,8 +214,11 @@ var goals = []goal{
 	{"BenchmarkBigCluster", "s-start-to-ready-100pct", "start to ready ≤ 10 s at full size (issue 23)", atMost(10)},
 	{"BenchmarkBigCluster", "watches-held-100pct", "reported: API watches the manager holds at full size (issue 23)", nil},
 	{"BenchmarkBigCluster", "watches-held-rules", "reported: API watches the manager holds with 1,000 rules in one namespace (issue 23)", nil},
-	{"BenchmarkMirrorPull50MB", "x-direct-pull", "reported: a 50 MB pull through the warm mirror vs straight from the upstream (issue 12)", nil},
+	{"BenchmarkMirrorPull50MB", "x-direct-pull", "a 50 MB pull through the warm mirror ≤ 1.2× the same pull straight from the upstream (issue 22)", atMost(1.2)},
 	{"BenchmarkMirrorPull50MB", "s-create-to-first-pull", "reported: RegistryMirror create to the first pod running from a pull through it (issue 12)", nil},
+	{"BenchmarkMirrorFallback", "x-direct-pull", "with the mirror's registry down (frozen, noticed by the node agent) a pull ≤ 1.5× the same pull straight from the upstream (issue 22)", atMost(1.5)},
+	{"BenchmarkMirrorFallback", "s-pull-at-freeze", "reported: a pull that starts as the registry freezes (issue 22)", nil},
+	{"BenchmarkMirrorWarm", "s-create-to-10-images-cached", "reported: a new mirror warming 10 images the pods run, create to imagesCached 10 (issue 22)", nil},
 }
 
 // whyNot says what is known of why a target is missed, keyed by benchmark and metric; it is
@@ -394,7 +397,8 @@ func goVersion() string {
 
 // realNodeBenchmarks are the benchmarks only `make bench NODE=real` runs (root, the real
 // node), by the package they are in.
-var realNodeBenchmarks = map[string]string{"BenchmarkMirrorPull50MB": module + "/test/e2e"}
+var realNodeBenchmarks = map[string]string{"BenchmarkMirrorPull50MB": module + "/test/e2e", "BenchmarkMirrorFallback": module + "/test/e2e",
+	"BenchmarkMirrorWarm": module + "/test/e2e"}
 
 // isPeerMetric tells the metrics measured on a peer, which only runs when its binary is given.
 func isPeerMetric(unit string) bool {
