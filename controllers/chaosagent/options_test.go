@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/quartet-operator/quartet/test/testenv"
 )
 
 func TestProtectedNamespaces(t *testing.T) {
@@ -43,36 +45,16 @@ func TestProtectedNamespaces(t *testing.T) {
 // an Options built in code without flags (as in the tests) the same values: the two cannot
 // disagree. Values that were set are kept; bad ones are refused naming the flag.
 func TestOptionsDefaultsWrittenOnce(t *testing.T) {
-	var fromFlags Options
-	fs := flag.NewFlagSet("test", flag.ContinueOnError)
-	fromFlags.BindFlags(fs)
-	require.NoError(t, fs.Parse(nil))
-	require.Equal(t, DefaultOptions(), fromFlags, "the flags' defaults")
+	fromFlags := testenv.FlagDefaults(t, (*Options).BindFlags, DefaultOptions())
 
 	set := Options{MaxConcurrentReconciles: 5, ProtectedNamespaces: "a,b", GuardAllowedCIDRs: "127.0.0.0/8"}
-	for _, tc := range []struct {
-		name    string
-		in      Options
-		want    Options
-		wantErr string
-	}{
-		{"zero Options", Options{}, fromFlags, ""},
-		{"flag defaults", fromFlags, fromFlags, ""},
-		{"workers below 1", Options{MaxConcurrentReconciles: -1}, fromFlags, ""},
-		{"set values kept", set, set, ""},
-		{"bad CIDR", Options{GuardAllowedCIDRs: "localhost"}, Options{}, `--chaosagent-guard-allowed-cidrs: "localhost" is not a CIDR`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := tc.in
-			err := got.complete()
-			if tc.wantErr != "" {
-				assert.ErrorContains(t, err, tc.wantErr)
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, got)
-		})
-	}
+	testenv.CheckComplete(t, (*Options).complete, []testenv.OptionsCase[Options]{
+		testenv.Case("zero Options", Options{}, fromFlags, ""),
+		testenv.Case("flag defaults", fromFlags, fromFlags, ""),
+		testenv.Case("workers below 1", Options{MaxConcurrentReconciles: -1}, fromFlags, ""),
+		testenv.Case("set values kept", set, set, ""),
+		testenv.Case("bad CIDR", Options{GuardAllowedCIDRs: "localhost"}, Options{}, `--chaosagent-guard-allowed-cidrs: "localhost" is not a CIDR`),
+	})
 }
 
 func TestGuardAllowedCIDRs(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
 	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/test/testenv"
 )
 
 // boundFlags returns a flag set holding only this controller's flags, bound to o.
@@ -86,29 +87,17 @@ func TestFlagDefaultsAsDocumented(t *testing.T) {
 // without flags the same values as the command line without flags: the two cannot
 // disagree. Values that were set are kept.
 func TestOptionsDefaultsWrittenOnce(t *testing.T) {
-	var fromFlags Options
-	require.NoError(t, boundFlags(&fromFlags).Parse(nil))
-	require.Equal(t, DefaultOptions(), fromFlags, "the flags' defaults")
+	fromFlags := testenv.FlagDefaults(t, (*Options).BindFlags, DefaultOptions())
 
 	set := Options{MaxConcurrentReconciles: 8, Source: SourceFrankfurter, URL: "http://mirror.internal", ECBURL: "http://ecb.internal",
 		FrankfurterURL: "http://frankfurter.internal", MaxSources: 3, RefreshInterval: time.Minute,
 		StaleAfterDays: 3, FetchTimeout: time.Second, BackoffBase: 2 * time.Second, BackoffMax: time.Minute}
-	for _, tc := range []struct {
-		name string
-		in   Options
-		want Options
-	}{
-		{"zero Options", Options{}, fromFlags},
-		{"flag defaults", fromFlags, fromFlags},
-		{"workers below 1", Options{MaxConcurrentReconciles: -1}, fromFlags},
-		{"set values kept", set, set},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := tc.in
-			require.NoError(t, got.complete())
-			assert.Equal(t, tc.want, got)
-		})
-	}
+	testenv.CheckComplete(t, (*Options).complete, []testenv.OptionsCase[Options]{
+		testenv.Case("zero Options", Options{}, fromFlags, ""),
+		testenv.Case("flag defaults", fromFlags, fromFlags, ""),
+		testenv.Case("workers below 1", Options{MaxConcurrentReconciles: -1}, fromFlags, ""),
+		testenv.Case("set values kept", set, set, ""),
+	})
 }
 
 // TestFlagsFromCommandLineAndEnvironment: each flag sets its field, and main.go's

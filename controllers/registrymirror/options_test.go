@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/test/testenv"
 )
 
 func TestImagesFromEnv(t *testing.T) {
@@ -35,39 +36,19 @@ func TestFlagDefaults(t *testing.T) {
 // disagree. Probes is the one exception: its false is a flag value (probes off), kept.
 // Values that were set are kept; bad ones are refused naming the flag.
 func TestOptionsDefaultsWrittenOnce(t *testing.T) {
-	var fromFlags Options
-	fs := flag.NewFlagSet("test", flag.ContinueOnError)
-	fromFlags.BindFlags(fs)
-	require.NoError(t, fs.Parse(nil))
-	require.Equal(t, DefaultOptions(), fromFlags, "the flags' defaults")
+	fromFlags := testenv.FlagDefaults(t, (*Options).BindFlags, DefaultOptions())
 
 	noProbes := fromFlags
 	noProbes.Probes = false
 	set := Options{MaxConcurrentReconciles: 3, HostsRoot: "/etc/k3s/certs.d", Probes: true, ProbeAllowedCIDRs: "127.0.0.0/8", AssignedUIDs: "false"}
-	for _, tc := range []struct {
-		name    string
-		in      Options
-		want    Options
-		wantErr string
-	}{
-		{"zero Options: the defaults, probes off", Options{}, noProbes, ""},
-		{"flag defaults", fromFlags, fromFlags, ""},
-		{"workers below 1", Options{MaxConcurrentReconciles: -1}, noProbes, ""},
-		{"set values kept", set, set, ""},
-		{"bad CIDR", Options{ProbeAllowedCIDRs: "localhost"}, Options{}, `--registrymirror-probe-allowed-cidrs: "localhost" is not a CIDR`},
-		{"bad assigned UIDs", Options{AssignedUIDs: "yes"}, Options{}, `--registrymirror-assigned-uids: "yes" is not auto, true or false`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := tc.in
-			err := got.complete()
-			if tc.wantErr != "" {
-				assert.ErrorContains(t, err, tc.wantErr)
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, got)
-		})
-	}
+	testenv.CheckComplete(t, (*Options).complete, []testenv.OptionsCase[Options]{
+		testenv.Case("zero Options: the defaults, probes off", Options{}, noProbes, ""),
+		testenv.Case("flag defaults", fromFlags, fromFlags, ""),
+		testenv.Case("workers below 1", Options{MaxConcurrentReconciles: -1}, noProbes, ""),
+		testenv.Case("set values kept", set, set, ""),
+		testenv.Case("bad CIDR", Options{ProbeAllowedCIDRs: "localhost"}, Options{}, `--registrymirror-probe-allowed-cidrs: "localhost" is not a CIDR`),
+		testenv.Case("bad assigned UIDs", Options{AssignedUIDs: "yes"}, Options{}, `--registrymirror-assigned-uids: "yes" is not auto, true or false`),
+	})
 }
 
 func TestProbeAllowedCIDRs(t *testing.T) {
