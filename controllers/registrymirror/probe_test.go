@@ -196,6 +196,9 @@ func TestUpstreamStatusCarriesNoErrorText(t *testing.T) {
 		}()
 		return "http://" + l.Addr().String()
 	}
+	// The listeners first: a port closedPort has just given back may be the next one a
+	// listener binds.
+	ssh, closesAtOnce := listener("SSH-2.0-OpenSSH_9.6 banner-secret\r\n"), listener("")
 	for _, tc := range []struct {
 		name     string
 		upstream string
@@ -204,8 +207,8 @@ func TestUpstreamStatusCarriesNoErrorText(t *testing.T) {
 		phrase   string
 	}{
 		{"nothing listens", closedPort(), loopback, mirrorsv1alpha1.ReasonNeverReached, phraseRefused},
-		{"an SSH server", listener("SSH-2.0-OpenSSH_9.6 banner-secret\r\n"), loopback, mirrorsv1alpha1.ReasonNeverReached, phraseNotHTTP},
-		{"closes at once", listener(""), loopback, mirrorsv1alpha1.ReasonNeverReached, phraseClosed},
+		{"an SSH server", ssh, loopback, mirrorsv1alpha1.ReasonNeverReached, phraseNotHTTP},
+		{"closes at once", closesAtOnce, loopback, mirrorsv1alpha1.ReasonNeverReached, phraseClosed},
 		{"loopback not allowed", closedPort(), nil, mirrorsv1alpha1.ReasonAddressRefused, phraseAddressRefused},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
