@@ -37,7 +37,6 @@ const (
 	SkipOriginalTooLarge = "OriginalTooLarge"
 	SkipAtLimit          = "AtLimit"
 	SkipZeroReplicas     = "ZeroReplicas"
-	SkipAutoscaled       = "Autoscaled"
 	// SkipOutOfScope is a restore left undone: the object is in a namespace the agent may not
 	// touch (protected, excluded or not watched).
 	SkipOutOfScope = "OutOfScope"
