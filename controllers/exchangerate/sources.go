@@ -81,9 +81,6 @@ func (s *Sources) For(specSources []operatorsv1.ExchangeRateSource) ([]*RateCach
 	return out, nil
 }
 
-// Defaults are the sources of ExchangeRates without spec.sources.
-func (s *Sources) Defaults() []SourceRef { return s.defaults }
-
 func (s *Sources) cache(ref SourceRef) (*RateCache, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
