@@ -158,8 +158,7 @@ func BenchmarkRoundOver10000Pods(b *testing.B) {
 	var counter benchutil.CallCounter
 	cfg := rest.CopyConfig(env.Config)
 	counter.Wrap(cfg)
-	opts := &Options{}
-	startManager(b, cfg, opts, operator.Shared{OperatorNamespace: operatorNamespace})
+	r := startManager(b, cfg, &Options{}, operator.Shared{OperatorNamespace: operatorNamespace})
 	agent := &blackadderv1beta1.ChaosAgent{
 		ObjectMeta: metav1.ObjectMeta{Name: sel},
 		Spec: blackadderv1beta1.ChaosAgentSpec{
@@ -208,7 +207,6 @@ func BenchmarkRoundOver10000Pods(b *testing.B) {
 	}
 
 	// The decision alone, in-process: read 10,000 pods (and the rest) from the cache, select, decide.
-	r := opts.reconciler
 	spec := withDefaults(agent.Spec)
 	scope, err := r.scopeOf(spec)
 	require.NoError(b, err)
@@ -320,9 +318,7 @@ func BenchmarkGuardChecksPerRound(b *testing.B) {
 	var counter benchutil.CallCounter
 	cfg := rest.CopyConfig(env.Config)
 	counter.Wrap(cfg)
-	opts := &Options{GuardAllowedCIDRs: "127.0.0.0/8"}
-	startManager(b, cfg, opts, operator.Shared{OperatorNamespace: operatorNamespace})
-	r := opts.reconciler
+	r := startManager(b, cfg, &Options{GuardAllowedCIDRs: "127.0.0.0/8"}, operator.Shared{OperatorNamespace: operatorNamespace})
 	agent := &blackadderv1beta1.ChaosAgent{ObjectMeta: metav1.ObjectMeta{Name: "guards-" + rand.String(5)},
 		Spec: blackadderv1beta1.ChaosAgentSpec{Paused: true, Guards: guards}}
 	require.NoError(b, env.Client.Create(ctx, agent))

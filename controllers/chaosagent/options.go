@@ -5,7 +5,6 @@ import (
 	"net/netip"
 
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/utils/clock"
 
 	"github.com/quartet-operator/quartet/internal/egress"
 	"github.com/quartet-operator/quartet/internal/operator"
@@ -21,11 +20,6 @@ type Options struct {
 	// GuardAllowedCIDRs are comma-separated ranges HTTP guards may dial although they are
 	// loopback, link-local or metadata addresses (egress.AddressAllowed).
 	GuardAllowedCIDRs string
-
-	// reconciler is the registered reconciler, for the benchmark.
-	reconciler *Reconciler
-	// clock replaces the real clock of rounds, windows and runs, in tests.
-	clock clock.PassiveClock
 }
 
 // DefaultOptions returns the flags' defaults. It is the only place they are written:

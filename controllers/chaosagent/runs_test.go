@@ -241,7 +241,7 @@ func (c *shiftedClock) Set(t time.Time)                 { c.offset.Store(int64(t
 func TestChaosAgentScheduleOnAShiftedClock(t *testing.T) {
 	env.Require(t)
 	clk := &shiftedClock{}
-	startManager(t, env.Config, &Options{clock: clk}, operator.Shared{OperatorNamespace: operatorNamespace})
+	startManager(t, env.Config, &Options{}, operator.Shared{OperatorNamespace: operatorNamespace}, withClock(clk))
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	require.NoError(t, err)
 	office := &blackadderv1beta1.ChaosSchedule{TimeZone: "Europe/Berlin",

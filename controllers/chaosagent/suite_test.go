@@ -15,7 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
@@ -36,10 +38,28 @@ const operatorNamespace = "quartet-system"
 
 // startManager starts a manager running only this controller, configured like main.go
 // (WATCH_NAMESPACE from shared.WatchNamespaces), and stops it when the test ends. cfg may wrap
-// the transport (to count calls).
-func startManager(t testing.TB, cfg *rest.Config, opts *Options, shared operator.Shared) {
+// the transport (to count calls). It registers the reconciler Setup would, after modify has
+// changed it (a test's clock), and returns it (the benchmarks call its methods).
+func startManager(t testing.TB, cfg *rest.Config, opts *Options, shared operator.Shared, modify ...func(*Reconciler)) *Reconciler {
 	t.Helper()
-	testenv.StartManager(t, cfg, shared, opts.Setup)
+	var r *Reconciler
+	testenv.StartManager(t, cfg, shared, func(mgr ctrl.Manager, shared operator.Shared) error {
+		var err error
+		if r, err = opts.newReconciler(mgr, shared); err != nil {
+			return err
+		}
+		for _, m := range modify {
+			m(r)
+		}
+		return opts.register(mgr, r)
+	})
+	return r
+}
+
+// withClock replaces the real clock of rounds, windows and runs (not the guards' latency
+// clock, as in Setup).
+func withClock(clk clock.PassiveClock) func(*Reconciler) {
+	return func(r *Reconciler) { r.Clock = clk }
 }
 
 // selectedBy returns the labels of a test's namespaces: chaos-test=selector, which only that
