@@ -78,7 +78,7 @@ import (
 // (forgetExchangeRate, recordFetch, recordSuccess); the work queue's timers (nextRefresh), which
 // every pass sets again (after a start, the ExchangeRates' first list wakes each); the upstream
 // HTTP client's connections; configuration (DefaultInterval, StaleAfterDays, Shared, Clock,
-// Random).
+// Rand).
 type Reconciler struct {
 	// Client reads ExchangeRates from the manager's cache and writes ConfigMaps and status.
 	Client client.Client
@@ -86,8 +86,8 @@ type Reconciler struct {
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Clock     clock.PassiveClock
-	// Random returns a number in [0, 1) for requeue jitter.
-	Random func() float64
+	// Rand returns a number in [0, 1) for requeue jitter.
+	Rand   func() float64
 	Shared operator.Shared
 	// ConfigMaps reads our labelled ConfigMaps from the controller's own cache.
 	ConfigMaps client.Reader
@@ -147,7 +147,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if o.ConfigMapErr != nil && !errors.Is(o.ConfigMapErr, errConfigMapConflict) {
 		return ctrl.Result{}, fmt.Errorf("writing ConfigMap %s: %w", xr.Name, o.ConfigMapErr)
 	}
-	return ctrl.Result{RequeueAfter: nextRefresh(o, interval, r.Random)}, nil
+	return ctrl.Result{RequeueAfter: nextRefresh(o, interval, r.Rand)}, nil
 }
 
 // fetchSources asks each source's shared cache for its table, which fetches it when it is

@@ -108,7 +108,7 @@ func (o *Options) newSources(clk clock.PassiveClock, client *http.Client) (*Sour
 func (o *Options) newReconciler(sources *Sources, shared operator.Shared) *Reconciler {
 	return &Reconciler{
 		Clock:           clock.RealClock{},
-		Random:          rand.Float64,
+		Rand:            rand.Float64,
 		Shared:          shared,
 		Sources:         sources,
 		DefaultInterval: o.RefreshInterval,
