@@ -193,7 +193,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, m, stored *mirrorsv1alpha1
 // cache that does not show the write yet; comparing with that older status would write
 // the same status again. The written mirror is used for exactly as long as the cache is
 // behind it by resourceVersion (operator.StatusMemory), no longer a guessed 10 s; the
-// 1 s progress hold is a batching choice, not a guess about the cache, and stays.
+// 5 s progress hold is a batching choice, not a guess about the cache, and stays.
 type statusBook struct {
 	writes operator.StatusMemory[*mirrorsv1alpha1.RegistryMirror]
 	mu     sync.Mutex

@@ -67,7 +67,7 @@ import (
 //	                   |                            |                        |                          |                                  |
 //	statuses.held      | per mirror, since when a   | report (hold; release  | report (heldFor, for     | lost; the next pass holds the    | work: one status write
 //	                   | progress-only status       | when there is nothing  | decideStatusWrite)       | change again from then: written  | for the steps of a
-//	                   | change is held back        | to write);             |                          | up to progressHold (1 s) later   | rollout
+//	                   | change is held back        | to write);             |                          | up to progressHold (5 s) later   | rollout
 //	                   | (progressHold)             | statusBook.wrote;      |                          |                                  |
 //	                   |                            | forget                 |                          |                                  |
 //	                   |                            |                        |                          |                                  |
