@@ -106,6 +106,9 @@ func RawCreateSecrets(ctx context.Context, cs kubernetes.Interface, namespaces [
 type CallCounter struct {
 	mu     sync.Mutex
 	counts map[string]int
+	// windows holds, per resource (ResourceOf), when the first write (POST, PUT, PATCH,
+	// DELETE) since the last Reset was sent and when the last one's response came back.
+	windows map[string]*[2]time.Time
 }
 
 // Wrap makes cfg count its requests in c.
@@ -121,31 +124,63 @@ func (c *CallCounter) Wrap(cfg *rest.Config) {
 			rt = prev(rt)
 		}
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			c.count(req)
-			return rt.RoundTrip(req)
+			w := c.count(req)
+			resp, err := rt.RoundTrip(req)
+			if w != nil {
+				c.mu.Lock()
+				w[1] = time.Now()
+				c.mu.Unlock()
+			}
+			return resp, err
 		})
 	}
 }
 
-// count records one request.
-func (c *CallCounter) count(req *http.Request) {
+// count records one request and, for a write, returns its resource's write window.
+func (c *CallCounter) count(req *http.Request) *[2]time.Time {
 	verb := req.Method
 	if w := req.URL.Query().Get("watch"); w == "true" || w == "1" {
 		verb = "WATCH"
 	}
+	write := verb == http.MethodPost || verb == http.MethodPut || verb == http.MethodPatch || verb == http.MethodDelete
 	c.mu.Lock()
 	if c.counts == nil {
 		c.counts = map[string]int{}
 	}
 	c.counts[verb+" "+req.URL.Path]++
+	var w *[2]time.Time
+	if write {
+		if c.windows == nil {
+			c.windows = map[string]*[2]time.Time{}
+		}
+		res := ResourceOf(req.URL.Path)
+		if w = c.windows[res]; w == nil {
+			w = &[2]time.Time{time.Now()}
+			c.windows[res] = w
+		}
+	}
 	c.mu.Unlock()
+	return w
 }
 
-// Reset forgets every count.
+// Reset forgets every count and the write window.
 func (c *CallCounter) Reset() {
 	c.mu.Lock()
 	c.counts = map[string]int{}
+	c.windows = nil
 	c.mu.Unlock()
+}
+
+// WriteWindow returns when the first write of resource (as ResourceOf names it: "secrets",
+// "copyratorrules/status") since the last Reset was sent and when the last one's response
+// came back; zero times when there was none.
+func (c *CallCounter) WriteWindow(resource string) (first, lastDone time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w := c.windows[resource]; w != nil {
+		return w[0], w[1]
+	}
+	return time.Time{}, time.Time{}
 }
 
 // Snapshot returns a copy of the counts, keyed by "VERB /path".
