@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -75,6 +77,11 @@ var bigSteps = []int{1, 10, 100}
 // MB-rss-rules is its RSS and watches-held-rules its watches; MB-owned-data is the data
 // the copies carry (their keys and values, what Copyrator's byte limits count), in MB of
 // 2^20 bytes, and x-growth-per-owned-MB is (MB-rss-rules − MB-idle-rss) ÷ MB-owned-data.
+// MB-idle-heap and MB-heap-rules are the live heap that the manager's next garbage
+// collection after the idle and the rules' RSS readings leaves (the runtime's gctrace, in
+// whole MB), and x-heap-growth-per-owned-MB is (MB-heap-rules − MB-idle-heap) ÷
+// MB-owned-data: what the manager keeps, without the memory the Go runtime holds between
+// collections (it lets the heap grow to twice the live heap, GOGC=100, before it collects).
 //
 // The benchmark first waits until no namespace is terminating (BenchmarkManagerIdle's
 // are deleted when it ends). When it ends it deletes its namespaces and leaves their
@@ -94,11 +101,16 @@ func BenchmarkBigCluster(b *testing.B) {
 	kubeconfig := "--kubeconfig=" + proxy.Kubeconfig(b)
 	held := func() float64 { return float64(benchutil.Sum(proxy.OpenWatches())) }
 
+	// The Go runtime prints each collection's live heap (gctrace): what the manager keeps,
+	// apart from what the collector has yet to free or return.
+	b.Setenv("GODEBUG", "gctrace=1")
 	m, ready := startUntilReady(b, "big", kubeconfig)
 	b.ReportMetric(ready.Seconds(), "s-start-to-ready-idle")
 	time.Sleep(idleSettle)
 	idleRSS, samples := medianRSS(b, m.cmd.Process.Pid)
 	b.ReportMetric(idleRSS, "MB-idle-rss")
+	idleHeap := liveHeapMB(b, m)
+	b.ReportMetric(idleHeap, "MB-idle-heap")
 	b.ReportMetric(held(), "watches-held-idle")
 	b.Logf("idle: ready %s after the start; RSS samples %.1f MB; watches %v", ready.Round(time.Millisecond), samples,
 		slices.Sorted(maps.Keys(proxy.OpenWatches())))
@@ -137,13 +149,37 @@ func BenchmarkBigCluster(b *testing.B) {
 	time.Sleep(idleSettle)
 	require.False(b, m.exited(), "the manager exited:\n%s", m.logs())
 	rulesRSS, samples := medianRSS(b, m.cmd.Process.Pid)
+	rulesHeap := liveHeapMB(b, m)
 	owned := float64(contentBytes) / (1 << 20)
+	b.ReportMetric(rulesHeap, "MB-heap-rules")
+	b.ReportMetric((rulesHeap-idleHeap)/owned, "x-heap-growth-per-owned-MB")
 	b.ReportMetric(float64(copies), "copies")
 	b.ReportMetric(owned, "MB-owned-data")
 	b.ReportMetric(rulesRSS, "MB-rss-rules")
 	b.ReportMetric(held(), "watches-held-rules")
 	b.ReportMetric((rulesRSS-idleRSS)/owned, "x-growth-per-owned-MB")
 	b.Logf("rules: RSS samples %.1f MB; watches %v", samples, slices.Sorted(maps.Keys(proxy.OpenWatches())))
+}
+
+// gcLine matches the live heap of a gctrace line: "gc 42 @167.750s 0%: …, 70->70->36 MB, …".
+var gcLine = regexp.MustCompile(`(?m)^gc \d+ @.* \d+->\d+->(\d+) MB`)
+
+// liveHeapMB waits for the manager's next garbage collection (GODEBUG=gctrace=1; the
+// runtime collects at least every two minutes) and returns the live heap it left, in MB.
+func liveHeapMB(b *testing.B, m *manager) float64 {
+	b.Helper()
+	before := len(gcLine.FindAllStringSubmatch(m.logs(), -1))
+	var all [][]string
+	waitFor(b, 3*time.Minute, "the manager's next garbage collection", func() bool {
+		if all = gcLine.FindAllStringSubmatch(m.logs(), -1); len(all) > before {
+			return true
+		}
+		time.Sleep(time.Second)
+		return false
+	})
+	v, err := strconv.ParseFloat(all[len(all)-1][1], 64)
+	require.NoError(b, err)
+	return v
 }
 
 // startUntilReady starts the manager binary behind the proxy's kubeconfig and returns it
