@@ -543,7 +543,7 @@ func BenchmarkFanOut1000(b *testing.B) {
 // BenchmarkFanOutScale fans one Secret out to 100, 1,000 and 10,000 namespaces under the
 // manager at the shipped client limits (no client-side limit), next to a tuned client
 // creating as many Secrets of the same size in protobuf (32 workers) into as many other
-// namespaces right before: s-fanout-N and s-raw-protobuf-N are medians over three rounds
+// namespaces right before: s-fanout-N and s-raw-protobuf-N are medians over nine rounds
 // for 100 and 1,000 and one round for 10,000, x-raw-protobuf-N the median of the rounds'
 // ratios, api-writes/copy-N the manager's requests that write, per copy. MB-rss-N is this
 // process's resident memory after garbage collection with the N copies in place (the

@@ -242,7 +242,9 @@ var whyNot = map[[2]string]string{
 		"patches. Each of the manager's patches carries, besides the data, three ownership tests (a copy is written only while it is " +
 		"still the rule's, so no one else's object of the name is overwritten) and the content-hash and source annotations: " +
 		"x-raw-same-patch compares with the tuned loop sending that very patch to look-alike Secrets. Beyond that the API server " +
-		"delivers every changed copy to the manager's copy cache and to the benchmark's own watch, which the look-alikes do not have.",
+		"delivers every changed copy to the manager's copy cache and to the benchmark's own watch, which the look-alikes do not have. " +
+		"The rounds spread widely (x-raw-patch-min and -max, below), as in BenchmarkFanOut1000: nine rounds of about a second each " +
+		"do not pin this ratio to a tenth.",
 	{"BenchmarkFanOutScale", "x-raw-protobuf-10000"}: "One round at 10,000 namespaces; the copies carry the labels and annotations a bare " +
 		"Secret does not, as in BenchmarkFanOut1000 (x-raw-create-same-copy there).",
 	{"BenchmarkNewNamespaceLatency", "x-p99-replicator"}: "A new namespace costs the manager two requests in a row where the peer makes " +
