@@ -100,6 +100,11 @@ func TestMirrorServesWithAReplicaKilledMidPull(t *testing.T) {
 	killed := time.Since(since)
 
 	failedAttempts := map[string]int{} // by cause: the kill, or the kubelet's own pull rate limit
+	t.Cleanup(func() {
+		if t.Failed() {
+			explainPulls(t, ns, name, pods)
+		}
+	})
 	require.NoError(t, realnode.WaitFor(ctx, fmt.Sprintf("all %d pods running", pulls), 4*time.Minute, func(ctx context.Context) (bool, string, error) {
 		running := 0
 		for _, p := range pods {
@@ -130,6 +135,40 @@ func TestMirrorServesWithAReplicaKilledMidPull(t *testing.T) {
 	record(fmt.Sprintf("%d concurrent pulls of 4 MiB-layer images, upstream down, one of two replicas killed: all running", pulls), all)
 	t.Logf("%d pods running %v after they were created; the replica was killed %v after they were created, having served %d blob requests of the pulls; "+
 		"failed pull attempts, each pod starting on a later one: %v", pulls, all, killed, served, failedAttempts)
+}
+
+// explainPulls logs, for a failed run, why pods are not running: each such pod's waiting
+// reason and its pull Events, and the last lines of the node agent's log.
+func explainPulls(t *testing.T, ns, mirror string, pods []*corev1.Pod) {
+	ctx := context.Background()
+	evs := &corev1.EventList{}
+	if err := env.Client.List(ctx, evs, client.InNamespace(ns)); err != nil {
+		t.Logf("listing Events: %v", err)
+	}
+	for _, p := range pods {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil || p.Status.Phase == corev1.PodRunning {
+			continue
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if w := cs.State.Waiting; w != nil {
+				t.Logf("%s not running: %s: %s", p.Name, w.Reason, w.Message)
+			}
+		}
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Name == p.Name && e.Type == corev1.EventTypeWarning {
+				t.Logf("%s: %s (x%d, last %s): %s", p.Name, e.Reason, e.Count, e.LastTimestamp.Format(time.RFC3339), e.Message)
+			}
+		}
+	}
+	pods2 := &corev1.PodList{}
+	if err := env.Client.List(ctx, pods2, client.InNamespace(ns),
+		client.MatchingLabels{"app.kubernetes.io/instance": mirror, "app.kubernetes.io/component": "node-agent"}); err != nil || len(pods2.Items) == 0 {
+		t.Logf("no node agent pod: %v", err)
+		return
+	}
+	tail := int64(40)
+	b, err := env.Clientset.CoreV1().Pods(ns).GetLogs(pods2.Items[0].Name, &corev1.PodLogOptions{Container: "node-agent", TailLines: &tail}).DoRaw(ctx)
+	t.Logf("the node agent's last lines (%v):\n%s", err, b)
 }
 
 // waitMirror waits until ok holds for the mirror, re-read each time.
