@@ -140,6 +140,7 @@ func TestMirrorServesWithAReplicaKilledMidPull(t *testing.T) {
 // explainPulls logs, for a failed run, why pods are not running: each such pod's waiting
 // reason and its pull Events, and the last lines of the node agent's log.
 func explainPulls(t *testing.T, ns, mirror string, pods []*corev1.Pod) {
+	t.Helper()
 	ctx := context.Background()
 	evs := &corev1.EventList{}
 	if err := env.Client.List(ctx, evs, client.InNamespace(ns)); err != nil {
