@@ -161,14 +161,8 @@ func explainPulls(t *testing.T, ns, mirror string, pods []*corev1.Pod) {
 			}
 		}
 	}
-	pods2 := &corev1.PodList{}
-	if err := env.Client.List(ctx, pods2, client.InNamespace(ns),
-		client.MatchingLabels{"app.kubernetes.io/instance": mirror, "app.kubernetes.io/component": "node-agent"}); err != nil || len(pods2.Items) == 0 {
-		t.Logf("no node agent pod: %v", err)
-		return
-	}
 	tail := int64(40)
-	b, err := env.Clientset.CoreV1().Pods(ns).GetLogs(pods2.Items[0].Name, &corev1.PodLogOptions{Container: "node-agent", TailLines: &tail}).DoRaw(ctx)
+	b, err := env.Clientset.CoreV1().Pods(ns).GetLogs(agentPod(t, ns, mirror), &corev1.PodLogOptions{Container: "node-agent", TailLines: &tail}).DoRaw(ctx)
 	t.Logf("the node agent's last lines (%v):\n%s", err, b)
 }
 
