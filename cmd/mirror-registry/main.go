@@ -1,6 +1,7 @@
 // Command mirror-registry is CNCF distribution v3.0.0 in proxy mode with retention by use:
 // content pulled within --retention stays however long ago it was first fetched, pinned
-// digests stay always, and above --max-disk-percent the least recently pulled goes first.
+// digests stay always, and above --max-disk-percent the least recently pulled goes first
+// (nothing pulled within --disk-eviction-min-age).
 // See README.md.
 package main
 
@@ -68,13 +69,14 @@ func run(args []string) error {
 		return fmt.Errorf("storage: %w", err)
 	}
 	keeper, err := retention.New(context.Background(), driver, retention.Options{
-		Retention:      opts.retention,
-		MaxDiskPercent: opts.maxDiskPercent,
-		PinnedFile:     opts.pinnedFile,
-		StateFile:      opts.stateFile,
-		Clock:          retention.RealClock{},
-		DiskUsage:      func() (retention.DiskUsage, error) { return retention.StatFS(root) },
-		Log:            log,
+		Retention:          opts.retention,
+		MaxDiskPercent:     opts.maxDiskPercent,
+		DiskEvictionMinAge: opts.diskMinAge,
+		PinnedFile:         opts.pinnedFile,
+		StateFile:          opts.stateFile,
+		Clock:              retention.RealClock{},
+		DiskUsage:          func() (retention.DiskUsage, error) { return retention.StatFS(root) },
+		Log:                log,
 	})
 	if err != nil {
 		return err
@@ -103,7 +105,7 @@ func run(args []string) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.WithFields(logrus.Fields{"addr": ln.Addr().String(), "upstream": cfg.Proxy.RemoteURL, "retention": opts.retention.String(),
-		"maxDiskPercent": opts.maxDiskPercent, "pinnedFile": opts.pinnedFile, "stateFile": opts.stateFile,
+		"maxDiskPercent": opts.maxDiskPercent, "diskEvictionMinAge": opts.diskMinAge.String(), "pinnedFile": opts.pinnedFile, "stateFile": opts.stateFile,
 		"warmInterval": opts.warmInterval.String()}).Info("Serving the mirror")
 
 	keeperCtx, stopKeeper := context.WithCancel(context.Background())

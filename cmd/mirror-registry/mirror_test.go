@@ -206,6 +206,7 @@ type mirrorOptions struct {
 	retention      time.Duration
 	maxDiskPercent float64
 	pinnedFile     string
+	diskMinAge     time.Duration
 	diskUsage      func() (retention.DiskUsage, error)
 }
 
@@ -226,12 +227,13 @@ func startMirror(t *testing.T, upstreamURL string, clock retention.Clock, o mirr
 	driver, err := filesystem.FromParameters(cfg.Storage.Parameters())
 	require.NoError(t, err)
 	keeper, err := retention.New(context.Background(), driver, retention.Options{
-		Retention:      o.retention,
-		MaxDiskPercent: o.maxDiskPercent,
-		PinnedFile:     o.pinnedFile,
-		StateFile:      defaultStateFile(o.root),
-		Clock:          clock,
-		DiskUsage:      o.diskUsage,
+		Retention:          o.retention,
+		MaxDiskPercent:     o.maxDiskPercent,
+		DiskEvictionMinAge: o.diskMinAge,
+		PinnedFile:         o.pinnedFile,
+		StateFile:          defaultStateFile(o.root),
+		Clock:              clock,
+		DiskUsage:          o.diskUsage,
 	})
 	require.NoError(t, err)
 	_, err = prepareConfig(cfg, keeper.Records())
@@ -376,6 +378,13 @@ func TestMirrorKeepsPinnedContent(t *testing.T) {
 	next := pinnedFile + ".new"
 	require.NoError(t, os.WriteFile(next, []byte("# no pods\n"), 0o644))
 	require.NoError(t, os.Rename(next, pinnedFile))
+	// A pin is a use: the image was in use until this pass saw the pin gone, so it stays
+	// one retention from the pass before, however long ago it was pulled.
+	res = m.evict(t)
+	assert.Empty(t, res.Evicted, "in use until the pass at 1000 s")
+	clock.Set(at(1040))
+	assert.Empty(t, m.evict(t).Evicted, "one retention after its last pinned pass")
+	clock.Set(at(1041))
 	res = m.evict(t)
 	assert.Equal(t, reasons(pinned.digests(), retention.ReasonNotUsedWithinRetention), evictedDigests(res))
 	assert.Error(t, pull(t, m.URL, pinned))
@@ -450,6 +459,34 @@ func TestMirrorEvictsLeastRecentlyUsedAboveDiskThreshold(t *testing.T) {
 	assert.NoError(t, pull(t, m.URL, pinned))
 	assert.Error(t, pull(t, m.URL, old))
 	assert.Error(t, pull(t, m.URL, recent))
+}
+
+// On a disk filled by what is not the cache, what a node pulled within the minimum age
+// stays and is served: evicting it would not bring the disk below the threshold, only
+// break the node's next attempt (issue 22's replica test met this on a 91% full host).
+func TestMirrorKeepsRecentPullsOnAFullDisk(t *testing.T) {
+	up := startUpstream(t)
+	old := pushImage(t, up.URL, "library/old", "v1", 1, 4096)
+	recent := pushImage(t, up.URL, "library/recent", "v1", 1, 4096)
+	clock := retention.NewFakeClock(at(0))
+	m := startMirror(t, up.URL, clock, mirrorOptions{retention: time.Hour, maxDiskPercent: 85, diskMinAge: time.Minute,
+		diskUsage: func() (retention.DiskUsage, error) {
+			return retention.DiskUsage{UsedBytes: 91 << 30, CapacityBytes: 100 << 30}, nil
+		}})
+	require.NoError(t, pull(t, m.URL, old))
+	clock.Set(at(100))
+	require.NoError(t, pull(t, m.URL, recent))
+	up.Close()
+
+	clock.Set(at(160))
+	res := m.evict(t)
+	assert.Equal(t, reasons(old.digests(), retention.ReasonDiskAboveThreshold), evictedDigests(res))
+	assert.True(t, res.Decision.StillAboveThreshold)
+	assert.NoError(t, pull(t, m.URL, recent), "pulled 60 s ago: within the minimum age")
+	assert.Error(t, pull(t, m.URL, old))
+
+	clock.Set(at(221)) // the pull at 160 was a use
+	assert.Equal(t, reasons(recent.digests(), retention.ReasonDiskAboveThreshold), evictedDigests(m.evict(t)))
 }
 
 // A restart keeps the last uses; content on disk that the state file does not know — a

@@ -17,6 +17,7 @@ type options struct {
 	configPath       string
 	retention        time.Duration
 	maxDiskPercent   float64
+	diskMinAge       time.Duration
 	pinnedFile       string
 	stateFile        string
 	evictionInterval time.Duration
@@ -28,6 +29,14 @@ type options struct {
 // defaultRetention is long enough to ride out a real outage of the upstream link.
 const defaultRetention = 30 * 24 * time.Hour
 
+// defaultDiskMinAge outlasts what a node needs right after a pull or a pod's move: the
+// kubelet's retries of a pull that broke (its back-off reaches 5 min), and the minute or
+// two a ConfigMap update takes to reach the pinned file, during which the pods that were
+// rescheduled pin nothing. It is the kubelet's imageMinimumGCAge idea (2 min there) for the
+// cache: evicting what was just pulled, to free space the cache cannot free, only breaks
+// pulls.
+const defaultDiskMinAge = 10 * time.Minute
+
 func parseOptions(args []string, output io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("mirror-registry", flag.ContinueOnError)
@@ -38,6 +47,8 @@ func parseOptions(args []string, output io.Writer) (options, error) {
 		"Cached content not pulled for longer than this is deleted; content pulled within it is kept. Replaces proxy.ttl.")
 	fs.Float64Var(&o.maxDiskPercent, "max-disk-percent", 85,
 		"Above this fill of the storage volume the least recently pulled unpinned content is deleted until below (0 turns it off).")
+	fs.DurationVar(&o.diskMinAge, "disk-eviction-min-age", defaultDiskMinAge,
+		"Content pulled, or pinned, within this is not deleted for disk space however full the disk (retention still applies).")
 	fs.StringVar(&o.pinnedFile, "pinned-file", "",
 		"A file of digests never to delete, one a line (\"sha256:…\" or \"image@sha256:…\"); re-read when it changes.")
 	fs.StringVar(&o.stateFile, "state-file", "",
@@ -67,6 +78,8 @@ func (o options) validate() error {
 		return fmt.Errorf("--retention must be positive, not %s", o.retention)
 	case o.maxDiskPercent < 0 || o.maxDiskPercent > 100:
 		return fmt.Errorf("--max-disk-percent must be between 0 and 100, not %g", o.maxDiskPercent)
+	case o.diskMinAge < 0:
+		return fmt.Errorf("--disk-eviction-min-age must not be negative, not %s", o.diskMinAge)
 	case o.evictionInterval <= 0:
 		return fmt.Errorf("--eviction-interval must be positive, not %s", o.evictionInterval)
 	case o.warmInterval < 0:

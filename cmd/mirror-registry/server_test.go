@@ -128,10 +128,10 @@ func TestParseOptions(t *testing.T) {
 	o, err := parseOptions(nil, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, options{configPath: "/etc/distribution/config.yml", retention: 30 * 24 * time.Hour, maxDiskPercent: 85,
-		evictionInterval: time.Minute, saveInterval: time.Minute, warmInterval: 5 * time.Minute,
+		diskMinAge: 10 * time.Minute, evictionInterval: time.Minute, saveInterval: time.Minute, warmInterval: 5 * time.Minute,
 		warmPlatforms: []v1.Platform{{OS: "linux", Architecture: runtime.GOARCH}}}, o)
 
-	o, err = parseOptions(strings.Fields("--retention=720h --max-disk-percent=90 --pinned-file=/run/pins --state-file=/s --config=/c.yml "+
+	o, err = parseOptions(strings.Fields("--retention=720h --max-disk-percent=90 --disk-eviction-min-age=0s --pinned-file=/run/pins --state-file=/s --config=/c.yml "+
 		"--warm-interval=0 --warm-platforms=linux/amd64,linux/arm64/v8"), io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, options{configPath: "/c.yml", retention: 720 * time.Hour, maxDiskPercent: 90, pinnedFile: "/run/pins",
@@ -139,15 +139,16 @@ func TestParseOptions(t *testing.T) {
 		warmPlatforms: []v1.Platform{{OS: "linux", Architecture: "amd64"}, {OS: "linux", Architecture: "arm64", Variant: "v8"}}}, o)
 
 	for args, want := range map[string]string{
-		"--retention=0":            "--retention must be positive",
-		"--max-disk-percent=101":   "--max-disk-percent must be between 0 and 100",
-		"--eviction-interval=-1s":  "--eviction-interval must be positive",
-		"--save-interval=0s":       "--save-interval must be positive",
-		"--warm-interval=-1m":      "--warm-interval must not be negative",
-		"--warm-platforms=amd64":   "--warm-platforms: platform \"amd64\" is not os/arch[/variant]",
-		"--warm-platforms=,":       "--warm-platforms: no platform",
-		"serve /etc/config.yml":    "unexpected arguments",
-		"--retention=a-long-while": "invalid value",
+		"--retention=0":               "--retention must be positive",
+		"--max-disk-percent=101":      "--max-disk-percent must be between 0 and 100",
+		"--eviction-interval=-1s":     "--eviction-interval must be positive",
+		"--save-interval=0s":          "--save-interval must be positive",
+		"--warm-interval=-1m":         "--warm-interval must not be negative",
+		"--disk-eviction-min-age=-1s": "--disk-eviction-min-age must not be negative",
+		"--warm-platforms=amd64":      "--warm-platforms: platform \"amd64\" is not os/arch[/variant]",
+		"--warm-platforms=,":          "--warm-platforms: no platform",
+		"serve /etc/config.yml":       "unexpected arguments",
+		"--retention=a-long-while":    "invalid value",
 	} {
 		_, err := parseOptions(strings.Fields(args), io.Discard)
 		assert.ErrorContains(t, err, want, args)

@@ -77,8 +77,8 @@ type RegistryMirrorSpec struct {
 
 	// maxDiskPercent bounds the cache's disk: above this fill of the cache volume (used
 	// bytes of the whole volume, in percent) the least recently pulled content is deleted
-	// first, however recently, until the fill is below it again. 0 turns the bound off
-	// (only retention deletes). Default 85.
+	// first until the fill is below it again, except content pulled or unpinned within the
+	// last 10 minutes. 0 turns the bound off (only retention deletes). Default 85.
 	// +default=85
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=99
@@ -181,7 +181,7 @@ type RegistryMirrorStatus struct {
 	// cacheUsedPercent is how full the cache volume is, in whole percent, as the registry
 	// last measured it (statfs of the volume: on a hostPath or local volume, the node's
 	// filesystem). Above spec.maxDiskPercent the registry evicts the least recently pulled
-	// unpinned content.
+	// unpinned content not pulled within the last 10 minutes.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100

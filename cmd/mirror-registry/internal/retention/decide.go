@@ -57,6 +57,10 @@ type Input struct {
 	Disk   DiskUsage
 	// MaxDiskPercent is the fill above which the least recently used content goes first.
 	MaxDiskPercent float64
+	// MinAge protects recent content from eviction for disk space: what was used (or
+	// pinned) within MinAge before Now stays however full the disk is, as the kubelet's
+	// imageMinimumGCAge does for images. Retention is not affected; 0 protects nothing.
+	MinAge time.Duration
 }
 
 // Eviction is one digest to delete.
@@ -74,8 +78,8 @@ type Decision struct {
 	Evict []Eviction
 	// Pinned counts recorded digests kept because a pinned digest is, or references, them.
 	Pinned int
-	// StillAboveThreshold: evicting every unpinned digest would not bring the disk below
-	// the threshold (or the sizes are unknown); the rest of the disk is not ours to free.
+	// StillAboveThreshold: evicting every unpinned digest not used within MinAge would not
+	// bring the disk below the threshold (or the sizes are unknown).
 	StillAboveThreshold bool
 }
 
@@ -83,8 +87,9 @@ type Decision struct {
 // or of any manifest above it, so the layers of an image pulled daily stay however long
 // ago a node last needed the layers themselves. Pinned digests and all they reference stay.
 // First goes everything not used within the retention; then, while the disk is above
-// MaxDiskPercent, the least recently used. The order is by effective last use, a manifest
-// before what it references, so a kept manifest never lacks its content.
+// MaxDiskPercent, the least recently used, but nothing used within MinAge. The order is
+// by effective last use, a manifest before what it references, so a kept manifest never
+// lacks its content.
 func Decide(in Input) Decision {
 	graph := newContentGraph(in.Content)
 	pinned := graph.closure(in.Pinned)
@@ -121,7 +126,8 @@ func Decide(in Input) Decision {
 	}
 	allowed := uint64(float64(in.Disk.CapacityBytes) * min(in.MaxDiskPercent, 100) / 100)
 	used := in.Disk.UsedBytes - min(freed, in.Disk.UsedBytes)
-	for ; used > allowed && next < len(order); next++ {
+	protectFrom := in.Now.Add(-in.MinAge)
+	for ; used > allowed && next < len(order) && (in.MinAge <= 0 || lastUse[order[next]].Before(protectFrom)); next++ {
 		i := order[next]
 		d.Evict = append(d.Evict, eviction(in.Content[i], ReasonDiskAboveThreshold, lastUse[i]))
 		used -= min(uint64(max(in.Content[i].Size, 0)), used)

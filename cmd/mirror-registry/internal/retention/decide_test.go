@@ -49,6 +49,7 @@ func TestDecide(t *testing.T) {
 		pinned    map[digest.Digest]bool
 		disk      DiskUsage
 		maxPct    float64
+		minAge    time.Duration
 		want      []evicted
 		wantPins  int
 		wantAbove bool
@@ -123,6 +124,30 @@ func TestDecide(t *testing.T) {
 			want: []evicted{{"recent", ReasonDiskAboveThreshold, 20}}, wantPins: 1, wantAbove: true,
 		},
 		{
+			name: "above the threshold nothing used within the minimum age goes", now: 1000,
+			content: []Content{
+				manifest("old", 100, "lold"), blob("lold", 100, 1000),
+				manifest("recent", 990, "lrecent"), blob("lrecent", 990, 1000),
+			},
+			// Only evicting both would bring the disk below; the recent image was pulled 10 s
+			// ago, within the minimum age of 60 s.
+			disk: DiskUsage{UsedBytes: 10000, CapacityBytes: 10000}, maxPct: 80, minAge: 60 * time.Second,
+			want:      []evicted{{"old", ReasonNotUsedWithinRetention, 100}, {"lold", ReasonNotUsedWithinRetention, 100}},
+			wantAbove: true,
+		},
+		{
+			name: "above the threshold content used just over the minimum age ago goes", now: 50,
+			content: []Content{blob("old", 29, 1000), blob("edge", 30, 1000)},
+			disk:    DiskUsage{UsedBytes: 10000, CapacityBytes: 10000}, maxPct: 85, minAge: 20 * time.Second,
+			want: []evicted{{"old", ReasonDiskAboveThreshold, 29}}, wantAbove: true,
+		},
+		{
+			name: "the minimum age leaves retention alone", now: 1000,
+			content: []Content{blob("expired", 900, 1000)},
+			minAge:  time.Hour,
+			want:    []evicted{{"expired", ReasonNotUsedWithinRetention, 900}},
+		},
+		{
 			name: "at the threshold nothing goes", now: 30,
 			content: []Content{blob("l", 0, 1000)},
 			disk:    DiskUsage{UsedBytes: 850, CapacityBytes: 1000}, maxPct: 85,
@@ -147,7 +172,7 @@ func TestDecide(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := Decide(Input{Now: at(tt.now), Retention: retention, Content: tt.content, Pinned: tt.pinned,
-				Disk: tt.disk, MaxDiskPercent: tt.maxPct})
+				Disk: tt.disk, MaxDiskPercent: tt.maxPct, MinAge: tt.minAge})
 			var want []Eviction
 			for _, e := range tt.want {
 				size := int64(0)

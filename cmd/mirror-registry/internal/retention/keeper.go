@@ -20,6 +20,8 @@ type Options struct {
 	// MaxDiskPercent: above this fill of the storage volume the least recently used
 	// unpinned content is deleted until below (0 turns it off).
 	MaxDiskPercent float64
+	// DiskEvictionMinAge: content used or pinned within it is not deleted for disk space.
+	DiskEvictionMinAge time.Duration
 	// PinnedFile lists digests never to delete ("" pins nothing).
 	PinnedFile string
 	// StateFile keeps the last uses across restarts.
@@ -40,10 +42,18 @@ type Keeper struct {
 	// deleteContent is store.delete; tests make it fail.
 	deleteContent func(context.Context, Entry) error
 
-	// passMu serialises eviction passes and guards pins and restored.
+	// passMu serialises eviction passes and guards pins, restored, pinnedBefore and
+	// pinnedBeforeAt.
 	passMu   sync.Mutex
 	pins     pinFile
 	restored bool
+	// pinnedBefore are the digests the previous pass kept for a pin (the pins and all
+	// they reference), at pinnedBeforeAt. A digest that is no longer pinned counts as
+	// used at pinnedBeforeAt: a pinned image is in use, and its retention (and
+	// DiskEvictionMinAge) runs from when the pin went, not from its last pull. A restart
+	// forgets them; the pins of the file then are all that count.
+	pinnedBefore   map[digest.Digest]bool
+	pinnedBeforeAt time.Time
 
 	// diskMu guards disk, the storage volume's fill at the last eviction pass.
 	diskMu sync.Mutex
@@ -61,6 +71,9 @@ func (k *Keeper) LastDisk() DiskUsage {
 func New(ctx context.Context, driver storagedriver.StorageDriver, opts Options) (*Keeper, error) {
 	if opts.Retention <= 0 {
 		return nil, fmt.Errorf("retention must be positive, not %s", opts.Retention)
+	}
+	if opts.DiskEvictionMinAge < 0 {
+		return nil, fmt.Errorf("the minimum age for eviction for disk space must not be negative, not %s", opts.DiskEvictionMinAge)
 	}
 	if opts.StateFile == "" {
 		return nil, errors.New("a state file is required")
@@ -139,17 +152,34 @@ func (k *Keeper) Evict(ctx context.Context) (Result, error) {
 		k.opts.Log.WithFields(logrus.Fields{"pinnedFile": k.opts.PinnedFile, "digests": len(pins), "invalidLines": len(invalid)}).Info("Read pinned digests")
 	}
 
+	now := k.opts.Clock.Now()
 	entries := k.records.Snapshot()
 	content := make([]Content, len(entries))
-	byDigest := make(map[digest.Digest]Entry, len(entries))
 	for i, e := range entries {
+		content[i] = e.Content
+	}
+	pinnedNow := newContentGraph(content).closure(pins)
+	unpinned := false
+	for d := range k.pinnedBefore {
+		if !pinnedNow[d] {
+			k.records.UsedUntil(d, k.pinnedBeforeAt)
+			unpinned = true
+		}
+	}
+	if unpinned {
+		entries = k.records.Snapshot() // with the last uses of the unpinned
+	}
+	k.pinnedBefore, k.pinnedBeforeAt = pinnedNow, now
+	content = content[:0]
+	byDigest := make(map[digest.Digest]Entry, len(entries))
+	for _, e := range entries {
 		if e.Size == 0 {
 			if size, err := k.store.size(ctx, e.Digest); err == nil {
 				e.Size = size
 				k.records.SetSize(e.Digest, size)
 			}
 		}
-		content[i] = e.Content
+		content = append(content, e.Content)
 		byDigest[e.Digest] = e
 	}
 	disk, err := k.opts.DiskUsage()
@@ -163,8 +193,8 @@ func (k *Keeper) Evict(ctx context.Context) (Result, error) {
 	diskUsedBytes.Set(float64(disk.UsedBytes))
 	diskCapacityBytes.Set(float64(disk.CapacityBytes))
 
-	decision := Decide(Input{Now: k.opts.Clock.Now(), Retention: k.opts.Retention, Content: content,
-		Pinned: pins, Disk: disk, MaxDiskPercent: k.opts.MaxDiskPercent})
+	decision := Decide(Input{Now: now, Retention: k.opts.Retention, Content: content,
+		Pinned: pins, Disk: disk, MaxDiskPercent: k.opts.MaxDiskPercent, MinAge: k.opts.DiskEvictionMinAge})
 	pinnedGauge.Set(float64(decision.Pinned))
 	res := Result{Decision: decision}
 	var kept []digest.Digest // failed, or referenced by what was kept
@@ -192,7 +222,8 @@ func (k *Keeper) Evict(ctx context.Context) (Result, error) {
 	}
 	if decision.StillAboveThreshold {
 		k.opts.Log.WithFields(logrus.Fields{"diskPercent": fmt.Sprintf("%.1f", disk.Percent()), "maxDiskPercent": k.opts.MaxDiskPercent,
-			"pinned": decision.Pinned}).Warn("Disk stays above the threshold: the rest is pinned or not the cache's")
+			"pinned": decision.Pinned, "minAge": k.opts.DiskEvictionMinAge.String()}).
+			Warn("Disk stays above the threshold: the rest is pinned, used within the minimum age, or not the cache's")
 	}
 	recordsGauge.Set(float64(k.records.Len()))
 	return res, nil

@@ -22,7 +22,7 @@ const (
 //
 //   - Written by the repository middleware on every manifest or blob the registry serves
 //     (UsedManifest, UsedBlob), by the startup scan (Restore), and by the eviction pass
-//     (SetSize, Forget).
+//     (SetSize, Forget, and UsedUntil when a pin goes).
 //   - Read by the eviction pass (Snapshot) and by the state file writer (LastUses).
 //
 // A restart loses the uses since the last save of the state file (every save interval and
@@ -105,6 +105,19 @@ func (r *Records) addRepo(rec *record, repo string) {
 		r.names[repo] = name
 	}
 	rec.repos = append(rec.repos, name)
+}
+
+// UsedUntil records that d was in use until t without being pulled (it was pinned: pods
+// ran it). Content not recorded is left alone.
+func (r *Records) UsedUntil(d digest.Digest, t time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec, ok := r.byDigest[d]
+	if !ok || rec.lastUse >= t.UnixNano() {
+		return
+	}
+	rec.lastUse = t.UnixNano()
+	r.dirty = true
 }
 
 // Found is content the startup scan found in storage.
