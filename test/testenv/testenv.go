@@ -7,6 +7,7 @@ package testenv
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -151,7 +152,16 @@ func (e *Env) Stop() {
 
 // RunSuite is the body of a package's TestMain: it starts the control plane, runs the
 // tests and stops it, even when tests fail.
+//
+// A fuzz run starts none: `go test -fuzz` runs only the fuzz target, whose parsers need no
+// API server, and re-executes the test binary (and so TestMain) once per fuzz worker; the
+// workers are killed at the end of -fuzztime, with no chance to stop a control plane.
 func RunSuite(m *testing.M, mode Mode, env **Env) int {
+	flag.Parse()
+	if fuzzing() {
+		*env = &Env{Mode: mode, Err: fmt.Errorf("no control plane while fuzzing")}
+		return m.Run()
+	}
 	if SkipIntegration() {
 		*env = &Env{Mode: mode, Err: fmt.Errorf("QUARTET_SKIP_INTEGRATION set")}
 		return m.Run()
@@ -162,6 +172,17 @@ func RunSuite(m *testing.M, mode Mode, env **Env) int {
 		fmt.Fprintf(os.Stderr, "testenv: %v\n", (*env).Err)
 	}
 	return m.Run()
+}
+
+// fuzzing reports whether the test binary runs a fuzz target (-test.fuzz) or is one of
+// its workers (-test.fuzzworker).
+func fuzzing() bool {
+	for _, name := range []string{"test.fuzz", "test.fuzzworker"} {
+		if f := flag.Lookup(name); f != nil && f.Value.String() != "" && f.Value.String() != "false" {
+			return true
+		}
+	}
+	return false
 }
 
 // zapLevel keeps test output quiet unless QUARTET_TEST_VERBOSE is set.
