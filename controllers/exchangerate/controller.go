@@ -42,11 +42,14 @@ import (
 //	-------------------+----------------------------+------------------------+--------------------------+----------------------------------+-----------------------
 //	Sources            | one RateCache per source   | NewSources (the        | For, in every pass       | lost; the defaults are built     | work: one shared table
 //	(*Sources): caches | (type and provider) that   | defaults); For, the    |                          | again at start, other sources    | per source; the limit
-//	                   | the defaults or any spec   | first time a spec      |                          | when the first passes name them; | on upstreams
-//	                   | named since the start, at  | names a source         |                          | sources no ExchangeRate names    |
-//	                   | most                       |                        |                          | any more are not, and free their |
-//	                   | --exchangerate-max-sources |                        |                          | place under the limit (a running |
-//	                   |                            |                        |                          | process never frees one)         |
+//	                   | the defaults or any spec   | first time a spec      |                          | when the first passes name them  | on upstreams
+//	                   | named, at most             | names a source (it     |                          |                                  |
+//	                   | --exchangerate-max-sources | drops one nobody names |                          |                                  |
+//	                   |                            | when at the limit)     |                          |                                  |
+//	                   |                            |                        |                          |                                  |
+//	Sources: namedBy,  | which ExchangeRates' last  | For (each pass), and   | For, to find a source    | lost; rebuilt as each            | the limit: a source
+//	names              | passes named which sources | Forget (ExchangeRate   | nobody names when a new  | ExchangeRate's pass runs again   | named once never holds
+//	                   |                            | gone)                  | one needs its place      | (all do at start)                | its place for ever
 //	                   |                            |                        |                          |                                  |
 //	RateCache: table,  | a source's last good table | fetch, through Get:    | Get and Snapshot, for    | lost; the first pass that names  | work: one upstream
 //	checkedAt,         | with its validators (ETag, | one flight             | fetchSources: priceSpec, | the source fetches it            | request per source and
@@ -104,6 +107,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.Client.Get(ctx, req.NamespacedName, xr); err != nil {
 		if apierrors.IsNotFound(err) {
 			forgetExchangeRate(req.NamespacedName)
+			r.Sources.Forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -111,6 +115,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	// with the ExchangeRate: there is nothing to clean up and no finalizer to hold.
 	if !xr.DeletionTimestamp.IsZero() || !r.Shared.Watches(xr.Namespace) {
 		forgetExchangeRate(req.NamespacedName)
+		r.Sources.Forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 
@@ -132,11 +137,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}()
 
 	interval := refreshInterval(xr.Spec, r.DefaultInterval)
-	caches, err := r.Sources.For(xr.Spec.Sources)
+	caches, err := r.Sources.For(req.NamespacedName, xr.Spec.Sources)
 	if err != nil {
-		// Beyond the manager's limit: the user's to resolve (Ready=False says how), no retry.
+		// Beyond the manager's limit: the user's to resolve (Ready=False says how), or a
+		// place frees when the sources nobody names any more are needed: tried again at
+		// the refresh interval, not as an error.
 		o.Now, o.SourcesErr = r.Clock.Now(), err
-		return ctrl.Result{}, nil
+		return ctrl.Result{RequeueAfter: interval}, nil
 	}
 	o.Sources = fetchSources(ctx, caches, interval)
 	o.Now = r.Clock.Now()

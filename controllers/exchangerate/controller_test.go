@@ -606,29 +606,35 @@ func testSeveralCurrencies(t *testing.T) {
 }
 
 // testSourceLimit: a spec naming a source beyond --exchangerate-max-sources is refused in
-// Ready, with an Event, and waits for the next edit.
+// Ready, with an Event, and fetches nothing; once the ExchangeRate that named the other
+// source is gone, its place goes to the refused one at its next refresh, with no edit.
 func testSourceLimit(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	ns := testenv.Namespace(t, env.Client, "xr-limit", nil)
 	srv := startFakeToday(t)
 	opts := quickOptions(srv, time.Second)
-	opts.MaxSources = 1 // the default ecb only
+	opts.MaxSources = 2 // the default ecb, and one more
 	startManager(t, opts, ns)
 
+	first := newXR(ns, "gbp", "GBP", "")
+	first.Spec.Sources = []operatorsv1.ExchangeRateSource{{Type: operatorsv1.SourceTypeFrankfurter}}
+	require.NoError(t, env.Client.Create(ctx, first))
+	waitCondition(t, ns, "gbp", operatorsv1.ConditionReady, metav1.ConditionTrue, operatorsv1.ReasonRateWritten)
+
 	xr := newXR(ns, "usd", "USD", "")
-	xr.Spec.Sources = []operatorsv1.ExchangeRateSource{{Type: operatorsv1.SourceTypeFrankfurter}}
+	xr.Spec.Sources = []operatorsv1.ExchangeRateSource{{Type: operatorsv1.SourceTypeFrankfurterV2}}
 	require.NoError(t, env.Client.Create(ctx, xr))
 	got := waitCondition(t, ns, "usd", operatorsv1.ConditionReady, metav1.ConditionFalse, operatorsv1.ReasonTooManySources)
-	assert.Contains(t, testenv.Condition(got.Status.Conditions, operatorsv1.ConditionReady).Message, "frankfurter would be one more")
+	assert.Contains(t, testenv.Condition(got.Status.Conditions, operatorsv1.ConditionReady).Message, "frankfurter-v2 would be one more")
 	eventuallyEvent(t, ns, "usd", EventTooManySources)
-	assert.Zero(t, srv.Requests(fakeupstream.FrankfurterPath))
+	assert.Zero(t, srv.Requests(fakeupstream.FrankfurterV2Path))
 
-	t.Log("naming the manager's source fixes it")
-	patch := client.MergeFrom(got.DeepCopy())
-	got.Spec.Sources = []operatorsv1.ExchangeRateSource{{Type: operatorsv1.SourceTypeECB}}
-	require.NoError(t, env.Client.Patch(ctx, got, patch))
-	waitConfigMap(t, ns, "usd", map[string]string{"rate": "1.1625", "source": "ecb"})
+	t.Log("the ExchangeRate naming frankfurter goes: its place goes to frankfurter-v2")
+	require.NoError(t, env.Client.Delete(ctx, first))
+	waitCondition(t, ns, "usd", operatorsv1.ConditionReady, metav1.ConditionTrue, operatorsv1.ReasonRateWritten)
+	waitConfigMap(t, ns, "usd", map[string]string{"source": "frankfurter-v2"})
+	assert.Positive(t, srv.Requests(fakeupstream.FrankfurterV2Path))
 }
 
 // testSourcesSample applies config/samples/operators_v1_exchangerate_sources.yaml: three

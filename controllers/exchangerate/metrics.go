@@ -47,6 +47,12 @@ func forgetExchangeRate(xr types.NamespacedName) {
 	staleGauge.DeleteLabelValues(xr.Namespace, xr.Name)
 }
 
+// forgetSource drops the last-success series of a source the manager no longer keeps (its
+// request counts stay: counters keep their history).
+func forgetSource(source string) {
+	lastSuccess.DeleteLabelValues(source)
+}
+
 // recordFetch counts one upstream request and its latency.
 func recordFetch(source, result string, elapsed time.Duration) {
 	upstreamRequests.WithLabelValues(source, result).Inc()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
@@ -193,9 +194,7 @@ func TestReconcilerFromOptions(t *testing.T) {
 		sources, err := o.newSources(clock.RealClock{}, http.DefaultClient)
 		require.NoError(t, err)
 		r := o.newReconciler(sources, shared)
-		caches, err := r.Sources.For(nil)
-		require.NoError(t, err)
-		return r, caches
+		return r, r.Sources.Defaults()
 	}
 
 	t.Run("defaults", func(t *testing.T) {
@@ -243,7 +242,7 @@ func TestReconcilerFromOptions(t *testing.T) {
 		} {
 			t.Run(tt.name, func(t *testing.T) {
 				r, _ := build(t, tt.args...)
-				caches, err := r.Sources.For([]operatorsv1.ExchangeRateSource{{Type: "ecb"}, {Type: "frankfurter"}, {Type: "frankfurter-v2"}})
+				caches, err := r.Sources.For(types.NamespacedName{Name: "xr"}, []operatorsv1.ExchangeRateSource{{Type: "ecb"}, {Type: "frankfurter"}, {Type: "frankfurter-v2"}})
 				require.NoError(t, err)
 				assert.Equal(t, tt.ecb+ECBPath, sourceURL(caches[0].source))
 				assert.Equal(t, tt.frankfur+FrankfurterPath+"?base=EUR", sourceURL(caches[1].source))

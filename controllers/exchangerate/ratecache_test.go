@@ -61,7 +61,7 @@ func failAnswer(reason string) func(*Table) (*Table, error) {
 var t0 = time.Date(2026, 5, 15, 16, 0, 0, 0, time.UTC)
 
 func TestRateCacheCoalescesConcurrentCallers(t *testing.T) {
-	forgetSource(t, "test-coalesce")
+	forgetRequestCounts(t, "test-coalesce")
 	tab := mustTable(t, "test-coalesce", "2026-05-15", map[string]string{"USD": "1.1"})
 	src := &scriptedSource{name: "test-coalesce", answers: []func(*Table) (*Table, error){tableAnswer(tab)}, release: make(chan struct{})}
 	clk := clocktesting.NewFakePassiveClock(t0)
@@ -98,7 +98,7 @@ func TestRateCacheCoalescesConcurrentCallers(t *testing.T) {
 }
 
 func TestRateCacheRefreshFailureAndBackoff(t *testing.T) {
-	forgetSource(t, "test-backoff")
+	forgetRequestCounts(t, "test-backoff")
 	good := mustTable(t, "test-backoff", "2026-05-15", map[string]string{"USD": "1.1"})
 	newer := mustTable(t, "test-backoff", "2026-05-18", map[string]string{"USD": "1.2"})
 	src := &scriptedSource{name: "test-backoff", answers: []func(*Table) (*Table, error){
@@ -254,9 +254,9 @@ func TestRateCacheNeverStepsBackToAnOlderPublication(t *testing.T) {
 	assert.NoError(t, s.Err)
 }
 
-// forgetSource drops the request counters of a test's source, so the counts the test
+// forgetRequestCounts drops the request counters of a test's source, so the counts the test
 // asserts are its own when it runs more than once (go test -count).
-func forgetSource(t *testing.T, source string) {
+func forgetRequestCounts(t *testing.T, source string) {
 	t.Helper()
 	upstreamRequests.DeletePartialMatch(prometheus.Labels{"source": source})
 }

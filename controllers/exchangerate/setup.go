@@ -65,7 +65,7 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 	r.ConfigMaps = cmCache
 
 	watched := predicate.NewPredicateFuncs(func(obj client.Object) bool { return shared.Watches(obj.GetNamespace()) })
-	defaults, _ := sources.For(nil) // built by newSources: no error
+	defaults := sources.Defaults()
 	for _, c := range defaults {
 		mgr.GetLogger().WithName("exchangerate").Info("Using exchange rate source by default", "source", c.Name(), "url", sourceURL(c.source))
 	}

@@ -2,7 +2,11 @@ package exchangerate
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
 )
@@ -21,17 +25,20 @@ func (e *SourceLimitError) Error() string {
 
 // Sources is the controller's memory of its upstreams: one RateCache, the shared table
 // with its validators and backoff, per source (type and provider) that the manager's
-// default or any ExchangeRate's spec.sources names.
+// default or any ExchangeRate's spec.sources names, and which ExchangeRates name each.
 //
-//   - Written by the reconcilers: For adds a source's cache the first time a spec names it
-//     (under mu, never beyond max), and each cache's table is written by its own fetches.
+//   - Written by the reconcilers: For records the sources an ExchangeRate names and adds a
+//     source's cache the first time one is named (under mu, never beyond max); Forget
+//     drops an ExchangeRate that is gone. Each cache's table is written by its own fetches.
 //   - Read by every reconcile, for the caches of its spec's sources.
-//   - Lost on a restart or a change of leader: the new leader fetches each source once more,
-//     unconditionally, and forgets sources that no ExchangeRate names any more. Until then a
-//     source nobody names keeps its cache (and its place under max) but is never fetched:
-//     only reconciles of ExchangeRates that name it fetch.
+//   - A source that no ExchangeRate names any more keeps its cache until its place under
+//     max is needed: then it is dropped (with its last-success metric) for the new one. So
+//     sources named once, months ago, never lock newer ones out.
+//   - Lost on a restart or a change of leader: the new leader fetches each source once
+//     more, unconditionally, as ExchangeRates name them again.
 type Sources struct {
-	// defaults are the sources of ExchangeRates without spec.sources, in order.
+	// defaults are the sources of ExchangeRates without spec.sources, in order; they are
+	// never dropped.
 	defaults []SourceRef
 	max      int
 	// newCache builds the cache of a source the first time it is named; an error is a
@@ -40,12 +47,17 @@ type Sources struct {
 
 	mu     sync.Mutex
 	caches map[SourceRef]*RateCache
+	// namedBy are the ExchangeRates whose last pass named each source (by its spec or the
+	// defaults), and names the sources each named: both sides of one relation.
+	namedBy map[SourceRef]map[types.NamespacedName]bool
+	names   map[types.NamespacedName][]SourceRef
 }
 
 // NewSources returns the manager's sources; the defaults' caches are built now, so a bad
 // flag fails the start.
 func NewSources(defaults []SourceRef, max int, newCache func(SourceRef) (*RateCache, error)) (*Sources, error) {
-	s := &Sources{defaults: defaults, max: max, newCache: newCache, caches: map[SourceRef]*RateCache{}}
+	s := &Sources{defaults: defaults, max: max, newCache: newCache, caches: map[SourceRef]*RateCache{},
+		namedBy: map[SourceRef]map[types.NamespacedName]bool{}, names: map[types.NamespacedName][]SourceRef{}}
 	if len(defaults) == 0 {
 		return nil, fmt.Errorf("no default exchange rate source")
 	}
@@ -53,7 +65,7 @@ func NewSources(defaults []SourceRef, max int, newCache func(SourceRef) (*RateCa
 		return nil, fmt.Errorf("--exchangerate-source names %d sources, more than --exchangerate-max-sources (%d)", len(defaults), max)
 	}
 	for _, ref := range defaults {
-		if _, err := s.cache(ref); err != nil {
+		if _, err := s.cache(ref, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -61,8 +73,9 @@ func NewSources(defaults []SourceRef, max int, newCache func(SourceRef) (*RateCa
 }
 
 // For returns the caches of the spec's sources in its order, the manager's defaults when
-// it names none. A source beyond the limit is a *SourceLimitError.
-func (s *Sources) For(specSources []operatorsv1.ExchangeRateSource) ([]*RateCache, error) {
+// it names none, and records that the ExchangeRate xr names them (and no others). A source
+// beyond the limit is a *SourceLimitError; xr then names none.
+func (s *Sources) For(xr types.NamespacedName, specSources []operatorsv1.ExchangeRateSource) ([]*RateCache, error) {
 	refs := s.defaults
 	if len(specSources) > 0 {
 		refs = make([]SourceRef, len(specSources))
@@ -70,25 +83,75 @@ func (s *Sources) For(specSources []operatorsv1.ExchangeRateSource) ([]*RateCach
 			refs[i] = refOf(src)
 		}
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.forget(xr)
 	out := make([]*RateCache, 0, len(refs))
 	for _, ref := range refs {
-		c, err := s.cache(ref)
+		c, err := s.cache(ref, refs)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, c)
 	}
+	s.names[xr] = slices.Clone(refs)
+	for _, ref := range refs {
+		if s.namedBy[ref] == nil {
+			s.namedBy[ref] = map[types.NamespacedName]bool{}
+		}
+		s.namedBy[ref][xr] = true
+	}
 	return out, nil
 }
 
-func (s *Sources) cache(ref SourceRef) (*RateCache, error) {
+// Defaults returns the caches of the manager's default sources, in order.
+func (s *Sources) Defaults() []*RateCache {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	out := make([]*RateCache, len(s.defaults))
+	for i, ref := range s.defaults {
+		out[i] = s.caches[ref] // built by NewSources, never dropped
+	}
+	return out
+}
+
+// Forget records that the ExchangeRate xr names no source any more (it is gone).
+func (s *Sources) Forget(xr types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.forget(xr)
+}
+
+func (s *Sources) forget(xr types.NamespacedName) {
+	for _, ref := range s.names[xr] {
+		delete(s.namedBy[ref], xr)
+		if len(s.namedBy[ref]) == 0 {
+			delete(s.namedBy, ref)
+		}
+	}
+	delete(s.names, xr)
+}
+
+// cache returns ref's cache, building it when it is new; at the limit it first drops a
+// source nobody names (not a default, nor one of keep: the sources the caller is getting),
+// the first by name. Called under mu.
+func (s *Sources) cache(ref SourceRef, keep []SourceRef) (*RateCache, error) {
 	if c, ok := s.caches[ref]; ok {
 		return c, nil
 	}
 	if len(s.caches) >= s.max {
-		return nil, &SourceLimitError{Source: ref.String(), Max: s.max}
+		unnamed := make([]SourceRef, 0, len(s.caches))
+		for known := range s.caches {
+			if len(s.namedBy[known]) == 0 && !slices.Contains(s.defaults, known) && !slices.Contains(keep, known) {
+				unnamed = append(unnamed, known)
+			}
+		}
+		if len(unnamed) == 0 {
+			return nil, &SourceLimitError{Source: ref.String(), Max: s.max}
+		}
+		drop := slices.MinFunc(unnamed, func(a, b SourceRef) int { return strings.Compare(a.String(), b.String()) })
+		delete(s.caches, drop)
+		forgetSource(drop.String())
 	}
 	c, err := s.newCache(ref)
 	if err != nil {

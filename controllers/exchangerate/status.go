@@ -89,7 +89,7 @@ func computeStatus(prev operatorsv1.ExchangeRateStatus, o outcome) operatorsv1.E
 	var unknown *UnknownCurrencyError
 	switch {
 	case o.SourcesErr != nil:
-		set(operatorsv1.ConditionReady, metav1.ConditionFalse, operatorsv1.ReasonTooManySources, o.SourcesErr.Error()+"; waiting for the spec to change")
+		set(operatorsv1.ConditionReady, metav1.ConditionFalse, operatorsv1.ReasonTooManySources, o.SourcesErr.Error()+"; tried again at every refresh, when a source no ExchangeRate names any more can give its place")
 	case o.Quote != nil && o.ConfigMapErr == nil:
 		set(operatorsv1.ConditionReady, metav1.ConditionTrue, operatorsv1.ReasonRateWritten, fmt.Sprintf("ConfigMap %s holds %s, published %s by %s",
 			o.ConfigMapName, o.Quote.describe(), o.Quote.Date, o.Quote.Source))

@@ -495,7 +495,7 @@ func TestComputeStatusOfSeveralSources(t *testing.T) {
 				operatorsv1.ConditionStale: {metav1.ConditionUnknown, operatorsv1.ReasonNoPublication}, operatorsv1.ConditionDivergent: {metav1.ConditionUnknown, operatorsv1.ReasonNotCompared},
 			},
 			wantMsg: map[string]string{operatorsv1.ConditionReady: "the manager already fetches from 16 sources (--exchangerate-max-sources) and frankfurter-v2:XYZ " +
-				"would be one more; name sources other ExchangeRates use, or ask the admin to raise the limit; waiting for the spec to change"},
+				"would be one more; name sources other ExchangeRates use, or ask the admin to raise the limit; tried again at every refresh, when a source no ExchangeRate names any more can give its place"},
 		},
 	}
 	for _, tt := range tests {
