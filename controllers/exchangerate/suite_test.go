@@ -2,7 +2,6 @@ package exchangerate
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"os"
 	"testing"
@@ -27,25 +26,8 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if fuzzing() {
-		// The fuzz targets parse bytes and need no API server; a fuzz worker that started
-		// one stopped answering its coordinator (make fuzz hung until go test's timeout).
-		env = &testenv.Env{Mode: testenv.Envtest, Err: errors.New("no API server while fuzzing")}
-		os.Exit(m.Run())
-	}
+	flag.Parse() // for suiteMode; RunSuite starts no API server while fuzzing
 	os.Exit(testenv.RunSuite(m, suiteMode(), &env))
-}
-
-// fuzzing says whether go test runs a fuzz target (-test.fuzz, as make fuzz does), in the
-// coordinator or a worker.
-func fuzzing() bool {
-	for _, name := range []string{"test.fuzz", "test.fuzzworker"} {
-		if f := flag.Lookup(name); f != nil && f.Value.String() != "" && f.Value.String() != "false" {
-			return true
-		}
-	}
-	return false
 }
 
 // suiteMode is the full local cluster when benchmarks run (-test.bench set, as make bench
