@@ -90,7 +90,8 @@ import (
 //	(httpProber):      | probe's answer and time,   |                        | (probe)                  | upstream again                   | upstream
 //	upstream           | for upstreamCacheTTL (20   |                        |                          |                                  |
 //	                   | s), shared by the mirrors  |                        |                          |                                  |
-//	                   | of that upstream           |                        |                          |                                  |
+//	                   | of that upstream; dropped  |                        |                          |                                  |
+//	                   | past it, at any probe      |                        |                          |                                  |
 //	                   |                            |                        |                          |                                  |
 //	traffic (package   | each mirror's last cache   | recordCache (report);  | Collect, on a Prometheus | lost; the series are absent      | neither: metrics only
 //	trafficCollector)  | report: blob pulls, hits   | forgetMirror           | scrape; no pass reads it | until the next probe's report    |

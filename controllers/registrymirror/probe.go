@@ -138,6 +138,13 @@ func (p *httpProber) Upstream(ctx context.Context, upstream string) error {
 		ctrl.LoggerFrom(ctx).V(1).Info("Upstream probe failed", "upstream", upstream, "error", err)
 	}
 	p.mu.Lock()
+	// Answers past their TTL serve nobody: drop them, so the memo holds the upstreams
+	// probed within the last upstreamCacheTTL, not every URL a spec has ever named.
+	for u, r := range p.upstream {
+		if now.Sub(r.at) >= upstreamCacheTTL {
+			delete(p.upstream, u)
+		}
+	}
 	p.upstream[upstream] = probeResult{err: err, at: now}
 	p.mu.Unlock()
 	return err

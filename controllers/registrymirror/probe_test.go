@@ -128,6 +128,29 @@ func TestUpstreamProbeFollowsNoRedirect(t *testing.T) {
 	assert.Equal(t, int32(0), elsewhereHits.Load(), "the redirect was not followed")
 }
 
+// TestUpstreamProbeMemo: one upstream's answer serves for upstreamCacheTTL; then it is
+// asked again, and the answers of upstreams nobody asked about since are dropped.
+func TestUpstreamProbeMemo(t *testing.T) {
+	a, aHits := countingServer(t, http.StatusOK)
+	b, bHits := countingServer(t, http.StatusOK)
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	p := newTestProber(loopback)
+	p.clock = clk
+	ctx := context.Background()
+
+	require.NoError(t, p.Upstream(ctx, a.URL))
+	require.NoError(t, p.Upstream(ctx, a.URL))
+	assert.Equal(t, int32(1), aHits.Load(), "the second pass within the TTL uses the first answer")
+
+	clk.SetTime(clk.Now().Add(upstreamCacheTTL))
+	require.NoError(t, p.Upstream(ctx, b.URL))
+	assert.Equal(t, int32(1), bHits.Load())
+	assert.Len(t, p.upstream, 1, "a's answer is past its TTL: dropped")
+	require.NoError(t, p.Upstream(ctx, a.URL))
+	assert.Equal(t, int32(2), aHits.Load(), "asked again after the TTL")
+	assert.Len(t, p.upstream, 2)
+}
+
 // TestUpstreamProbeRefusesLoopback: an upstream on the manager's own host is not asked,
 // whether it is written as an address or as a name that resolves to one, unless an admin
 // allows the range.
