@@ -47,9 +47,9 @@ import (
 //	                   | --exchangerate-max-sources | drops one nobody names |                          |                                  |
 //	                   |                            | when at the limit)     |                          |                                  |
 //	                   |                            |                        |                          |                                  |
-//	Sources: namedBy,  | which ExchangeRates' last  | For (each pass), and   | For, to find a source    | lost; rebuilt as each            | the limit: a source
-//	names              | passes named which sources | Forget (ExchangeRate   | nobody names when a new  | ExchangeRate's pass runs again   | named once never holds
-//	                   |                            | gone)                  | one needs its place      | (all do at start)                | its place for ever
+//	Sources: names     | which sources each         | For (each pass), and   | For, to find a source    | lost; rebuilt as each            | the limit: a source
+//	                   | ExchangeRate's last pass   | Forget (ExchangeRate   | nobody names when a new  | ExchangeRate's pass runs again   | named once never holds
+//	                   | named                      | gone)                  | one needs its place      | (all do at start)                | its place for ever
 //	                   |                            |                        |                          |                                  |
 //	RateCache: table,  | a source's last good table | fetch, through Get:    | Get and Snapshot, for    | lost; the first pass that names  | work: one upstream
 //	checkedAt,         | with its validators (ETag, | one flight             | fetchSources: priceSpec, | the source fetches it            | request per source and

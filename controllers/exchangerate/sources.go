@@ -47,17 +47,16 @@ type Sources struct {
 
 	mu     sync.Mutex
 	caches map[SourceRef]*RateCache
-	// namedBy are the ExchangeRates whose last pass named each source (by its spec or the
-	// defaults), and names the sources each named: both sides of one relation.
-	namedBy map[SourceRef]map[types.NamespacedName]bool
-	names   map[types.NamespacedName][]SourceRef
+	// names are the sources each ExchangeRate's last pass named (by its spec or the
+	// defaults).
+	names map[types.NamespacedName][]SourceRef
 }
 
 // NewSources returns the manager's sources; the defaults' caches are built now, so a bad
 // flag fails the start.
 func NewSources(defaults []SourceRef, max int, newCache func(SourceRef) (*RateCache, error)) (*Sources, error) {
 	s := &Sources{defaults: defaults, max: max, newCache: newCache, caches: map[SourceRef]*RateCache{},
-		namedBy: map[SourceRef]map[types.NamespacedName]bool{}, names: map[types.NamespacedName][]SourceRef{}}
+		names: map[types.NamespacedName][]SourceRef{}}
 	if len(defaults) == 0 {
 		return nil, fmt.Errorf("no default exchange rate source")
 	}
@@ -85,7 +84,7 @@ func (s *Sources) For(xr types.NamespacedName, specSources []operatorsv1.Exchang
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.forget(xr)
+	delete(s.names, xr)
 	out := make([]*RateCache, 0, len(refs))
 	for _, ref := range refs {
 		c, err := s.cache(ref, refs)
@@ -95,12 +94,6 @@ func (s *Sources) For(xr types.NamespacedName, specSources []operatorsv1.Exchang
 		out = append(out, c)
 	}
 	s.names[xr] = slices.Clone(refs)
-	for _, ref := range refs {
-		if s.namedBy[ref] == nil {
-			s.namedBy[ref] = map[types.NamespacedName]bool{}
-		}
-		s.namedBy[ref][xr] = true
-	}
 	return out, nil
 }
 
@@ -119,16 +112,6 @@ func (s *Sources) Defaults() []*RateCache {
 func (s *Sources) Forget(xr types.NamespacedName) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.forget(xr)
-}
-
-func (s *Sources) forget(xr types.NamespacedName) {
-	for _, ref := range s.names[xr] {
-		delete(s.namedBy[ref], xr)
-		if len(s.namedBy[ref]) == 0 {
-			delete(s.namedBy, ref)
-		}
-	}
 	delete(s.names, xr)
 }
 
@@ -140,9 +123,17 @@ func (s *Sources) cache(ref SourceRef, keep []SourceRef) (*RateCache, error) {
 		return c, nil
 	}
 	if len(s.caches) >= s.max {
+		// Only here, at the limit, is it asked which sources are named: one look at
+		// every ExchangeRate's names.
+		named := map[SourceRef]bool{}
+		for _, refs := range s.names {
+			for _, r := range refs {
+				named[r] = true
+			}
+		}
 		unnamed := make([]SourceRef, 0, len(s.caches))
 		for known := range s.caches {
-			if len(s.namedBy[known]) == 0 && !slices.Contains(s.defaults, known) && !slices.Contains(keep, known) {
+			if !named[known] && !slices.Contains(s.defaults, known) && !slices.Contains(keep, known) {
 				unnamed = append(unnamed, known)
 			}
 		}
