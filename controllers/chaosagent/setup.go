@@ -13,39 +13,16 @@ import (
 	"github.com/quartet-operator/quartet/internal/operator"
 )
 
-// Setup registers the controller with the manager. Informers for pods, Deployments,
-// ConfigMaps, HorizontalPodAutoscalers and Namespaces start on an agent's first round. The
-// flag values are checked first (newReconciler calls complete), before the manager is touched.
+// Setup checks the flag values, before the manager is touched, and registers the
+// controller with the manager. Informers for pods, Deployments, ConfigMaps,
+// HorizontalPodAutoscalers and Namespaces start on an agent's first round.
 func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
-	r, err := o.newReconciler(mgr, shared)
-	if err != nil {
+	if err := o.complete(); err != nil {
 		return err
 	}
-	return o.register(mgr, r)
-}
-
-// newReconciler checks the flag values (complete) and returns the reconciler they call for,
-// with the manager's clients and recorder, the real clock and the seeded random source.
-// Setup registers it as it is; a test may replace a field (its clock) before it registers
-// it, and keeps it to call its methods (the benchmarks).
-func (o *Options) newReconciler(mgr ctrl.Manager, shared operator.Shared) (*Reconciler, error) {
-	if err := o.complete(); err != nil {
-		return nil, err
-	}
-	allowed, err := o.guardAllowedPrefixes()
+	r, err := o.newReconciler(shared)
 	if err != nil {
-		return nil, err
-	}
-	r := &Reconciler{
-		Client:    client.WithFieldOwner(mgr.GetClient(), FieldOwner),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder(FieldOwner),
-		Clock:     clock.RealClock{},
-		NewRand:   seededRand,
-		// Latency is measured on the real clock, whatever the rounds' clock says.
-		HTTP:      NewHTTPChecker(clock.RealClock{}, allowed),
-		Protected: o.protected(shared.OperatorNamespace),
-		Watched:   sets.New(shared.WatchNamespaces...),
+		return err
 	}
 	if shared.OperatorNamespace == "" {
 		// Run outside a cluster, or without OPERATOR_NAMESPACE / POD_NAMESPACE: nothing marks
@@ -53,11 +30,34 @@ func (o *Options) newReconciler(mgr ctrl.Manager, shared operator.Shared) (*Reco
 		mgr.GetLogger().WithName("chaosagent").Info("Operator namespace unknown: it is not protected from ChaosAgents; "+
 			"set OPERATOR_NAMESPACE or list it in --chaos-protected-namespaces", "protectedNamespaces", sets.List(r.Protected))
 	}
-	return r, nil
+	return o.register(mgr, r)
 }
 
-// register adds r to the manager as the chaosagent controller.
+// newReconciler is the reconciler the flag values in o (completed) call for, with the real
+// clock and the seeded random source; register adds what comes from the manager. A test may
+// replace a field (its clock) before it registers it, and keeps it to call its methods (the
+// benchmarks).
+func (o *Options) newReconciler(shared operator.Shared) (*Reconciler, error) {
+	allowed, err := o.guardAllowedPrefixes()
+	if err != nil {
+		return nil, err
+	}
+	return &Reconciler{
+		Clock:   clock.RealClock{},
+		NewRand: seededRand,
+		// Latency is measured on the real clock, whatever the rounds' clock says.
+		HTTP:      NewHTTPChecker(clock.RealClock{}, allowed),
+		Protected: o.protected(shared.OperatorNamespace),
+		Watched:   sets.New(shared.WatchNamespaces...),
+	}, nil
+}
+
+// register gives r the manager's clients and recorder, and adds r to the manager as the
+// chaosagent controller.
 func (o *Options) register(mgr ctrl.Manager, r *Reconciler) error {
+	r.Client = client.WithFieldOwner(mgr.GetClient(), FieldOwner)
+	r.APIReader = mgr.GetAPIReader()
+	r.Recorder = mgr.GetEventRecorder(FieldOwner)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("chaosagent").
 		// Rounds run on RequeueAfter timers; only spec edits and deletion wake an agent early,

@@ -44,8 +44,11 @@ func startManager(t testing.TB, cfg *rest.Config, opts *Options, shared operator
 	t.Helper()
 	var r *Reconciler
 	testenv.StartManager(t, cfg, shared, func(mgr ctrl.Manager, shared operator.Shared) error {
+		if err := opts.complete(); err != nil {
+			return err
+		}
 		var err error
-		if r, err = opts.newReconciler(mgr, shared); err != nil {
+		if r, err = opts.newReconciler(shared); err != nil {
 			return err
 		}
 		for _, m := range modify {

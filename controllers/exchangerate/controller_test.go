@@ -254,7 +254,7 @@ func testUnchangedRefreshWritesNothing(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "xr-quiet", nil)
 	srv := startFakeToday(t)
 	opts := quickOptions(srv, time.Second) // one CR: each refresh is its own reconcile's fetch
-	stop := testenv.StartManager(t, env.Config, operator.Shared{WatchNamespaces: []string{ns}}, opts.Setup)
+	stop := testenv.StartManager(t, env.Config, operator.Shared{WatchNamespaces: []string{ns}}, setupQuick(opts))
 
 	require.NoError(t, env.Client.Create(ctx, newXR(ns, "usd", "USD", "")))
 	waitConfigMap(t, ns, "usd", map[string]string{"rate": "1.1625"})
@@ -287,7 +287,7 @@ func testUnchangedRefreshWritesNothing(t *testing.T) {
 	t.Log("a restarted manager fetches the same publication (200, no validators yet) and writes nothing")
 	stop()
 	requests := srv.Requests("")
-	testenv.StartManager(t, env.Config, operator.Shared{WatchNamespaces: []string{ns}}, opts.Setup)
+	testenv.StartManager(t, env.Config, operator.Shared{WatchNamespaces: []string{ns}}, setupQuick(opts))
 	require.Eventually(t, func() bool { return srv.Requests("") > requests }, 60*time.Second, 50*time.Millisecond, "the new manager's first fetch")
 	unchanged(2)
 
@@ -443,7 +443,7 @@ func testUnwatchedNamespace(t *testing.T) {
 	srv := startFakeToday(t)
 	// The manager's cache sees both namespaces; the controller is told to act in one.
 	cacheNS := []string{watched, other}
-	testenv.StartManager(t, env.Config, operator.Shared{WatchNamespaces: []string{watched}}, quickOptions(srv, time.Hour).Setup,
+	testenv.StartManager(t, env.Config, operator.Shared{WatchNamespaces: []string{watched}}, setupQuick(quickOptions(srv, time.Hour)),
 		func(o *ctrl.Options) { o.Cache.DefaultNamespaces = operator.CacheNamespaces(cacheNS) })
 
 	require.NoError(t, env.Client.Create(ctx, newXR(other, "usd", "USD", "")))

@@ -42,10 +42,6 @@ type Options struct {
 	FetchTimeout time.Duration
 	// BackoffBase and BackoffMax shape the retry wait after failed fetches.
 	BackoffBase, BackoffMax time.Duration
-
-	// withoutSchedules makes every source periodic only (tests on the real clock, whose
-	// request counts a publication time passing during the test would change).
-	withoutSchedules bool
 }
 
 // DefaultOptions returns the flags' defaults (docs/exchangerate.md). It is the only place

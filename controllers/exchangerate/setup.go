@@ -38,7 +38,15 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 	if err != nil {
 		return err
 	}
+	return o.register(mgr, o.newReconciler(sources, shared))
+}
 
+// register gives r the manager's clients, its recorder and a ConfigMap cache, and adds r to
+// the manager as the exchangerate controller.
+func (o *Options) register(mgr ctrl.Manager, r *Reconciler) error {
+	r.Client = client.WithFieldOwner(mgr.GetClient(), FieldOwner)
+	r.APIReader = mgr.GetAPIReader()
+	r.Recorder = mgr.GetEventRecorder(FieldOwner)
 	// A cache of our own for ConfigMaps, selected by our label: the manager's cache would
 	// hold every ConfigMap of the cluster. It keeps managedFields (small for five keys):
 	// they tell our own writes from other people's edits.
@@ -49,7 +57,7 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{managedByLabel: managedByValue})},
 		},
-		DefaultNamespaces: operator.CacheNamespaces(shared.WatchNamespaces),
+		DefaultNamespaces: operator.CacheNamespaces(r.Shared.WatchNamespaces),
 	})
 	if err != nil {
 		return fmt.Errorf("creating ConfigMap cache: %w", err)
@@ -57,16 +65,10 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 	if err := mgr.Add(cmCache); err != nil {
 		return err
 	}
-
-	r := o.newReconciler(sources, shared)
-	r.Client = client.WithFieldOwner(mgr.GetClient(), FieldOwner)
-	r.APIReader = mgr.GetAPIReader()
-	r.Recorder = mgr.GetEventRecorder(FieldOwner)
 	r.ConfigMaps = cmCache
 
-	watched := predicate.NewPredicateFuncs(func(obj client.Object) bool { return shared.Watches(obj.GetNamespace()) })
-	defaults := sources.Defaults()
-	for _, c := range defaults {
+	watched := predicate.NewPredicateFuncs(func(obj client.Object) bool { return r.Shared.Watches(obj.GetNamespace()) })
+	for _, c := range r.Sources.Defaults() {
 		mgr.GetLogger().WithName("exchangerate").Info("Using exchange rate source by default", "source", c.Name(), "url", sourceURL(c.source))
 	}
 	return ctrl.NewControllerManagedBy(mgr).
@@ -95,16 +97,13 @@ func (o *Options) newSources(clk clock.PassiveClock, client *http.Client) (*Sour
 		if err != nil {
 			return nil, err
 		}
-		c := NewRateCache(src, clk, exponentialBackoff(o.BackoffBase, o.BackoffMax), o.FetchTimeout)
-		if o.withoutSchedules {
-			c.schedule = Schedule{}
-		}
-		return c, nil
+		return NewRateCache(src, clk, exponentialBackoff(o.BackoffBase, o.BackoffMax), o.FetchTimeout), nil
 	})
 }
 
 // newReconciler is the reconciler the flag values in o (completed) call for, with the
-// real clock and random source; Setup adds the manager's clients and recorder.
+// real clock and random source; register adds what comes from the manager. A test may
+// replace a field before it registers it.
 func (o *Options) newReconciler(sources *Sources, shared operator.Shared) *Reconciler {
 	return &Reconciler{
 		Clock:           clock.RealClock{},

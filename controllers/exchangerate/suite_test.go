@@ -3,6 +3,7 @@ package exchangerate
 import (
 	"context"
 	"flag"
+	"net/http"
 	"os"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
@@ -50,13 +53,38 @@ func today() string { return time.Now().UTC().Format(dateLayout) }
 // other), and stops it when the test ends.
 func startManager(t testing.TB, opts *Options, namespaces ...string) {
 	t.Helper()
-	testenv.StartManager(t, env.Config, operator.Shared{WatchNamespaces: namespaces}, opts.Setup)
+	testenv.StartManager(t, env.Config, operator.Shared{WatchNamespaces: namespaces}, setupQuick(opts))
 }
 
-// quickOptions are the integration tests' settings: the imitation upstream for every
-// source, short refresh and backoff so outages and recoveries happen within seconds, and
-// no publication times (on the real clock a test running across 16:10 CET would see one
-// more request).
+// setupQuick is Setup with every source periodic only: no publication times, since on the
+// real clock a test running across 16:10 CET would see one more request.
+func setupQuick(opts *Options) func(ctrl.Manager, operator.Shared) error {
+	return func(mgr ctrl.Manager, shared operator.Shared) error {
+		if err := opts.complete(); err != nil {
+			return err
+		}
+		sources, err := opts.newSources(clock.RealClock{}, &http.Client{Transport: http.DefaultTransport})
+		if err != nil {
+			return err
+		}
+		build := sources.newCache
+		sources.newCache = func(ref SourceRef) (*RateCache, error) {
+			c, err := build(ref)
+			if c != nil {
+				c.schedule = Schedule{}
+			}
+			return c, err
+		}
+		for _, c := range sources.Defaults() {
+			c.schedule = Schedule{}
+		}
+		return opts.register(mgr, opts.newReconciler(sources, shared))
+	}
+}
+
+// quickOptions are the integration tests' settings (started by setupQuick): the imitation
+// upstream for every source, and short refresh and backoff so outages and recoveries happen
+// within seconds.
 func quickOptions(srv *fakeupstream.Server, refresh time.Duration) *Options {
 	return &Options{
 		MaxConcurrentReconciles: 4,
@@ -68,7 +96,6 @@ func quickOptions(srv *fakeupstream.Server, refresh time.Duration) *Options {
 		FetchTimeout:            time.Second,
 		BackoffBase:             200 * time.Millisecond,
 		BackoffMax:              time.Second,
-		withoutSchedules:        true,
 	}
 }
 
