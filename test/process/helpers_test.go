@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -46,32 +47,24 @@ func namespaces(t *testing.T, prefix string, n int, labels map[string]string) []
 	return names
 }
 
-// eventually polls cond every 100 ms until it holds or timeout passes, and returns how
-// long it took. It fails the test with what on timeout.
+// eventually polls cond every 100 ms, on the test's goroutine (cond may fail the test), until
+// it holds or timeout passes, and returns how long it took. It fails the test with what on
+// timeout.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for {
-		if cond() {
-			return time.Since(start)
-		}
-		if time.Since(start) > timeout {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true,
+		func(context.Context) (bool, error) { return cond(), nil })
+	require.NoError(t, err, "timed out after %s waiting for %s", timeout, what)
+	return time.Since(start)
 }
 
-// never checks cond stays false for d.
+// never checks, on the test's goroutine, that cond stays false for d.
 func never(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			t.Fatalf("%s happened", what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, d, true,
+		func(context.Context) (bool, error) { return cond(), nil })
+	require.True(t, wait.Interrupted(err), "%s happened", what)
 }
 
 func replicas(t *testing.T, ns, name string) int32 {
