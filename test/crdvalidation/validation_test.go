@@ -32,6 +32,54 @@ func decode(t *testing.T, doc string) *unstructured.Unstructured {
 	return u
 }
 
+// kind is the apiVersion and kind of the objects the tests write, and the rest of their
+// metadata after the name (the namespace of namespaced kinds).
+type kind struct{ apiVersion, kind, meta string }
+
+var (
+	agent  = kind{"blackadder.io/v1beta1", "ChaosAgent", ""}
+	alpha  = kind{"blackadder.io/v1alpha1", "ChaosAgent", ""}
+	rule   = kind{"flant.com/v1", "CopyratorRule", ", namespace: default"}
+	rate   = kind{"operators.brennerm.github.io/v1", "ExchangeRate", ", namespace: default"}
+	mirror = kind{"mirrors.quartet.dev/v1alpha1", "RegistryMirror", ", namespace: default"}
+	grant  = kind{"mirrors.quartet.dev/v1alpha1", "RegistryHostGrant", ""}
+)
+
+// doc is the YAML document of the object name of kind k; spec is YAML (flow, or a block
+// starting on a new line).
+func (k kind) doc(name, spec string) string {
+	return "apiVersion: " + k.apiVersion + "\nkind: " + k.kind + "\nmetadata: {name: " + name + k.meta + "}\nspec: " + spec
+}
+
+// create creates the object name of kind k and deletes it when the test ends.
+func create(t *testing.T, k kind, name, spec string) {
+	t.Helper()
+	u := decode(t, k.doc(name, spec))
+	require.NoError(t, env.Client.Create(context.Background(), u))
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), u) })
+}
+
+// agentSpec reads the ChaosAgent name through version and returns its spec.
+func agentSpec(t *testing.T, version, name string) map[string]any {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("blackadder.io/" + version)
+	u.SetKind("ChaosAgent")
+	require.NoError(t, env.Client.Get(context.Background(), client.ObjectKey{Name: name}, u))
+	return u.Object["spec"].(map[string]any)
+}
+
+// patchV1alpha1 merge-patches the ChaosAgent name through v1alpha1, as `kubectl apply` of the
+// original operator's v1alpha1 manifest does.
+func patchV1alpha1(t *testing.T, name, patch string) {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("blackadder.io/v1alpha1")
+	u.SetKind("ChaosAgent")
+	u.SetName(name)
+	require.NoError(t, env.Client.Patch(context.Background(), u, client.RawPatch("application/merge-patch+json", []byte(patch))))
+}
+
 // TestSamplesApply creates every object in config/samples, unchanged, and reads it back.
 func TestSamplesApply(t *testing.T) {
 	env.Require(t)
@@ -88,578 +136,166 @@ func eventuallyCreate(ctx context.Context, u *unstructured.Unstructured) error {
 // the v1beta1 defaults, and is still readable as v1alpha1.
 func TestV1alpha1StoredAsV1beta1(t *testing.T) {
 	env.Require(t)
-	ctx := context.Background()
-	u := decode(t, `
-apiVersion: blackadder.io/v1alpha1
-kind: ChaosAgent
-metadata: {name: alpha-agent}
-spec: {tantrumMode: true, podTolerance: 7}`)
-	require.NoError(t, env.Client.Create(ctx, u))
-	t.Cleanup(func() { _ = env.Client.Delete(ctx, u) })
-
-	beta := &unstructured.Unstructured{}
-	beta.SetAPIVersion("blackadder.io/v1beta1")
-	beta.SetKind("ChaosAgent")
-	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: "alpha-agent"}, beta))
-	spec := beta.Object["spec"].(map[string]any)
+	create(t, alpha, "alpha-agent", `{tantrumMode: true, podTolerance: 7}`)
+	spec := agentSpec(t, "v1beta1", "alpha-agent")
 	assert.Equal(t, true, spec["tantrumMode"])
 	assert.EqualValues(t, 7, spec["podTolerance"])
 	assert.EqualValues(t, 20, spec["eagerness"], "v1beta1 default applied")
 	assert.EqualValues(t, 30, spec["pauseDuration"], "v1beta1 default applied")
-
-	alpha := &unstructured.Unstructured{}
-	alpha.SetAPIVersion("blackadder.io/v1alpha1")
-	alpha.SetKind("ChaosAgent")
-	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: "alpha-agent"}, alpha))
-	assert.EqualValues(t, 7, alpha.Object["spec"].(map[string]any)["podTolerance"])
+	assert.EqualValues(t, 7, agentSpec(t, "v1alpha1", "alpha-agent")["podTolerance"])
 }
 
 // invalid is one object the API server must refuse, and the words its message must hold.
 type invalid struct {
 	name     string
-	doc      string
+	kind     kind
+	obj      string // the object's name
+	spec     string
 	wantMsgs []string
-	// update, when set, is created first; doc is then applied as an update of it.
-	update string
+	// from, when set, is the spec the object is created with first; spec is then applied
+	// as an update of it.
+	from string
+}
+
+// bad is the case name: an object "bad" of kind k with spec is refused with wantMsgs.
+func bad(name string, k kind, spec string, wantMsgs ...string) invalid {
+	return invalid{name: name, kind: k, obj: "bad", spec: spec, wantMsgs: wantMsgs}
 }
 
 var invalidObjects = []invalid{
 	// ChaosAgent
-	{name: "eagerness above 100 (the original operator's example)", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {tantrumMode: true, podTolerance: 10, eagerness: 200}`, wantMsgs: []string{"spec.eagerness", "less than or equal to 100"}},
-	{name: "eagerness zero", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {eagerness: 0}`, wantMsgs: []string{"spec.eagerness", "greater than or equal to 1"}},
-	{name: "negative pod tolerance", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {podTolerance: -1}`, wantMsgs: []string{"spec.podTolerance", "greater than or equal to 0"}},
-	{name: "negative pod tolerance in v1alpha1", doc: `
-apiVersion: blackadder.io/v1alpha1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {tantrumMode: true, podTolerance: -5}`, wantMsgs: []string{"spec.podTolerance"}},
-	{name: "pause of zero seconds", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {pauseDuration: 0}`, wantMsgs: []string{"spec.pauseDuration", "greater than or equal to 1"}},
-	{name: "tantrumMode not a boolean", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {tantrumMode: "sometimes"}`, wantMsgs: []string{"spec.tantrumMode", "boolean"}},
-	{name: "excluded namespace not a DNS label", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {excludedNamespaces: ["Kube_System"]}`, wantMsgs: []string{"spec.excludedNamespaces[0]", "should match"}},
-	{name: "unknown kill method", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {killMethod: Nuke}`, wantMsgs: []string{"spec.killMethod", "Evict", "Delete"}},
-	{name: "max actions per round zero", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {maxActionsPerRound: 0}`, wantMsgs: []string{"spec.maxActionsPerRound"}},
-	{name: "duplicate excluded namespaces", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {excludedNamespaces: [a, a]}`, wantMsgs: []string{"spec.excludedNamespaces[1]", "Duplicate"}},
-	{name: "time zone not an IANA name", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {schedule: {timeZone: Mars/Olympus_Mons}}`, wantMsgs: []string{"spec.schedule.timeZone", "IANA time zone name"}},
-	{name: "time zone an offset", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {schedule: {timeZone: "+02:00"}}`, wantMsgs: []string{"spec.schedule.timeZone", "IANA time zone name"}},
-	{name: "time zone Local (the manager's own)", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {schedule: {timeZone: Local}}`, wantMsgs: []string{"spec.schedule.timeZone", "IANA time zone name"}},
-	{name: "window start not HH:MM", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {schedule: {windows: [{start: "9:00", end: "17:00"}]}}`, wantMsgs: []string{"spec.schedule.windows[0].start", "should match"}},
-	{name: "window start 24:00", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {schedule: {windows: [{start: "24:00", end: "06:00"}]}}`, wantMsgs: []string{"spec.schedule.windows[0].start", "should match"}},
-	{name: "window without end", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {schedule: {windows: [{start: "09:00"}]}}`, wantMsgs: []string{"spec.schedule.windows[0].end", "Required"}},
-	{name: "window of no length", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {schedule: {windows: [{start: "09:00", end: "09:00"}]}}`, wantMsgs: []string{"spec.schedule.windows[0]", "start and end must differ"}},
-	{name: "window on an unknown day", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {schedule: {windows: [{days: [Monday], start: "09:00", end: "17:00"}]}}`, wantMsgs: []string{"spec.schedule.windows[0].days[0]", "Mon"}},
-	{name: "excluded date not YYYY-MM-DD", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {schedule: {excludedDates: ["24.12.2026"]}}`, wantMsgs: []string{"spec.schedule.excludedDates[0]", "should match"}},
-	{name: "excluded date that does not exist", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {schedule: {excludedDates: ["2026-02-30"]}}`, wantMsgs: []string{"spec.schedule.excludedDates[0]", "must be a date that exists"}},
-	{name: "duration of zero seconds", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {durationSeconds: 0}`, wantMsgs: []string{"spec.durationSeconds", "greater than or equal to 1"}},
-	{name: "duration as a Go duration string", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {durationSeconds: "1h"}`, wantMsgs: []string{"spec.durationSeconds", "integer"}},
-	{name: "mean time between kills of zero", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {tantrumMode: true, meanSecondsBetweenKills: 0}`, wantMsgs: []string{"spec.meanSecondsBetweenKills", "greater than or equal to 1"}},
-	{name: "run name too long", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {runName: "` + strings.Repeat("r", 64) + `"}`, wantMsgs: []string{"spec.runName", "63"}},
-	{name: "guard with neither check", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {guards: [{name: web}]}`, wantMsgs: []string{"spec.guards[0]", "exactly one of deployment and http"}},
-	{name: "guard with both checks", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {guards: [{name: web, deployment: {namespace: shop, name: web, minReady: 1}, http: {url: "http://web.shop.svc"}}]}`,
-		wantMsgs: []string{"spec.guards[0]", "exactly one of deployment and http"}},
-	{name: "two guards of one name", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {guards: [{name: web, http: {url: "http://a.b"}}, {name: web, http: {url: "http://c.d"}}]}`, wantMsgs: []string{"spec.guards[1]", "Duplicate"}},
-	{name: "guard floor of zero", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {guards: [{name: web, deployment: {namespace: shop, name: web, minReady: 0}}]}`, wantMsgs: []string{"spec.guards[0].deployment.minReady", "at least 1 or a percentage"}},
-	{name: "guard floor above 100%", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {guards: [{name: web, deployment: {namespace: shop, name: web, minReady: "150%"}}]}`, wantMsgs: []string{"spec.guards[0].deployment.minReady", "at least 1 or a percentage"}},
-	{name: "guard floor not a number", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {guards: [{name: web, deployment: {namespace: shop, name: web, minReady: "most"}}]}`, wantMsgs: []string{"spec.guards[0].deployment.minReady", "at least 1 or a percentage"}},
-	{name: "guard without a namespace", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {guards: [{name: web, deployment: {name: web, minReady: 1}}]}`, wantMsgs: []string{"spec.guards[0].deployment.namespace", "Required"}},
-	{name: "guard URL not http", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {guards: [{name: web, http: {url: "file:///etc/passwd"}}]}`, wantMsgs: []string{"spec.guards[0].http.url", "absolute http or https URL"}},
-	{name: "guard URL relative", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {guards: [{name: web, http: {url: "/healthz"}}]}`, wantMsgs: []string{"spec.guards[0].http.url", "absolute http or https URL"}},
-	{name: "guard URL with credentials", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {guards: [{name: web, http: {url: "https://user:secret@web.shop.svc/healthz"}}]}`, wantMsgs: []string{"spec.guards[0].http.url", "must not carry credentials"}},
-	{name: "guard expecting status 42", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {guards: [{name: web, http: {url: "http://web.shop.svc", expectedStatus: 42}}]}`, wantMsgs: []string{"spec.guards[0].http.expectedStatus", "greater than or equal to 100"}},
-	{name: "guard timeout above 30 seconds", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {guards: [{name: web, http: {url: "http://web.shop.svc", timeoutSeconds: 60}}]}`, wantMsgs: []string{"spec.guards[0].http.timeoutSeconds", "less than or equal to 30"}},
-	{name: "guard name not a DNS label", doc: `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {guards: [{name: Web_Up, http: {url: "http://web.shop.svc"}}]}`, wantMsgs: []string{"spec.guards[0].name", "should match"}},
-	{name: "a guard in v1alpha1 is checked too", doc: `
-apiVersion: blackadder.io/v1alpha1
-kind: ChaosAgent
-metadata: {name: bad}
-spec: {tantrumMode: true, guards: [{name: web}]}`, wantMsgs: []string{"spec.guards[0]", "exactly one of deployment and http"}},
+	bad("eagerness above 100 (the original operator's example)", agent, `{tantrumMode: true, podTolerance: 10, eagerness: 200}`,
+		"spec.eagerness", "less than or equal to 100"),
+	bad("eagerness zero", agent, `{eagerness: 0}`, "spec.eagerness", "greater than or equal to 1"),
+	bad("negative pod tolerance", agent, `{podTolerance: -1}`, "spec.podTolerance", "greater than or equal to 0"),
+	bad("negative pod tolerance in v1alpha1", alpha, `{tantrumMode: true, podTolerance: -5}`, "spec.podTolerance"),
+	bad("pause of zero seconds", agent, `{pauseDuration: 0}`, "spec.pauseDuration", "greater than or equal to 1"),
+	bad("tantrumMode not a boolean", agent, `{tantrumMode: "sometimes"}`, "spec.tantrumMode", "boolean"),
+	bad("excluded namespace not a DNS label", agent, `{excludedNamespaces: ["Kube_System"]}`, "spec.excludedNamespaces[0]", "should match"),
+	bad("unknown kill method", agent, `{killMethod: Nuke}`, "spec.killMethod", "Evict", "Delete"),
+	bad("max actions per round zero", agent, `{maxActionsPerRound: 0}`, "spec.maxActionsPerRound"),
+	bad("duplicate excluded namespaces", agent, `{excludedNamespaces: [a, a]}`, "spec.excludedNamespaces[1]", "Duplicate"),
+	bad("time zone not an IANA name", agent, `{schedule: {timeZone: Mars/Olympus_Mons}}`, "spec.schedule.timeZone", "IANA time zone name"),
+	bad("time zone an offset", agent, `{schedule: {timeZone: "+02:00"}}`, "spec.schedule.timeZone", "IANA time zone name"),
+	bad("time zone Local (the manager's own)", agent, `{schedule: {timeZone: Local}}`, "spec.schedule.timeZone", "IANA time zone name"),
+	bad("window start not HH:MM", agent, `{schedule: {windows: [{start: "9:00", end: "17:00"}]}}`, "spec.schedule.windows[0].start", "should match"),
+	bad("window start 24:00", agent, `{schedule: {windows: [{start: "24:00", end: "06:00"}]}}`, "spec.schedule.windows[0].start", "should match"),
+	bad("window without end", agent, `{schedule: {windows: [{start: "09:00"}]}}`, "spec.schedule.windows[0].end", "Required"),
+	bad("window of no length", agent, `{schedule: {windows: [{start: "09:00", end: "09:00"}]}}`, "spec.schedule.windows[0]", "start and end must differ"),
+	bad("window on an unknown day", agent, `{schedule: {windows: [{days: [Monday], start: "09:00", end: "17:00"}]}}`, "spec.schedule.windows[0].days[0]", "Mon"),
+	bad("excluded date not YYYY-MM-DD", agent, `{schedule: {excludedDates: ["24.12.2026"]}}`, "spec.schedule.excludedDates[0]", "should match"),
+	bad("excluded date that does not exist", agent, `{schedule: {excludedDates: ["2026-02-30"]}}`, "spec.schedule.excludedDates[0]", "must be a date that exists"),
+	bad("duration of zero seconds", agent, `{durationSeconds: 0}`, "spec.durationSeconds", "greater than or equal to 1"),
+	bad("duration as a Go duration string", agent, `{durationSeconds: "1h"}`, "spec.durationSeconds", "integer"),
+	bad("mean time between kills of zero", agent, `{tantrumMode: true, meanSecondsBetweenKills: 0}`, "spec.meanSecondsBetweenKills", "greater than or equal to 1"),
+	bad("run name too long", agent, `{runName: "`+strings.Repeat("r", 64)+`"}`, "spec.runName", "63"),
+	bad("guard with neither check", agent, `{guards: [{name: web}]}`, "spec.guards[0]", "exactly one of deployment and http"),
+	bad("guard with both checks", agent, `{guards: [{name: web, deployment: {namespace: shop, name: web, minReady: 1}, http: {url: "http://web.shop.svc"}}]}`,
+		"spec.guards[0]", "exactly one of deployment and http"),
+	bad("two guards of one name", agent, `{guards: [{name: web, http: {url: "http://a.b"}}, {name: web, http: {url: "http://c.d"}}]}`, "spec.guards[1]", "Duplicate"),
+	bad("guard floor of zero", agent, `{guards: [{name: web, deployment: {namespace: shop, name: web, minReady: 0}}]}`,
+		"spec.guards[0].deployment.minReady", "at least 1 or a percentage"),
+	bad("guard floor above 100%", agent, `{guards: [{name: web, deployment: {namespace: shop, name: web, minReady: "150%"}}]}`,
+		"spec.guards[0].deployment.minReady", "at least 1 or a percentage"),
+	bad("guard floor not a number", agent, `{guards: [{name: web, deployment: {namespace: shop, name: web, minReady: "most"}}]}`,
+		"spec.guards[0].deployment.minReady", "at least 1 or a percentage"),
+	bad("guard without a namespace", agent, `{guards: [{name: web, deployment: {name: web, minReady: 1}}]}`, "spec.guards[0].deployment.namespace", "Required"),
+	bad("guard URL not http", agent, `{guards: [{name: web, http: {url: "file:///etc/passwd"}}]}`, "spec.guards[0].http.url", "absolute http or https URL"),
+	bad("guard URL relative", agent, `{guards: [{name: web, http: {url: "/healthz"}}]}`, "spec.guards[0].http.url", "absolute http or https URL"),
+	bad("guard URL with credentials", agent, `{guards: [{name: web, http: {url: "https://user:secret@web.shop.svc/healthz"}}]}`,
+		"spec.guards[0].http.url", "must not carry credentials"),
+	bad("guard expecting status 42", agent, `{guards: [{name: web, http: {url: "http://web.shop.svc", expectedStatus: 42}}]}`,
+		"spec.guards[0].http.expectedStatus", "greater than or equal to 100"),
+	bad("guard timeout above 30 seconds", agent, `{guards: [{name: web, http: {url: "http://web.shop.svc", timeoutSeconds: 60}}]}`,
+		"spec.guards[0].http.timeoutSeconds", "less than or equal to 30"),
+	bad("guard name not a DNS label", agent, `{guards: [{name: Web_Up, http: {url: "http://web.shop.svc"}}]}`, "spec.guards[0].name", "should match"),
+	bad("a guard in v1alpha1 is checked too", alpha, `{tantrumMode: true, guards: [{name: web}]}`, "spec.guards[0]", "exactly one of deployment and http"),
 	// CopyratorRule
-	{name: "unknown rule type", doc: `
-apiVersion: flant.com/v1
-kind: CopyratorRule
-metadata: {name: bad, namespace: default}
-spec: {ruleType: pod, selector: {copyrator: "true"}}`, wantMsgs: []string{"spec.ruleType", "configmap", "secret"}},
-	{name: "rule type missing", doc: `
-apiVersion: flant.com/v1
-kind: CopyratorRule
-metadata: {name: bad, namespace: default}
-spec: {selector: {copyrator: "true"}}`, wantMsgs: []string{"spec.ruleType", "Required"}},
-	{name: "empty selector would copy everything", doc: `
-apiVersion: flant.com/v1
-kind: CopyratorRule
-metadata: {name: bad, namespace: default}
-spec: {ruleType: secret, selector: {}}`, wantMsgs: []string{"spec.selector", "at least 1"}},
-	{name: "selector as a string (the original operator's CRD)", doc: `
-apiVersion: flant.com/v1
-kind: CopyratorRule
-metadata: {name: bad, namespace: default}
-spec: {ruleType: configmap, selector: "copyrator=true"}`, wantMsgs: []string{"spec.selector", "object"}},
-	{name: "selector value not a label value", doc: `
-apiVersion: flant.com/v1
-kind: CopyratorRule
-metadata: {name: bad, namespace: default}
-spec: {ruleType: configmap, selector: {copyrator: "not a label value"}}`, wantMsgs: []string{"spec.selector.copyrator", "should match"}},
-	{name: "selector key not a label key", doc: `
-apiVersion: flant.com/v1
-kind: CopyratorRule
-metadata: {name: bad, namespace: default}
-spec: {ruleType: configmap, selector: {"bad key!": "x"}}`, wantMsgs: []string{"spec.selector", "valid label keys"}},
-	{name: "namespaces and namespaceSelector together", doc: `
-apiVersion: flant.com/v1
-kind: CopyratorRule
-metadata: {name: bad, namespace: default}
-spec: {ruleType: configmap, selector: {a: b}, namespaces: [x], namespaceSelector: {matchLabels: {team: a}}}`, wantMsgs: []string{"spec", "mutually exclusive"}},
-	{name: "unknown deletion policy", doc: `
-apiVersion: flant.com/v1
-kind: CopyratorRule
-metadata: {name: bad, namespace: default}
-spec: {ruleType: configmap, selector: {a: b}, deletionPolicy: Orphan}`, wantMsgs: []string{"spec.deletionPolicy", "Delete", "Retain"}},
-	{name: "target namespace not a DNS label", doc: `
-apiVersion: flant.com/v1
-kind: CopyratorRule
-metadata: {name: bad, namespace: default}
-spec: {ruleType: configmap, selector: {a: b}, namespaces: ["Team_A"]}`, wantMsgs: []string{"spec.namespaces[0]"}},
-	{name: "service account name not a DNS subdomain", doc: `
-apiVersion: flant.com/v1
-kind: CopyratorRule
-metadata: {name: bad, namespace: default}
-spec: {ruleType: configmap, selector: {a: b}, serviceAccountName: "system:serviceaccount:kube-system:admin"}`, wantMsgs: []string{"spec.serviceAccountName", "should match"}},
-	{name: "neither selector nor sourceNames", doc: `
-apiVersion: flant.com/v1
-kind: CopyratorRule
-metadata: {name: bad, namespace: default}
-spec: {ruleType: secret}`, wantMsgs: []string{"spec", "exactly one of spec.selector and spec.sourceNames"}},
-	{name: "selector and sourceNames together", doc: `
-apiVersion: flant.com/v1
-kind: CopyratorRule
-metadata: {name: bad, namespace: default}
-spec: {ruleType: secret, selector: {a: b}, sourceNames: [tls]}`, wantMsgs: []string{"spec", "exactly one of spec.selector and spec.sourceNames"}},
-	{name: "source name not an object name", doc: `
-apiVersion: flant.com/v1
-kind: CopyratorRule
-metadata: {name: bad, namespace: default}
-spec: {ruleType: secret, sourceNames: ["Not/AName"]}`, wantMsgs: []string{"spec.sourceNames[0]", "should match"}},
-	{name: "a key named twice", doc: `
-apiVersion: flant.com/v1
-kind: CopyratorRule
-metadata: {name: bad, namespace: default}
-spec: {ruleType: secret, sourceNames: [tls], keys: [{key: tls.crt}, {key: tls.crt, targetKey: cert.pem}]}`, wantMsgs: []string{"spec.keys", "must not name a key twice"}},
-	{name: "two keys copied to one name", doc: `
-apiVersion: flant.com/v1
-kind: CopyratorRule
-metadata: {name: bad, namespace: default}
-spec: {ruleType: secret, sourceNames: [tls], keys: [{key: tls.crt}, {key: ca.crt, targetKey: tls.crt}]}`, wantMsgs: []string{"spec.keys", "same targetKey"}},
-	{name: "a key that is no data key", doc: `
-apiVersion: flant.com/v1
-kind: CopyratorRule
-metadata: {name: bad, namespace: default}
-spec: {ruleType: secret, sourceNames: [tls], keys: [{key: "a/b"}]}`, wantMsgs: []string{"spec.keys[0].key", "should match"}},
-	{name: "carrying Copyrator's own label", doc: `
-apiVersion: flant.com/v1
-kind: CopyratorRule
-metadata: {name: bad, namespace: default}
-spec: {ruleType: secret, selector: {a: b}, carryLabels: [team, copyrator.flant.com/rule]}`, wantMsgs: []string{"spec.carryLabels", "must not name Copyrator's own labels"}},
-	{name: "carrying the managed-by label", doc: `
-apiVersion: flant.com/v1
-kind: CopyratorRule
-metadata: {name: bad, namespace: default}
-spec: {ruleType: secret, selector: {a: b}, carryLabels: [app.kubernetes.io/managed-by]}`, wantMsgs: []string{"spec.carryLabels", "must not name Copyrator's own labels"}},
-	{name: "carrying kubectl's last applied content", doc: `
-apiVersion: flant.com/v1
-kind: CopyratorRule
-metadata: {name: bad, namespace: default}
-spec: {ruleType: secret, selector: {a: b}, carryAnnotations: [kubectl.kubernetes.io/last-applied-configuration]}`, wantMsgs: []string{"spec.carryAnnotations", "last-applied-configuration"}},
-	{name: "carried label key not a label key", doc: `
-apiVersion: flant.com/v1
-kind: CopyratorRule
-metadata: {name: bad, namespace: default}
-spec: {ruleType: secret, selector: {a: b}, carryLabels: ["bad key!"]}`, wantMsgs: []string{"spec.carryLabels[0]", "should match"}},
+	bad("unknown rule type", rule, `{ruleType: pod, selector: {copyrator: "true"}}`, "spec.ruleType", "configmap", "secret"),
+	bad("rule type missing", rule, `{selector: {copyrator: "true"}}`, "spec.ruleType", "Required"),
+	bad("empty selector would copy everything", rule, `{ruleType: secret, selector: {}}`, "spec.selector", "at least 1"),
+	bad("selector as a string (the original operator's CRD)", rule, `{ruleType: configmap, selector: "copyrator=true"}`, "spec.selector", "object"),
+	bad("selector value not a label value", rule, `{ruleType: configmap, selector: {copyrator: "not a label value"}}`, "spec.selector.copyrator", "should match"),
+	bad("selector key not a label key", rule, `{ruleType: configmap, selector: {"bad key!": "x"}}`, "spec.selector", "valid label keys"),
+	bad("namespaces and namespaceSelector together", rule, `{ruleType: configmap, selector: {a: b}, namespaces: [x], namespaceSelector: {matchLabels: {team: a}}}`,
+		"spec", "mutually exclusive"),
+	bad("unknown deletion policy", rule, `{ruleType: configmap, selector: {a: b}, deletionPolicy: Orphan}`, "spec.deletionPolicy", "Delete", "Retain"),
+	bad("target namespace not a DNS label", rule, `{ruleType: configmap, selector: {a: b}, namespaces: ["Team_A"]}`, "spec.namespaces[0]"),
+	bad("service account name not a DNS subdomain", rule, `{ruleType: configmap, selector: {a: b}, serviceAccountName: "system:serviceaccount:kube-system:admin"}`,
+		"spec.serviceAccountName", "should match"),
+	bad("neither selector nor sourceNames", rule, `{ruleType: secret}`, "spec", "exactly one of spec.selector and spec.sourceNames"),
+	bad("selector and sourceNames together", rule, `{ruleType: secret, selector: {a: b}, sourceNames: [tls]}`,
+		"spec", "exactly one of spec.selector and spec.sourceNames"),
+	bad("source name not an object name", rule, `{ruleType: secret, sourceNames: ["Not/AName"]}`, "spec.sourceNames[0]", "should match"),
+	bad("a key named twice", rule, `{ruleType: secret, sourceNames: [tls], keys: [{key: tls.crt}, {key: tls.crt, targetKey: cert.pem}]}`,
+		"spec.keys", "must not name a key twice"),
+	bad("two keys copied to one name", rule, `{ruleType: secret, sourceNames: [tls], keys: [{key: tls.crt}, {key: ca.crt, targetKey: tls.crt}]}`,
+		"spec.keys", "same targetKey"),
+	bad("a key that is no data key", rule, `{ruleType: secret, sourceNames: [tls], keys: [{key: "a/b"}]}`, "spec.keys[0].key", "should match"),
+	bad("carrying Copyrator's own label", rule, `{ruleType: secret, selector: {a: b}, carryLabels: [team, copyrator.flant.com/rule]}`,
+		"spec.carryLabels", "must not name Copyrator's own labels"),
+	bad("carrying the managed-by label", rule, `{ruleType: secret, selector: {a: b}, carryLabels: [app.kubernetes.io/managed-by]}`,
+		"spec.carryLabels", "must not name Copyrator's own labels"),
+	bad("carrying kubectl's last applied content", rule, `{ruleType: secret, selector: {a: b}, carryAnnotations: [kubectl.kubernetes.io/last-applied-configuration]}`,
+		"spec.carryAnnotations", "last-applied-configuration"),
+	bad("carried label key not a label key", rule, `{ruleType: secret, selector: {a: b}, carryLabels: ["bad key!"]}`, "spec.carryLabels[0]", "should match"),
 	// ExchangeRate
-	{name: "lower-case currency", doc: `
-apiVersion: operators.brennerm.github.io/v1
-kind: ExchangeRate
-metadata: {name: bad, namespace: default}
-spec: {currency: usd}`, wantMsgs: []string{"spec.currency", "should match"}},
-	{name: "currency too long", doc: `
-apiVersion: operators.brennerm.github.io/v1
-kind: ExchangeRate
-metadata: {name: bad, namespace: default}
-spec: {currency: USDT}`, wantMsgs: []string{"spec.currency"}},
-	{name: "currency missing", doc: `
-apiVersion: operators.brennerm.github.io/v1
-kind: ExchangeRate
-metadata: {name: bad, namespace: default}
-spec: {base: USD}`, wantMsgs: []string{"spec", "exactly one of spec.currency and spec.currencies must be set"}},
-	{name: "currency and currencies together", doc: `
-apiVersion: operators.brennerm.github.io/v1
-kind: ExchangeRate
-metadata: {name: bad, namespace: default}
-spec: {currency: USD, currencies: [GBP]}`, wantMsgs: []string{"spec", "exactly one of spec.currency and spec.currencies must be set"}},
-	{name: "currencies holding the base", doc: `
-apiVersion: operators.brennerm.github.io/v1
-kind: ExchangeRate
-metadata: {name: bad, namespace: default}
-spec: {currencies: [USD, EUR]}`, wantMsgs: []string{"spec", "spec.currencies must not contain spec.base"}},
-	{name: "a currency twice", doc: `
-apiVersion: operators.brennerm.github.io/v1
-kind: ExchangeRate
-metadata: {name: bad, namespace: default}
-spec: {currencies: [USD, GBP, USD]}`, wantMsgs: []string{"spec.currencies[2]", "Duplicate"}},
-	{name: "lower-case currency in currencies", doc: `
-apiVersion: operators.brennerm.github.io/v1
-kind: ExchangeRate
-metadata: {name: bad, namespace: default}
-spec: {currencies: [USD, gbp]}`, wantMsgs: []string{"spec.currencies[1]", "should match"}},
-	{name: "no currencies", doc: `
-apiVersion: operators.brennerm.github.io/v1
-kind: ExchangeRate
-metadata: {name: bad, namespace: default}
-spec: {currencies: []}`, wantMsgs: []string{"spec.currencies", "at least 1 items"}},
-	{name: "unknown source type", doc: `
-apiVersion: operators.brennerm.github.io/v1
-kind: ExchangeRate
-metadata: {name: bad, namespace: default}
-spec: {currency: USD, sources: [{type: oanda}]}`, wantMsgs: []string{"spec.sources[0].type", "Unsupported value", "frankfurter-v2"}},
-	{name: "source without a type", doc: `
-apiVersion: operators.brennerm.github.io/v1
-kind: ExchangeRate
-metadata: {name: bad, namespace: default}
-spec: {currency: USD, sources: [{provider: ECB}]}`, wantMsgs: []string{"spec.sources[0].type", "Required"}},
-	{name: "provider of the ECB", doc: `
-apiVersion: operators.brennerm.github.io/v1
-kind: ExchangeRate
-metadata: {name: bad, namespace: default}
-spec: {currency: USD, sources: [{type: ecb, provider: ECB}]}`, wantMsgs: []string{"spec.sources[0]", "spec.sources[].provider is only for type frankfurter-v2"}},
-	{name: "provider not a provider key", doc: `
-apiVersion: operators.brennerm.github.io/v1
-kind: ExchangeRate
-metadata: {name: bad, namespace: default}
-spec: {currency: USD, sources: [{type: frankfurter-v2, provider: "ecb&base=USD"}]}`, wantMsgs: []string{"spec.sources[0].provider", "should match"}},
-	{name: "a source twice", doc: `
-apiVersion: operators.brennerm.github.io/v1
-kind: ExchangeRate
-metadata: {name: bad, namespace: default}
-spec: {currency: USD, sources: [{type: frankfurter-v2, provider: ECB}, {type: ecb}, {type: frankfurter-v2, provider: ECB}]}`,
-		wantMsgs: []string{"spec.sources", "spec.sources must not name a source twice"}},
-	{name: "five sources", doc: `
-apiVersion: operators.brennerm.github.io/v1
-kind: ExchangeRate
-metadata: {name: bad, namespace: default}
-spec: {currency: USD, sources: [{type: ecb}, {type: frankfurter}, {type: frankfurter-v2}, {type: frankfurter-v2, provider: ECB},
-  {type: frankfurter-v2, provider: BOC}]}`, wantMsgs: []string{"spec.sources", "at most 4 items"}},
-	{name: "no sources", doc: `
-apiVersion: operators.brennerm.github.io/v1
-kind: ExchangeRate
-metadata: {name: bad, namespace: default}
-spec: {currency: USD, sources: []}`, wantMsgs: []string{"spec.sources", "at least 1 items"}},
-	{name: "tolerance without percent sign", doc: `
-apiVersion: operators.brennerm.github.io/v1
-kind: ExchangeRate
-metadata: {name: bad, namespace: default}
-spec: {currency: USD, divergenceTolerance: "1"}`, wantMsgs: []string{"spec.divergenceTolerance", "should match"}},
-	{name: "tolerance above 100%", doc: `
-apiVersion: operators.brennerm.github.io/v1
-kind: ExchangeRate
-metadata: {name: bad, namespace: default}
-spec: {currency: USD, divergenceTolerance: "150%"}`, wantMsgs: []string{"spec.divergenceTolerance", "should match"}},
-	{name: "tolerance with four decimals", doc: `
-apiVersion: operators.brennerm.github.io/v1
-kind: ExchangeRate
-metadata: {name: bad, namespace: default}
-spec: {currency: USD, divergenceTolerance: "0.0001%"}`, wantMsgs: []string{"spec.divergenceTolerance", "should match"}},
-	{name: "currency equal to base", doc: `
-apiVersion: operators.brennerm.github.io/v1
-kind: ExchangeRate
-metadata: {name: bad, namespace: default}
-spec: {currency: EUR}`, wantMsgs: []string{"spec", "spec.currency must differ from spec.base"}},
-	{name: "refresh interval too short", doc: `
-apiVersion: operators.brennerm.github.io/v1
-kind: ExchangeRate
-metadata: {name: bad, namespace: default}
-spec: {currency: USD, refreshInterval: 10s}`, wantMsgs: []string{"spec.refreshInterval", "at least 1m"}},
-	{name: "refresh interval not a duration", doc: `
-apiVersion: operators.brennerm.github.io/v1
-kind: ExchangeRate
-metadata: {name: bad, namespace: default}
-spec: {currency: USD, refreshInterval: hourly}`, wantMsgs: []string{"spec.refreshInterval", "should match"}},
+	bad("lower-case currency", rate, `{currency: usd}`, "spec.currency", "should match"),
+	bad("currency too long", rate, `{currency: USDT}`, "spec.currency"),
+	bad("currency missing", rate, `{base: USD}`, "spec", "exactly one of spec.currency and spec.currencies must be set"),
+	bad("currency and currencies together", rate, `{currency: USD, currencies: [GBP]}`, "spec", "exactly one of spec.currency and spec.currencies must be set"),
+	bad("currencies holding the base", rate, `{currencies: [USD, EUR]}`, "spec", "spec.currencies must not contain spec.base"),
+	bad("a currency twice", rate, `{currencies: [USD, GBP, USD]}`, "spec.currencies[2]", "Duplicate"),
+	bad("lower-case currency in currencies", rate, `{currencies: [USD, gbp]}`, "spec.currencies[1]", "should match"),
+	bad("no currencies", rate, `{currencies: []}`, "spec.currencies", "at least 1 items"),
+	bad("unknown source type", rate, `{currency: USD, sources: [{type: oanda}]}`, "spec.sources[0].type", "Unsupported value", "frankfurter-v2"),
+	bad("source without a type", rate, `{currency: USD, sources: [{provider: ECB}]}`, "spec.sources[0].type", "Required"),
+	bad("provider of the ECB", rate, `{currency: USD, sources: [{type: ecb, provider: ECB}]}`,
+		"spec.sources[0]", "spec.sources[].provider is only for type frankfurter-v2"),
+	bad("provider not a provider key", rate, `{currency: USD, sources: [{type: frankfurter-v2, provider: "ecb&base=USD"}]}`, "spec.sources[0].provider", "should match"),
+	bad("a source twice", rate, `{currency: USD, sources: [{type: frankfurter-v2, provider: ECB}, {type: ecb}, {type: frankfurter-v2, provider: ECB}]}`,
+		"spec.sources", "spec.sources must not name a source twice"),
+	bad("five sources", rate, `{currency: USD, sources: [{type: ecb}, {type: frankfurter}, {type: frankfurter-v2}, {type: frankfurter-v2, provider: ECB},
+  {type: frankfurter-v2, provider: BOC}]}`, "spec.sources", "at most 4 items"),
+	bad("no sources", rate, `{currency: USD, sources: []}`, "spec.sources", "at least 1 items"),
+	bad("tolerance without percent sign", rate, `{currency: USD, divergenceTolerance: "1"}`, "spec.divergenceTolerance", "should match"),
+	bad("tolerance above 100%", rate, `{currency: USD, divergenceTolerance: "150%"}`, "spec.divergenceTolerance", "should match"),
+	bad("tolerance with four decimals", rate, `{currency: USD, divergenceTolerance: "0.0001%"}`, "spec.divergenceTolerance", "should match"),
+	bad("currency equal to base", rate, `{currency: EUR}`, "spec", "spec.currency must differ from spec.base"),
+	bad("refresh interval too short", rate, `{currency: USD, refreshInterval: 10s}`, "spec.refreshInterval", "at least 1m"),
+	bad("refresh interval not a duration", rate, `{currency: USD, refreshInterval: hourly}`, "spec.refreshInterval", "should match"),
 	// RegistryMirror
-	{name: "upstream missing", doc: `
-apiVersion: mirrors.quartet.dev/v1alpha1
-kind: RegistryMirror
-metadata: {name: bad, namespace: default}
-spec: {storage: 10Gi}`, wantMsgs: []string{"spec.upstream", "Required"}},
-	{name: "upstream without scheme", doc: `
-apiVersion: mirrors.quartet.dev/v1alpha1
-kind: RegistryMirror
-metadata: {name: bad, namespace: default}
-spec: {upstream: registry-1.docker.io}`, wantMsgs: []string{"spec.upstream"}},
-	{name: "upstream with a path", doc: `
-apiVersion: mirrors.quartet.dev/v1alpha1
-kind: RegistryMirror
-metadata: {name: bad, namespace: default}
-spec: {upstream: "https://quay.io/some/path"}`, wantMsgs: []string{"spec.upstream", "should match"}},
-	{name: "upstream carrying a password", doc: `
-apiVersion: mirrors.quartet.dev/v1alpha1
-kind: RegistryMirror
-metadata: {name: m, namespace: default}
-spec: {upstream: "https://puller:s3cret@registry.example"}`, wantMsgs: []string{"spec.upstream", "credentialsSecretRef"}},
-	{name: "upstream _default (containerd's catch-all)", doc: `
-apiVersion: mirrors.quartet.dev/v1alpha1
-kind: RegistryMirror
-metadata: {name: bad, namespace: default}
-spec: {upstream: "https://_default"}`, wantMsgs: []string{"spec.upstream", "DNS name or an IP address"}},
-	{name: "upstream host not a DNS name", doc: `
-apiVersion: mirrors.quartet.dev/v1alpha1
-kind: RegistryMirror
-metadata: {name: bad, namespace: default}
-spec: {upstream: "https://registry_mirror.example"}`, wantMsgs: []string{"spec.upstream", "DNS name or an IP address"}},
+	bad("upstream missing", mirror, `{storage: 10Gi}`, "spec.upstream", "Required"),
+	bad("upstream without scheme", mirror, `{upstream: registry-1.docker.io}`, "spec.upstream"),
+	bad("upstream with a path", mirror, `{upstream: "https://quay.io/some/path"}`, "spec.upstream", "should match"),
+	{name: "upstream carrying a password", kind: mirror, obj: "m", spec: `{upstream: "https://puller:s3cret@registry.example"}`,
+		wantMsgs: []string{"spec.upstream", "credentialsSecretRef"}},
+	bad("upstream _default (containerd's catch-all)", mirror, `{upstream: "https://_default"}`, "spec.upstream", "DNS name or an IP address"),
+	bad("upstream host not a DNS name", mirror, `{upstream: "https://registry_mirror.example"}`, "spec.upstream", "DNS name or an IP address"),
 	// RegistryHostGrant
-	{name: "grant of _default", doc: `
-apiVersion: mirrors.quartet.dev/v1alpha1
-kind: RegistryHostGrant
-metadata: {name: bad}
-spec: {host: _default, mirror: {namespace: m, name: hub}}`, wantMsgs: []string{"spec.host", "should match"}},
-	{name: "grant of a host with a scheme", doc: `
-apiVersion: mirrors.quartet.dev/v1alpha1
-kind: RegistryHostGrant
-metadata: {name: bad}
-spec: {host: "https://docker.io", mirror: {namespace: m, name: hub}}`, wantMsgs: []string{"spec.host", "should match"}},
-	{name: "grant without a mirror", doc: `
-apiVersion: mirrors.quartet.dev/v1alpha1
-kind: RegistryHostGrant
-metadata: {name: bad}
-spec: {host: docker.io}`, wantMsgs: []string{"spec.mirror", "Required"}},
-	{name: "grant of resolve without pull", doc: `
-apiVersion: mirrors.quartet.dev/v1alpha1
-kind: RegistryHostGrant
-metadata: {name: bad}
-spec: {host: docker.io, mirror: {namespace: m, name: hub}, capabilities: [resolve]}`, wantMsgs: []string{"spec.capabilities", "must include pull"}},
-	{name: "grant of an unknown capability", doc: `
-apiVersion: mirrors.quartet.dev/v1alpha1
-kind: RegistryHostGrant
-metadata: {name: bad}
-spec: {host: docker.io, mirror: {namespace: m, name: hub}, capabilities: [pull, push]}`, wantMsgs: []string{"spec.capabilities", "Unsupported value"}},
-	{name: "storage not a quantity", doc: `
-apiVersion: mirrors.quartet.dev/v1alpha1
-kind: RegistryMirror
-metadata: {name: bad, namespace: default}
-spec: {upstream: "https://quay.io", storage: lots}`, wantMsgs: []string{"spec.storage"}},
-	{name: "storage zero", doc: `
-apiVersion: mirrors.quartet.dev/v1alpha1
-kind: RegistryMirror
-metadata: {name: bad, namespace: default}
-spec: {upstream: "https://quay.io", storage: "0"}`, wantMsgs: []string{"spec.storage", "greater than zero"}},
-	{name: "cache TTL not a duration", doc: `
-apiVersion: mirrors.quartet.dev/v1alpha1
-kind: RegistryMirror
-metadata: {name: bad, namespace: default}
-spec: {upstream: "https://quay.io", cacheTTL: "a week"}`, wantMsgs: []string{"spec.cacheTTL"}},
-	{name: "retention under 1h", doc: `
-apiVersion: mirrors.quartet.dev/v1alpha1
-kind: RegistryMirror
-metadata: {name: bad, namespace: default}
-spec: {upstream: "https://quay.io", retention: 30m}`, wantMsgs: []string{"spec.retention", "at least 1h"}},
-	{name: "retention over 10 years", doc: `
-apiVersion: mirrors.quartet.dev/v1alpha1
-kind: RegistryMirror
-metadata: {name: bad, namespace: default}
-spec: {upstream: "https://quay.io", retention: 87601h}`, wantMsgs: []string{"spec.retention", "at most 87600h"}},
-	{name: "retention not a duration", doc: `
-apiVersion: mirrors.quartet.dev/v1alpha1
-kind: RegistryMirror
-metadata: {name: bad, namespace: default}
-spec: {upstream: "https://quay.io", retention: "30 days"}`, wantMsgs: []string{"spec.retention", "should match"}},
-	{name: "disk percent 100", doc: `
-apiVersion: mirrors.quartet.dev/v1alpha1
-kind: RegistryMirror
-metadata: {name: bad, namespace: default}
-spec: {upstream: "https://quay.io", maxDiskPercent: 100}`, wantMsgs: []string{"spec.maxDiskPercent", "less than or equal to 99"}},
-	{name: "disk percent negative", doc: `
-apiVersion: mirrors.quartet.dev/v1alpha1
-kind: RegistryMirror
-metadata: {name: bad, namespace: default}
-spec: {upstream: "https://quay.io", maxDiskPercent: -1}`, wantMsgs: []string{"spec.maxDiskPercent", "greater than or equal to 0"}},
-	{name: "warm platform without an architecture", doc: `
-apiVersion: mirrors.quartet.dev/v1alpha1
-kind: RegistryMirror
-metadata: {name: bad, namespace: default}
-spec: {upstream: "https://quay.io", warmPlatforms: [linux]}`, wantMsgs: []string{"spec.warmPlatforms[0]", "should match"}},
-	{name: "warm platform listed twice", doc: `
-apiVersion: mirrors.quartet.dev/v1alpha1
-kind: RegistryMirror
-metadata: {name: bad, namespace: default}
-spec: {upstream: "https://quay.io", warmPlatforms: [linux/amd64, linux/amd64]}`, wantMsgs: []string{"spec.warmPlatforms[1]", "Duplicate value"}},
-	{name: "no replicas", doc: `
-apiVersion: mirrors.quartet.dev/v1alpha1
-kind: RegistryMirror
-metadata: {name: bad, namespace: default}
-spec: {upstream: "https://quay.io", replicas: 0}`, wantMsgs: []string{"spec.replicas", "greater than or equal to 1"}},
-	{name: "too many replicas", doc: `
-apiVersion: mirrors.quartet.dev/v1alpha1
-kind: RegistryMirror
-metadata: {name: bad, namespace: default}
-spec: {upstream: "https://quay.io", replicas: 6}`, wantMsgs: []string{"spec.replicas", "less than or equal to 5"}},
-	{name: "storage shrunk", update: `
-apiVersion: mirrors.quartet.dev/v1alpha1
-kind: RegistryMirror
-metadata: {name: shrink, namespace: default}
-spec: {upstream: "https://quay.io", storage: 20Gi}`, doc: `
-apiVersion: mirrors.quartet.dev/v1alpha1
-kind: RegistryMirror
-metadata: {name: shrink, namespace: default}
-spec: {upstream: "https://quay.io", storage: 5Gi}`, wantMsgs: []string{"spec.storage", "may grow but not shrink"}},
-	{name: "storage class changed", update: `
-apiVersion: mirrors.quartet.dev/v1alpha1
-kind: RegistryMirror
-metadata: {name: sc, namespace: default}
-spec: {upstream: "https://quay.io", storageClassName: fast}`, doc: `
-apiVersion: mirrors.quartet.dev/v1alpha1
-kind: RegistryMirror
-metadata: {name: sc, namespace: default}
-spec: {upstream: "https://quay.io", storageClassName: slow}`, wantMsgs: []string{"spec", "spec.storageClassName is immutable"}},
+	bad("grant of _default", grant, `{host: _default, mirror: {namespace: m, name: hub}}`, "spec.host", "should match"),
+	bad("grant of a host with a scheme", grant, `{host: "https://docker.io", mirror: {namespace: m, name: hub}}`, "spec.host", "should match"),
+	bad("grant without a mirror", grant, `{host: docker.io}`, "spec.mirror", "Required"),
+	bad("grant of resolve without pull", grant, `{host: docker.io, mirror: {namespace: m, name: hub}, capabilities: [resolve]}`,
+		"spec.capabilities", "must include pull"),
+	bad("grant of an unknown capability", grant, `{host: docker.io, mirror: {namespace: m, name: hub}, capabilities: [pull, push]}`,
+		"spec.capabilities", "Unsupported value"),
+	bad("storage not a quantity", mirror, `{upstream: "https://quay.io", storage: lots}`, "spec.storage"),
+	bad("storage zero", mirror, `{upstream: "https://quay.io", storage: "0"}`, "spec.storage", "greater than zero"),
+	bad("cache TTL not a duration", mirror, `{upstream: "https://quay.io", cacheTTL: "a week"}`, "spec.cacheTTL"),
+	bad("retention under 1h", mirror, `{upstream: "https://quay.io", retention: 30m}`, "spec.retention", "at least 1h"),
+	bad("retention over 10 years", mirror, `{upstream: "https://quay.io", retention: 87601h}`, "spec.retention", "at most 87600h"),
+	bad("retention not a duration", mirror, `{upstream: "https://quay.io", retention: "30 days"}`, "spec.retention", "should match"),
+	bad("disk percent 100", mirror, `{upstream: "https://quay.io", maxDiskPercent: 100}`, "spec.maxDiskPercent", "less than or equal to 99"),
+	bad("disk percent negative", mirror, `{upstream: "https://quay.io", maxDiskPercent: -1}`, "spec.maxDiskPercent", "greater than or equal to 0"),
+	bad("warm platform without an architecture", mirror, `{upstream: "https://quay.io", warmPlatforms: [linux]}`, "spec.warmPlatforms[0]", "should match"),
+	bad("warm platform listed twice", mirror, `{upstream: "https://quay.io", warmPlatforms: [linux/amd64, linux/amd64]}`, "spec.warmPlatforms[1]", "Duplicate value"),
+	bad("no replicas", mirror, `{upstream: "https://quay.io", replicas: 0}`, "spec.replicas", "greater than or equal to 1"),
+	bad("too many replicas", mirror, `{upstream: "https://quay.io", replicas: 6}`, "spec.replicas", "less than or equal to 5"),
+	{name: "storage shrunk", kind: mirror, obj: "shrink", from: `{upstream: "https://quay.io", storage: 20Gi}`,
+		spec: `{upstream: "https://quay.io", storage: 5Gi}`, wantMsgs: []string{"spec.storage", "may grow but not shrink"}},
+	{name: "storage class changed", kind: mirror, obj: "sc", from: `{upstream: "https://quay.io", storageClassName: fast}`,
+		spec: `{upstream: "https://quay.io", storageClassName: slow}`, wantMsgs: []string{"spec", "spec.storageClassName is immutable"}},
 }
 
 // TestRegistryMirrorRetentionDefaults: a mirror as Quartet 0.2.0's users wrote it, with the
@@ -683,11 +319,7 @@ func TestRegistryMirrorRetentionDefaults(t *testing.T) {
 		{"warmed for three platforms", `{upstream: "https://quay.io", warmPlatforms: [linux/amd64, linux/arm64, linux/arm/v7]}`, "720h", 85, nil, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			u := decode(t, `
-apiVersion: mirrors.quartet.dev/v1alpha1
-kind: RegistryMirror
-metadata: {name: retention, namespace: default}
-spec: `+tc.spec)
+			u := decode(t, mirror.doc("retention", tc.spec))
 			require.NoError(t, eventuallyCreate(ctx, u))
 			got := &unstructured.Unstructured{}
 			got.SetGroupVersionKind(u.GroupVersionKind())
@@ -711,10 +343,10 @@ func TestInvalidObjectsRefused(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range invalidObjects {
 		t.Run(tc.name, func(t *testing.T) {
-			obj := decode(t, tc.doc)
+			obj := decode(t, tc.kind.doc(tc.obj, tc.spec))
 			var err error
-			if tc.update != "" {
-				orig := decode(t, tc.update)
+			if tc.from != "" {
+				orig := decode(t, tc.kind.doc(tc.obj, tc.from))
 				require.NoError(t, env.Client.Create(ctx, orig), "the starting object must be valid")
 				t.Cleanup(func() { _ = env.Client.Delete(ctx, orig) })
 				obj.SetResourceVersion(orig.GetResourceVersion())
@@ -740,27 +372,9 @@ func TestInvalidObjectsRefused(t *testing.T) {
 // fields — above all dryRun, whose loss would turn a rehearsal into real chaos.
 func TestV1alpha1WritesKeepV1beta1Fields(t *testing.T) {
 	env.Require(t)
-	ctx := context.Background()
-	beta := decode(t, `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: both-versions}
-spec: {tantrumMode: true, podTolerance: 5, eagerness: 77, ipsumMode: true, dryRun: true}`)
-	require.NoError(t, env.Client.Create(ctx, beta))
-	t.Cleanup(func() { _ = env.Client.Delete(ctx, beta) })
-
-	alpha := &unstructured.Unstructured{}
-	alpha.SetAPIVersion("blackadder.io/v1alpha1")
-	alpha.SetKind("ChaosAgent")
-	alpha.SetName("both-versions")
-	require.NoError(t, env.Client.Patch(ctx, alpha, client.RawPatch("application/merge-patch+json",
-		[]byte(`{"spec":{"tantrumMode":true,"podTolerance":6}}`))))
-
-	got := &unstructured.Unstructured{}
-	got.SetAPIVersion("blackadder.io/v1beta1")
-	got.SetKind("ChaosAgent")
-	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: "both-versions"}, got))
-	spec := got.Object["spec"].(map[string]any)
+	create(t, agent, "both-versions", `{tantrumMode: true, podTolerance: 5, eagerness: 77, ipsumMode: true, dryRun: true}`)
+	patchV1alpha1(t, "both-versions", `{"spec":{"tantrumMode":true,"podTolerance":6}}`)
+	spec := agentSpec(t, "v1beta1", "both-versions")
 	assert.EqualValues(t, 6, spec["podTolerance"], "the v1alpha1 change applied")
 	assert.EqualValues(t, 77, spec["eagerness"], "v1beta1 field kept")
 	assert.Equal(t, true, spec["ipsumMode"], "v1beta1 field kept")
@@ -773,12 +387,7 @@ spec: {tantrumMode: true, podTolerance: 5, eagerness: 77, ipsumMode: true, dryRu
 // when the original operator's v1alpha1 manifest is applied over it.
 func TestChaosAgentScheduleGuardsRunsRoundTrip(t *testing.T) {
 	env.Require(t)
-	ctx := context.Background()
-	beta := decode(t, `
-apiVersion: blackadder.io/v1beta1
-kind: ChaosAgent
-metadata: {name: guarded-agent}
-spec:
+	create(t, agent, "guarded-agent", `
   tantrumMode: true
   podTolerance: 5
   meanSecondsBetweenKills: 3600
@@ -798,17 +407,7 @@ spec:
     deployment: {namespace: shop, name: db, minReady: 2}
   - name: web-answers
     http: {url: "http://web.shop.svc:8080/healthz", maxLatencyMilliseconds: 500}`)
-	require.NoError(t, env.Client.Create(ctx, beta))
-	t.Cleanup(func() { _ = env.Client.Delete(ctx, beta) })
-
-	read := func(version string) map[string]any {
-		u := &unstructured.Unstructured{}
-		u.SetAPIVersion("blackadder.io/" + version)
-		u.SetKind("ChaosAgent")
-		require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: "guarded-agent"}, u))
-		return u.Object["spec"].(map[string]any)
-	}
-	spec := read("v1beta1")
+	spec := agentSpec(t, "v1beta1", "guarded-agent")
 	guards := spec["guards"].([]any)
 	require.Len(t, guards, 3)
 	http := guards[2].(map[string]any)["http"].(map[string]any)
@@ -816,15 +415,9 @@ spec:
 	assert.EqualValues(t, 5, http["timeoutSeconds"], "default timeoutSeconds")
 	assert.Equal(t, "75%", guards[0].(map[string]any)["deployment"].(map[string]any)["minReady"])
 	assert.EqualValues(t, 2, guards[1].(map[string]any)["deployment"].(map[string]any)["minReady"])
-	assert.Equal(t, spec, read("v1alpha1"), "v1alpha1 serves the same spec")
-
-	alpha := &unstructured.Unstructured{}
-	alpha.SetAPIVersion("blackadder.io/v1alpha1")
-	alpha.SetKind("ChaosAgent")
-	alpha.SetName("guarded-agent")
-	require.NoError(t, env.Client.Patch(ctx, alpha, client.RawPatch("application/merge-patch+json",
-		[]byte(`{"spec":{"tantrumMode":true,"podTolerance":10}}`))))
-	after := read("v1beta1")
+	assert.Equal(t, spec, agentSpec(t, "v1alpha1", "guarded-agent"), "v1alpha1 serves the same spec")
+	patchV1alpha1(t, "guarded-agent", `{"spec":{"tantrumMode":true,"podTolerance":10}}`)
+	after := agentSpec(t, "v1beta1", "guarded-agent")
 	assert.EqualValues(t, 10, after["podTolerance"], "the v1alpha1 change applied")
 	delete(after, "podTolerance")
 	delete(spec, "podTolerance")
