@@ -23,60 +23,44 @@ func parse(in io.Reader, fileName string) (results []result, cpu string, failed 
 	if err != nil {
 		return nil, "", nil, err
 	}
-	type key struct{ pkg, name string }
-	var (
-		order   []key
-		samples = map[key]*sample{}
-	)
+	index := map[[2]string]int{}      // package and name → position in results
+	var values []map[string][]float64 // per result: unit → a value per round that reported it
 	r := benchfmt.NewReader(bytes.NewReader(text), fileName)
 	for r.Scan() {
 		switch rec := r.Result().(type) {
 		case *benchfmt.SyntaxError:
-			// A line go test would not write; the old parser skipped such lines too.
+			// A line go test would not write: left out.
 			fmt.Fprintln(os.Stderr, "benchreport: skipped:", rec)
 		case *benchfmt.Result:
 			cpu = rec.GetConfig("cpu")
-			k := key{rec.GetConfig("pkg"), benchName(rec.Name)}
-			s, ok := samples[k]
+			k := [2]string{rec.GetConfig("pkg"), benchName(rec.Name)}
+			i, ok := index[k]
 			if !ok {
-				s = &sample{values: map[string][]float64{}}
-				samples[k] = s
-				order = append(order, k)
+				i, index[k] = len(results), len(results)
+				results = append(results, result{Pkg: k[0], Name: k[1]})
+				values = append(values, map[string][]float64{})
 			}
-			s.rounds++
+			results[i].Rounds++
 			for _, v := range rec.Values {
 				// benchfmt tidies units (ns/op to sec/op, MB-rss to B-rss); the report keeps go
-				// test's own.
+				// test's own, in the order go test printed them.
 				unit, value := v.Unit, v.Value
 				if v.OrigUnit != "" {
 					unit, value = v.OrigUnit, v.OrigValue
 				}
-				if _, seen := s.values[unit]; !seen {
-					s.units = append(s.units, unit)
+				if _, seen := values[i][unit]; !seen {
+					results[i].Metrics = append(results[i].Metrics, [2]string{"", unit})
 				}
-				s.values[unit] = append(s.values[unit], value)
+				values[i][unit] = append(values[i][unit], value)
 			}
 		}
 	}
-	if err := r.Err(); err != nil {
-		return nil, "", nil, err
-	}
-	for _, k := range order {
-		s := samples[k]
-		res := result{pkg: k.pkg, name: k.name, rounds: s.rounds}
-		for _, unit := range s.units {
-			res.metrics = append(res.metrics, [2]string{summarize(unit, s.values[unit], s.rounds), unit})
+	for i, res := range results {
+		for j, m := range res.Metrics {
+			res.Metrics[j][0] = summarize(m[1], values[i][m[1]], res.Rounds)
 		}
-		results = append(results, res)
 	}
-	return results, cpu, failed, nil
-}
-
-// sample is what the rounds of one benchmark measured.
-type sample struct {
-	rounds int
-	units  []string             // in the order go test printed them
-	values map[string][]float64 // unit → a value per round that reported it
+	return results, cpu, failed, r.Err()
 }
 
 // joinFigures returns go test's output as benchfmt should read it, and the lines that say a
@@ -129,9 +113,7 @@ func isFigures(fields []string) bool {
 // benchName is a benchmark's name as go test prints it, without the -GOMAXPROCS suffix.
 func benchName(n benchfmt.Name) string {
 	base, parts := n.Parts()
-	if len(parts) > 0 && parts[len(parts)-1][0] == '-' {
-		parts = parts[:len(parts)-1]
-	}
+	parts = slices.DeleteFunc(parts, func(p []byte) bool { return p[0] == '-' })
 	return "Benchmark" + string(base) + string(bytes.Join(parts, nil))
 }
 
@@ -167,4 +149,17 @@ func formatMetric(unit string, v float64) string {
 		return strconv.FormatFloat(v, 'f', 2, 64)
 	}
 	return formatFigure(v)
+}
+
+// formatFigure prints v as go test prints a benchmark's metrics (testing's prettyPrint):
+// four significant digits from 0.001 on, seven decimals below, no exponent.
+func formatFigure(v float64) string {
+	prec := 0
+	for _, from := range []float64{999.95, 99.995, 9.9995, 0.99995, 0.099995, 0.0099995, 0.00099995} {
+		if v == 0 || math.Abs(v) >= from {
+			break
+		}
+		prec++
+	}
+	return strconv.FormatFloat(v, 'f', prec, 64)
 }
