@@ -60,13 +60,11 @@ var capabilityEvidence = map[string][]string{
 // TestCapabilityClaimHasEvidence: the CSV claims no level above the highest one whose
 // evidence (and every lower level's) exists, and docs/OLM.md says the same level.
 func TestCapabilityClaimHasEvidence(t *testing.T) {
-	claimed := loadBundle(t).CSV.Annotations["capabilities"]
+	csv := loadBundle(t).CSV
+	claimed := csv.Annotations["capabilities"]
 	level := slices.Index(capabilityLevels, claimed)
 	require.GreaterOrEqual(t, level, 0, "the CSV's capabilities annotation %q is not an OperatorHub level", claimed)
-
-	base, err := os.ReadFile(repoPath(t, "config", "manifests", "bases", "quartet.clusterserviceversion.yaml"))
-	require.NoError(t, err)
-	assert.True(t, strings.Contains(string(base), "capabilities: "+claimed),
+	assert.True(t, strings.Contains(string(read(t, "config", "manifests", "bases", "quartet.clusterserviceversion.yaml")), "capabilities: "+claimed),
 		"config/manifests/bases claims another level than bundle/ (%s): run make bundle", claimed)
 
 	for _, l := range capabilityLevels[:level+1] {
@@ -85,13 +83,9 @@ func TestCapabilityClaimHasEvidence(t *testing.T) {
 		assert.NotEmpty(t, rules.Alerts(), "Deep Insights without alerting rules")
 		// The bundle cannot carry the ServiceMonitor and the alerts (TestBundleCSVContract/
 		// monitoring): the CSV's description must say exactly what the admin adds.
-		description := loadBundle(t).CSV.Spec.Description
-		assert.Contains(t, description, "kubectl apply -n <namespace> -k config/prometheus", "Deep Insights: the description does not say how to add the alerts")
-		assert.Contains(t, description, "quartet-metrics-reader", "Deep Insights: the description does not say how Prometheus may read the metrics")
+		assert.Contains(t, csv.Spec.Description, "kubectl apply -n <namespace> -k config/prometheus", "Deep Insights: the description does not say how to add the alerts")
+		assert.Contains(t, csv.Spec.Description, "quartet-metrics-reader", "Deep Insights: the description does not say how Prometheus may read the metrics")
 	}
-
-	doc, err := os.ReadFile(repoPath(t, "docs", "OLM.md"))
-	require.NoError(t, err)
-	assert.True(t, strings.Contains(string(doc), "The CSV claims capability level **"+claimed+"**"),
+	assert.True(t, strings.Contains(string(read(t, "docs", "OLM.md")), "The CSV claims capability level **"+claimed+"**"),
 		"docs/OLM.md does not say the CSV claims %s", claimed)
 }

@@ -1,13 +1,13 @@
 package bundlevalidation
 
 import (
-	"os"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // csvSetFlags are the manager flags the CSV's Deployment sets on the command line. A flag
@@ -19,31 +19,23 @@ var csvSetFlags = []string{"health-probe-bind-address", "leader-elect", "metrics
 // can be set through the Subscription's environment; that holds only while the CSV's
 // manager container sets exactly these on its command line.
 func TestDocsNameTheFlagsTheCSVSets(t *testing.T) {
-	b := loadBundle(t)
-	deployments := b.CSV.Spec.InstallStrategy.StrategySpec.DeploymentSpecs
+	deployments := loadBundle(t).CSV.Spec.InstallStrategy.StrategySpec.DeploymentSpecs
 	require.Len(t, deployments, 1)
 	containers := deployments[0].Spec.Template.Spec.Containers
-	var args []string
-	for _, c := range containers {
-		if c.Name == "manager" {
-			args = c.Args
-		}
-	}
-	require.NotEmpty(t, args, "the CSV's manager container sets no arguments")
+	i := slices.IndexFunc(containers, func(c corev1.Container) bool { return c.Name == "manager" })
+	require.True(t, i >= 0 && len(containers[i].Args) > 0, "the CSV's manager container sets no arguments")
 	var set []string
-	for _, a := range args {
+	for _, a := range containers[i].Args {
 		require.True(t, strings.HasPrefix(a, "--"), "argument %q is not a flag", a)
 		name, _, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
 		set = append(set, name)
 	}
 	slices.Sort(set)
 	assert.Equal(t, csvSetFlags, set, "the flags the CSV sets changed: update csvSetFlags and the docs that name them")
-
 	for _, doc := range []string{"README.md", "docs/INSTALL.md", "docs/OLM.md"} {
-		text, err := os.ReadFile(repoPath(t, doc))
-		require.NoError(t, err)
+		text := string(read(t, doc))
 		for _, f := range csvSetFlags {
-			assert.Contains(t, string(text), "`--"+f, "%s does not name --%s among the flags the CSV sets", doc, f)
+			assert.Contains(t, text, "`--"+f, "%s does not name --%s among the flags the CSV sets", doc, f)
 		}
 	}
 }
