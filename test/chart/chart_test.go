@@ -9,10 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 
@@ -52,6 +53,29 @@ func tryRun(name string, args ...string) ([]byte, error) {
 	return out, nil
 }
 
+// read returns the content of a file, relative to the repository's root.
+func read(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile("../../" + name)
+	require.NoError(t, err)
+	return b
+}
+
+// render is `helm template` of charts/quartet as release quartet in quartet-system (args may
+// name another namespace), decoded by objects.
+func render(t *testing.T, helm string, args ...string) map[string]*unstructured.Unstructured {
+	t.Helper()
+	return objects(t, run(t, helm, append([]string{"template", "quartet", "charts/quartet", "--namespace", "quartet-system"}, args...)...))
+}
+
+// lintClean runs helm lint --strict on charts/quartet, which must find nothing.
+func lintClean(t *testing.T, helm string, args ...string) {
+	t.Helper()
+	lint := run(t, helm, append([]string{"lint", "--strict", "charts/quartet"}, args...)...)
+	assert.NotContains(t, string(lint), "[WARNING]", "%s", lint)
+	assert.NotContains(t, string(lint), "[INFO]", "%s", lint)
+}
+
 // objects decodes a YAML stream (helm template, kustomize build) into its objects, keyed
 // kind/namespace/name.
 func objects(t *testing.T, b []byte) map[string]*unstructured.Unstructured {
@@ -71,42 +95,42 @@ func objects(t *testing.T, b []byte) map[string]*unstructured.Unstructured {
 	}
 }
 
-// Helm's standard labels, which the chart adds to every object (checked by chartLabels).
+func keys(m map[string]*unstructured.Unstructured) []string { return slices.Collect(maps.Keys(m)) }
+
+// sameObjects checks that got holds the objects of want, and no other.
+func sameObjects(t *testing.T, want, got map[string]*unstructured.Unstructured) {
+	t.Helper()
+	require.ElementsMatch(t, keys(want), keys(got))
+	for key, o := range want {
+		assert.Equal(t, o.Object, got[key].Object, key)
+	}
+}
+
+// Helm's standard labels, which the chart adds to every object.
 const (
 	labelChart    = "helm.sh/chart"
 	labelInstance = "app.kubernetes.io/instance"
 )
 
-// chartLabels checks that every object the chart renders carries Helm's standard labels:
-// helm.sh/chart with the chart's name and version, app.kubernetes.io/instance with the release.
-func chartLabels(t *testing.T, objs map[string]*unstructured.Unstructured, release string) {
-	t.Helper()
-	version := makefileVersion(t)
-	for key, o := range objs {
-		assert.Equal(t, "quartet-"+version, o.GetLabels()[labelChart], "%s: %s", key, labelChart)
-		assert.Equal(t, release, o.GetLabels()[labelInstance], "%s: %s", key, labelInstance)
-	}
-}
-
 // normalize removes what the chart changes on purpose with its default values: who manages
-// the objects, Helm's standard labels (chartLabels checks them), the CRDs' keep policy, where
-// WATCH_NAMESPACE comes from (OLM's annotation in config/, the release's values in the chart;
-// both empty outside OLM), flag order and the pull policy the API server defaults to.
+// the objects, Helm's standard labels (TestChartIsGeneratedFromConfig checks them), the CRDs'
+// keep policy, where WATCH_NAMESPACE comes from (OLM's annotation in config/, the release's
+// values in the chart; both empty outside OLM), flag order and the pull policy the API server
+// defaults to.
 func normalize(t *testing.T, o *unstructured.Unstructured) {
 	t.Helper()
-	labels := o.GetLabels()
-	if _, ok := labels["app.kubernetes.io/managed-by"]; ok {
-		labels["app.kubernetes.io/managed-by"] = "-"
-		o.SetLabels(labels)
-	}
-	if _, ok := labels[labelChart]; ok {
-		delete(labels, labelChart)
-		delete(labels, labelInstance)
+	if labels := o.GetLabels(); labels != nil {
+		if _, ok := labels["app.kubernetes.io/managed-by"]; ok {
+			labels["app.kubernetes.io/managed-by"] = "-"
+		}
+		if _, ok := labels[labelChart]; ok {
+			delete(labels, labelChart)
+			delete(labels, labelInstance)
+		}
 		o.SetLabels(labels)
 	}
 	if ann := o.GetAnnotations(); ann != nil {
-		delete(ann, "helm.sh/resource-policy")
-		if len(ann) == 0 {
+		if delete(ann, "helm.sh/resource-policy"); len(ann) == 0 {
 			ann = nil
 		}
 		o.SetAnnotations(ann)
@@ -120,25 +144,22 @@ func normalize(t *testing.T, o *unstructured.Unstructured) {
 		if _, ok := m["imagePullPolicy"]; !ok {
 			m["imagePullPolicy"] = "IfNotPresent" // the API server's default for a tagged image
 		}
-		var args []string
-		for _, a := range m["args"].([]any) {
-			args = append(args, a.(string))
-		}
-		sort.Strings(args)
-		sorted := make([]any, len(args))
-		for i, a := range args {
-			sorted[i] = a
-		}
-		m["args"] = sorted
-		var env []any
-		for _, e := range m["env"].([]any) {
-			if e.(map[string]any)["name"] != "WATCH_NAMESPACE" {
-				env = append(env, e)
-			}
-		}
-		m["env"] = env
+		slices.SortFunc(m["args"].([]any), func(a, b any) int { return strings.Compare(a.(string), b.(string)) })
+		m["env"] = slices.DeleteFunc(m["env"].([]any), func(e any) bool { return e.(map[string]any)["name"] == "WATCH_NAMESPACE" })
 	}
 	require.NoError(t, unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers"))
+}
+
+// files lists the files under dir, relative to it.
+func files(t *testing.T, dir string) (out []string) {
+	t.Helper()
+	require.NoError(t, fs.WalkDir(os.DirFS(dir), ".", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			out = append(out, path)
+		}
+		return err
+	}))
+	return out
 }
 
 // TestChartIsGeneratedFromConfig: the committed chart is exactly what `make helm` makes
@@ -151,65 +172,44 @@ func TestChartIsGeneratedFromConfig(t *testing.T) {
 	helm, kustomize := tools(t)
 	config := run(t, kustomize, "build", "config/default")
 
-	dir := t.TempDir()
-	version := makefileVersion(t)
+	dir, version := t.TempDir(), makefileVersion(t)
 	cmd := exec.Command("go", "run", "./hack/helmchart", "-out", dir, "-version", version, "-samples", "config/samples")
 	cmd.Dir = "../.."
 	cmd.Stdin = bytes.NewReader(config)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	committed := "../../charts/quartet"
-	require.NoError(t, filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, path)
-		want, err := os.ReadFile(path)
+	generated := files(t, dir)
+	for _, rel := range generated {
+		want, err := os.ReadFile(dir + "/" + rel)
 		require.NoError(t, err)
-		got, err := os.ReadFile(filepath.Join(committed, rel))
+		got, err := os.ReadFile(chartDir + "/" + rel)
 		require.NoError(t, err, "charts/quartet/%s is missing: run make helm", rel)
 		assert.Equal(t, string(want), string(got), "charts/quartet/%s differs from config/: run make helm", rel)
-		return nil
-	}))
-	require.NoError(t, filepath.WalkDir(committed, func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, _ := filepath.Rel(committed, path)
-		_, err = os.Stat(filepath.Join(dir, rel))
-		assert.NoError(t, err, "charts/quartet/%s is not generated any more: run make helm (which removes templates/) or delete it", rel)
-		return nil
-	}))
+	}
+	for _, rel := range files(t, chartDir) {
+		assert.Contains(t, generated, rel, "charts/quartet/%s is not generated any more: run make helm (which removes templates/) or delete it", rel)
+	}
 
-	lint := run(t, helm, "lint", "--strict", "charts/quartet")
-	assert.NotContains(t, string(lint), "[WARNING]", "%s", lint)
-	assert.NotContains(t, string(lint), "[INFO]", "%s", lint)
-
-	rendered := objects(t, run(t, helm, "template", "quartet", "charts/quartet", "--namespace", "quartet-system"))
-	chartLabels(t, rendered, "quartet")
+	lintClean(t, helm)
+	rendered := render(t, helm)
+	for key, o := range rendered {
+		// Helm's standard labels: the chart's name and version, and the release.
+		assert.Equal(t, "quartet-"+version, o.GetLabels()[labelChart], "%s: %s", key, labelChart)
+		assert.Equal(t, "quartet", o.GetLabels()[labelInstance], "%s: %s", key, labelInstance)
+		normalize(t, o)
+	}
 	want := objects(t, config)
-	for key, o := range want {
-		if o.GetKind() == "Namespace" {
-			delete(want, key)
-			continue
-		}
+	maps.DeleteFunc(want, func(_ string, o *unstructured.Unstructured) bool { return o.GetKind() == "Namespace" })
+	for _, o := range want {
 		normalize(t, o)
 	}
-	for _, o := range rendered {
-		normalize(t, o)
-	}
-	require.ElementsMatch(t, keys(want), keys(rendered))
-	for key, o := range want {
-		assert.Equal(t, o.Object, rendered[key].Object, key)
-	}
+	sameObjects(t, want, rendered)
 }
 
 // makefileVersion is the Makefile's VERSION, the one `make helm` gives the chart.
 func makefileVersion(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile("../../Makefile")
-	require.NoError(t, err)
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(string(read(t, "Makefile")), "\n") {
 		if v, ok := strings.CutPrefix(line, "VERSION ?= "); ok {
 			return strings.TrimSpace(v)
 		}
@@ -218,23 +218,15 @@ func makefileVersion(t *testing.T) string {
 	return ""
 }
 
-func keys(m map[string]*unstructured.Unstructured) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
-}
-
 // TestChartValues: each value does what values.yaml says.
 func TestChartValues(t *testing.T) {
 	helm, _ := tools(t)
-	rendered := objects(t, run(t, helm, "template", "quartet", "charts/quartet", "--namespace", "ops",
+	rendered := render(t, helm, "--namespace", "ops",
 		"--set", "image.repository=registry.example/quartet,image.tag=v9,registryImage=registry.example/registry:3",
 		"--set", "watchNamespace=team-a\\,team-b,leaderElection.enabled=false,metrics.enabled=false,replicaCount=1",
 		"--set", "crds.install=false,extraArgs[0]=--controllers=copyratorrule",
 		"--set", "extraEnv[0].name=QUARTET_EXCHANGERATE_URL,extraEnv[0].value=http://rates.internal",
-		"--set", "resources.limits.memory=256Mi,nodeSelector.disk=ssd"))
+		"--set", "resources.limits.memory=256Mi,nodeSelector.disk=ssd")
 	for key := range rendered {
 		assert.NotContains(t, key, "CustomResourceDefinition", "crds.install=false")
 		assert.NotContains(t, key, "Service/", "metrics.enabled=false")
@@ -247,9 +239,8 @@ func TestChartValues(t *testing.T) {
 	assert.Equal(t, []any{"--health-probe-bind-address=:8081", "--metrics-bind-address=0", "--controllers=copyratorrule"}, m["args"])
 	env := map[string]string{}
 	for _, e := range m["env"].([]any) {
-		em := e.(map[string]any)
-		if v, ok := em["value"].(string); ok {
-			env[em["name"].(string)] = v
+		if em := e.(map[string]any); em["value"] != nil {
+			env[em["name"].(string)] = em["value"].(string)
 		}
 	}
 	assert.Equal(t, map[string]string{

@@ -1,8 +1,6 @@
 package chart
 
 import (
-	"bytes"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 )
@@ -22,30 +21,24 @@ const aggregateLabelPrefix = "rbac.authorization.k8s.io/aggregate-to-"
 // config/consent/no-aggregation turn off.
 var editorOrViewer = regexp.MustCompile(`-(editor|viewer)-role$`)
 
-// dropAggregation removes the aggregate-to labels from o and returns how many it removed.
-func dropAggregation(o *unstructured.Unstructured) int {
-	labels := o.GetLabels()
-	n := 0
-	for k := range labels {
-		if strings.HasPrefix(k, aggregateLabelPrefix) {
-			delete(labels, k)
-			n++
-		}
-	}
-	if n > 0 {
-		o.SetLabels(labels)
-	}
-	return n
-}
-
 // withoutAggregation checks that got is want minus the aggregate-to labels of the editor and
 // viewer ClusterRoles, and nothing else; it returns how many labels were dropped.
 func withoutAggregation(t *testing.T, want, got map[string]*unstructured.Unstructured) int {
 	t.Helper()
 	dropped := 0
 	for _, o := range want {
-		if o.GetKind() == "ClusterRole" && editorOrViewer.MatchString(o.GetName()) {
-			dropped += dropAggregation(o)
+		if o.GetKind() != "ClusterRole" || !editorOrViewer.MatchString(o.GetName()) {
+			continue
+		}
+		labels, n := o.GetLabels(), dropped
+		for k := range labels {
+			if strings.HasPrefix(k, aggregateLabelPrefix) {
+				delete(labels, k)
+				dropped++
+			}
+		}
+		if dropped > n {
+			o.SetLabels(labels)
 		}
 	}
 	for key, o := range got {
@@ -53,10 +46,7 @@ func withoutAggregation(t *testing.T, want, got map[string]*unstructured.Unstruc
 			assert.NotContains(t, k, aggregateLabelPrefix, key)
 		}
 	}
-	require.ElementsMatch(t, keys(want), keys(got))
-	for key, o := range want {
-		assert.Equal(t, o.Object, got[key].Object, key)
-	}
+	sameObjects(t, want, got)
 	return dropped
 }
 
@@ -65,10 +55,7 @@ func withoutAggregation(t *testing.T, want, got map[string]*unstructured.Unstruc
 // has none) and changes nothing else.
 func TestChartAggregationOff(t *testing.T) {
 	helm, _ := tools(t)
-	on := objects(t, run(t, helm, "template", "quartet", "charts/quartet", "--namespace", "quartet-system"))
-	off := objects(t, run(t, helm, "template", "quartet", "charts/quartet", "--namespace", "quartet-system",
-		"--set", "rbac.aggregateToBuiltinRoles=false"))
-	assert.Equal(t, 14, withoutAggregation(t, on, off))
+	assert.Equal(t, 14, withoutAggregation(t, render(t, helm), render(t, helm, "--set", "rbac.aggregateToBuiltinRoles=false")))
 }
 
 // consentValues asks for two platform ServiceAccounts and two grants, one with every default.
@@ -103,25 +90,20 @@ func writeValues(t *testing.T, values string) string {
 func TestChartConsent(t *testing.T) {
 	helm, kustomize := tools(t)
 	values := writeValues(t, consentValues)
-	lint := run(t, helm, "lint", "--strict", "charts/quartet", "-f", values)
-	assert.NotContains(t, string(lint), "[WARNING]", "%s", lint)
-	assert.NotContains(t, string(lint), "[INFO]", "%s", lint)
+	lintClean(t, helm, "-f", values)
 
-	plain := objects(t, run(t, helm, "template", "quartet", "charts/quartet", "--namespace", "quartet-system"))
-	rendered := objects(t, run(t, helm, "template", "quartet", "charts/quartet", "--namespace", "quartet-system", "-f", values))
+	plain := render(t, helm)
 	consent := map[string]*unstructured.Unstructured{}
-	for key, o := range rendered {
+	for key, o := range render(t, helm, "-f", values) {
 		if plain[key] == nil {
 			consent[key] = o
-			continue
+		} else {
+			assert.Equal(t, plain[key].Object, o.Object, "%s changed", key)
 		}
-		assert.Equal(t, plain[key].Object, o.Object, "%s changed", key)
 	}
 	require.ElementsMatch(t, []string{
-		"ClusterRoleBinding//quartet-copyrator-platform-platform-copyrator",
-		"ClusterRoleBinding//quartet-copyrator-platform-team-a-copy-sync",
-		"RegistryHostGrant//docker.io",
-		"RegistryHostGrant//internal",
+		"ClusterRoleBinding//quartet-copyrator-platform-platform-copyrator", "ClusterRoleBinding//quartet-copyrator-platform-team-a-copy-sync",
+		"RegistryHostGrant//docker.io", "RegistryHostGrant//internal",
 	}, keys(consent))
 	require.NotNil(t, plain["ClusterRole//quartet-copyrator-target"], "the bindings' role is in the chart")
 
@@ -129,41 +111,33 @@ func TestChartConsent(t *testing.T) {
 		"ClusterRoleBinding//quartet-copyrator-platform-platform-copyrator": "platform/copyrator",
 		"ClusterRoleBinding//quartet-copyrator-platform-team-a-copy-sync":   "team-a/copy-sync",
 	} {
-		b := consent[key]
-		ref, _, _ := unstructured.NestedStringMap(b.Object, "roleRef")
+		ref, _, _ := unstructured.NestedStringMap(consent[key].Object, "roleRef")
 		assert.Equal(t, map[string]string{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "quartet-copyrator-target"}, ref, key)
-		subjects, _, _ := unstructured.NestedSlice(b.Object, "subjects")
+		subjects, _, _ := unstructured.NestedSlice(consent[key].Object, "subjects")
 		ns, name, _ := strings.Cut(sa, "/")
 		assert.Equal(t, []any{map[string]any{"kind": "ServiceAccount", "namespace": ns, "name": name}}, subjects, key)
 	}
 
-	docker := grantSpec(t, consent["RegistryHostGrant//docker.io"])
 	assert.Equal(t, mirrorsv1alpha1.RegistryHostGrantSpec{
-		Host:         "docker.io",
-		Mirror:       mirrorsv1alpha1.MirrorReference{Namespace: "registry-mirrors", Name: "docker-hub"},
+		Host: "docker.io", Mirror: mirrorsv1alpha1.MirrorReference{Namespace: "registry-mirrors", Name: "docker-hub"},
 		Capabilities: []mirrorsv1alpha1.Capability{mirrorsv1alpha1.CapabilityPull},
-	}, docker)
-	internal := grantSpec(t, consent["RegistryHostGrant//internal"])
+	}, grantSpec(t, consent["RegistryHostGrant//docker.io"]))
 	assert.Equal(t, mirrorsv1alpha1.RegistryHostGrantSpec{
-		Host:             "registry.example.com:5000",
-		Mirror:           mirrorsv1alpha1.MirrorReference{Namespace: "registry-mirrors", Name: "internal"},
+		Host: "registry.example.com:5000", Mirror: mirrorsv1alpha1.MirrorReference{Namespace: "registry-mirrors", Name: "internal"},
 		Capabilities:     []mirrorsv1alpha1.Capability{mirrorsv1alpha1.CapabilityPull, mirrorsv1alpha1.CapabilityResolve},
-		AllowCredentials: true,
-		AllowPlainHTTP:   true,
-	}, internal)
+		AllowCredentials: true, AllowPlainHTTP: true,
+	}, grantSpec(t, consent["RegistryHostGrant//internal"]))
 
 	// The same consents through config/consent: the example grant is the first entry, and
 	// copy-everywhere, its namespace and ServiceAccount set, makes the same bindings.
 	grant := objects(t, run(t, kustomize, "build", "config/consent/registry-host-grant"))
 	sameObject(t, consent["RegistryHostGrant//docker.io"], grant["RegistryHostGrant//docker.io"])
 	for key, b := range consent {
-		if b.GetKind() != "ClusterRoleBinding" {
-			continue
+		if b.GetKind() == "ClusterRoleBinding" {
+			subjects, _, _ := unstructured.NestedSlice(b.Object, "subjects")
+			s := subjects[0].(map[string]any)
+			sameObject(t, b, objects(t, copyEverywhere(t, kustomize, s["namespace"].(string), s["name"].(string)))[key])
 		}
-		subjects, _, _ := unstructured.NestedSlice(b.Object, "subjects")
-		s := subjects[0].(map[string]any)
-		built := objects(t, copyEverywhere(t, kustomize, s["namespace"].(string), s["name"].(string)))
-		sameObject(t, b, built[key])
 	}
 }
 
@@ -182,12 +156,8 @@ func grantSpec(t *testing.T, o *unstructured.Unstructured) mirrorsv1alpha1.Regis
 	t.Helper()
 	require.NotNil(t, o)
 	assert.Equal(t, "mirrors.quartet.dev/v1alpha1", o.GetAPIVersion())
-	b, err := json.Marshal(o.Object)
-	require.NoError(t, err)
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
 	var g mirrorsv1alpha1.RegistryHostGrant
-	require.NoError(t, dec.Decode(&g), o.GetName())
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(o.Object, &g, true), o.GetName())
 	return g.Spec
 }
 
@@ -196,27 +166,23 @@ func grantSpec(t *testing.T, o *unstructured.Unstructured) mirrorsv1alpha1.Regis
 // (--skip-schema-validation) the template's own required check does.
 func TestChartConsentNamesWhatIsMissing(t *testing.T) {
 	helm, _ := tools(t)
-	for values, want := range map[string][2]string{
-		"copyrator: {platformServiceAccounts: [{name: sync}]}": {
-			"at '/copyrator/platformServiceAccounts/0': missing property 'namespace'",
-			"copyrator.platformServiceAccounts[0].namespace is required"},
-		"registryMirror: {hostGrants: [{mirror: {namespace: m, name: hub}}]}": {
-			"at '/registryMirror/hostGrants/0': missing property 'host'",
-			"registryMirror.hostGrants[0].host is required"},
-		"registryMirror: {hostGrants: [{host: ghcr.io, mirror: {name: hub}}]}": {
-			"at '/registryMirror/hostGrants/0/mirror': missing property 'namespace'",
-			"registryMirror.hostGrants[0].mirror.namespace is required"},
-		"registryMirror: {hostGrants: [{host: a.io, mirror: {namespace: m, name: hub}}, {host: ghcr.io}]}": {
-			"at '/registryMirror/hostGrants/1': missing property 'mirror'",
-			"registryMirror.hostGrants[1].mirror.namespace is required"},
+	for _, c := range []struct{ values, schema, template string }{
+		{"copyrator: {platformServiceAccounts: [{name: sync}]}",
+			"at '/copyrator/platformServiceAccounts/0': missing property 'namespace'", "copyrator.platformServiceAccounts[0].namespace is required"},
+		{"registryMirror: {hostGrants: [{mirror: {namespace: m, name: hub}}]}",
+			"at '/registryMirror/hostGrants/0': missing property 'host'", "registryMirror.hostGrants[0].host is required"},
+		{"registryMirror: {hostGrants: [{host: ghcr.io, mirror: {name: hub}}]}",
+			"at '/registryMirror/hostGrants/0/mirror': missing property 'namespace'", "registryMirror.hostGrants[0].mirror.namespace is required"},
+		{"registryMirror: {hostGrants: [{host: a.io, mirror: {namespace: m, name: hub}}, {host: ghcr.io}]}",
+			"at '/registryMirror/hostGrants/1': missing property 'mirror'", "registryMirror.hostGrants[1].mirror.namespace is required"},
 	} {
-		file := writeValues(t, values)
+		file := writeValues(t, c.values)
 		_, err := tryRun(helm, "template", "quartet", "charts/quartet", "-f", file)
-		require.Error(t, err, values)
-		assert.Contains(t, err.Error(), want[0], values)
+		require.Error(t, err, c.values)
+		assert.Contains(t, err.Error(), c.schema, c.values)
 		_, err = tryRun(helm, "template", "quartet", "charts/quartet", "-f", file, "--skip-schema-validation")
-		require.Error(t, err, values)
-		assert.Contains(t, err.Error(), want[1], values)
+		require.Error(t, err, c.values)
+		assert.Contains(t, err.Error(), c.template, c.values)
 	}
 }
 
@@ -224,21 +190,16 @@ func TestChartConsentNamesWhatIsMissing(t *testing.T) {
 // literals) set to namespace and serviceAccountName, as an admin edits it.
 func copyEverywhere(t *testing.T, kustomize, namespace, serviceAccountName string) []byte {
 	t.Helper()
-	src := "../../config/consent/copy-everywhere"
 	dir := t.TempDir()
-	for _, name := range []string{"kustomization.yaml", "clusterrolebinding.yaml"} {
-		b, err := os.ReadFile(filepath.Join(src, name))
-		require.NoError(t, err)
-		if name == "kustomization.yaml" {
-			s := string(b)
-			for _, r := range [][2]string{{"- namespace=platform ", "- namespace=" + namespace + " "}, {"- serviceAccountName=copyrator ", "- serviceAccountName=" + serviceAccountName + " "}} {
-				require.Contains(t, s, r[0], "the one place to edit in %s", src)
-				s = strings.Replace(s, r[0], r[1], 1)
-			}
-			b = []byte(s)
-		}
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))
+	require.NoError(t, os.CopyFS(dir, os.DirFS("../../config/consent/copy-everywhere")))
+	s := string(read(t, "config/consent/copy-everywhere/kustomization.yaml"))
+	for _, r := range [][2]string{
+		{"- namespace=platform ", "- namespace=" + namespace + " "}, {"- serviceAccountName=copyrator ", "- serviceAccountName=" + serviceAccountName + " "},
+	} {
+		require.Contains(t, s, r[0], "the one place to edit in config/consent/copy-everywhere")
+		s = strings.Replace(s, r[0], r[1], 1)
 	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(s), 0o644))
 	return run(t, kustomize, "build", dir)
 }
 
@@ -286,10 +247,8 @@ func TestConsentKustomizations(t *testing.T) {
 func TestChartWithoutTheNewValues(t *testing.T) {
 	helm, _ := tools(t)
 	dir := filepath.Join(t.TempDir(), "quartet")
-	require.NoError(t, os.CopyFS(dir, os.DirFS("../../charts/quartet")))
-	b, err := os.ReadFile(filepath.Join(dir, "values.yaml"))
-	require.NoError(t, err)
-	values := string(b)
+	require.NoError(t, os.CopyFS(dir, os.DirFS(chartDir)))
+	values := string(read(t, "charts/quartet/values.yaml"))
 	start, end := strings.Index(values, "\nrbac:\n"), strings.Index(values, "\ncrds:\n")
 	require.True(t, start > 0 && end > start, "values.yaml has rbac, serviceAccount, copyrator and registryMirror before crds")
 	old := values[:start] + values[end:]
@@ -297,11 +256,5 @@ func TestChartWithoutTheNewValues(t *testing.T) {
 		require.NotContains(t, old, v)
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "values.yaml"), []byte(old), 0o644))
-
-	want := objects(t, run(t, helm, "template", "quartet", "charts/quartet", "--namespace", "quartet-system"))
-	got := objects(t, run(t, helm, "template", "quartet", dir, "--namespace", "quartet-system"))
-	require.ElementsMatch(t, keys(want), keys(got))
-	for key, o := range want {
-		assert.Equal(t, o.Object, got[key].Object, key)
-	}
+	sameObjects(t, render(t, helm), objects(t, run(t, helm, "template", "quartet", dir, "--namespace", "quartet-system")))
 }

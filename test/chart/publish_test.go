@@ -1,7 +1,7 @@
 package chart
 
 import (
-	"os"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -15,51 +15,44 @@ import (
 
 const chartDir = "../../charts/quartet"
 
-func readChartFile(t *testing.T, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(chartDir + "/" + name)
-	require.NoError(t, err)
-	return b
-}
-
 // TestChartSchemaRefusesWrongValues: helm install and helm template refuse a value of the
 // wrong type, outside its enum or pattern, misspelt, or a consent entry with a wrong field,
 // and the error names the value (values.schema.json); nothing is rendered or installed.
 func TestChartSchemaRefusesWrongValues(t *testing.T) {
 	helm, _ := tools(t)
+	set := func(v string) []string { return []string{"--set", v} }
+	// grant is a values file with one host grant, entry its fields.
+	grant := func(entry string) []string {
+		return []string{"-f", writeValues(t, "registryMirror: {hostGrants: [{"+entry+"}]}")}
+	}
+	const hub = "host: docker.io, mirror: {namespace: m, name: hub}"
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"--set", "replicaCount=two"}, "at '/replicaCount': got string, want integer"},
-		{[]string{"--set", "replicaCount=-1"}, "at '/replicaCount'"},
-		{[]string{"--set", "image.pullPolicy=Sometimes"}, "at '/image/pullPolicy': value must be one of 'Always', 'IfNotPresent', 'Never'"},
-		{[]string{"--set", "image.tag="}, "at '/image/tag'"},
-		{[]string{"--set", "leaderElection.enabled=yes"}, "at '/leaderElection/enabled': got string, want boolean"},
-		{[]string{"--set", "rbac.create=no"}, "at '/rbac/create': got string, want boolean"},
-		{[]string{"--set", "serviceAccount.name=Not_A_Name"}, "at '/serviceAccount/name'"},
-		{[]string{"--set", "watchNamespace=Team A"}, "at '/watchNamespace'"},
-		{[]string{"--set", "replicas=2"}, "additional properties 'replicas' not allowed"},
-		{[]string{"--set", "metrics.enable=false"}, "at '/metrics': additional properties 'enable' not allowed"},
-		{[]string{"--set", "extraArgs[0]=1"}, "at '/extraArgs/0': got number, want string"},
-		{[]string{"--set", "extraEnv[0].value=x"}, "at '/extraEnv/0': missing property 'name'"},
-		{[]string{"--set", "nodeSelector.disk=1"}, "at '/nodeSelector/disk'"},
-		{[]string{"--set", "copyrator.platformServiceAccounts[0].namespace=Platform"}, "at '/copyrator/platformServiceAccounts/0/namespace'"},
-		{[]string{"--set", "copyrator.platformServiceAccounts[0].namespace=p,copyrator.platformServiceAccounts[0].nmae=x"},
+		{set("replicaCount=two"), "at '/replicaCount': got string, want integer"},
+		{set("replicaCount=-1"), "at '/replicaCount'"},
+		{set("image.pullPolicy=Sometimes"), "at '/image/pullPolicy': value must be one of 'Always', 'IfNotPresent', 'Never'"},
+		{set("image.tag="), "at '/image/tag'"},
+		{set("leaderElection.enabled=yes"), "at '/leaderElection/enabled': got string, want boolean"},
+		{set("rbac.create=no"), "at '/rbac/create': got string, want boolean"},
+		{set("serviceAccount.name=Not_A_Name"), "at '/serviceAccount/name'"},
+		{set("watchNamespace=Team A"), "at '/watchNamespace'"},
+		{set("replicas=2"), "additional properties 'replicas' not allowed"},
+		{set("metrics.enable=false"), "at '/metrics': additional properties 'enable' not allowed"},
+		{set("extraArgs[0]=1"), "at '/extraArgs/0': got number, want string"},
+		{set("extraEnv[0].value=x"), "at '/extraEnv/0': missing property 'name'"},
+		{set("nodeSelector.disk=1"), "at '/nodeSelector/disk'"},
+		{set("copyrator.platformServiceAccounts[0].namespace=Platform"), "at '/copyrator/platformServiceAccounts/0/namespace'"},
+		{set("copyrator.platformServiceAccounts[0].namespace=p,copyrator.platformServiceAccounts[0].nmae=x"),
 			"at '/copyrator/platformServiceAccounts/0': additional properties 'nmae' not allowed"},
-		{[]string{"-f", writeValues(t, "registryMirror: {hostGrants: [{host: docker.io, mirror: {namespace: m, name: hub}, capabilities: [push]}]}")},
-			"at '/registryMirror/hostGrants/0/capabilities/0': value must be one of 'pull', 'resolve'"},
-		{[]string{"-f", writeValues(t, "registryMirror: {hostGrants: [{host: docker.io, mirror: {namespace: m, name: hub}, capabilities: [resolve]}]}")},
-			"at '/registryMirror/hostGrants/0/capabilities'"},
-		{[]string{"-f", writeValues(t, "registryMirror: {hostGrants: [{host: _default, mirror: {namespace: m, name: hub}}]}")},
-			"at '/registryMirror/hostGrants/0/host'"},
-		{[]string{"-f", writeValues(t, "registryMirror: {hostGrants: [{host: docker.io, mirror: {namespace: m, name: hub}, allowCredentials: \"yes\"}]}")},
-			"at '/registryMirror/hostGrants/0/allowCredentials': got string, want boolean"},
-		{[]string{"-f", writeValues(t, "registryMirror: {hostGrants: [{host: docker.io, mirror: {namespace: m, name: hub, kind: RegistryMirror}}]}")},
-			"at '/registryMirror/hostGrants/0/mirror': additional properties 'kind' not allowed"},
+		{grant(hub + ", capabilities: [push]"), "at '/registryMirror/hostGrants/0/capabilities/0': value must be one of 'pull', 'resolve'"},
+		{grant(hub + ", capabilities: [resolve]"), "at '/registryMirror/hostGrants/0/capabilities'"},
+		{grant("host: _default, mirror: {namespace: m, name: hub}"), "at '/registryMirror/hostGrants/0/host'"},
+		{grant(hub + `, allowCredentials: "yes"`), "at '/registryMirror/hostGrants/0/allowCredentials': got string, want boolean"},
+		{grant("host: docker.io, mirror: {namespace: m, name: hub, kind: RegistryMirror}"), "at '/registryMirror/hostGrants/0/mirror': additional properties 'kind' not allowed"},
 	} {
-		args := append([]string{"template", "quartet", "charts/quartet", "-n", "quartet-system"}, c.args...)
-		out, err := tryRun(helm, args...)
+		out, err := tryRun(helm, append([]string{"template", "quartet", "charts/quartet", "-n", "quartet-system"}, c.args...)...)
 		require.Error(t, err, "%v rendered:\n%.300s", c.args, out)
 		assert.Contains(t, err.Error(), c.want, "%v", c.args)
 		assert.Contains(t, err.Error(), "values don't meet the specifications of the schema", "%v", c.args)
@@ -69,15 +62,10 @@ func TestChartSchemaRefusesWrongValues(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "at '/image/pullPolicy'")
 	// And right values pass, the schema's own examples among them.
-	for _, set := range []string{"image.pullPolicy=Always", "watchNamespace=team-a\\, team-b", "serviceAccount.name=quartet.sa",
+	for _, v := range []string{"image.pullPolicy=Always", "watchNamespace=team-a\\, team-b", "serviceAccount.name=quartet.sa",
 		"resources.limits.cpu=2", "extraEnv[0].name=A,extraEnv[0].value=b", "global.x=1"} {
-		run(t, helm, "template", "quartet", "charts/quartet", "-n", "quartet-system", "--set", set)
+		run(t, helm, "template", "quartet", "charts/quartet", "-n", "quartet-system", "--set", v)
 	}
-}
-
-// isRBAC: the kinds rbac.create=false leaves out.
-func isRBAC(kind string) bool {
-	return slices.Contains([]string{"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}, kind)
 }
 
 // TestChartRBACAndServiceAccount: rbac.create=false renders no Role, ClusterRole or binding
@@ -86,40 +74,24 @@ func isRBAC(kind string) bool {
 // ServiceAccount, the Deployment's and every binding's reference to it, and nothing else.
 func TestChartRBACAndServiceAccount(t *testing.T) {
 	helm, _ := tools(t)
-	render := func(args ...string) map[string]*unstructured.Unstructured {
-		return objects(t, run(t, helm, append([]string{"template", "quartet", "charts/quartet", "--namespace", "quartet-system"}, args...)...))
-	}
-	plain := render()
-
-	noRBAC := render("--set", "rbac.create=false")
-	var dropped []string
-	for key, o := range plain {
-		if isRBAC(o.GetKind()) {
-			dropped = append(dropped, key)
-			assert.Nil(t, noRBAC[key], "%s with rbac.create=false", key)
-			continue
-		}
-		require.NotNil(t, noRBAC[key], key)
-		assert.Equal(t, o.Object, noRBAC[key].Object, key)
-	}
-	assert.Len(t, noRBAC, len(plain)-len(dropped))
-	assert.Len(t, dropped, 14, "11 ClusterRoles, a Role and two bindings")
+	plain := render(t, helm)
+	noRBAC := maps.Clone(plain)
+	maps.DeleteFunc(noRBAC, func(_ string, o *unstructured.Unstructured) bool {
+		return slices.Contains([]string{"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}, o.GetKind())
+	})
+	assert.Len(t, noRBAC, len(plain)-14, "11 ClusterRoles, a Role and two bindings")
+	sameObjects(t, noRBAC, render(t, helm, "--set", "rbac.create=false"))
 	_, err := tryRun(helm, "template", "quartet", "charts/quartet", "--set", "rbac.create=false,copyrator.platformServiceAccounts[0].namespace=platform")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "copyrator.platformServiceAccounts: rbac.create=false")
 
-	noSA := render("--set", "serviceAccount.create=false")
 	require.NotNil(t, plain["ServiceAccount/quartet-system/quartet-controller-manager"])
-	for key, o := range plain {
-		if o.GetKind() == "ServiceAccount" {
-			assert.Nil(t, noSA[key], key)
-			continue
-		}
-		assert.Equal(t, o.Object, noSA[key].Object, key)
-	}
+	noSA := maps.Clone(plain)
+	maps.DeleteFunc(noSA, func(_ string, o *unstructured.Unstructured) bool { return o.GetKind() == "ServiceAccount" })
 	assert.Len(t, noSA, len(plain)-1)
+	sameObjects(t, noSA, render(t, helm, "--set", "serviceAccount.create=false"))
 
-	named := render("--set", "serviceAccount.name=quartet-sa")
+	named := render(t, helm, "--set", "serviceAccount.name=quartet-sa")
 	require.NotNil(t, named["ServiceAccount/quartet-system/quartet-sa"])
 	renamed := 0
 	for key, o := range plain {
@@ -150,23 +122,7 @@ func TestChartRBACAndServiceAccount(t *testing.T) {
 
 // crdCard is one entry of artifacthub.io/crds, as Artifact Hub documents it (decoded
 // strictly: a field it does not know fails).
-type crdCard struct {
-	Kind        string `json:"kind"`
-	Version     string `json:"version"`
-	Name        string `json:"name"`
-	DisplayName string `json:"displayName"`
-	Description string `json:"description"`
-}
-
-// chartMeta is what TestChartArtifactHubAnnotations reads of Chart.yaml.
-type chartMeta struct {
-	KubeVersion string            `json:"kubeVersion"`
-	Annotations map[string]string `json:"annotations"`
-	Maintainers []struct {
-		Name  string `json:"name"`
-		Email string `json:"email"`
-	} `json:"maintainers"`
-}
+type crdCard struct{ Kind, Version, Name, DisplayName, Description string }
 
 // TestChartArtifactHubAnnotations: Chart.yaml carries what Artifact Hub reads
 // (artifacthub/hub docs/helm_annotations.md), each annotation valid YAML of the documented
@@ -179,13 +135,15 @@ type chartMeta struct {
 // kubeVersion refuses: hence the images annotation, without which it would list none.
 func TestChartArtifactHubAnnotations(t *testing.T) {
 	helm, _ := tools(t)
-	var meta chartMeta
-	require.NoError(t, yaml.Unmarshal(readChartFile(t, "Chart.yaml"), &meta))
+	var meta struct {
+		KubeVersion string
+		Annotations map[string]string
+		Maintainers []struct{ Name, Email string }
+	}
+	require.NoError(t, yaml.Unmarshal(read(t, "charts/quartet/Chart.yaml"), &meta))
 	ann := meta.Annotations
 
-	license, err := os.ReadFile("../../LICENSE")
-	require.NoError(t, err)
-	assert.Contains(t, string(license), "Apache License\n                           Version 2.0, January 2004")
+	assert.Contains(t, string(read(t, "LICENSE")), "Apache License\n                           Version 2.0, January 2004")
 	assert.Equal(t, "Apache-2.0", ann["artifacthub.io/license"])
 	assert.Equal(t, "true", ann["artifacthub.io/operator"])
 	require.NotEmpty(t, meta.Maintainers)
@@ -211,10 +169,8 @@ func TestChartArtifactHubAnnotations(t *testing.T) {
 		assert.NotEmpty(t, i.Name)
 		listed = append(listed, i.Image)
 	}
-	rendered := objects(t, run(t, helm, "template", "quartet", "charts/quartet", "-n", "quartet-system"))
-	var runs []string
-	var crds []string
-	for _, o := range rendered {
+	var runs, crds []string
+	for _, o := range render(t, helm) {
 		switch o.GetKind() {
 		case "Deployment":
 			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
@@ -270,7 +226,7 @@ func TestChartArtifactHubAnnotations(t *testing.T) {
 
 	// Why the images are listed: the chart refuses Artifact Hub's Kubernetes 1.29.
 	assert.Equal(t, ">=1.31.0-0", meta.KubeVersion)
-	_, err = tryRun(helm, "template", "quartet", "charts/quartet", "--kube-version", "1.29")
+	_, err := tryRun(helm, "template", "quartet", "charts/quartet", "--kube-version", "1.29")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "kubeVersion")
 }
