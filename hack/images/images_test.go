@@ -1,16 +1,12 @@
 package main
 
 // The test of the images make images built: that they agree with the Dockerfiles they stand
-// in for, the users' source of truth. The repository's Dockerfile, cmd/mirror-registry/Dockerfile,
-// bundle.Dockerfile and catalog.Dockerfile are parsed with BuildKit's own parser, and every
-// image is read back with go-containerregistry from the store bin/images/registry (or
-// $QUARTET_IMAGES_DIR/registry), served read-only by a registry the test starts. The expected
-// configs and files come from the Dockerfiles and the sources, not from the builder's tables.
-// It skips when images.txt does not exist.
-//
-// The releases of hack/olm/releases are checked against their own commit: its Dockerfile and
-// bundle.Dockerfile, and a manager built here from that commit (a temporary git worktree) with
-// the same command; the clone needs that history.
+// in for (Dockerfile, cmd/mirror-registry/Dockerfile, bundle.Dockerfile, catalog.Dockerfile,
+// parsed with BuildKit's parser; a release's from its commit, with a manager built here from
+// it in a temporary git worktree). Every image is read back with go-containerregistry from the
+// store bin/images/registry (or $QUARTET_IMAGES_DIR/registry), served read-only by a registry
+// the test starts. The expected configs and files come from the Dockerfiles and the sources,
+// not from the builder's tables. It skips when images.txt does not exist.
 
 import (
 	"archive/tar"
@@ -67,9 +63,7 @@ func TestImages(t *testing.T) {
 		t.Skip("QUARTET_SKIP_INTEGRATION set")
 	}
 	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
+	must(t, err)
 	f := &fixture{root: root, set: readSettings(root), digests: map[string]string{}, cache: map[string]*image{}}
 	listPath := filepath.Join(f.set.out, "images.txt")
 	list, err := os.ReadFile(listPath)
@@ -173,7 +167,7 @@ func (f *fixture) testBinaryImage(t *testing.T, ref, dockerfile, binary, license
 		t.Fatalf("%s: final stage FROM %s; this test knows %s", dockerfile, final.BaseName, distroless)
 	}
 	run := ""
-	for _, st := range df.stages {
+	for _, st := range df {
 		for _, c := range st.Commands {
 			if r, ok := c.(*instructions.RunCommand); ok && st.Name == "builder" && strings.Contains(strings.Join(r.CmdLine, " "), "go build") {
 				run = strings.Join(r.CmdLine, " ")
@@ -186,7 +180,7 @@ func (f *fixture) testBinaryImage(t *testing.T, ref, dockerfile, binary, license
 		}
 	}
 	img := f.get(t, ref)
-	want := df.config(final, &v1.Config{Env: []string{pathEnv, "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"}})
+	want := stageConfig(final, &v1.Config{Env: []string{pathEnv, "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"}})
 	if want.User == "" || want.User == "0" || strings.HasPrefix(want.User, "0:") || strings.HasPrefix(want.User, "root") {
 		t.Errorf("%s: USER %q; the image must run as non-root", dockerfile, want.User)
 	}
@@ -223,8 +217,8 @@ func (f *fixture) testBundle(t *testing.T, ref, dir, dockerfile string) {
 	df, err := parseDockerfile(dockerfile)
 	must(t, err)
 	final := df.final()
-	want := df.config(final, nil)
-	if final.BaseName != "scratch" || len(df.stages) != 1 || len(want.Labels) == 0 {
+	want := stageConfig(final, nil)
+	if final.BaseName != "scratch" || len(df) != 1 || len(want.Labels) == 0 {
 		t.Fatalf("%s: want one FROM scratch stage with LABELs", dockerfile)
 	}
 	img := f.get(t, ref)
@@ -261,7 +255,7 @@ func (f *fixture) testCatalog(t *testing.T) {
 	df, err := parseDockerfile(filepath.Join(f.root, "catalog.Dockerfile"))
 	must(t, err)
 	opmRef, ref := f.set.images["OPM_IMG"], f.set.images["CATALOG_IMG"]
-	final, builder := df.final(), &df.stages[0]
+	final, builder := df.final(), &df[0]
 	var steps []string
 	for _, c := range builder.Commands {
 		switch x := c.(type) {
@@ -278,7 +272,7 @@ func (f *fixture) testCatalog(t *testing.T) {
 		t.Fatalf("catalog.Dockerfile: builder FROM %s %q, final FROM %s; this test knows FROM %s %q", builder.BaseName, steps, final.BaseName, opmRef, wantSteps)
 	}
 	base, img := f.get(t, opmRef), f.get(t, ref)
-	checkConfig(t, ref, img.cfg.Config, df.config(final, &base.cfg.Config))
+	checkConfig(t, ref, img.cfg.Config, stageConfig(final, &base.cfg.Config))
 	if len(img.layers) < len(base.layers) || !slices.Equal(img.layers[:len(base.layers)], base.layers) {
 		t.Errorf("%s does not start with the layers of %s", ref, opmRef)
 	}
@@ -305,9 +299,7 @@ func (f *fixture) testCatalog(t *testing.T) {
 func (f *fixture) testOthers(t *testing.T) {
 	tools := filepath.Join(f.root, "bin", "tools")
 	im := f.set.images
-	mod := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/distribution/distribution/v3")
-	mod.Dir = filepath.Join(f.root, "hack", "tools", "registry")
-	modDir, err := mod.Output()
+	modDir, err := command(t.Context(), filepath.Join(f.root, "hack", "tools", "registry"), nil, "go", "list", "-m", "-f", "{{.Dir}}", "github.com/distribution/distribution/v3")
 	must(t, err)
 	const elfFile = "(an ELF executable)"
 	for _, c := range []struct {
@@ -330,7 +322,7 @@ func (f *fixture) testOthers(t *testing.T) {
 		image: im["REGISTRY_IMG"], want: v1.Config{Entrypoint: []string{"registry"}, Cmd: []string{"serve", "/etc/distribution/config.yml"},
 			Env: []string{pathEnv}, ExposedPorts: map[string]struct{}{"5000/tcp": {}}},
 		files: map[string]string{"/bin/registry": f.set.registry, "/etc/ssl/certs/ca-certificates.crt": "",
-			"/etc/distribution/config.yml": filepath.Join(strings.TrimSpace(string(modDir)), "cmd", "registry", "config-example.yml")},
+			"/etc/distribution/config.yml": filepath.Join(modDir, "cmd", "registry", "config-example.yml")},
 	}, {
 		image: im["PAUSE_IMG"], want: v1.Config{Entrypoint: []string{"/pause"}, User: "65535:65535"}, files: map[string]string{"/pause": elfFile},
 	}, {
@@ -535,12 +527,10 @@ func (f *fixture) get(t *testing.T, published string) *image {
 	img := &image{img: ri, files: map[string]*file{}}
 	img.cfg, err = ri.ConfigFile()
 	must(t, err)
-	layers, err := ri.Layers()
+	m, err := ri.Manifest()
 	must(t, err)
-	for _, l := range layers {
-		h, err := l.Digest()
-		must(t, err)
-		img.layers = append(img.layers, h)
+	for _, l := range m.Layers {
+		img.layers = append(img.layers, l.Digest)
 	}
 	must(t, walkImage(ri, func(h *tar.Header, p string, body io.Reader) error {
 		fl := &file{hdr: h}

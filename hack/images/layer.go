@@ -2,7 +2,7 @@ package main
 
 import (
 	"archive/tar"
-	"bufio"
+	"cmp"
 	"fmt"
 	"io"
 	"io/fs"
@@ -13,41 +13,34 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// entry is one member of a layer: a directory, a regular file (its content from src, or data)
-// or a symlink to target.
+// entry is one member of a layer: its header (type, mode, owner, link target) and, for a
+// regular file, its content from the local file src or data.
 type entry struct {
-	typeflag byte // tarDir, tarReg, tarSymlink
-	mode     int64
-	uid, gid int
-	src      string
-	data     []byte
-	target   string
+	tar.Header
+	src, data string
 }
-
-const (
-	tarReg     = tar.TypeReg
-	tarSymlink = tar.TypeSymlink
-	tarDir     = tar.TypeDir
-)
 
 // tree is a layer's file system, keyed by relative path ("etc/passwd"). Parent directories
 // are implicit (0755, 0:0) unless added.
 type tree map[string]*entry
 
 func (t tree) dir(p string, mode int64) *entry {
-	e := &entry{typeflag: tarDir, mode: mode}
-	t[p] = e
-	return e
+	t[p] = &entry{Header: tar.Header{Typeflag: tar.TypeDir, Mode: mode}}
+	return t[p]
 }
 
-func (t tree) data(p string, data string) {
-	t[p] = &entry{typeflag: tarReg, mode: 0o644, data: []byte(data)}
+func (t tree) data(p, data string) {
+	t[p] = &entry{Header: tar.Header{Typeflag: tar.TypeReg, Mode: 0o644}, data: data}
 }
 
 func (t tree) symlink(p, target string) {
-	t[p] = &entry{typeflag: tarSymlink, mode: 0o777, target: target}
+	t[p] = &entry{Header: tar.Header{Typeflag: tar.TypeSymlink, Mode: 0o777, Linkname: target}}
 }
 
 // file adds the local file src at p: 0755 if its owner may execute it, else 0644 (a checkout
@@ -61,7 +54,7 @@ func (t tree) file(p, src string) error {
 	if fi.Mode()&0o100 != 0 {
 		mode = 0o755
 	}
-	t[p] = &entry{typeflag: tarReg, mode: mode, src: src}
+	t[p] = &entry{Header: tar.Header{Typeflag: tar.TypeReg, Mode: mode}, src: src}
 	return nil
 }
 
@@ -69,131 +62,69 @@ func (t tree) file(p, src string) error {
 // the local permissions stay (a directory a tool wrote), else they are normalised as by file.
 func (t tree) copyDir(p, src string, keepModes bool) error {
 	return filepath.WalkDir(src, func(local string, d fs.DirEntry, err error) error {
+		var fi fs.FileInfo
+		if err == nil {
+			fi, err = d.Info()
+		}
 		if err != nil {
 			return err
 		}
 		rel, _ := filepath.Rel(src, local)
 		dest := path.Join(p, filepath.ToSlash(rel))
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
 		switch {
 		case d.IsDir():
-			e := t.dir(dest, 0o755)
-			if keepModes {
-				e.mode = int64(fi.Mode().Perm())
-			}
+			t.dir(dest, 0o755)
 		case fi.Mode().IsRegular():
-			if err := t.file(dest, local); err != nil {
-				return err
-			}
-			if keepModes {
-				t[dest].mode = int64(fi.Mode().Perm())
-			}
+			err = t.file(dest, local)
 		default:
 			return fmt.Errorf("%s: neither a file nor a directory", local)
 		}
-		return nil
+		if keepModes && err == nil {
+			t[dest].Mode = int64(fi.Mode().Perm())
+		}
+		return err
 	})
 }
 
-// write writes t with archive/tar, reproducibly: entries depth-first, each directory's
-// entries in byte order, the members named in last (entries of another owner) at the end,
-// every header in GNU format with mtime 0 and numeric owners only.
-func (t tree) write(file string, last ...string) error {
-	children, seen := map[string][]string{}, map[string]bool{}
-	for _, p := range slices.Collect(maps.Keys(t)) {
-		for d := p; d != "." && !seen[d]; d = path.Dir(d) {
-			seen[d] = true
-			children[path.Dir(d)] = append(children[path.Dir(d)], d)
-			if t[d] == nil {
-				t.dir(d, 0o755)
-			}
+// writeTar writes t with archive/tar, reproducibly: depth-first, each directory's entries in
+// byte order, root's entries first (another owner's at the end), GNU headers with mtime 0 and
+// numeric owners only.
+func (t tree) writeTar(w io.Writer) error {
+	all := maps.Clone(t)
+	for p := range t {
+		for d := path.Dir(p); d != "." && all[d] == nil; d = path.Dir(d) {
+			all[d] = &entry{Header: tar.Header{Typeflag: tar.TypeDir, Mode: 0o755}}
 		}
 	}
-	var order []string
-	var walk func(string)
-	walk = func(dir string) {
-		kids := children[dir]
-		slices.SortFunc(kids, func(a, b string) int { return strings.Compare(path.Base(a), path.Base(b)) })
-		for _, k := range kids {
-			if !slices.Contains(last, k) {
-				order = append(order, k)
-				walk(k)
-			}
-		}
-	}
-	walk(".")
-	order = append(order, last...)
-
-	f, err := os.Create(file)
-	if err != nil {
-		return err
-	}
-	bw := bufio.NewWriterSize(f, 1<<20)
-	tw := tar.NewWriter(bw)
+	order := slices.SortedFunc(maps.Keys(all), func(a, b string) int {
+		return cmp.Or(cmp.Compare(all[a].Uid, all[b].Uid), slices.Compare(strings.Split(a, "/"), strings.Split(b, "/")))
+	})
+	tw := tar.NewWriter(w)
 	for _, p := range order {
-		if err := t[p].writeTo(tw, p); err != nil {
-			f.Close()
-			return fmt.Errorf("%s: %s: %w", file, p, err)
+		if err := all[p].writeTo(tw, p); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
 		}
 	}
-	if err := tw.Close(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := bw.Flush(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return tw.Close()
 }
 
-// materialize writes t's directories and files under dir, with their modes.
-func (t tree) materialize(dir string) error {
-	for _, p := range slices.Sorted(maps.Keys(t)) {
-		e, local := t[p], filepath.Join(dir, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(local), 0o755); err != nil {
-			return err
-		}
-		var err error
-		switch e.typeflag {
-		case tarDir:
-			err = os.MkdirAll(local, 0o755)
-		case tarReg:
-			data := e.data
-			if e.src != "" {
-				data, err = os.ReadFile(e.src)
-			}
-			if err == nil {
-				err = os.WriteFile(local, data, 0o600)
-			}
-		default:
-			err = fmt.Errorf("%s: not a file or directory", p)
-		}
-		if err == nil {
-			err = os.Chmod(local, fs.FileMode(e.mode&0o777))
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+// layer is t as an OCI layer whose tar is written anew whenever it is read.
+func (t tree) layer() (v1.Layer, error) {
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		r, w := io.Pipe()
+		go func() { w.CloseWithError(t.writeTar(w)) }()
+		return r, nil
+	}, tarball.WithMediaType(types.OCILayer))
 }
 
-// writeTo writes e's header (GNU format, numeric owners without names, mtime 0) and its
-// content to tw.
 func (e *entry) writeTo(tw *tar.Writer, p string) error {
-	h := &tar.Header{Name: p, Mode: e.mode, Uid: e.uid, Gid: e.gid, ModTime: time.Unix(0, 0), Typeflag: e.typeflag,
-		Linkname: e.target, Format: tar.FormatGNU}
-	if e.typeflag == tarDir {
+	h := e.Header
+	h.Name, h.ModTime, h.Format, h.Size = p, time.Unix(0, 0), tar.FormatGNU, int64(len(e.data))
+	if h.Typeflag == tar.TypeDir {
 		h.Name += "/"
 	}
-	var body io.Reader
-	switch {
-	case e.typeflag != tarReg:
-	case e.src != "":
+	var body io.Reader = strings.NewReader(e.data)
+	if e.src != "" {
 		f, err := os.Open(e.src)
 		if err != nil {
 			return err
@@ -204,14 +135,9 @@ func (e *entry) writeTo(tw *tar.Writer, p string) error {
 			return err
 		}
 		h.Size, body = fi.Size(), f
-	default:
-		h.Size, body = int64(len(e.data)), strings.NewReader(string(e.data))
 	}
-	if err := tw.WriteHeader(h); err != nil {
+	if err := tw.WriteHeader(&h); err != nil {
 		return err
-	}
-	if body == nil {
-		return nil
 	}
 	_, err := io.Copy(tw, body)
 	return err

@@ -1,31 +1,22 @@
-// Command images (make images) builds every container image the real-node cluster pulls,
-// offline and reproducibly, and pushes them into a CNCF distribution registry store on disk
-// (bin/images/registry) that the node's own registry serves later.
+// Command images (make images; docs/REAL-NODE.md, Images) builds every container image the
+// real-node cluster pulls, offline and reproducibly, and pushes each under its published name
+// minus the host into the CNCF distribution registry store bin/images/registry, which the
+// node's registry serves (containerd's hosts.toml sends quay.io, docker.io, ... to it).
+// Inputs: binaries built from the Go module proxy (this repository's, bin/tools/,
+// bin/registry/), Debian's busybox-static and ca-certificates (apt-get download into
+// bin/images/work/debs/, nothing installed), and bundle/, catalog/, hack/olm/bundles/. No
+// container engine: layers are written with archive/tar (layer.go) and go-containerregistry
+// puts them on an empty image. A release of hack/olm/releases gets its operator image built
+// from its commit (a temporary git worktree; a shallow clone fails: git fetch --unshallow) and
+// its bundle image with the labels of that commit's bundle.Dockerfile; v0.1.0 (reconstructed) is
+// the oldest release's operator image under another tag.
 //
-// Inputs: binaries built from the Go module proxy (this repository's, and the pinned tools in
-// bin/tools/ and bin/registry/), Debian packages fetched with `apt-get download` and unpacked
-// with dpkg-deb into bin/images/work/debs/ (busybox-static, ca-certificates; nothing is
-// installed on the host), and the repository's bundle/, catalog/ and hack/olm/bundles/. No
-// container engine: each layer is a tar written with archive/tar (layer.go: fixed mtime,
-// owners, order) into bin/images/work/layers/, and
-// go-containerregistry appends the layers to an empty image, sets the config and pushes.
-//
-// The releases of hack/olm/releases run their own code: each one's operator image is built from
-// its commit (a temporary `git worktree`, removed afterwards, with the same build command), as
-// that commit's Dockerfile says, and its bundle image from its frozen bundle with the labels of
-// that commit's bundle.Dockerfile. v0.1.0 (reconstructed) is the oldest release's operator image
-// under another tag. A clone without that history fails here (git fetch --unshallow).
-//
-// Each image is pushed under its published name minus the host, e.g.
-// quay.io/quartet-operator/quartet:v0.3.0 as 127.0.0.1:PORT/quartet-operator/quartet:v0.3.0
-// (containerd's hosts.toml on the node maps quay.io, docker.io and registry.k8s.io to it).
-// bin/images/images.txt lists "published-name digest"; a rebuild compares its digests with the
-// previous list and says which changed. IMAGES_CHECK=1 (make images-check) fails when any did.
-//
-// It runs from the repository's root (the Makefile: go run ./hack/images), which passes the
-// tool paths (OPM, GRPC_HEALTH_PROBE, ...) and image names; the defaults match it. QUARTET_IMAGES_DIR puts the store, the list and the work files elsewhere
-// than bin/images (a second build that must not replace the store a running real node pulls
-// from); the Debian packages are then fetched again unless copied into its work/debs/.
+// bin/images/images.txt lists "published-name digest"; a rebuild says which digests changed,
+// and IMAGES_CHECK=1 (make images-check) fails when any did. It runs from the repository's
+// root with the Makefile's tool paths and image names (the defaults match them).
+// QUARTET_IMAGES_DIR puts the store, the list and the work files elsewhere than bin/images (a
+// build that must not replace the store a running real node pulls from); copy work/debs/ there
+// to not fetch the Debian packages again.
 package main
 
 import (
@@ -37,6 +28,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -66,42 +58,35 @@ func say(format string, args ...any) {
 	fmt.Printf("images: [%ds] %s\n", int(time.Since(start).Seconds()), fmt.Sprintf(format, args...))
 }
 
-func env(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
-}
+func env(key, def string) string { return cmp.Or(os.Getenv(key), def) }
 
 const pathEnv = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // settings are the tool paths and image names, from the environment (the Makefile's).
 type settings struct {
-	root, out                                           string
-	olmVersion, opmVersion                              string
+	root, out, olmVersion                               string
 	opm, grpcHealthProbe, scorecardTest, registry, core string
 	tagBase                                             string
 	images                                              map[string]string // role -> published name
 }
 
 func readSettings(root string) settings {
-	s := settings{root: root, out: env("QUARTET_IMAGES_DIR", filepath.Join(root, "bin", "images"))}
 	tools := filepath.Join(root, "bin", "tools")
-	s.olmVersion = env("OLM_VERSION", "v0.46.0")
-	s.opmVersion = env("OPM_VERSION", "v1.74.0")
-	sdk := env("OPERATOR_SDK_VERSION", "v1.42.2")
-	coredns := env("COREDNS_VERSION", "v1.12.4")
-	s.opm = env("OPM", filepath.Join(tools, "opm-"+s.opmVersion))
-	s.grpcHealthProbe = env("GRPC_HEALTH_PROBE", filepath.Join(tools, "grpc_health_probe-v0.4.40"))
-	s.scorecardTest = env("SCORECARD_TEST", filepath.Join(tools, "scorecard-test-"+sdk))
-	s.registry = env("REGISTRY", filepath.Join(root, "bin", "registry", "v3.0.0", "registry"))
-	s.core = env("COREDNS", filepath.Join(tools, "coredns-"+coredns))
-	s.tagBase = env("IMAGE_TAG_BASE", "quay.io/quartet-operator/quartet")
+	opmVersion, sdk, coredns := env("OPM_VERSION", "v1.74.0"), env("OPERATOR_SDK_VERSION", "v1.42.2"), env("COREDNS_VERSION", "v1.12.4")
+	s := settings{
+		root: root, out: env("QUARTET_IMAGES_DIR", filepath.Join(root, "bin", "images")), olmVersion: env("OLM_VERSION", "v0.46.0"),
+		opm:             env("OPM", filepath.Join(tools, "opm-"+opmVersion)),
+		grpcHealthProbe: env("GRPC_HEALTH_PROBE", filepath.Join(tools, "grpc_health_probe-v0.4.40")),
+		scorecardTest:   env("SCORECARD_TEST", filepath.Join(tools, "scorecard-test-"+sdk)),
+		registry:        env("REGISTRY", filepath.Join(root, "bin", "registry", "v3.0.0", "registry")),
+		core:            env("COREDNS", filepath.Join(tools, "coredns-"+coredns)),
+		tagBase:         env("IMAGE_TAG_BASE", "quay.io/quartet-operator/quartet"),
+	}
 	s.images = map[string]string{
 		"IMG":                 env("IMG", s.tagBase+":v0.3.0"),
 		"BUNDLE_IMG":          env("BUNDLE_IMG", s.tagBase+"-bundle:v0.3.0"),
 		"CATALOG_IMG":         env("CATALOG_IMG", s.tagBase+"-catalog:v0.3.0"),
-		"OPM_IMG":             env("OPM_IMG", "quay.io/operator-framework/opm:"+s.opmVersion),
+		"OPM_IMG":             env("OPM_IMG", "quay.io/operator-framework/opm:"+opmVersion),
 		"OLM_IMG":             env("OLM_IMG", "quay.io/operator-framework/olm:"+s.olmVersion),
 		"REGISTRY_IMG":        env("REGISTRY_IMG", "docker.io/library/registry:3.0.0"),
 		"MIRROR_REGISTRY_IMG": env("MIRROR_REGISTRY_IMG", "quay.io/quartet-operator/mirror-registry:v0.3.0"),
@@ -115,7 +100,7 @@ func readSettings(root string) settings {
 		"UBI_IMG": env("UBI_IMG", "registry.access.redhat.com/ubi9/ubi:9.7"),
 		// An empty file-based catalog (opm + an empty /configs + the FBC label): the index image
 		// `operator-sdk run bundle --index-image` adds a bundle to.
-		"EMPTY_INDEX_IMG": env("EMPTY_INDEX_IMG", "quay.io/quartet-operator/empty-index:"+s.opmVersion),
+		"EMPTY_INDEX_IMG": env("EMPTY_INDEX_IMG", "quay.io/quartet-operator/empty-index:"+opmVersion),
 	}
 	return s
 }
@@ -129,24 +114,20 @@ type release struct{ version, commit string }
 // readReleases reads hack/olm/releases, oldest first.
 func readReleases(root string) ([]release, error) {
 	data, err := os.ReadFile(filepath.Join(root, "hack", "olm", "releases"))
-	if err != nil {
-		return nil, err
-	}
 	var out []release
 	for line := range strings.Lines(string(data)) {
-		f := strings.Fields(line)
-		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
-			continue
-		}
-		if len(f) != 2 {
+		switch f := strings.Fields(line); {
+		case len(f) == 0 || strings.HasPrefix(f[0], "#"):
+		case len(f) != 2:
 			return nil, fmt.Errorf("hack/olm/releases: malformed line %q", line)
+		default:
+			out = append(out, release{f[0], f[1]})
 		}
-		out = append(out, release{f[0], f[1]})
 	}
-	if len(out) == 0 {
-		return nil, errors.New("hack/olm/releases lists no release")
+	if err == nil && len(out) == 0 {
+		err = errors.New("hack/olm/releases lists no release")
 	}
-	return out, nil
+	return out, err
 }
 
 func main() {
@@ -163,14 +144,13 @@ func main() {
 	}
 }
 
-// run builds, pushes and lists the images.
 func run(ctx context.Context, s settings) error {
 	releases, err := readReleases(s.root)
 	if err != nil {
 		return err
 	}
 	work := filepath.Join(s.out, "work")
-	if err := os.MkdirAll(work, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(work, "layers"), 0o755); err != nil {
 		return err
 	}
 	// One build at a time (make cluster-up NODE=real runs make images too).
@@ -185,24 +165,19 @@ func run(ctx context.Context, s settings) error {
 			return err
 		}
 	}
-	if err := checkTools(ctx, s); err != nil {
+	if err := checkTools(s); err != nil {
 		return err
 	}
-
 	debs := map[string]string{}
 	for _, pkg := range []string{"busybox-static", "ca-certificates"} {
 		if debs[pkg], err = deb(ctx, work, pkg); err != nil {
 			return err
 		}
 	}
-
 	say("building manager, mirror-registry, pause, fakerates, httpget")
-	bin := filepath.Join(work, "bin")
-	for _, b := range []struct{ dir, out string }{
-		{".", "manager"}, {"cmd/mirror-registry", "mirror-registry"}, // a Go module of its own
-		{"hack/images/pause", "pause"}, {"hack/fakerates", "fakerates"}, {"test/httpget", "httpget"},
-	} {
-		if err := goBuild(ctx, filepath.Join(s.root, b.dir), filepath.Join(bin, b.out)); err != nil {
+	for _, b := range [][2]string{{".", "manager"}, {"cmd/mirror-registry", "mirror-registry"}, // a module of its own
+		{"hack/images/pause", "pause"}, {"hack/fakerates", "fakerates"}, {"test/httpget", "httpget"}} {
+		if err := goBuild(ctx, filepath.Join(s.root, b[0]), filepath.Join(work, "bin", b[1])); err != nil {
 			return err
 		}
 	}
@@ -211,12 +186,7 @@ func run(ctx context.Context, s settings) error {
 			return err
 		}
 	}
-
-	layers, err := makeLayers(ctx, s, work, releases, debs)
-	if err != nil {
-		return err
-	}
-	images, err := assemble(s, work, releases, layers)
+	images, err := build(ctx, s, work, releases, debs)
 	if err != nil {
 		return err
 	}
@@ -230,12 +200,18 @@ func run(ctx context.Context, s settings) error {
 	say("registry %s, storage %s", reg, store)
 	var list []string
 	for _, ref := range slices.Sorted(maps.Keys(images)) {
-		if err := push(ctx, reg, ref, images[ref]); err != nil {
-			return err
+		_, rest, _ := strings.Cut(ref, "/") // the published name minus the host
+		tag, err := name.ParseReference(reg+"/"+rest, name.Insecure)
+		if err == nil {
+			err = remote.Write(tag, images[ref], remote.WithContext(ctx))
 		}
-		d, err := images[ref].Digest()
+		var d v1.Hash
+		if err == nil {
+			d, err = images[ref].Digest()
+		}
 		if err != nil {
-			return err
+
+			return fmt.Errorf("pushing %s: %w", ref, err)
 		}
 		say("pushed %s", ref)
 		list = append(list, ref+" "+d.String())
@@ -244,130 +220,101 @@ func run(ctx context.Context, s settings) error {
 	return writeList(s.out, list)
 }
 
-// checkTools fails when a tool is missing. The opm image is FROM scratch: opm must be the
-// static build of hack/build-olm-tools.sh (an older bin/tools/opm-* may be a dynamic one; it
-// is rebuilt then).
-func checkTools(ctx context.Context, s settings) error {
-	var missing []string
+// checkTools fails when a tool is missing, or when opm is not static (the opm image is FROM
+// scratch; an older bin/tools/opm-* may predate hack/build-olm-tools.sh's static build).
+func checkTools(s settings) error {
 	tools := []string{s.grpcHealthProbe, s.opm, s.scorecardTest, s.registry, s.core}
 	for _, b := range olmBins {
 		tools = append(tools, filepath.Join(s.root, "bin", "tools", b+"-"+s.olmVersion))
 	}
-	for _, f := range tools {
-		if fi, err := os.Stat(f); err != nil || fi.Mode()&0o111 == 0 {
-			missing = append(missing, f)
-		}
-	}
+	missing := slices.DeleteFunc(tools, func(f string) bool { fi, err := os.Stat(f); return err == nil && fi.Mode()&0o111 != 0 })
 	if len(missing) > 0 {
 		return fmt.Errorf("missing %s (run make images, which builds them)", strings.Join(missing, ", "))
 	}
-	if static, err := isStatic(s.opm); err != nil || static {
-		return err
-	}
-	if s.opm != filepath.Join(s.root, "bin", "tools", "opm-"+s.opmVersion) {
-		return fmt.Errorf("%s is not statically linked (see hack/build-olm-tools.sh)", s.opm)
-	}
-	say("%s is not statically linked: rebuilding it", s.opm)
-	if err := os.Remove(s.opm); err != nil {
-		return err
-	}
-	cmd := exec.CommandContext(ctx, filepath.Join(s.root, "hack", "build-olm-tools.sh"), "opm")
-	cmd.Env = append(os.Environ(), "OPM_VERSION="+s.opmVersion)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	return cmd.Run()
-}
-
-// isStatic: no program interpreter (ld.so), as `ldd` would say.
-func isStatic(file string) (bool, error) {
-	f, err := elf.Open(file)
+	f, err := elf.Open(s.opm)
 	if err != nil {
-		return false, err
+		return err
 	}
 	defer f.Close()
-	return !slices.ContainsFunc(f.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP }), nil
-}
-
-// command runs name with args in dir; its output is shown only when it fails.
-func command(ctx context.Context, dir string, env []string, name string, args ...string) error {
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir, cmd.Env = dir, append(os.Environ(), env...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out)
+	if slices.ContainsFunc(f.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP }) {
+		return fmt.Errorf("%s is not statically linked: remove it, make images builds it again (hack/build-olm-tools.sh)", s.opm)
 	}
 	return nil
+}
+
+// command runs name with args in dir and returns its output, trimmed; its error output is
+// shown only when it fails.
+func command(ctx context.Context, dir string, env []string, name string, args ...string) (string, error) {
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir, cmd.Env, cmd.Stderr = dir, append(os.Environ(), env...), &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w\n%s%s", name, strings.Join(args, " "), err, out, stderr.Bytes())
+	}
+	return strings.TrimSpace(string(out)), nil
 }
 
 // deb fetches a Debian package once into work/debs/PKG/ (apt-get download, nothing installed)
 // and returns the directory it is unpacked into.
 func deb(ctx context.Context, work, pkg string) (string, error) {
 	dir := filepath.Join(work, "debs", pkg)
+	debFile, _ := filepath.Glob(filepath.Join(dir, "*.deb"))
+	if len(debFile) != 1 {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", err
+		}
+		if _, err := command(ctx, "", nil, "apt-cache", "show", pkg); err != nil {
+			if _, err := command(ctx, "", nil, "apt-get", "update", "-qq"); err != nil {
+				return "", err
+			}
+		}
+		if _, err := command(ctx, dir, nil, "apt-get", "download", "-qq", pkg); err != nil {
+			return "", err
+		}
+		if debFile, _ = filepath.Glob(filepath.Join(dir, "*.deb")); len(debFile) != 1 {
+			return "", fmt.Errorf("apt-get download %s: %d .deb files in %s", pkg, len(debFile), dir)
+		}
+	}
 	unpacked := filepath.Join(dir, "root")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	_ = os.RemoveAll(unpacked)
+	if _, err := command(ctx, "", nil, "dpkg-deb", "-x", debFile[0], unpacked); err != nil {
 		return "", err
 	}
-	debFile := func() string {
-		if m, _ := filepath.Glob(filepath.Join(dir, "*.deb")); len(m) == 1 {
-			return m[0]
-		}
-		return ""
-	}
-	if _, err := os.Stat(unpacked); err != nil {
-		if debFile() == "" {
-			if command(ctx, "", nil, "apt-cache", "show", pkg) != nil {
-				if err := command(ctx, "", nil, "apt-get", "update", "-qq"); err != nil {
-					return "", err
-				}
-			}
-			if err := command(ctx, dir, nil, "apt-get", "download", "-qq", pkg); err != nil || debFile() == "" {
-				return "", fmt.Errorf("apt-get download %s failed: %v", pkg, err)
-			}
-		}
-		_ = os.RemoveAll(unpacked + ".tmp")
-		if err := command(ctx, "", nil, "dpkg-deb", "-x", debFile(), unpacked+".tmp"); err != nil {
-			return "", err
-		}
-		if err := os.Rename(unpacked+".tmp", unpacked); err != nil {
-			return "", err
-		}
-	}
-	version, err := exec.CommandContext(ctx, "dpkg-deb", "-f", debFile(), "Version").Output()
-	if err != nil {
-		return "", fmt.Errorf("dpkg-deb -f %s: %w", debFile(), err)
-	}
-	say("debian %s %s", pkg, strings.TrimSpace(string(version)))
-	return unpacked, nil
+	version, err := command(ctx, "", nil, "dpkg-deb", "-f", debFile[0], "Version")
+	say("debian %s %s", pkg, version)
+	return unpacked, err
 }
 
 // goBuild builds the main package in dir as the Dockerfiles' builder stages do: static,
 // trimmed, no VCS stamp, linux/amd64.
 func goBuild(ctx context.Context, dir, out string) error {
-	return command(ctx, dir, []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64"},
+	_, err := command(ctx, dir, []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64"},
 		"go", "build", "-buildvcs=false", "-trimpath", "-ldflags=-s -w", "-o", out, ".")
+	return err
 }
 
 // releaseBuild builds the release's manager in a temporary worktree of its commit with the
-// same command, and copies its Dockerfile, bundle.Dockerfile and LICENSE, into
+// same command, and copies it, its Dockerfile, bundle.Dockerfile and LICENSE into
 // work/release-vVERSION/.
 func releaseBuild(ctx context.Context, root, work string, r release) error {
 	since := time.Now()
 	dir, wt := filepath.Join(work, "release-v"+r.version), filepath.Join(work, "worktree-v"+r.version)
-	if command(ctx, root, nil, "git", "cat-file", "-e", r.commit+"^{commit}") != nil {
+	if _, err := command(ctx, root, nil, "git", "cat-file", "-e", r.commit+"^{commit}"); err != nil {
 		return fmt.Errorf("release %s's commit %s is not in this clone (a shallow clone? git fetch --unshallow)", r.version, r.commit)
 	}
 	removeWorktree := func() {
-		_ = command(context.Background(), root, nil, "git", "worktree", "remove", "--force", wt)
+		_, _ = command(context.Background(), root, nil, "git", "worktree", "remove", "--force", wt)
 		_ = os.RemoveAll(wt)
-		_ = command(context.Background(), root, nil, "git", "worktree", "prune")
+		_, _ = command(context.Background(), root, nil, "git", "worktree", "prune")
 	}
 	removeWorktree()
 	defer removeWorktree()
-	if err := os.RemoveAll(dir); err != nil {
-		return err
-	}
+	_ = os.RemoveAll(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := command(ctx, root, nil, "git", "worktree", "add", "--quiet", "--detach", wt, r.commit); err != nil {
+	if _, err := command(ctx, root, nil, "git", "worktree", "add", "--quiet", "--detach", wt, r.commit); err != nil {
 		return err
 	}
 	if err := goBuild(ctx, wt, filepath.Join(dir, "manager")); err != nil {
@@ -375,13 +322,10 @@ func releaseBuild(ctx context.Context, root, work string, r release) error {
 	}
 	for _, f := range []string{"Dockerfile", "bundle.Dockerfile", "LICENSE"} {
 		data, err := os.ReadFile(filepath.Join(wt, f))
-		if errors.Is(err, os.ErrNotExist) && f == "LICENSE" {
-			continue
-		}
 		if err == nil {
 			err = os.WriteFile(filepath.Join(dir, f), data, 0o644)
 		}
-		if err != nil {
+		if err != nil && (f != "LICENSE" || !errors.Is(err, fs.ErrNotExist)) {
 			return err
 		}
 	}
@@ -394,156 +338,183 @@ nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin
 nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin
 `
 
-// makeLayers writes every layer's tar into work/layers/ and returns the layers by name.
-func makeLayers(ctx context.Context, s settings, work string, releases []release, debs map[string]string) (map[string]v1.Layer, error) {
-	trees := map[string]tree{}
-	var errs []error
-	add := func(layer, p, src string) {
-		if trees[layer] == nil {
-			trees[layer] = tree{}
-		}
-		errs = append(errs, trees[layer].file(p, src))
+// build makes every image, by published name: OCI images FROM scratch (or the opm image) with
+// the layers of the given trees and local files, linux/amd64.
+func build(ctx context.Context, s settings, work string, releases []release, debs map[string]string) (map[string]v1.Image, error) {
+	bin, license, im, tb := filepath.Join(work, "bin"), filepath.Join(s.root, "LICENSE"), s.images, s.tagBase
+	busyboxBin := filepath.Join(debs["busybox-static"], "bin", "busybox")
+	applets, err := command(ctx, "", nil, busyboxBin, "--list")
+	if err != nil {
+		return nil, err
 	}
-	newTree := func(layer string) tree { trees[layer] = tree{}; return trees[layer] }
-	bin := filepath.Join(work, "bin")
-	tools := filepath.Join(s.root, "bin", "tools")
-
-	// base: what gcr.io/distroless/static:nonroot gives the manager: root, nobody and nonroot
-	// (65532) users, CA certificates (Debian's, concatenated as update-ca-certificates does),
-	// nsswitch.conf, /tmp 1777, /root 0700 and /home/nonroot 0700 owned by 65532.
-	base := newTree("base")
-	base.data("etc/passwd", passwdBase)
-	base.data("etc/group", "root:x:0:\nnobody:x:65534:\ntty:x:5:\nstaff:x:50:\nnonroot:x:65532:\n")
-	base.data("etc/nsswitch.conf", "hosts: files dns\n")
+	distribution, err := command(ctx, filepath.Join(s.root, "hack", "tools", "registry"), nil,
+		"go", "list", "-m", "-f", "{{.Dir}}", "github.com/distribution/distribution/v3")
+	if err != nil {
+		return nil, err
+	}
 	certs, err := caCertificates(filepath.Join(debs["ca-certificates"], "usr", "share", "ca-certificates"))
 	if err != nil {
 		return nil, err
 	}
-	base.data("etc/ssl/certs/ca-certificates.crt", certs)
-	base.dir("tmp", 0o1777)
-	base.dir("root", 0o700)
-	nonroot := base.dir("home/nonroot", 0o700)
-	nonroot.uid, nonroot.gid = 65532, 65532
 
-	// busybox: Debian's static busybox with every applet (sh, cp, tar, gzip, wget, id, ...) as
-	// a symlink in /bin.
-	busybox := filepath.Join(debs["busybox-static"], "bin", "busybox")
-	add("busybox", "bin/busybox", busybox)
-	applets, err := exec.CommandContext(ctx, busybox, "--list").Output()
-	if err != nil {
-		return nil, fmt.Errorf("busybox --list: %w", err)
+	images := map[string]v1.Image{}
+	var errs []error
+	// layer is t (nil: empty) with the local files (image path -> local path) added.
+	layer := func(t tree, files map[string]string) v1.Layer {
+		if t == nil {
+			t = tree{}
+		}
+		for p, src := range files {
+			errs = append(errs, t.file(p, src))
+		}
+		l, err := t.layer()
+		errs = append(errs, err)
+		return l
 	}
-	for _, a := range strings.Fields(string(applets)) {
-		if a != "busybox" {
-			trees["busybox"].symlink("bin/"+a, "busybox")
+	scratch := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	add := func(ref string, from v1.Image, c v1.Config, layers ...v1.Layer) v1.Image {
+		img, err := mutate.AppendLayers(from, layers...)
+		var cf *v1.ConfigFile
+		if err == nil {
+			cf, err = img.ConfigFile()
+		}
+		if err == nil {
+			cf = cf.DeepCopy()
+			cf.OS, cf.Architecture, cf.Config = "linux", "amd64", c
+			img, err = mutate.ConfigFile(img, cf)
+		}
+		errs = append(errs, err)
+		images[ref] = img
+		return img
+	}
+	// bundle is bundle.Dockerfile's three COPYs of dir (bundle/, or a frozen one in
+	// hack/olm/bundles/) and its labels (the current one's, or a release's from its commit).
+	bundle := func(ref, dir, dockerfile string) {
+		t := tree{}
+		for _, sub := range []string{"manifests", "metadata", "tests/scorecard"} {
+			errs = append(errs, t.copyDir(sub, filepath.Join(s.root, dir, sub), false))
+		}
+		df, err := parseDockerfile(dockerfile)
+		if errs = append(errs, err); err == nil {
+			add(ref, scratch, v1.Config{Labels: stageConfig(df.final(), nil).Labels}, layer(t, nil))
 		}
 	}
 
-	// manager and mirror-registry: their Dockerfiles' COPY LICENSE /licenses/LICENSE and COPY
-	// --from=builder /workspace/<binary> .; the releases' managers as each release's
-	// Dockerfile copies it (with /licenses/LICENSE only where that Dockerfile has the COPY).
-	for _, b := range []string{"manager", "mirror-registry"} {
-		add(b, "licenses/LICENSE", filepath.Join(s.root, "LICENSE"))
-		add(b, b, filepath.Join(bin, b))
+	// base: what gcr.io/distroless/static:nonroot gives the manager: root, nobody and nonroot
+	// (65532) users, CA certificates (Debian's, concatenated as update-ca-certificates does),
+	// nsswitch.conf, /tmp 1777, /root 0700 and /home/nonroot 0700 owned by 65532.
+	t := tree{}
+	t.data("etc/passwd", passwdBase)
+	t.data("etc/group", "root:x:0:\nnobody:x:65534:\ntty:x:5:\nstaff:x:50:\nnonroot:x:65532:\n")
+	t.data("etc/nsswitch.conf", "hosts: files dns\n")
+	t.data("etc/ssl/certs/ca-certificates.crt", certs)
+	t.dir("tmp", 0o1777)
+	t.dir("root", 0o700)
+	nonroot := t.dir("home/nonroot", 0o700)
+	nonroot.Uid, nonroot.Gid = 65532, 65532
+	base := layer(t, nil)
+	// Debian's static busybox, every applet (sh, cp, tar, gzip, wget, id, ...) a symlink to it.
+	t = tree{}
+	for _, a := range strings.Fields(applets) {
+		if a != "busybox" {
+			t.symlink("bin/"+a, "busybox")
+		}
 	}
+	busybox := layer(t, map[string]string{"bin/busybox": busyboxBin})
+
+	// Upstream's opm image (static opm, grpc_health_probe) has a shell (distroless:debug's
+	// busybox): `operator-sdk run bundle` starts its catalog pod with `sh -c` in it.
+	opm := v1.Config{Entrypoint: []string{"/bin/opm"}, User: "1001", Env: []string{pathEnv}}
+	opmImg := add(im["OPM_IMG"], scratch, opm, base, busybox, layer(nil, map[string]string{"bin/opm": s.opm, "bin/grpc_health_probe": s.grpcHealthProbe}))
+	// catalog.Dockerfile: ADD catalog /configs and the builder stage's serve cache.
+	configs := tree{}
+	errs = append(errs, configs.copyDir("configs", filepath.Join(s.root, "catalog"), false))
+	cache, err := catalogCache(ctx, s, work, configs)
+	errs = append(errs, err)
+	catalog := opm
+	df, err := parseDockerfile(filepath.Join(s.root, "catalog.Dockerfile"))
+	if errs = append(errs, err); err == nil {
+		catalog.Cmd, catalog.Labels = []string{"serve", "/configs", "--cache-dir=/tmp/cache"}, stageConfig(df.final(), nil).Labels
+		add(im["CATALOG_IMG"], opmImg, catalog, layer(configs, nil), cache)
+	}
+	emptyIndex := opm
+	emptyIndex.Cmd, emptyIndex.Labels = []string{"serve", "/configs"}, map[string]string{"operators.operatorframework.io.index.configs.v1": "/configs"}
+	t = tree{}
+
+	t.dir("configs", 0o755)
+	add(im["EMPTY_INDEX_IMG"], opmImg, emptyIndex, layer(t, nil))
+
+	// The Dockerfiles' COPY LICENSE /licenses/LICENSE and COPY --from=builder /workspace/<binary> .
+	manager := v1.Config{Entrypoint: []string{"/manager"}, User: "65532:65532", WorkingDir: "/", Env: []string{pathEnv, "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"}}
+	add(im["IMG"], scratch, manager, base, layer(nil, map[string]string{"licenses/LICENSE": license, "manager": filepath.Join(bin, "manager")}))
+	mirror := manager
+	mirror.Entrypoint, mirror.ExposedPorts = []string{"/mirror-registry"}, map[string]struct{}{"5000/tcp": {}}
+	add(im["MIRROR_REGISTRY_IMG"], scratch, mirror, base, layer(nil, map[string]string{"licenses/LICENSE": license, "mirror-registry": filepath.Join(bin, "mirror-registry")}))
+	bundle(im["BUNDLE_IMG"], "bundle", filepath.Join(s.root, "bundle.Dockerfile"))
+	// A release's manager as its Dockerfile copies it (/licenses/LICENSE only if it has the COPY).
 	for _, r := range releases {
 		dir := filepath.Join(work, "release-v"+r.version)
 		df, err := parseDockerfile(filepath.Join(dir, "Dockerfile"))
-		if err != nil {
-			return nil, err
+		if errs = append(errs, err); err != nil {
+			continue
 		}
+		files := map[string]string{"manager": filepath.Join(dir, "manager")}
 		if slices.ContainsFunc(df.final().Commands, func(c instructions.Command) bool {
 			cp, ok := c.(*instructions.CopyCommand)
 			return ok && cp.From == "" && slices.Equal(cp.SourcePaths, []string{"LICENSE"}) && cp.DestPath == "/licenses/LICENSE"
 		}) {
-			add("manager-v"+r.version, "licenses/LICENSE", filepath.Join(dir, "LICENSE"))
+			files["licenses/LICENSE"] = filepath.Join(dir, "LICENSE")
 		}
-		add("manager-v"+r.version, "manager", filepath.Join(dir, "manager"))
+		add(tb+":v"+r.version, scratch, manager, base, layer(nil, files))
+		bundle(tb+"-bundle:v"+r.version, "hack/olm/bundles/quartet.v"+r.version, filepath.Join(dir, "bundle.Dockerfile"))
 	}
+	// v0.1.0: the oldest release's operator image, and the reconstructed bundle with its labels.
+	images[tb+":v0.1.0"] = images[tb+":v"+releases[0].version]
+	bundle(tb+"-bundle:v0.1.0", "hack/olm/bundles/quartet.v0.1.0", filepath.Join(work, "release-v"+releases[0].version, "bundle.Dockerfile"))
 
-	// bundles: bundle.Dockerfile's three COPYs, for the current version (bundle/), each release
-	// (its frozen bundle) and v0.1.0 (reconstructed), all in hack/olm/bundles/.
-	bundles := map[string]string{"bundle-current": "bundle", "bundle-first": "hack/olm/bundles/quartet.v0.1.0"}
-	for _, r := range releases {
-		bundles["bundle-v"+r.version] = "hack/olm/bundles/quartet.v" + r.version
-	}
-	for layer, dir := range bundles {
-		t := newTree(layer)
-		for _, sub := range []string{"manifests", "metadata", "tests/scorecard"} {
-			errs = append(errs, t.copyDir(sub, filepath.Join(s.root, dir, sub), false))
-		}
-	}
-
-	// opm: /bin/opm (static) and /bin/grpc_health_probe, as operator-registry's opm image;
-	// catalog.Dockerfile's ADD catalog /configs; an empty /configs for the empty index.
-	add("opm", "bin/opm", s.opm)
-	add("opm", "bin/grpc_health_probe", s.grpcHealthProbe)
-	errs = append(errs, newTree("catalog-configs").copyDir("configs", filepath.Join(s.root, "catalog"), false))
-	newTree("empty-configs").dir("configs", 0o755)
-	// olm: OLM's Dockerfile: its five binaries in /bin (and /bin/cp from the busybox layer).
+	// OLM's Dockerfile: its five binaries in /bin (and /bin/cp from busybox).
+	files := map[string]string{}
 	for _, b := range olmBins {
-		add("olm", "bin/"+b, filepath.Join(tools, b+"-"+s.olmVersion))
+		files["bin/"+b] = filepath.Join(s.root, "bin", "tools", b+"-"+s.olmVersion)
 	}
-	// registry: the distribution registry and the distribution module's example configuration.
-	goList := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "github.com/distribution/distribution/v3")
-	goList.Dir = filepath.Join(s.root, "hack", "tools", "registry")
-	modDir, err := goList.Output()
-	if err != nil {
-		return nil, fmt.Errorf("go list -m github.com/distribution/distribution/v3: %w", err)
-	}
-	add("registry", "bin/registry", s.registry)
-	add("registry", "etc/distribution/config.yml", filepath.Join(strings.TrimSpace(string(modDir)), "cmd", "registry", "config-example.yml"))
-	trees["registry"].dir("var/lib/registry", 0o755)
-	add("pause", "pause", filepath.Join(bin, "pause"))
+	add(im["OLM_IMG"], scratch, v1.Config{Entrypoint: []string{"/bin/olm"}, User: "1001", WorkingDir: "/", ExposedPorts: map[string]struct{}{"8080/tcp": {}, "5443/tcp": {}},
+		Labels: map[string]string{"stage": "olm"}, Env: []string{pathEnv}}, base, busybox, layer(nil, files))
+	// The distribution registry and the distribution module's example configuration.
+	t = tree{}
+	t.dir("var/lib/registry", 0o755)
+	add(im["REGISTRY_IMG"], scratch, v1.Config{Entrypoint: []string{"registry"}, Cmd: []string{"serve", "/etc/distribution/config.yml"},
+		ExposedPorts: map[string]struct{}{"5000/tcp": {}}, Env: []string{pathEnv}}, base,
+		layer(t, map[string]string{"bin/registry": s.registry, "etc/distribution/config.yml": filepath.Join(distribution, "cmd", "registry", "config-example.yml")}))
+	add(im["PAUSE_IMG"], scratch, v1.Config{Entrypoint: []string{"/pause"}, User: "65535:65535"}, layer(nil, map[string]string{"pause": filepath.Join(bin, "pause")}))
 	// scorecard-test and scorecard-untar: their Dockerfiles append a user line to /etc/passwd
 	// and create WORKDIR ${HOME}.
-	for _, sc := range []string{"scorecard-test", "scorecard-untar"} {
-		t := newTree(sc)
+	scorecard := func(sc string, c v1.Config, files map[string]string) (v1.Config, v1.Layer) {
+		t := tree{}
 		t.data("etc/passwd", passwdBase+sc+":x:1001:0:"+sc+" user:/opt/"+sc+":/sbin/nologin\n")
 		t.dir("opt/"+sc, 0o755)
+		c.User, c.WorkingDir, c.Env = "1001", "/opt/"+sc, []string{pathEnv, "HOME=/opt/" + sc, "USER_NAME=" + sc, "USER_UID=1001"}
+		return c, layer(t, files)
 	}
-	add("scorecard-test", "usr/local/bin/scorecard-test", s.scorecardTest)
-	// e2e: fakerates and httpget (busybox's static wget crashes) next to busybox.
-	add("e2e", "bin/fakerates", filepath.Join(bin, "fakerates"))
-	add("e2e", "bin/httpget", filepath.Join(bin, "httpget"))
-	// coredns: the real node's cluster DNS (hack/build-node-tools.sh), as upstream's FROM scratch.
-	add("coredns", "coredns", s.core)
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
+	c, l := scorecard("scorecard-test", v1.Config{Entrypoint: []string{"/usr/local/bin/scorecard-test"}}, map[string]string{"usr/local/bin/scorecard-test": s.scorecardTest})
+	add(im["SCORECARD_TEST_IMG"], scratch, c, base, l)
+	c, l = scorecard("scorecard-untar", v1.Config{Cmd: []string{"sh"}}, nil)
+	add(im["SCORECARD_UNTAR_IMG"], scratch, c, base, busybox, l)
 
-	dir := filepath.Join(work, "layers")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	for _, n := range slices.Sorted(maps.Keys(trees)) {
-		var last []string
-		if n == "base" {
-			last = []string{"home/nonroot"}
-		}
-		if err := trees[n].write(filepath.Join(dir, n+".tar"), last...); err != nil {
-			return nil, err
-		}
-	}
-	if err := catalogCache(ctx, s.opm, work, trees["catalog-configs"]); err != nil {
-		return nil, err
-	}
-	layers := map[string]v1.Layer{}
-	for _, n := range append(slices.Collect(maps.Keys(trees)), "catalog-cache") {
-		l, err := tarball.LayerFromFile(filepath.Join(dir, n+".tar"), tarball.WithMediaType(types.OCILayer))
-		if err != nil {
-			return nil, err
-		}
-		layers[n] = l
-	}
-	return layers, nil
+	// e2e: fakerates and httpget (busybox's static wget crashes) next to busybox.
+	add(im["E2E_IMG"], scratch, v1.Config{Cmd: []string{"sh"}, User: "65532:65532", WorkingDir: "/", Env: []string{pathEnv}}, base, busybox,
+		layer(nil, map[string]string{"bin/fakerates": filepath.Join(bin, "fakerates"), "bin/httpget": filepath.Join(bin, "httpget")}))
+	// coredns: the real node's cluster DNS (hack/build-node-tools.sh), as upstream's FROM scratch.
+	add(im["COREDNS_IMG"], scratch, v1.Config{Entrypoint: []string{"/coredns"}, User: "65532:65532", ExposedPorts: map[string]struct{}{"53/udp": {}, "53/tcp": {}}},
+		layer(nil, map[string]string{"coredns": s.core}))
+	add(im["UBI_IMG"], scratch, v1.Config{Cmd: []string{"sh"}, Env: []string{pathEnv}}, base, busybox)
+	return images, errors.Join(errs...)
 }
 
 // caCertificates concatenates the package's certificates, sorted by path, as
 // update-ca-certificates does (each ending with a newline).
 func caCertificates(dir string) (string, error) {
 	var crts []string
-	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".crt") {
 			crts = append(crts, p)
 		}
@@ -564,40 +535,46 @@ func caCertificates(dir string) (string, error) {
 	return b.String(), err
 }
 
-// catalogCache makes the layer of catalog.Dockerfile's builder stage: the serve cache of
-// opm serve --cache-only (the same static opm) under /tmp/cache. opm's pogreb cache is not
-// reproducible (pogreb draws a random hash seed for each new database), so a cache made from
-// the same opm and the same /configs is kept and reused.
-func catalogCache(ctx context.Context, opm, work string, configs tree) error {
-	layers := filepath.Join(work, "layers")
+// catalogCache is the layer of catalog.Dockerfile's builder stage: the serve cache of opm serve
+// --cache-only (the same static opm) under /tmp/cache. opm's pogreb cache is not reproducible
+// (pogreb draws a random hash seed for each new database), so work/layers/catalog-cache.tar is
+// reused while opm and /configs are the same.
+func catalogCache(ctx context.Context, s settings, work string, configs tree) (v1.Layer, error) {
+	file, keyFile := filepath.Join(work, "layers", "catalog-cache.tar"), filepath.Join(work, "catalog-cache.key")
 	h := sha256.New()
-	for _, f := range []string{opm, filepath.Join(layers, "catalog-configs.tar")} {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		h.Write(data)
+	opm, err := os.ReadFile(s.opm)
+	if err != nil {
+		return nil, err
+	}
+	h.Write(opm)
+	if err := configs.writeTar(h); err != nil {
+		return nil, err
 	}
 	key := hex.EncodeToString(h.Sum(nil)) + "\n"
-	keyFile := filepath.Join(work, "catalog-cache.key")
-	if old, err := os.ReadFile(keyFile); err == nil && string(old) == key {
-		if _, err := os.Stat(filepath.Join(layers, "catalog-cache.tar")); err == nil {
-			say("catalog serve cache: opm and /configs unchanged, reusing the previous one")
-			return nil
-		}
+	_, statErr := os.Stat(file)
+	if old, _ := os.ReadFile(keyFile); string(old) == key && statErr == nil {
+		say("catalog serve cache: opm and /configs unchanged, reusing the previous one")
+	} else if err := serveCache(ctx, s, work, file); err != nil {
+		return nil, err
+	} else if err := os.WriteFile(keyFile, []byte(key), 0o644); err != nil {
+		return nil, err
 	}
-	// opm's cache digest covers the modes: opm reads /configs as the layer has it.
+	return tarball.LayerFromFile(file, tarball.WithMediaType(types.OCILayer))
+}
+
+// serveCache writes the layer tar of opm's serve cache of catalog/.
+func serveCache(ctx context.Context, s settings, work, file string) error {
 	stage := filepath.Join(work, "stage")
 	_ = os.RemoveAll(stage)
 	defer os.RemoveAll(stage)
-	if err := configs.materialize(stage); err != nil {
+	// opm's cache digest covers the modes: /configs as the layer has it (0644, 0755 by umask).
+	configs, cache := filepath.Join(stage, "configs"), filepath.Join(stage, "cache")
+	if err := os.CopyFS(configs, os.DirFS(filepath.Join(s.root, "catalog"))); err != nil {
 		return err
 	}
-	configsDir := filepath.Join(stage, "configs")
 	// On the host, opm serve would create /dev/termination-log and listen on localhost:6060
 	// (pprof) by default: both are turned away.
-	cache := filepath.Join(stage, "cache")
-	if err := command(ctx, "", nil, opm, "serve", configsDir, "--cache-dir="+cache, "--cache-only",
+	if _, err := command(ctx, "", nil, s.opm, "serve", configs, "--cache-dir="+cache, "--cache-only",
 		"--termination-log="+filepath.Join(work, "opm-termination.log"), "--pprof-addr="); err != nil {
 		return err
 	}
@@ -606,156 +583,11 @@ func catalogCache(ctx context.Context, opm, work string, configs tree) error {
 	if err := t.copyDir("tmp/cache", cache, true); err != nil {
 		return err
 	}
-	if err := t.write(filepath.Join(layers, "catalog-cache.tar")); err != nil {
-		return err
-	}
-	return os.WriteFile(keyFile, []byte(key), 0o644)
-}
-
-// cfg is what `crane mutate` set before: labels added, env set by key, entrypoint (which
-// resets cmd), cmd, user, workdir, exposed ports; every image is linux/amd64.
-type cfg struct {
-	entrypoint, cmd, env, ports []string
-	user, workdir               string
-	labels                      map[string]string
-}
-
-func (c cfg) apply(img v1.Image) (v1.Image, error) {
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", "amd64"
-	if cf.Config.Labels == nil {
-		cf.Config.Labels = map[string]string{}
-	}
-	for k, v := range c.labels {
-		cf.Config.Labels[k] = v
-	}
-	for _, e := range c.env {
-		k, _, _ := strings.Cut(e, "=")
-		if i := slices.IndexFunc(cf.Config.Env, func(o string) bool { return strings.HasPrefix(o, k+"=") }); i >= 0 {
-			cf.Config.Env[i] = e
-		} else {
-			cf.Config.Env = append(cf.Config.Env, e)
-		}
-	}
-	if len(c.entrypoint) > 0 {
-		cf.Config.Entrypoint, cf.Config.Cmd = c.entrypoint, nil
-	}
-	if len(c.cmd) > 0 {
-		cf.Config.Cmd = c.cmd
-	}
-	if c.user != "" {
-		cf.Config.User = c.user
-	}
-	if c.workdir != "" {
-		cf.Config.WorkingDir = c.workdir
-	}
-	if len(c.ports) > 0 {
-		cf.Config.ExposedPorts = map[string]struct{}{}
-		for _, p := range c.ports {
-			cf.Config.ExposedPorts[p] = struct{}{}
-		}
-	}
-	return mutate.ConfigFile(img, cf)
-}
-
-// assemble makes every image from its layers, by published name.
-func assemble(s settings, work string, releases []release, layers map[string]v1.Layer) (map[string]v1.Image, error) {
-	images := map[string]v1.Image{}
-	var errs []error
-	// scratch: an OCI image FROM scratch with the named layers.
-	scratch := func(ref string, c cfg, names ...string) v1.Image {
-		base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
-		img, err := mutate.AppendLayers(base, pick(layers, names)...)
-		if err == nil {
-			img, err = c.apply(img)
-		}
-		errs = append(errs, err)
-		images[ref] = img
-		return img
-	}
-	labels := func(dockerfile string) map[string]string {
-		df, err := parseDockerfile(dockerfile)
-		errs = append(errs, err)
-		if err != nil {
-			return nil
-		}
-		return df.config(df.final(), nil).Labels
-	}
-	fromOPM := func(ref string, c cfg, names ...string) {
-		img, err := mutate.AppendLayers(images[s.images["OPM_IMG"]], pick(layers, names)...)
-		if err == nil {
-			img, err = c.apply(img)
-		}
-		errs = append(errs, err)
-		images[ref] = img
-	}
-	im := s.images
-	// Upstream's opm image has a shell (distroless:debug's busybox): `operator-sdk run bundle`
-	// starts its catalog pod with `sh -c` in it.
-	scratch(im["OPM_IMG"], cfg{entrypoint: []string{"/bin/opm"}, user: "1001", env: []string{pathEnv}}, "base", "busybox", "opm")
-	fromOPM(im["CATALOG_IMG"], cfg{entrypoint: []string{"/bin/opm"}, cmd: []string{"serve", "/configs", "--cache-dir=/tmp/cache"},
-		labels: labels(filepath.Join(s.root, "catalog.Dockerfile"))}, "catalog-configs", "catalog-cache")
-	fromOPM(im["EMPTY_INDEX_IMG"], cfg{entrypoint: []string{"/bin/opm"}, cmd: []string{"serve", "/configs"},
-		labels: map[string]string{"operators.operatorframework.io.index.configs.v1": "/configs"}}, "empty-configs")
-	manager := cfg{entrypoint: []string{"/manager"}, user: "65532:65532", workdir: "/", env: []string{pathEnv, "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"}}
-	scratch(im["IMG"], manager, "base", "manager")
-	scratch(im["MIRROR_REGISTRY_IMG"], cfg{entrypoint: []string{"/mirror-registry"}, user: "65532:65532", workdir: "/",
-		env: manager.env, ports: []string{"5000/tcp"}}, "base", "mirror-registry")
-	scratch(im["BUNDLE_IMG"], cfg{labels: labels(filepath.Join(s.root, "bundle.Dockerfile"))}, "bundle-current")
-	for _, r := range releases {
-		rdir := filepath.Join(work, "release-v"+r.version)
-		scratch(s.tagBase+":v"+r.version, manager, "base", "manager-v"+r.version)
-		scratch(s.tagBase+"-bundle:v"+r.version, cfg{labels: labels(filepath.Join(rdir, "bundle.Dockerfile"))}, "bundle-v"+r.version)
-	}
-	// v0.1.0: the oldest release's operator image, and the reconstructed bundle with its labels.
-	images[s.tagBase+":v0.1.0"] = images[s.tagBase+":v"+releases[0].version]
-	scratch(s.tagBase+"-bundle:v0.1.0", cfg{labels: labels(filepath.Join(work, "release-v"+releases[0].version, "bundle.Dockerfile"))}, "bundle-first")
-	scratch(im["OLM_IMG"], cfg{entrypoint: []string{"/bin/olm"}, user: "1001", workdir: "/", ports: []string{"8080/tcp", "5443/tcp"},
-		labels: map[string]string{"stage": "olm"}, env: []string{pathEnv}}, "base", "busybox", "olm")
-	scratch(im["REGISTRY_IMG"], cfg{entrypoint: []string{"registry"}, cmd: []string{"serve", "/etc/distribution/config.yml"},
-		ports: []string{"5000/tcp"}, env: []string{pathEnv}}, "base", "registry")
-	scratch(im["PAUSE_IMG"], cfg{entrypoint: []string{"/pause"}, user: "65535:65535"}, "pause")
-	for _, sc := range []struct {
-		img, name string
-		c         cfg
-		layers    []string
-	}{
-		{"SCORECARD_TEST_IMG", "scorecard-test", cfg{entrypoint: []string{"/usr/local/bin/scorecard-test"}}, []string{"base", "scorecard-test"}},
-		{"SCORECARD_UNTAR_IMG", "scorecard-untar", cfg{cmd: []string{"sh"}}, []string{"base", "busybox", "scorecard-untar"}},
-	} {
-		sc.c.user, sc.c.workdir = "1001", "/opt/"+sc.name
-		sc.c.env = []string{pathEnv, "HOME=/opt/" + sc.name, "USER_NAME=" + sc.name, "USER_UID=1001"}
-		scratch(im[sc.img], sc.c, sc.layers...)
-	}
-	scratch(im["E2E_IMG"], cfg{cmd: []string{"sh"}, user: "65532:65532", workdir: "/", env: []string{pathEnv}}, "base", "busybox", "e2e")
-	scratch(im["COREDNS_IMG"], cfg{entrypoint: []string{"/coredns"}, user: "65532:65532", ports: []string{"53/udp", "53/tcp"}}, "coredns")
-	scratch(im["UBI_IMG"], cfg{cmd: []string{"sh"}, env: []string{pathEnv}}, "base", "busybox")
-	return images, errors.Join(errs...)
-}
-
-func pick(layers map[string]v1.Layer, names []string) []v1.Layer {
-	out := make([]v1.Layer, len(names))
-	for i, n := range names {
-		out[i] = layers[n]
-	}
-	return out
-}
-
-// push pushes img under its published name minus the host.
-func push(ctx context.Context, reg, published string, img v1.Image) error {
-	_, rest, _ := strings.Cut(published, "/")
-	ref, err := name.ParseReference(reg+"/"+rest, name.Insecure)
+	f, err := os.Create(file)
 	if err != nil {
 		return err
 	}
-	if err := remote.Write(ref, img, remote.WithContext(ctx)); err != nil {
-		return fmt.Errorf("pushing %s: %w", published, err)
-	}
-	return nil
+	return errors.Join(t.writeTar(f), f.Close())
 }
 
 // writeList writes images.txt (sorted) after comparing the digests with the previous list;
@@ -764,17 +596,13 @@ func writeList(out string, list []string) error {
 	file := filepath.Join(out, "images.txt")
 	slices.Sort(list)
 	prev, err := os.ReadFile(file)
-	hadPrev := err == nil
-	old := map[string]string{}
+	hadPrev, old, changed := err == nil, map[string]string{}, 0
 	for line := range strings.Lines(string(prev)) {
-		if f := strings.Fields(line); len(f) == 2 {
-			old[f[0]] = f[1]
-		}
+		ref, dig, _ := strings.Cut(strings.TrimSpace(line), " ")
+		old[ref] = dig
 	}
-	changed := 0
 	for _, line := range list {
-		ref, dig, _ := strings.Cut(line, " ")
-		if hadPrev && old[ref] != dig {
+		if ref, dig, _ := strings.Cut(line, " "); hadPrev && old[ref] != dig {
 			changed++
 			say("CHANGED %s %s -> %s", ref, cmp.Or(old[ref], "(new)"), dig)
 		}
@@ -791,13 +619,12 @@ func writeList(out string, list []string) error {
 	}
 	say("wrote %s", file)
 	fmt.Print(text)
-	if os.Getenv("IMAGES_CHECK") != "" {
-		if !hadPrev {
-			return fmt.Errorf("IMAGES_CHECK: no previous %s to compare with", file)
-		}
-		if changed != 0 {
-			return fmt.Errorf("%d digests differ from the previous build: not reproducible, or its inputs changed", changed)
-		}
+	switch {
+	case os.Getenv("IMAGES_CHECK") == "":
+	case !hadPrev:
+		return fmt.Errorf("IMAGES_CHECK: no previous %s to compare with", file)
+	case changed != 0:
+		return fmt.Errorf("%d digests differ from the previous build: not reproducible, or its inputs changed", changed)
 	}
 	return nil
 }
@@ -825,16 +652,16 @@ storage:
 http:
   addr: 127.0.0.1:0
 `, store, readOnly)
-	if err := os.WriteFile(cfgFile, []byte(config), 0o644); err != nil {
-		return "", nil, err
-	}
 	log, err := os.Create(logFile)
-	if err != nil {
-		return "", nil, err
+	if err == nil {
+		err = os.WriteFile(cfgFile, []byte(config), 0o644)
 	}
 	cmd := exec.Command(bin, "serve", cfgFile)
 	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
+	if err == nil {
+		err = cmd.Start()
+	}
+	if err != nil {
 		log.Close()
 		return "", nil, err
 	}
@@ -857,36 +684,33 @@ http:
 	return "", nil, fmt.Errorf("the registry did not start:\n%s", data)
 }
 
-// dockerfile is a Dockerfile parsed with BuildKit's own parser.
-type dockerfile struct {
-	name   string
-	stages []instructions.Stage
-}
+// dockerfile is a Dockerfile's stages, parsed with BuildKit's own parser.
+type dockerfile []instructions.Stage
 
-func parseDockerfile(file string) (*dockerfile, error) {
+func parseDockerfile(file string) (dockerfile, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return nil, err
 	}
 	res, err := parser.Parse(bytes.NewReader(data))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
+	var stages []instructions.Stage
+	if err == nil {
+		stages, _, err = instructions.Parse(res.AST, linter.New(&linter.Config{}))
 	}
-	stages, _, err := instructions.Parse(res.AST, linter.New(&linter.Config{}))
 	if err == nil && len(stages) == 0 {
 		err = errors.New("no stages")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
-	return &dockerfile{name: filepath.Base(file), stages: stages}, nil
+	return stages, nil
 }
 
-func (d *dockerfile) final() *instructions.Stage { return &d.stages[len(d.stages)-1] }
+func (d dockerfile) final() *instructions.Stage { return &d[len(d)-1] }
 
-// config is the image config a stage defines on top of base (nil: FROM scratch, or a base
+// stageConfig is the image config stage s defines on top of base (nil: FROM scratch, or a base
 // whose fields the stage does not set are then not known).
-func (d *dockerfile) config(s *instructions.Stage, base *v1.Config) v1.Config {
+func stageConfig(s *instructions.Stage, base *v1.Config) v1.Config {
 	var c v1.Config
 	if base != nil {
 		c = *base.DeepCopy()
