@@ -30,6 +30,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/moby/buildkit/frontend/dockerfile/instructions"
+
+	"github.com/quartet-operator/quartet/hack/olm/release"
 )
 
 const distroless = "gcr.io/distroless/static:nonroot"
@@ -53,7 +55,7 @@ type image struct {
 type fixture struct {
 	root, reg string
 	set       settings
-	releases  []release
+	releases  []release.Release
 	digests   map[string]string
 	cache     map[string]*image
 }
@@ -71,7 +73,7 @@ func TestImages(t *testing.T) {
 		t.Skipf("skipping: %s does not exist; run make images to build the images this test checks", listPath)
 	}
 	must(t, err)
-	f.releases, err = readReleases(root)
+	f.releases, err = release.Read(root)
 	must(t, err)
 	for line := range strings.Lines(string(list)) {
 		if ref, dig, ok := strings.Cut(strings.TrimSpace(line), " "); ok {
@@ -81,7 +83,7 @@ func TestImages(t *testing.T) {
 	im, base := f.set.images, f.set.tagBase
 	all := append(slices.Collect(maps.Values(im)), base+":v0.1.0", base+"-bundle:v0.1.0")
 	for _, r := range f.releases {
-		all = append(all, base+":v"+r.version, base+"-bundle:v"+r.version)
+		all = append(all, base+":v"+r.Version, base+"-bundle:v"+r.Version)
 	}
 	if got := slices.Sorted(maps.Keys(f.digests)); !slices.Equal(got, slices.Sorted(slices.Values(all))) {
 		t.Fatalf("%s lists %q, want %q", listPath, got, slices.Sorted(slices.Values(all)))
@@ -105,12 +107,12 @@ func TestImages(t *testing.T) {
 		}
 		// v0.1.0 is a reconstruction of the oldest release: the same operator image. Each
 		// release runs its own code, not the current one.
-		if f.digests[base+":v0.1.0"] != f.digests[base+":v"+f.releases[0].version] {
+		if f.digests[base+":v0.1.0"] != f.digests[base+":v"+f.releases[0].Version] {
 			t.Errorf("%s:v0.1.0 is not the oldest release's manager image", base)
 		}
 		for _, r := range f.releases {
-			if f.digests[base+":v"+r.version] == f.digests[im["IMG"]] {
-				t.Errorf("%s:v%s is %s: a release's image must be built from its own commit", base, r.version, im["IMG"])
+			if f.digests[base+":v"+r.Version] == f.digests[im["IMG"]] {
+				t.Errorf("%s:v%s is %s: a release's image must be built from its own commit", base, r.Version, im["IMG"])
 			}
 		}
 	})
@@ -129,8 +131,8 @@ func TestImages(t *testing.T) {
 	work := t.TempDir() // each release's Dockerfiles, LICENSE and manager, built from its commit
 	for _, r := range f.releases {
 		must(t, releaseBuild(t.Context(), root, work, r))
-		dir := filepath.Join(work, "release-v"+r.version)
-		sources = append(sources, source{base + ":v" + r.version, dir, filepath.Join(dir, "manager"), filepath.Join(dir, "LICENSE")})
+		dir := filepath.Join(work, "release-v"+r.Version)
+		sources = append(sources, source{base + ":v" + r.Version, dir, filepath.Join(dir, "manager"), filepath.Join(dir, "LICENSE")})
 	}
 	for _, s := range sources {
 		t.Run(s.image, func(t *testing.T) {
@@ -143,10 +145,10 @@ func TestImages(t *testing.T) {
 	}
 	bundles := map[string][2]string{ // image -> bundle directory, bundle.Dockerfile
 		im["BUNDLE_IMG"]:        {"bundle", filepath.Join(root, "bundle.Dockerfile")},
-		base + "-bundle:v0.1.0": {"hack/olm/bundles/quartet.v0.1.0", filepath.Join(work, "release-v"+f.releases[0].version, "bundle.Dockerfile")},
+		base + "-bundle:v0.1.0": {"hack/olm/bundles/quartet.v0.1.0", filepath.Join(work, "release-v"+f.releases[0].Version, "bundle.Dockerfile")},
 	}
 	for _, r := range f.releases {
-		bundles[base+"-bundle:v"+r.version] = [2]string{"hack/olm/bundles/quartet.v" + r.version, filepath.Join(work, "release-v"+r.version, "bundle.Dockerfile")}
+		bundles[base+"-bundle:v"+r.Version] = [2]string{"hack/olm/bundles/quartet.v" + r.Version, filepath.Join(work, "release-v"+r.Version, "bundle.Dockerfile")}
 	}
 	for ref, b := range bundles {
 		t.Run(ref, func(t *testing.T) { f.testBundle(t, ref, b[0], b[1]) })

@@ -50,6 +50,8 @@ import (
 	"github.com/moby/buildkit/frontend/dockerfile/instructions"
 	"github.com/moby/buildkit/frontend/dockerfile/linter"
 	"github.com/moby/buildkit/frontend/dockerfile/parser"
+
+	"github.com/quartet-operator/quartet/hack/olm/release"
 )
 
 var start = time.Now()
@@ -108,28 +110,6 @@ func readSettings(root string) settings {
 // olmBins are OLM's binaries, bin/tools/<name>-$OLM_VERSION.
 var olmBins = []string{"olm", "catalog", "package-server", "copy-content", "cpb"}
 
-// release is one line of hack/olm/releases: a version that shipped, and its commit.
-type release struct{ version, commit string }
-
-// readReleases reads hack/olm/releases, oldest first.
-func readReleases(root string) ([]release, error) {
-	data, err := os.ReadFile(filepath.Join(root, "hack", "olm", "releases"))
-	var out []release
-	for line := range strings.Lines(string(data)) {
-		switch f := strings.Fields(line); {
-		case len(f) == 0 || strings.HasPrefix(f[0], "#"):
-		case len(f) != 2:
-			return nil, fmt.Errorf("hack/olm/releases: malformed line %q", line)
-		default:
-			out = append(out, release{f[0], f[1]})
-		}
-	}
-	if err == nil && len(out) == 0 {
-		err = errors.New("hack/olm/releases lists no release")
-	}
-	return out, err
-}
-
 func main() {
 	syscall.Umask(0o022)
 	root, err := os.Getwd() // the repository's root: the Makefile runs go run ./hack/images
@@ -145,7 +125,7 @@ func main() {
 }
 
 func run(ctx context.Context, s settings) error {
-	releases, err := readReleases(s.root)
+	releases, err := release.Read(s.root)
 	if err != nil {
 		return err
 	}
@@ -297,11 +277,11 @@ func goBuild(ctx context.Context, dir, out string) error {
 // releaseBuild builds the release's manager in a temporary worktree of its commit with the
 // same command, and copies it, its Dockerfile, bundle.Dockerfile and LICENSE into
 // work/release-vVERSION/.
-func releaseBuild(ctx context.Context, root, work string, r release) error {
+func releaseBuild(ctx context.Context, root, work string, r release.Release) error {
 	since := time.Now()
-	dir, wt := filepath.Join(work, "release-v"+r.version), filepath.Join(work, "worktree-v"+r.version)
-	if _, err := command(ctx, root, nil, "git", "cat-file", "-e", r.commit+"^{commit}"); err != nil {
-		return fmt.Errorf("release %s's commit %s is not in this clone (a shallow clone? git fetch --unshallow)", r.version, r.commit)
+	dir, wt := filepath.Join(work, "release-v"+r.Version), filepath.Join(work, "worktree-v"+r.Version)
+	if _, err := command(ctx, root, nil, "git", "cat-file", "-e", r.Commit+"^{commit}"); err != nil {
+		return fmt.Errorf("release %s's commit %s is not in this clone (a shallow clone? git fetch --unshallow)", r.Version, r.Commit)
 	}
 	removeWorktree := func() {
 		_, _ = command(context.Background(), root, nil, "git", "worktree", "remove", "--force", wt)
@@ -314,7 +294,7 @@ func releaseBuild(ctx context.Context, root, work string, r release) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if _, err := command(ctx, root, nil, "git", "worktree", "add", "--quiet", "--detach", wt, r.commit); err != nil {
+	if _, err := command(ctx, root, nil, "git", "worktree", "add", "--quiet", "--detach", wt, r.Commit); err != nil {
 		return err
 	}
 	if err := goBuild(ctx, wt, filepath.Join(dir, "manager")); err != nil {
@@ -329,7 +309,7 @@ func releaseBuild(ctx context.Context, root, work string, r release) error {
 			return err
 		}
 	}
-	say("built release %s's manager from %s in a temporary worktree (%ds)", r.version, r.commit[:12], int(time.Since(since).Seconds()))
+	say("built release %s's manager from %s in a temporary worktree (%ds)", r.Version, r.Commit[:12], int(time.Since(since).Seconds()))
 	return nil
 }
 
@@ -340,7 +320,7 @@ nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin
 
 // build makes every image, by published name: OCI images FROM scratch (or the opm image) with
 // the layers of the given trees and local files, linux/amd64.
-func build(ctx context.Context, s settings, work string, releases []release, debs map[string]string) (map[string]v1.Image, error) {
+func build(ctx context.Context, s settings, work string, releases []release.Release, debs map[string]string) (map[string]v1.Image, error) {
 	bin, license, im, tb := filepath.Join(work, "bin"), filepath.Join(s.root, "LICENSE"), s.images, s.tagBase
 	busyboxBin := filepath.Join(debs["busybox-static"], "bin", "busybox")
 	applets, err := command(ctx, "", nil, busyboxBin, "--list")
@@ -453,7 +433,7 @@ func build(ctx context.Context, s settings, work string, releases []release, deb
 	bundle(im["BUNDLE_IMG"], "bundle", filepath.Join(s.root, "bundle.Dockerfile"))
 	// A release's manager as its Dockerfile copies it (/licenses/LICENSE only if it has the COPY).
 	for _, r := range releases {
-		dir := filepath.Join(work, "release-v"+r.version)
+		dir := filepath.Join(work, "release-v"+r.Version)
 		df, err := parseDockerfile(filepath.Join(dir, "Dockerfile"))
 		if errs = append(errs, err); err != nil {
 			continue
@@ -465,12 +445,12 @@ func build(ctx context.Context, s settings, work string, releases []release, deb
 		}) {
 			files["licenses/LICENSE"] = filepath.Join(dir, "LICENSE")
 		}
-		add(tb+":v"+r.version, scratch, manager, base, layer(nil, files))
-		bundle(tb+"-bundle:v"+r.version, "hack/olm/bundles/quartet.v"+r.version, filepath.Join(dir, "bundle.Dockerfile"))
+		add(tb+":v"+r.Version, scratch, manager, base, layer(nil, files))
+		bundle(tb+"-bundle:v"+r.Version, "hack/olm/bundles/quartet.v"+r.Version, filepath.Join(dir, "bundle.Dockerfile"))
 	}
 	// v0.1.0: the oldest release's operator image, and the reconstructed bundle with its labels.
-	images[tb+":v0.1.0"] = images[tb+":v"+releases[0].version]
-	bundle(tb+"-bundle:v0.1.0", "hack/olm/bundles/quartet.v0.1.0", filepath.Join(work, "release-v"+releases[0].version, "bundle.Dockerfile"))
+	images[tb+":v0.1.0"] = images[tb+":v"+releases[0].Version]
+	bundle(tb+"-bundle:v0.1.0", "hack/olm/bundles/quartet.v0.1.0", filepath.Join(work, "release-v"+releases[0].Version, "bundle.Dockerfile"))
 
 	// OLM's Dockerfile: its five binaries in /bin (and /bin/cp from busybox).
 	files := map[string]string{}

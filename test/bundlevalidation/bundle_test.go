@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,7 +27,9 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/quartet-operator/quartet/hack/olm/release"
 	"github.com/quartet-operator/quartet/internal/localcluster"
+	"github.com/quartet-operator/quartet/test/testenv"
 )
 
 func repoPath(t *testing.T, elem ...string) string {
@@ -307,7 +308,7 @@ func hasPath(s *apiextensionsv1.JSONSchemaProps, path string) bool {
 func TestCatalogMatchesBundle(t *testing.T) {
 	dirs := map[string]string{loadBundle(t).CSV.Spec.Version.String(): "bundle", firstVersion: bundleDir(firstVersion)}
 	for _, r := range readReleases(t) {
-		dirs[r.version] = bundleDir(r.version)
+		dirs[r.Version] = bundleDir(r.Version)
 	}
 	for version, dir := range dirs {
 		t.Run(version, func(t *testing.T) {
@@ -393,7 +394,7 @@ func TestUpgradeChain(t *testing.T) {
 	current := loadBundle(t).CSV
 	versions := []string{firstVersion}
 	for _, r := range readReleases(t) {
-		versions = append(versions, r.version)
+		versions = append(versions, r.Version)
 	}
 	versions = append(versions, current.Spec.Version.String())
 
@@ -431,12 +432,12 @@ func TestUpgradeChain(t *testing.T) {
 func TestReleasesStayAsShipped(t *testing.T) {
 	releases := readReleases(t)
 	for _, r := range releases {
-		t.Run(r.version, func(t *testing.T) {
-			assertTreeEqualsCommit(t, bundleDir(r.version), r.commit, "bundle")
+		t.Run(r.Version, func(t *testing.T) {
+			assertTreeEqualsCommit(t, bundleDir(r.Version), r.Commit, "bundle")
 		})
 	}
 	t.Run(firstVersion, func(t *testing.T) {
-		assertTreeEqualsCommit(t, bundleDir(firstVersion), releases[0].commit, bundleDir(firstVersion))
+		assertTreeEqualsCommit(t, bundleDir(firstVersion), releases[0].Commit, bundleDir(firstVersion))
 	})
 }
 
@@ -452,13 +453,7 @@ func assertTreeEqualsCommit(t *testing.T, dir, commit, commitDir string) {
 	require.NoError(t, err, "git ls-tree %s:%s (a shallow clone? git fetch --unshallow)", commit, commitDir)
 	want := strings.Fields(string(out))
 	require.NotEmpty(t, want, "%s has no %s/", commit, commitDir)
-	var got []string
-	require.NoError(t, fs.WalkDir(os.DirFS(repoPath(t, dir)), ".", func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			got = append(got, p)
-		}
-		return err
-	}))
+	got := testenv.Files(t, repoPath(t, dir))
 	slices.Sort(got)
 	slices.Sort(want)
 	require.Equal(t, want, got, "%s has other files than %s:%s/", dir, commit, commitDir)
@@ -475,20 +470,10 @@ func bundleDir(version string) string {
 	return filepath.Join("hack", "olm", "bundles", "quartet.v"+version)
 }
 
-// release is one line of hack/olm/releases.
-type release struct{ version, commit string }
-
-func readReleases(t *testing.T) (out []release) {
+func readReleases(t *testing.T) []release.Release {
 	t.Helper()
-	for _, line := range strings.Split(string(read(t, "hack", "olm", "releases")), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
-			continue
-		}
-		require.Len(t, f, 2, "hack/olm/releases: %q", line)
-		out = append(out, release{version: f[0], commit: f[1]})
-	}
-	require.NotEmpty(t, out, "hack/olm/releases lists no release")
+	out, err := release.Read(repoPath(t))
+	require.NoError(t, err)
 	return out
 }
 

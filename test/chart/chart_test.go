@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -21,6 +20,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/quartet-operator/quartet/test/testenv"
 )
 
 // tools returns the helm and kustomize binaries `make test` passes (HELM, KUSTOMIZE).
@@ -150,18 +151,6 @@ func normalize(t *testing.T, o *unstructured.Unstructured) {
 	require.NoError(t, unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers"))
 }
 
-// files lists the files under dir, relative to it.
-func files(t *testing.T, dir string) (out []string) {
-	t.Helper()
-	require.NoError(t, fs.WalkDir(os.DirFS(dir), ".", func(path string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			out = append(out, path)
-		}
-		return err
-	}))
-	return out
-}
-
 // TestChartIsGeneratedFromConfig: the committed chart is exactly what `make helm` makes
 // from config/ today (no file more, none less), helm lint finds nothing, and the chart with
 // its default values renders the same objects as `kustomize build config/default` (minus the
@@ -178,7 +167,7 @@ func TestChartIsGeneratedFromConfig(t *testing.T) {
 	cmd.Stdin = bytes.NewReader(config)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	generated := files(t, dir)
+	generated := testenv.Files(t, dir)
 	for _, rel := range generated {
 		want, err := os.ReadFile(dir + "/" + rel)
 		require.NoError(t, err)
@@ -186,7 +175,7 @@ func TestChartIsGeneratedFromConfig(t *testing.T) {
 		require.NoError(t, err, "charts/quartet/%s is missing: run make helm", rel)
 		assert.Equal(t, string(want), string(got), "charts/quartet/%s differs from config/: run make helm", rel)
 	}
-	for _, rel := range files(t, chartDir) {
+	for _, rel := range testenv.Files(t, chartDir) {
 		assert.Contains(t, generated, rel, "charts/quartet/%s is not generated any more: run make helm (which removes templates/) or delete it", rel)
 	}
 

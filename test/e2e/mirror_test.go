@@ -242,16 +242,11 @@ func removeImage(t testing.TB, ns string, pod *corev1.Pod, repo string) {
 func hostsFiles(t *testing.T) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	require.NoError(t, filepath.WalkDir(env.Cluster.Node.CertsDir, func(path string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			b, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			out[path] = string(b)
-		}
-		return err
-	}))
+	for _, f := range testenv.Files(t, env.Cluster.Node.CertsDir) {
+		b, err := os.ReadFile(filepath.Join(env.Cluster.Node.CertsDir, f))
+		require.NoError(t, err)
+		out[filepath.Join(env.Cluster.Node.CertsDir, f)] = string(b)
+	}
 	return out
 }
 
