@@ -11,7 +11,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
@@ -39,27 +38,14 @@ func TestKillDuringCopyratorFanOut(t *testing.T) {
 	targets := namespaces(t, "fan", n, map[string]string{"fanout-e2e": "true"})
 	src := namespace(t, "fan-src", nil)
 	testenv.GrantCopies(t, env.Client, src, copyratorrule.DefaultServiceAccountName)
-	source := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "shared", Namespace: src, Labels: map[string]string{"copy": "fan-e2e"}},
-		Data:       map[string]string{"log-level": "info", "colour": "blue"},
-	}
+	source := configMap(src, "shared", map[string]string{"copy": "fan-e2e"}, map[string]string{"log-level": "info", "colour": "blue"})
 	require.NoError(t, env.Client.Create(ctx, source))
-	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "shared", Namespace: targets[7]},
-		Data: map[string]string{"owner": "someone else"}}
-	require.NoError(t, env.Client.Create(ctx, foreign))
-	rule := &flantv1.CopyratorRule{
-		ObjectMeta: metav1.ObjectMeta{Name: "fan", Namespace: src},
-		Spec: flantv1.CopyratorRuleSpec{
-			RuleType:          flantv1.RuleTypeConfigMap,
-			Selector:          map[string]flantv1.LabelValue{"copy": "fan-e2e"},
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"fanout-e2e": "true"}},
-		},
-	}
+	require.NoError(t, env.Client.Create(ctx, configMap(targets[7], "shared", nil, map[string]string{"owner": "someone else"})))
+	rule := copyRule(src, "fan", flantv1.RuleTypeConfigMap, "copy=fan-e2e", "fanout-e2e")
 
 	// A slow client makes the fan-out take long enough to be interrupted.
 	first := startManager(t, "first", "--controllers=copyratorrule", "--kube-api-qps=40", "--kube-api-burst=40")
-	require.NoError(t, env.Client.Create(ctx, rule))
-	t.Cleanup(func() { forceDelete(rule) })
+	create(t, rule)
 	eventually(t, 2*time.Minute, "the fan-out to start", func() bool { return len(copies(t, "fan")) >= 50 })
 	first.kill()
 	atKill := len(copies(t, "fan"))
@@ -71,16 +57,16 @@ func TestKillDuringCopyratorFanOut(t *testing.T) {
 	took := eventually(t, 2*time.Minute, "all copies after the restart", func() bool { return len(copies(t, "fan")) == n-1 })
 	t.Logf("converged %d copies %.2fs after the restart (%.2fs after process start)", n-1, took.Seconds(), time.Since(start).Seconds())
 
-	perNamespace := map[string]int{}
+	want, perNamespace := map[string]int{}, map[string]int{}
+	for _, ns := range targets {
+		want[ns] = 1
+	}
+	delete(want, targets[7])
 	for _, c := range copies(t, "fan") {
 		perNamespace[c.Namespace]++
 		assert.Equal(t, source.Data, c.Data, "copy in %s equals its source", c.Namespace)
 	}
-	assert.Len(t, perNamespace, n-1, "one copy in every target namespace but the foreign one")
-	for ns, count := range perNamespace {
-		assert.Equal(t, 1, count, "copies in %s", ns)
-	}
-	assert.NotContains(t, perNamespace, targets[7])
+	assert.Equal(t, want, perNamespace, "one copy in every target namespace but the foreign one")
 	assert.Equal(t, map[string]string{"owner": "someone else"}, configMapData(t, targets[7], "shared"), "foreign object untouched")
 
 	deleteAndWait(t, rule, time.Minute)
@@ -97,36 +83,35 @@ func TestKillDuringChaosRound(t *testing.T) {
 	sel := "chaos-kill-e2e"
 	ns := namespace(t, "chaos-kill", map[string]string{sel: "true"})
 	const deployments, configMaps = 10, 10
-	for i := 0; i < deployments; i++ {
+	originals := map[string]map[string]string{}
+	for i := range deployments {
 		require.NoError(t, env.Client.Create(ctx, testenv.Deployment(ns, fmt.Sprintf("web-%d", i), 1)))
 	}
-	originals := map[string]map[string]string{}
-	for i := 0; i < configMaps; i++ {
+	for i := range configMaps {
 		name := fmt.Sprintf("settings-%d", i)
 		originals[name] = map[string]string{"greeting": fmt.Sprintf("hello %d", i), "colour": "blue"}
-		require.NoError(t, env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: originals[name]}))
+		require.NoError(t, env.Client.Create(ctx, configMap(ns, name, nil, originals[name])))
 	}
 	agent := chaosAgent("kill-mid-round", sel, func(s *blackadderv1beta1.ChaosAgentSpec) {
 		s.CancerMode, s.IpsumMode, s.Eagerness, s.MaxActionsPerRound = true, true, 50, 4
 	})
 
 	first := startManager(t, "first", "--controllers=chaosagent", "--kube-api-qps=20", "--kube-api-burst=5")
-	require.NoError(t, env.Client.Create(ctx, agent))
-	t.Cleanup(func() { forceDelete(agent) })
+	create(t, agent)
 	eventually(t, time.Minute, "the first changes", func() bool { return marked(t, ns) >= 2 })
 	first.kill()
 	t.Logf("SIGKILLed the manager with %d objects marked as changed", marked(t, ns))
 
 	// Everything changed carries its original: the change and the record are one patch.
-	for i := 0; i < deployments; i++ {
+	for i := range deployments {
 		d := fmt.Sprintf("web-%d", i)
 		if r := replicas(t, ns, d); r != 1 {
-			assert.True(t, hasMark(t, ns, d, true), "Deployment %s changed to %d replicas without a record", d, r)
+			assert.True(t, hasMark(t, &appsv1.Deployment{}, ns, d), "Deployment %s changed to %d replicas without a record", d, r)
 		}
 	}
 	for name, data := range originals {
 		if !assert.ObjectsAreEqual(data, configMapData(t, ns, name)) {
-			assert.True(t, hasMark(t, ns, name, false), "ConfigMap %s changed without a record", name)
+			assert.True(t, hasMark(t, &corev1.ConfigMap{}, ns, name), "ConfigMap %s changed without a record", name)
 		}
 	}
 
@@ -135,7 +120,7 @@ func TestKillDuringChaosRound(t *testing.T) {
 	start := time.Now()
 	deleteAndWait(t, agent, time.Minute)
 	t.Logf("agent deleted and every change restored %.2fs after the delete", time.Since(start).Seconds())
-	for i := 0; i < deployments; i++ {
+	for i := range deployments {
 		assert.EqualValues(t, 1, replicas(t, ns, fmt.Sprintf("web-%d", i)))
 	}
 	for name, data := range originals {
@@ -156,13 +141,14 @@ func marked(t *testing.T, ns string) int {
 	return n
 }
 
-func hasMark(t *testing.T, ns, name string, isDeployment bool) bool {
+// hasMark says whether ConfigMap or Deployment (obj's kind) ns/name carries an agent's
+// mark and the record of its original.
+func hasMark(t *testing.T, obj client.Object, ns, name string) bool {
 	t.Helper()
-	var obj client.Object = &corev1.ConfigMap{}
+	require.True(t, exists(t, obj, ns, name))
 	key := chaosagent.AnnotationOriginalData
-	if isDeployment {
-		obj, key = &appsv1.Deployment{}, chaosagent.AnnotationOriginalReplicas
+	if _, ok := obj.(*appsv1.Deployment); ok {
+		key = chaosagent.AnnotationOriginalReplicas
 	}
-	require.NoError(t, env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj))
 	return obj.GetLabels()[chaosagent.LabelAgent] != "" && obj.GetAnnotations()[key] != ""
 }

@@ -18,43 +18,40 @@ import (
 	"github.com/quartet-operator/quartet/test/testenv"
 )
 
-var (
-	env        *testenv.Env
-	buildOnce  sync.Once
-	managerBin string
-	buildErr   error
-)
+var env *testenv.Env
 
 func TestMain(m *testing.M) { os.Exit(testenv.RunSuite(m, testenv.Full, &env)) }
 
-// managerBinary builds the manager once per test binary, as the Dockerfile builds the
+// buildManager builds the manager once per test binary, as the Dockerfile builds the
 // image's binary (no cgo, trimmed paths, no symbol table or DWARF): what runs in the
 // cluster, down to its resident size.
+var buildManager = sync.OnceValues(func() (string, error) {
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "quartet-manager-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "manager")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, ".")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// managerBinary returns the manager binary, built on first use.
 func managerBinary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		root, err := localcluster.RepoRoot()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "quartet-manager-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		managerBin = filepath.Join(dir, "manager")
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", managerBin, ".")
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	bin, err := buildManager()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return managerBin
+	return bin
 }
 
 // manager is one running manager process.

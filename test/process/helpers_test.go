@@ -3,6 +3,7 @@ package process
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,22 +11,25 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
+	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
+	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
+	"github.com/quartet-operator/quartet/controllers/exchangerate/fakeupstream"
 	"github.com/quartet-operator/quartet/test/benchutil"
+	"github.com/quartet-operator/quartet/test/testenv"
 )
 
-// namespace creates a namespace with labels and deletes it when the test ends.
-func namespace(t *testing.T, name string, labels map[string]string) string {
+// namespace creates a namespace prefix-<random> with labels, deleted when the test ends.
+func namespace(t *testing.T, prefix string, labels map[string]string) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
-	require.NoError(t, env.Client.Create(context.Background(), ns))
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ns) })
-	return name
+	return testenv.Namespace(t, env.Client, prefix, labels)
 }
 
 // namespaces creates n namespaces prefix-0..n-1 in parallel.
@@ -35,16 +39,45 @@ func namespaces(t *testing.T, prefix string, n int, labels map[string]string) []
 	for i := range names {
 		names[i] = fmt.Sprintf("%s-%d", prefix, i)
 	}
-	require.NoError(t, benchutil.Parallel(context.Background(), n, func(i int) error {
-		return env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: names[i], Labels: labels}})
-	}))
+	ns := func(i int) *corev1.Namespace {
+		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: names[i], Labels: labels}}
+	}
+	require.NoError(t, benchutil.Parallel(context.Background(), n, func(i int) error { return env.Client.Create(context.Background(), ns(i)) }))
 	t.Cleanup(func() {
-		_ = benchutil.Parallel(context.Background(), n, func(i int) error {
-			_ = env.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: names[i]}})
-			return nil
-		})
+		_ = benchutil.Parallel(context.Background(), n, func(i int) error { _ = env.Client.Delete(context.Background(), ns(i)); return nil })
 	})
 	return names
+}
+
+// create creates objs and force-deletes them when the test ends.
+func create(t *testing.T, objs ...client.Object) {
+	t.Helper()
+	createAs(t, env.Client, "the test creates its objects", objs...)
+}
+
+// createAs creates objs with client c, failing with why if it may not, and force-deletes
+// them when the test ends.
+func createAs(t *testing.T, c client.Client, why string, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		require.NoError(t, c.Create(context.Background(), o), why)
+		t.Cleanup(func() { forceDelete(o) })
+	}
+}
+
+// fetch reads the current state of obj, named by its namespace and name, into obj and
+// reports whether it could.
+func fetch(obj client.Object) bool {
+	return env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj) == nil
+}
+
+// ratesURL serves the imitation ECB feed until the test ends and returns its URL.
+func ratesURL(t *testing.T) string {
+	t.Helper()
+	rates, err := fakeupstream.Start("127.0.0.1:0", "2026-11-20", fakeupstream.DefaultRates())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rates.Close() })
+	return rates.URL()
 }
 
 // eventually polls cond every 100 ms, on the test's goroutine (cond may fail the test), until
@@ -77,12 +110,47 @@ func replicas(t *testing.T, ns, name string) int32 {
 func configMapData(t *testing.T, ns, name string) map[string]string {
 	t.Helper()
 	cm := &corev1.ConfigMap{}
-	err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, cm)
-	if apierrors.IsNotFound(err) {
+	if !exists(t, cm, ns, name) {
 		return nil
 	}
-	require.NoError(t, err)
 	return cm.Data
+}
+
+// exists reads object ns/name into obj and reports whether it exists.
+func exists(t *testing.T, obj client.Object, ns, name string) bool {
+	t.Helper()
+	err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj)
+	if apierrors.IsNotFound(err) {
+		return false
+	}
+	require.NoError(t, err)
+	return true
+}
+
+func configMap(ns, name string, labels, data map[string]string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}, Data: data}
+}
+
+// copyRule copies the sources labelled selector ("key=value") into the namespaces labelled
+// nsLabel=true (none when nsLabel is empty).
+func copyRule(ns, name string, typ flantv1.RuleType, selector, nsLabel string) *flantv1.CopyratorRule {
+	k, v, _ := strings.Cut(selector, "=")
+	r := &flantv1.CopyratorRule{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: flantv1.CopyratorRuleSpec{RuleType: typ, Selector: map[string]flantv1.LabelValue{k: flantv1.LabelValue(v)}}}
+	if nsLabel != "" {
+		r.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{nsLabel: "true"}}
+	}
+	return r
+}
+
+func rate(ns, name, currency string) *operatorsv1.ExchangeRate {
+	return &operatorsv1.ExchangeRate{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: operatorsv1.ExchangeRateSpec{Currency: currency, Base: "EUR"}}
+}
+
+func mirror(ns, name, upstream string, configureNodes bool) *mirrorsv1alpha1.RegistryMirror {
+	return &mirrorsv1alpha1.RegistryMirror{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: mirrorsv1alpha1.RegistryMirrorSpec{Upstream: upstream, ConfigureNodes: configureNodes, Storage: resource.MustParse("1Gi")}}
 }
 
 // chaosAgent returns an agent confined to namespaces labelled sel=true, hitting everything

@@ -13,8 +13,6 @@ import (
 
 	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
-	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
-	"github.com/quartet-operator/quartet/controllers/exchangerate/fakeupstream"
 )
 
 // settled reads obj until its status carries condition typ, then checks its
@@ -22,10 +20,9 @@ import (
 // loop of status writes.
 func settled(t *testing.T, obj client.Object, typ string, conds func() []metav1.Condition, quiet time.Duration) metav1.Condition {
 	t.Helper()
-	ctx := context.Background()
 	var c *metav1.Condition
 	eventually(t, time.Minute, typ+" on "+obj.GetName(), func() bool {
-		if env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj) != nil {
+		if !fetch(obj) {
 			return false
 		}
 		c = meta.FindStatusCondition(conds(), typ)
@@ -33,7 +30,7 @@ func settled(t *testing.T, obj client.Object, typ string, conds func() []metav1.
 	})
 	rv := obj.GetResourceVersion()
 	time.Sleep(quiet)
-	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj))
+	require.NoError(t, env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj))
 	assert.Equal(t, rv, obj.GetResourceVersion(), "%s kept writing its status", obj.GetName())
 	return *c
 }
@@ -42,24 +39,15 @@ func settled(t *testing.T, obj client.Object, typ string, conds func() []metav1.
 // anything end in a clear condition, with no crash and no hot loop.
 func TestValidButNonsensicalObjects(t *testing.T) {
 	env.Require(t)
-	ctx := context.Background()
 	ns := namespace(t, "nonsense", nil)
-	rates, err := fakeupstream.Start("127.0.0.1:0", "2026-11-20", fakeupstream.DefaultRates())
-	require.NoError(t, err)
-	defer rates.Close()
-	m := startManager(t, "nonsense", "--exchangerate-url="+rates.URL())
+	m := startManager(t, "nonsense", "--exchangerate-url="+ratesURL(t))
 
-	rule := &flantv1.CopyratorRule{ObjectMeta: metav1.ObjectMeta{Name: "matches-nothing", Namespace: ns},
-		Spec: flantv1.CopyratorRuleSpec{RuleType: flantv1.RuleTypeSecret, Selector: map[string]flantv1.LabelValue{"no-such": "label"}}}
-	xr := &operatorsv1.ExchangeRate{ObjectMeta: metav1.ObjectMeta{Name: "xxx", Namespace: ns},
-		Spec: operatorsv1.ExchangeRateSpec{Currency: "XXX", Base: "EUR"}}
+	rule := copyRule(ns, "matches-nothing", flantv1.RuleTypeSecret, "no-such=label", "")
+	xr := rate(ns, "xxx", "XXX")
 	agent := chaosAgent("targets-nothing", "no-namespace-has-this-label", func(s *blackadderv1beta1.ChaosAgentSpec) {
 		s.TantrumMode, s.CancerMode, s.IpsumMode, s.PauseDuration = true, true, true, 60
 	})
-	for _, o := range []client.Object{rule, xr, agent} {
-		require.NoError(t, env.Client.Create(ctx, o))
-		t.Cleanup(func() { forceDelete(o) })
-	}
+	create(t, rule, xr, agent)
 
 	c := settled(t, rule, "Ready", func() []metav1.Condition { return rule.Status.Conditions }, 3*time.Second)
 	assert.Equal(t, "NoSourcesMatched", c.Reason)

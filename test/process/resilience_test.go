@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
-	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
 	"github.com/quartet-operator/quartet/controllers/copyratorrule"
 	"github.com/quartet-operator/quartet/controllers/exchangerate/fakeupstream"
 	"github.com/quartet-operator/quartet/test/testenv"
@@ -35,18 +34,9 @@ func TestAPIServerRestart(t *testing.T) {
 	testenv.GrantCopies(t, env.Client, src, copyratorrule.DefaultServiceAccountName)
 	target := namespace(t, "restart-target", map[string]string{"restart-e2e": "true"})
 	m := startManager(t, "restart", "--controllers=copyratorrule")
-	mkRule := func(name string) *flantv1.CopyratorRule {
-		r := &flantv1.CopyratorRule{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: src},
-			Spec: flantv1.CopyratorRuleSpec{RuleType: flantv1.RuleTypeConfigMap,
-				Selector:          map[string]flantv1.LabelValue{"rule": flantv1.LabelValue(name)},
-				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"restart-e2e": "true"}}},
-		}
-		require.NoError(t, env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: src,
-			Labels: map[string]string{"rule": name}}, Data: map[string]string{"k": name}}))
-		require.NoError(t, env.Client.Create(ctx, r))
-		t.Cleanup(func() { forceDelete(r) })
-		return r
+	mkRule := func(name string) {
+		require.NoError(t, env.Client.Create(ctx, configMap(src, name, map[string]string{"rule": name}, map[string]string{"k": name})))
+		create(t, copyRule(src, name, flantv1.RuleTypeConfigMap, "rule="+name, "restart-e2e"))
 	}
 	mkRule("before")
 	eventually(t, time.Minute, "copy before the restart", func() bool { return configMapData(t, target, "before") != nil })
@@ -70,14 +60,11 @@ func TestLeaderElection(t *testing.T) {
 	env.Require(t)
 	ctx := context.Background()
 	require.NoError(t, client.IgnoreAlreadyExists(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "quartet-system"}})))
-	rates, err := fakeupstream.Start("127.0.0.1:0", "2026-11-20", fakeupstream.DefaultRates())
-	require.NoError(t, err)
-	defer rates.Close()
 	ns := namespace(t, "leader", nil)
 	const lease = 4 * time.Second
 	args := []string{"--controllers=exchangerate", "--leader-elect", "--leader-election-namespace=quartet-system",
 		"--leader-elect-lease-duration=" + lease.String(), "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms",
-		"--exchangerate-url=" + rates.URL()}
+		"--exchangerate-url=" + ratesURL(t)}
 	a := startManager(t, "a", args...)
 	b := startManager(t, "b", args...)
 
@@ -89,36 +76,24 @@ func TestLeaderElection(t *testing.T) {
 		return ptr.Deref(l.Spec.HolderIdentity, "")
 	}
 	eventually(t, time.Minute, "a leader", func() bool { return holder() != "" })
+	acquired := func(m *manager) bool { return strings.Contains(m.logs(), "Successfully acquired lease") }
 	leader, follower := a, b
 	eventually(t, 30*time.Second, "the leader to log its election", func() bool {
-		switch {
-		case strings.Contains(a.logs(), "Successfully acquired lease"):
-			leader, follower = a, b
-			return true
-		case strings.Contains(b.logs(), "Successfully acquired lease"):
+		if !acquired(a) && acquired(b) {
 			leader, follower = b, a
-			return true
 		}
-		return false
+		return acquired(leader)
 	})
-	mkRate := func(name string) {
-		xr := &operatorsv1.ExchangeRate{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec: operatorsv1.ExchangeRateSpec{Currency: "USD", Base: "EUR"}}
-		require.NoError(t, env.Client.Create(ctx, xr))
-		t.Cleanup(func() { forceDelete(xr) })
-	}
-	mkRate("first")
+	create(t, rate(ns, "first", "USD"))
 	eventually(t, time.Minute, "the leader to act", func() bool { return configMapData(t, ns, "first")["rate"] != "" })
 	assert.NotContains(t, follower.logs(), "Starting workers", "the follower must not run controllers")
 
 	leader.kill()
 	killed := time.Now()
-	took := eventually(t, 3*lease, "the follower to take over", func() bool {
-		return strings.Contains(follower.logs(), "Successfully acquired lease")
-	})
+	took := eventually(t, 3*lease, "the follower to take over", func() bool { return acquired(follower) })
 	t.Logf("follower acquired the lease %.2fs after the leader was SIGKILLed (lease %s)", took.Seconds(), lease)
 	assert.LessOrEqual(t, took, lease+2*time.Second, "takeover within the lease duration (plus retry slack)")
-	mkRate("second")
+	create(t, rate(ns, "second", "USD"))
 	eventually(t, time.Minute, "the new leader to act", func() bool { return configMapData(t, ns, "second")["rate"] != "" })
 	t.Logf("new leader acted %.2fs after the kill", time.Since(killed).Seconds())
 	follower.stop()
@@ -162,7 +137,6 @@ func (f *flakyUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Degraded=True, then takes the new rate once the upstream heals.
 func TestExchangeRateOutages(t *testing.T) {
 	env.Require(t)
-	ctx := context.Background()
 	rates := fakeupstream.DefaultRates()
 	flaky := &flakyUpstream{real: fakeupstream.New("2026-11-20", rates)}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -176,17 +150,11 @@ func TestExchangeRateOutages(t *testing.T) {
 	m := startManager(t, "outage", "--controllers=exchangerate", "--exchangerate-url=http://"+addr,
 		"--exchangerate-refresh-interval=1s", "--exchangerate-backoff-base=200ms", "--exchangerate-backoff-max=1s",
 		"--exchangerate-fetch-timeout=1s")
-	xr := &operatorsv1.ExchangeRate{ObjectMeta: metav1.ObjectMeta{Name: "usd", Namespace: ns},
-		Spec: operatorsv1.ExchangeRateSpec{Currency: "USD", Base: "EUR"}}
-	require.NoError(t, env.Client.Create(ctx, xr))
-	t.Cleanup(func() { forceDelete(xr) })
+	xr := rate(ns, "usd", "USD")
+	create(t, xr)
 	eventually(t, time.Minute, "the first rate", func() bool { return configMapData(t, ns, "usd")["rate"] == "1.1625" })
 
-	degraded := func() bool {
-		cur := &operatorsv1.ExchangeRate{}
-		return env.Client.Get(ctx, client.ObjectKeyFromObject(xr), cur) == nil &&
-			meta.IsStatusConditionTrue(cur.Status.Conditions, "Degraded")
-	}
+	degraded := func() bool { return fetch(xr) && meta.IsStatusConditionTrue(xr.Status.Conditions, "Degraded") }
 	good := "1.1625"
 	for i, mode := range []string{"refused", "5xx", "slow", "truncated", "wrong-xml"} {
 		t.Run(mode, func(t *testing.T) {

@@ -1,9 +1,11 @@
 package process
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,9 +17,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -51,24 +52,21 @@ func editorRoles(t *testing.T) {
 		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), role) })
 	}
 	eventually(t, time.Minute, "the editor roles aggregated into edit", func() bool {
-		edit := &rbacv1.ClusterRole{}
-		if env.Client.Get(ctx, client.ObjectKey{Name: "edit"}, edit) != nil {
+		edit, groups := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "edit"}}, sets.New[string]()
+		if !fetch(edit) {
 			return false
 		}
-		groups := map[string]bool{}
 		for _, r := range edit.Rules {
-			for _, g := range r.APIGroups {
-				groups[g] = true
-			}
+			groups.Insert(r.APIGroups...)
 		}
-		return groups["flant.com"] && groups["mirrors.quartet.dev"] && groups["operators.brennerm.github.io"]
+		return groups.HasAll("flant.com", "mirrors.quartet.dev", "operators.brennerm.github.io")
 	})
 }
 
 // newTenant makes a namespace and a user holding edit there, and a client acting as them.
 func newTenant(t *testing.T, name string) tenant {
 	t.Helper()
-	ns := namespace(t, name+"-"+strings.ToLower(rand.String(4)), nil)
+	ns := namespace(t, name, nil)
 	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name + "-edit", Namespace: ns},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}}}
@@ -83,12 +81,10 @@ func newTenant(t *testing.T, name string) tenant {
 // ruleStatus waits until the rule's status describes its current generation and returns it.
 func ruleStatus(t *testing.T, rule *flantv1.CopyratorRule, check func(flantv1.CopyratorRuleStatus) bool) flantv1.CopyratorRuleStatus {
 	t.Helper()
-	cur := &flantv1.CopyratorRule{}
 	eventually(t, time.Minute, "the status of CopyratorRule "+rule.Name, func() bool {
-		return env.Client.Get(context.Background(), client.ObjectKeyFromObject(rule), cur) == nil &&
-			cur.Status.ObservedGeneration == cur.Generation && check(cur.Status)
+		return fetch(rule) && rule.Status.ObservedGeneration == rule.Generation && check(rule.Status)
 	})
-	return cur.Status
+	return rule.Status
 }
 
 func mirrorCondition(t *testing.T, m *mirrorsv1alpha1.RegistryMirror, typ string) metav1.Condition {
@@ -103,17 +99,15 @@ func mirrorCondition(t *testing.T, m *mirrorsv1alpha1.RegistryMirror, typ string
 func copiesOf(t *testing.T, from string, namespaces ...string) []string {
 	t.Helper()
 	var out []string
-	for _, ns := range namespaces {
-		sel := client.MatchingLabels{copyratorrule.LabelManagedBy: copyratorrule.ManagedByValue, copyratorrule.LabelRuleNamespace: from}
-		cms := &corev1.ConfigMapList{}
-		require.NoError(t, env.Client.List(context.Background(), cms, client.InNamespace(ns), sel))
-		for _, c := range cms.Items {
-			out = append(out, "ConfigMap "+ns+"/"+c.Name)
-		}
-		secrets := &corev1.SecretList{}
-		require.NoError(t, env.Client.List(context.Background(), secrets, client.InNamespace(ns), sel))
-		for _, s := range secrets.Items {
-			out = append(out, "Secret "+ns+"/"+s.Name)
+	for _, kind := range []string{"ConfigMap", "Secret"} {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kind + "List"))
+		require.NoError(t, env.Client.List(context.Background(), list,
+			client.MatchingLabels{copyratorrule.LabelManagedBy: copyratorrule.ManagedByValue, copyratorrule.LabelRuleNamespace: from}))
+		for _, o := range list.Items {
+			if slices.Contains(namespaces, o.Namespace) {
+				out = append(out, kind+" "+o.Namespace+"/"+o.Name)
+			}
 		}
 	}
 	return out
@@ -140,28 +134,20 @@ func TestTenantReachesOnlyWhatTheyCouldWithoutQuartet(t *testing.T) {
 
 	// Copyrator: a Secret and a ConfigMap of alice's, copied "everywhere", and named outright
 	// into kube-system, bob's namespace and the operator's.
-	for _, o := range []client.Object{
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "regcred", Namespace: alice.namespace, Labels: map[string]string{"spread": "yes"}},
+	spread := map[string]string{"spread": "yes"}
+	createAs(t, a, "alice may write her own namespace",
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "regcred", Namespace: alice.namespace, Labels: spread},
 			Type: corev1.SecretTypeDockerConfigJson, StringData: map[string]string{corev1.DockerConfigJsonKey: `{"auths":{}}`}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bootstrap-token-abcdef", Namespace: alice.namespace, Labels: map[string]string{"spread": "yes"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bootstrap-token-abcdef", Namespace: alice.namespace, Labels: spread},
 			Type: corev1.SecretTypeBootstrapToken, StringData: map[string]string{"token-id": "abcdef", "token-secret": "0123456789abcdef",
 				"usage-bootstrap-authentication": "true", "auth-extra-groups": "system:bootstrappers:kubeadm:default-node-token"}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "coredns-custom", Namespace: alice.namespace, Labels: map[string]string{"spread": "yes"}},
-			Data: map[string]string{"evil.override": "rewrite name kubernetes.default attacker.example"}},
-	} {
-		require.NoError(t, a.Create(ctx, o), "alice may write her own namespace")
-	}
-	everywhere := &flantv1.CopyratorRule{ObjectMeta: metav1.ObjectMeta{Name: "everywhere", Namespace: alice.namespace},
-		Spec: flantv1.CopyratorRuleSpec{RuleType: flantv1.RuleTypeSecret, Selector: map[string]flantv1.LabelValue{"spread": "yes"}}}
-	named := &flantv1.CopyratorRule{ObjectMeta: metav1.ObjectMeta{Name: "named", Namespace: alice.namespace},
-		Spec: flantv1.CopyratorRuleSpec{RuleType: flantv1.RuleTypeConfigMap, Selector: map[string]flantv1.LabelValue{"spread": "yes"},
-			Namespaces: victims}}
+		configMap(alice.namespace, "coredns-custom", spread, map[string]string{"evil.override": "rewrite name kubernetes.default attacker.example"}))
+	everywhere := copyRule(alice.namespace, "everywhere", flantv1.RuleTypeSecret, "spread=yes", "")
+	named := copyRule(alice.namespace, "named", flantv1.RuleTypeConfigMap, "spread=yes", "")
+	named.Spec.Namespaces = victims
 	// She even names the ServiceAccount a platform namespace's rules use: it is hers, in her namespace.
 	named.Spec.ServiceAccountName = copyratorrule.DefaultServiceAccountName
-	for _, r := range []*flantv1.CopyratorRule{everywhere, named} {
-		require.NoError(t, a.Create(ctx, r), "edit includes CopyratorRules")
-		t.Cleanup(func() { forceDelete(r) })
-	}
+	createAs(t, a, "edit includes CopyratorRules", everywhere, named)
 	st := ruleStatus(t, named, func(st flantv1.CopyratorRuleStatus) bool { return st.RefusedCount == int32(len(victims)) })
 	byNS := map[string]string{}
 	for _, r := range st.Refused {
@@ -189,9 +175,7 @@ func TestTenantReachesOnlyWhatTheyCouldWithoutQuartet(t *testing.T) {
 	require.True(t, apierrors.IsForbidden(err), "alice may not bind roles in bob's namespace: %v", err)
 
 	// RegistryMirror: containerd's catch-all host is refused at admission.
-	defaultHost := &mirrorsv1alpha1.RegistryMirror{ObjectMeta: metav1.ObjectMeta{Name: "all", Namespace: alice.namespace},
-		Spec: mirrorsv1alpha1.RegistryMirrorSpec{Upstream: "https://_default", ConfigureNodes: true, Storage: resource.MustParse("1Gi")}}
-	err = a.Create(ctx, defaultHost)
+	err = a.Create(ctx, mirror(alice.namespace, "all", "https://_default", true))
 	require.True(t, apierrors.IsInvalid(err), "%v", err)
 	assert.Contains(t, err.Error(), "spec.upstream")
 	assert.Contains(t, err.Error(), "_default")
@@ -208,25 +192,17 @@ func TestTenantReachesOnlyWhatTheyCouldWithoutQuartet(t *testing.T) {
 	bobImage := "docker.io/library/bob-app:1@sha256:" + strings.Repeat("b0", 32)
 	bobPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: bob.namespace},
 		Spec: corev1.PodSpec{SchedulerName: "quartet-test-nobody", Containers: []corev1.Container{{Name: "app", Image: bobImage}}}}
-	require.NoError(t, env.Client.Create(ctx, bobPod))
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), bobPod) })
+	create(t, bobPod)
 	// A platform mirror of Docker Hub with the admin's grant; alice's mirror of the same host.
-	platform := namespace(t, "tenant-platform-"+strings.ToLower(rand.String(4)), nil)
+	platform := namespace(t, "tenant-platform", nil)
 	persistentVolume(t, "tenant-pv-"+platform)
 	testenv.GrantNodes(t, env.Client, "docker.io", platform, "hub", mirrorsv1alpha1.CapabilityResolve)
-	platformHub := &mirrorsv1alpha1.RegistryMirror{ObjectMeta: metav1.ObjectMeta{Name: "hub", Namespace: platform},
-		Spec: mirrorsv1alpha1.RegistryMirrorSpec{Upstream: "https://registry-1.docker.io", ConfigureNodes: true, Storage: resource.MustParse("1Gi")}}
-	require.NoError(t, env.Client.Create(ctx, platformHub))
-	t.Cleanup(func() { forceDelete(platformHub) })
-	hers := &mirrorsv1alpha1.RegistryMirror{ObjectMeta: metav1.ObjectMeta{Name: "hub", Namespace: alice.namespace},
-		Spec: mirrorsv1alpha1.RegistryMirrorSpec{Upstream: "https://registry-1.docker.io", ConfigureNodes: true, Storage: resource.MustParse("1Gi")}}
+	platformHub := mirror(platform, "hub", "https://registry-1.docker.io", true)
+	create(t, platformHub)
+	hers := mirror(alice.namespace, "hub", "https://registry-1.docker.io", true)
 	// And a mirror whose upstream is the cloud metadata address: a probe to map the network.
-	probe := &mirrorsv1alpha1.RegistryMirror{ObjectMeta: metav1.ObjectMeta{Name: "meta", Namespace: alice.namespace},
-		Spec: mirrorsv1alpha1.RegistryMirrorSpec{Upstream: "http://169.254.169.254", Storage: resource.MustParse("1Gi")}}
-	for _, m := range []*mirrorsv1alpha1.RegistryMirror{hers, probe} {
-		require.NoError(t, a.Create(ctx, m), "edit includes RegistryMirrors")
-		t.Cleanup(func() { forceDelete(m) })
-	}
+	probe := mirror(alice.namespace, "meta", "http://169.254.169.254", false)
+	createAs(t, a, "edit includes RegistryMirrors", hers, probe)
 	eventually(t, time.Minute, "alice's mirror to say why it has no node access", func() bool {
 		c := mirrorCondition(t, hers, mirrorsv1alpha1.ConditionNodeAccess)
 		return c.Status == metav1.ConditionFalse && c.Reason == mirrorsv1alpha1.ReasonHostGrantedToAnotherMirror
@@ -235,14 +211,12 @@ func TestTenantReachesOnlyWhatTheyCouldWithoutQuartet(t *testing.T) {
 	assert.Equal(t, metav1.ConditionFalse, herReady.Status)
 	assert.Contains(t, herReady.Message, "spec.configureNodes asks for the nodes and no RegistryHostGrant allows this mirror there")
 	eventually(t, time.Minute, "the metadata address never probed", func() bool {
-		c := mirrorCondition(t, probe, "UpstreamReachable")
-		return c.Reason == mirrorsv1alpha1.ReasonAddressRefused
+		return mirrorCondition(t, probe, "UpstreamReachable").Reason == mirrorsv1alpha1.ReasonAddressRefused
 	})
 	probed := mirrorCondition(t, probe, "UpstreamReachable")
 	assert.NotContains(t, probed.Message, "dial tcp", "a fixed phrase, not the error's text")
 	eventually(t, 2*time.Minute, "the platform's mirror on the nodes", func() bool {
-		ds := &appsv1.DaemonSet{}
-		return exists(t, ds, platform, "hub-node") && mirrorCondition(t, platformHub, mirrorsv1alpha1.ConditionNodeAccess).Status == metav1.ConditionTrue
+		return exists(t, &appsv1.DaemonSet{}, platform, "hub-node") && mirrorCondition(t, platformHub, mirrorsv1alpha1.ConditionNodeAccess).Status == metav1.ConditionTrue
 	})
 	dss := &appsv1.DaemonSetList{}
 	require.NoError(t, env.Client.List(ctx, dss, client.InNamespace(alice.namespace)))
@@ -266,10 +240,8 @@ func TestTenantReachesOnlyWhatTheyCouldWithoutQuartet(t *testing.T) {
 	sample := &flantv1.CopyratorRule{}
 	readYAML(t, "config/samples/flant_v1_copyratorrule.yaml", sample)
 	sample.Namespace = platform
-	require.NoError(t, env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "company-ca", Namespace: platform,
-		Labels: map[string]string{"copyrator": "true"}}, Data: map[string]string{"ca.crt": "PEM"}}))
-	require.NoError(t, env.Client.Create(ctx, sample))
-	t.Cleanup(func() { forceDelete(sample) })
+	require.NoError(t, env.Client.Create(ctx, configMap(platform, "company-ca", map[string]string{"copyrator": "true"}, map[string]string{"ca.crt": "PEM"})))
+	create(t, sample)
 	ruleStatus(t, sample, func(st flantv1.CopyratorRuleStatus) bool {
 		return testenv.Condition(st.Conditions, flantv1.ConditionReady).Reason == flantv1.ReasonTargetsRefused
 	})
@@ -294,17 +266,14 @@ func TestTenantReachesOnlyWhatTheyCouldWithoutQuartet(t *testing.T) {
 func TestManyRulesOnOneLargeSecret(t *testing.T) {
 	env.Require(t)
 	ctx := context.Background()
-	ns := namespace(t, "big-secret-"+strings.ToLower(rand.String(4)), nil)
-	target := namespace(t, "big-secret-dst-"+strings.ToLower(rand.String(4)), nil)
+	ns := namespace(t, "big-secret", nil)
+	target := namespace(t, "big-secret-dst", nil)
 	m := startManager(t, "bigsecret", "--controllers=copyratorrule")
 	labels := map[string]string{}
 	for i := range 25 {
 		labels[fmt.Sprintf("l%02d", i)] = "x"
 	}
-	body := make([]byte, 900<<10)
-	for i := range body {
-		body[i] = byte('a' + i%26)
-	}
+	body := bytes.Repeat([]byte("abcdefghijklmnopqrstuvwxyz"), 900<<10/26+1)[:900<<10]
 	require.NoError(t, env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "big", Namespace: ns, Labels: labels},
 		Data: map[string][]byte{"blob": body}}))
 	// Let the manager settle before the baseline is read.
@@ -328,13 +297,9 @@ func TestManyRulesOnOneLargeSecret(t *testing.T) {
 	eventually(t, 3*time.Minute, "every rule's status", func() bool {
 		list := &flantv1.CopyratorRuleList{}
 		require.NoError(t, env.Client.List(ctx, list, client.InNamespace(ns)))
-		done := 0
-		for _, r := range list.Items {
-			if r.Status.ObservedGeneration == r.Generation && r.Status.SourcesMatched == 1 {
-				done++
-			}
-		}
-		return done == len(rules)
+		return len(list.Items) == len(rules) && !slices.ContainsFunc(list.Items, func(r flantv1.CopyratorRule) bool {
+			return r.Status.ObservedGeneration != r.Generation || r.Status.SourcesMatched != 1
+		})
 	})
 	runtime.GC() // the test process's, not the manager's: nothing to do with the figure
 	var peak uint64

@@ -2,16 +2,14 @@ package process
 
 import (
 	"context"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 	"github.com/quartet-operator/quartet/controllers/copyratorrule"
@@ -37,32 +35,18 @@ func TestManagerTalksProtobufForBuiltinKinds(t *testing.T) {
 	dst := namespace(t, "wire-dst", map[string]string{"wire-format": "true"})
 	m := startManager(t, "wire", "--kubeconfig="+proxy.Kubeconfig(t), "--controllers=copyratorrule")
 
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: src, Labels: map[string]string{"copy": "wire"}},
-		Data: map[string]string{"k": "v"}}
-	require.NoError(t, env.Client.Create(ctx, cm))
-	rule := &flantv1.CopyratorRule{ObjectMeta: metav1.ObjectMeta{Name: "wire", Namespace: src},
-		Spec: flantv1.CopyratorRuleSpec{RuleType: flantv1.RuleTypeConfigMap, Selector: map[string]flantv1.LabelValue{"copy": "wire"},
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"wire-format": "true"}}}}
-	require.NoError(t, env.Client.Create(ctx, rule))
-	t.Cleanup(func() { forceDelete(rule) })
-	eventually(t, time.Minute, "the copy exists", func() bool {
-		return env.Client.Get(ctx, client.ObjectKey{Namespace: dst, Name: "settings"}, &corev1.ConfigMap{}) == nil
-	})
+	require.NoError(t, env.Client.Create(ctx, configMap(src, "settings", map[string]string{"copy": "wire"}, map[string]string{"k": "v"})))
+	create(t, copyRule(src, "wire", flantv1.RuleTypeConfigMap, "copy=wire", "wire-format"))
+	copied := func() bool { return fetch(configMap(dst, "settings", nil, nil)) }
+	eventually(t, time.Minute, "the copy exists", copied)
 	// Drift makes the manager write the copy again: a write of a built-in kind.
-	require.NoError(t, env.Client.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: dst, Name: "settings"}}))
-	eventually(t, time.Minute, "the copy is back", func() bool {
-		return env.Client.Get(ctx, client.ObjectKey{Namespace: dst, Name: "settings"}, &corev1.ConfigMap{}) == nil
-	})
+	require.NoError(t, env.Client.Delete(ctx, configMap(dst, "settings", nil, nil)))
+	eventually(t, time.Minute, "the copy is back", copied)
 	m.stop()
 
 	formats := proxy.Formats()
-	keys := make([]string, 0, len(formats))
-	for k := range formats {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var builtin, custom, builtinWrites int
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(formats)) {
 		verb, path, _ := strings.Cut(k, " ")
 		for media := range formats[k] {
 			t.Logf("%-6s %s → %s", verb, path, media)
