@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/quartet-operator/quartet/hack/olm/csvmap"
 )
 
 const (
@@ -55,9 +57,9 @@ func run(csvPath, previous, replaces, skip, created string) error {
 	if err != nil {
 		return err
 	}
-	spec := nested(csv, "spec")
+	spec := csvmap.Nested(csv, "spec")
 	spec["replaces"] = replaces
-	annotations := nested(csv, "metadata", "annotations")
+	annotations := csvmap.Nested(csv, "metadata", "annotations")
 	annotations[skipRange] = skip
 	delete(annotations, createdAt) // operator-sdk's wall-clock time
 
@@ -68,7 +70,7 @@ func run(csvPath, previous, replaces, skip, created string) error {
 		case err != nil:
 			return err
 		default:
-			oldAnnotations := nested(old, "metadata", "annotations")
+			oldAnnotations := csvmap.Nested(old, "metadata", "annotations")
 			oldCreated, _ := oldAnnotations[createdAt].(string)
 			delete(oldAnnotations, createdAt)
 			if oldCreated != "" && reflect.DeepEqual(old, csv) {
@@ -94,17 +96,4 @@ func read(path string) (map[string]any, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return m, nil
-}
-
-// nested returns the map at path, creating empty maps on the way.
-func nested(m map[string]any, path ...string) map[string]any {
-	for _, k := range path {
-		next, ok := m[k].(map[string]any)
-		if !ok {
-			next = map[string]any{}
-			m[k] = next
-		}
-		m = next
-	}
-	return m
 }

@@ -24,6 +24,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/quartet-operator/quartet/hack/olm/csvmap"
 )
 
 const (
@@ -130,7 +132,7 @@ func oldCSV(data []byte, version, image string) ([]byte, error) {
 	if err := yaml.Unmarshal(data, &probe); err != nil {
 		return nil, err
 	}
-	currentImage, _ := nested(probe, "metadata", "annotations")[containerImage].(string)
+	currentImage, _ := csvmap.Nested(probe, "metadata", "annotations")[containerImage].(string)
 	if currentImage == "" {
 		return nil, errors.New("no containerImage annotation to find the operator image by")
 	}
@@ -142,8 +144,8 @@ func oldCSV(data []byte, version, image string) ([]byte, error) {
 	if err := yaml.Unmarshal(data, &csv); err != nil {
 		return nil, err
 	}
-	nested(csv, "metadata")["name"] = packageName + ".v" + version
-	spec := nested(csv, "spec")
+	csvmap.Nested(csv, "metadata")["name"] = packageName + ".v" + version
+	spec := csvmap.Nested(csv, "spec")
 	spec["version"] = version
 	if d, ok := spec["description"].(string); ok {
 		spec["description"] = "This is v" + version + ", reconstructed from a later bundle to test upgrades " +
@@ -156,10 +158,10 @@ func oldCSV(data []byte, version, image string) ([]byte, error) {
 	}
 	delete(spec, "replaces")
 	delete(spec, "skips")
-	annotations := nested(csv, "metadata", "annotations")
+	annotations := csvmap.Nested(csv, "metadata", "annotations")
 	delete(annotations, "olm.skipRange")
 
-	crds := nested(csv, "spec", "customresourcedefinitions")
+	crds := csvmap.Nested(csv, "spec", "customresourcedefinitions")
 	owned, _ := crds["owned"].([]any)
 	var keep []any
 	for _, o := range owned {
@@ -196,10 +198,10 @@ func oldCSV(data []byte, version, image string) ([]byte, error) {
 // current manager watches ChaosAgents as v1beta1, which v0.1.0's CRD does not serve, and
 // a real manager would otherwise never become ready.
 func withoutChaosController(spec map[string]any) error {
-	deployments, _ := nested(spec, "install", "spec")["deployments"].([]any)
+	deployments, _ := csvmap.Nested(spec, "install", "spec")["deployments"].([]any)
 	for _, d := range deployments {
 		dep, _ := d.(map[string]any)
-		containers, _ := nested(dep, "spec", "template", "spec")["containers"].([]any)
+		containers, _ := csvmap.Nested(dep, "spec", "template", "spec")["containers"].([]any)
 		for _, c := range containers {
 			container, _ := c.(map[string]any)
 			if container["name"] != "manager" {
@@ -211,17 +213,4 @@ func withoutChaosController(spec map[string]any) error {
 		}
 	}
 	return errors.New("no manager container in the CSV's deployments")
-}
-
-// nested returns the map at path, creating empty maps on the way.
-func nested(m map[string]any, path ...string) map[string]any {
-	for _, k := range path {
-		next, ok := m[k].(map[string]any)
-		if !ok {
-			next = map[string]any{}
-			m[k] = next
-		}
-		m = next
-	}
-	return m
 }
