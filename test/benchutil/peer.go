@@ -298,18 +298,21 @@ func (p *Process) RSS() (uint64, error) { return ProcRSS(p.Pid()) }
 func (p *Process) CPU() (time.Duration, error) { return ProcCPU(p.Pid()) }
 
 // ProcRSS reads VmRSS of process pid from /proc.
-func ProcRSS(pid int) (uint64, error) {
+func ProcRSS(pid int) (uint64, error) { return ProcStatus(pid, "VmRSS") }
+
+// ProcStatus reads a size field of /proc/<pid>/status (VmRSS, RssAnon, RssFile, …) in bytes.
+func ProcStatus(pid int, field string) (uint64, error) {
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			return kb << 10, err
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
 
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat's CPU times; 100 on every Linux

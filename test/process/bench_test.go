@@ -57,7 +57,10 @@ const (
 //
 // Idle: 20 seconds after all four controllers started their workers, the resident memory
 // (VmRSS) is read five times, two seconds apart; MB-idle-rss is the median, in MB of 2^20
-// bytes. MB-steady-rss is read the same way at the end of the steady-state window.
+// bytes. MB-steady-rss is read the same way at the end of the steady-state window, and
+// MB-steady-heap is the live heap the manager's next garbage collection after it leaves
+// (the runtime's gctrace, in whole MB, as in BenchmarkBigCluster): RSS also counts what the
+// collector has yet to free or return, which moves by several MB from run to run.
 //
 // Steady state: one CopyratorRule copies a ConfigMap into 1,000 namespaces; 1,000
 // ExchangeRates (one per namespace) read a fake upstream at the default refresh interval
@@ -79,6 +82,7 @@ func BenchmarkManagerIdle(b *testing.B) {
 	env.Require(b)
 	ctx := context.Background()
 	proxy := benchutil.StartCountingProxy(b, env.Config)
+	b.Setenv("GODEBUG", "gctrace=1")
 	rates, err := fakeupstream.Start("127.0.0.1:0", time.Now().UTC().Format(time.DateOnly), fakeupstream.DefaultRates())
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = rates.Close() })
@@ -94,8 +98,10 @@ func BenchmarkManagerIdle(b *testing.B) {
 	idleCalls := proxy.Calls.Snapshot()
 	idleRSS, samples := medianRSS(b, pid)
 	// The benchmark's log keeps 10 lines: one line per finding.
-	b.Logf("idle: workers started %s after the start; %d requests until measured; RSS samples %.1f MB",
-		synced.Round(time.Millisecond), benchutil.Sum(idleCalls), samples)
+	idleFile, err := benchutil.ProcStatus(pid, "RssFile")
+	require.NoError(b, err)
+	b.Logf("idle: workers started %s after the start; %d requests until measured; RSS samples %.1f MB (%.1f MB of files)",
+		synced.Round(time.Millisecond), benchutil.Sum(idleCalls), samples, float64(idleFile)/(1<<20))
 
 	arrangeFleet(ctx, b)
 	time.Sleep(idleSettle)
@@ -104,7 +110,13 @@ func BenchmarkManagerIdle(b *testing.B) {
 	time.Sleep(idleWindow)
 	after, cpuAfter, t1 := proxy.Calls.Snapshot(), procCPU(b, pid), time.Now()
 	steadyRSS, samples := medianRSS(b, pid)
-	b.Logf("steady state: RSS samples %.1f MB", samples)
+	anon, err := benchutil.ProcStatus(pid, "RssAnon")
+	require.NoError(b, err)
+	file, err := benchutil.ProcStatus(pid, "RssFile")
+	require.NoError(b, err)
+	steadyHeap := liveHeapMB(b, m)
+	b.Logf("steady state: RSS samples %.1f MB (then %.1f MB anonymous, %.1f MB of files: the binary); live heap %.0f MB",
+		samples, float64(anon)/(1<<20), float64(file)/(1<<20), steadyHeap)
 	require.False(b, m.exited(), "the manager exited:\n%s", m.logs())
 	m.stop()
 
@@ -143,6 +155,7 @@ func BenchmarkManagerIdle(b *testing.B) {
 
 	b.ReportMetric(idleRSS, "MB-idle-rss")
 	b.ReportMetric(steadyRSS, "MB-steady-rss")
+	b.ReportMetric(steadyHeap, "MB-steady-heap")
 	b.ReportMetric(float64(cpuAfter-cpuBefore)/float64(time.Millisecond)*perMin, "cpu-ms/min")
 	b.ReportMetric(float64(requests)*perMin, "api-requests/min")
 	b.ReportMetric(float64(writes)*perMin, "api-writes/min")
