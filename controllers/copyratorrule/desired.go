@@ -415,24 +415,35 @@ type jsonPatchOp struct {
 	Value any    `json:"value,omitempty"`
 }
 
-// pointer escapes a map key for a JSON pointer (RFC 6901).
+// pointerEscaper escapes a map key for a JSON pointer (RFC 6901). Built once: a Replacer
+// builds its tables on first use, which cost more than the patch's other work.
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
+// pointer joins map keys into a JSON pointer (RFC 6901), escaping each.
 func pointer(parts ...string) string {
 	var b strings.Builder
 	for _, p := range parts {
 		b.WriteByte('/')
-		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(p))
+		b.WriteString(pointerEscaper.Replace(p))
 	}
 	return b.String()
 }
+
+// The paths of the ownership tests, the same for every copy.
+var (
+	pathManagedBy     = pointer("metadata", "labels", LabelManagedBy)
+	pathRule          = pointer("metadata", "labels", LabelRule)
+	pathRuleNamespace = pointer("metadata", "labels", LabelRuleNamespace)
+)
 
 // ownershipTests are JSON patch tests that make a patch fail unless the object still
 // carries the rule's labels: a copy taken over (or replaced) by someone else in the
 // meantime is never written.
 func ownershipTests(rule types.NamespacedName) []jsonPatchOp {
 	return []jsonPatchOp{
-		{Op: "test", Path: pointer("metadata", "labels", LabelManagedBy), Value: ManagedByValue},
-		{Op: "test", Path: pointer("metadata", "labels", LabelRule), Value: rule.Name},
-		{Op: "test", Path: pointer("metadata", "labels", LabelRuleNamespace), Value: rule.Namespace},
+		{Op: "test", Path: pathManagedBy, Value: ManagedByValue},
+		{Op: "test", Path: pathRule, Value: rule.Name},
+		{Op: "test", Path: pathRuleNamespace, Value: rule.Namespace},
 	}
 }
 
