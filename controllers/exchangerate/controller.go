@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -61,8 +62,9 @@ import (
 //	                   |                            |                        | older publication)       | rate yet. The guard against      |
 //	                   |                            |                        |                          | stepping back to an older        |
 //	                   |                            |                        |                          | publication has nothing to       |
-//	                   |                            |                        |                          | compare with: nothing re-derives |
-//	                   |                            |                        |                          | it from the ConfigMap's date     |
+//	                   |                            |                        |                          | compare with; heldQuote compares |
+//	                   |                            |                        |                          | with the ConfigMap's date and    |
+//	                   |                            |                        |                          | keeps the newer rate             |
 //	                   |                            |                        |                          |                                  |
 //	RateCache: retry,  | a failing source's         | fetch                  | Get (no request before   | lost; the first pass asks a      | work: bounds the
 //	lastErr, retryAt,  | backoff: the last error,   |                        | retryAt); Snapshot, for  | failing upstream at once and the | requests to a failing
@@ -167,6 +169,23 @@ func fetchSources(ctx context.Context, caches []*RateCache, interval time.Durati
 	return out
 }
 
+// heldBack returns the quote the ConfigMap holds when q is an older publication of the
+// same source (heldQuote), with a Warning Event, and nil otherwise.
+func (r *Reconciler) heldBack(ctx context.Context, xr *operatorsv1.ExchangeRate, q *Quote) *Quote {
+	existing := &corev1.ConfigMap{}
+	if err := r.ConfigMaps.Get(ctx, client.ObjectKey{Namespace: xr.Namespace, Name: xr.Name}, existing); err != nil {
+		return nil // not there yet, or not ours: applyConfigMap finds out
+	}
+	held := heldQuote(existing, xr, q)
+	if held != nil {
+		ctrl.LoggerFrom(ctx).Info("Kept the ConfigMap's newer publication", "source", q.Source, "answered", q.Date, "kept", held.Date)
+		r.Recorder.Eventf(xr, existing, corev1.EventTypeWarning, EventOlderPublication, "Fetch",
+			"%s answered with rates published %s, older than the %s ones ConfigMap %s holds: kept them", q.Source, q.Date,
+			held.Date, existing.Name)
+	}
+	return held
+}
+
 // reconcileConfigMap writes the quote the pricing chose to the ConfigMap. It returns the
 // quote the ConfigMap now holds (nil when none was written), why no source prices the spec
 // (an unpricedError; nil while a source has no table yet), and why the ConfigMap could not
@@ -176,6 +195,9 @@ func (r *Reconciler) reconcileConfigMap(ctx context.Context, xr *operatorsv1.Exc
 		return nil, p.Err, nil
 	}
 	quote := p.Quotes[p.Chosen]
+	if held := r.heldBack(ctx, xr, quote); held != nil {
+		quote = held
+	}
 	desired := desiredConfigMap(xr, *quote)
 	action, err := r.applyConfigMap(ctx, xr, desired)
 	if err != nil {

@@ -49,6 +49,7 @@ func TestExchangeRateOnCluster(t *testing.T) {
 		t.Run("SourceLimit", func(t *testing.T) { t.Parallel(); testSourceLimit(t) })
 		t.Run("SourcesSample", func(t *testing.T) { t.Parallel(); testSourcesSample(t) })
 		t.Run("ObservedGenerationOnFailedPass", func(t *testing.T) { t.Parallel(); testObservedGenerationOnFailure(t) })
+		t.Run("RestartNeverStepsBack", func(t *testing.T) { t.Parallel(); testRestartNeverStepsBack(t) })
 	})
 }
 
@@ -710,4 +711,46 @@ func testObservedGenerationOnFailure(t *testing.T) {
 	require.NoError(t, env.Client.Delete(ctx, quota))
 	got = waitCondition(t, ns, "refused", operatorsv1.ConditionReady, metav1.ConditionTrue, operatorsv1.ReasonRateWritten)
 	assert.Equal(t, int64(2), got.Status.ObservedGeneration)
+}
+
+// testRestartNeverStepsBack: a manager restarted while the source answers with yesterday's
+// publication (a mirror behind a load balancer) keeps today's rates in the ConfigMap and
+// the status, says so with an Event, and writes the next publication that is not older.
+func testRestartNeverStepsBack(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	ns := testenv.Namespace(t, env.Client, "xr-restart", nil)
+	srv := startFakeToday(t)
+	shared := operator.Shared{WatchNamespaces: []string{ns}}
+	stop := testenv.StartManager(t, env.Config, shared, setupQuick(quickOptions(srv, time.Hour)))
+	require.NoError(t, env.Client.Create(ctx, newXR(ns, "usd", "USD", "")))
+	waitConfigMap(t, ns, "usd", map[string]string{"rate": "1.1625", "date": today()})
+	first := waitCondition(t, ns, "usd", operatorsv1.ConditionReady, metav1.ConditionTrue, operatorsv1.ReasonRateWritten)
+	stop()
+
+	t.Log("the restarted manager's first answer is yesterday's publication")
+	yesterday := time.Now().UTC().AddDate(0, 0, -1).Format(dateLayout)
+	rates := fakeupstream.DefaultRates()
+	rates["USD"] = "1.1500"
+	srv.SetRates(yesterday, rates)
+	srv.ResetCounts()
+	testenv.StartManager(t, env.Config, shared, setupQuick(quickOptions(srv, 2*time.Second)))
+	eventuallyEvent(t, ns, "usd", EventOlderPublication)
+	require.GreaterOrEqual(t, srv.Requests(fakeupstream.ECBPath), 1, "the restarted manager asked the source")
+	cm := waitConfigMap(t, ns, "usd", nil)
+	assert.Equal(t, "1.1625", cm.Data["rate"], "the ConfigMap keeps the newer rate")
+	assert.Equal(t, today(), cm.Data["date"])
+	got := &operatorsv1.ExchangeRate{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "usd"}, got))
+	assert.Equal(t, "1.1625", got.Status.Rate, "the status keeps the newer rate")
+	assert.Equal(t, today(), got.Status.PublicationDate)
+	assert.True(t, meta.IsStatusConditionTrue(got.Status.Conditions, operatorsv1.ConditionReady))
+	assert.Equal(t, first.Status.LastSuccessfulFetch, got.Status.LastSuccessfulFetch, "no new rate was fetched")
+
+	t.Log("a publication that is not older is written")
+	rates["USD"] = "1.1702"
+	srv.SetRates(today(), rates)
+	waitConfigMap(t, ns, "usd", map[string]string{"rate": "1.1702", "date": today()})
+	got = waitCondition(t, ns, "usd", operatorsv1.ConditionReady, metav1.ConditionTrue, operatorsv1.ReasonRateWritten)
+	assert.Equal(t, "1.1702", got.Status.Rate)
 }

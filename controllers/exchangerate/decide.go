@@ -314,6 +314,40 @@ func routineUpdate(existing, desired *corev1.ConfigMap, xr *operatorsv1.Exchange
 	return true
 }
 
+// heldQuote returns the quote the ConfigMap holds when writing q would step it back to an
+// older publication of the same source, and nil otherwise. The RateCache refuses an answer
+// older than the table it holds (a mirror behind a load balancer), but only within one
+// process: after a restart, or once a source's cache was dropped at the source limit, its
+// first answer has nothing to compare with. The ConfigMap remembers: it holds back when it
+// is this ExchangeRate's, its last write was ours (a hand edit is put back, never kept), it
+// holds exactly what desiredConfigMap makes of a quote with q's base, source and currencies,
+// and its date is later than q's.
+func heldQuote(existing *corev1.ConfigMap, xr *operatorsv1.ExchangeRate, q *Quote) *Quote {
+	d := existing.Data
+	if !controlledBy(existing, xr) || !lastWriteOurs(existing) || len(existing.BinaryData) != 0 ||
+		d[KeySource] != q.Source || d[KeyBase] != q.Base || d[KeyDate] <= q.Date {
+		return nil
+	}
+	held := &Quote{Base: q.Base, Date: d[KeyDate], Source: q.Source, Currency: q.Currency}
+	if q.Rates == nil {
+		held.Rate = d[KeyRate]
+	} else {
+		held.Rates = make([]operatorsv1.CurrencyRate, len(q.Rates))
+		for i, r := range q.Rates {
+			held.Rates[i] = operatorsv1.CurrencyRate{Currency: r.Currency, Rate: d[r.Currency]}
+		}
+	}
+	for _, r := range held.list() {
+		if r.Rate == "" {
+			return nil
+		}
+	}
+	if !maps.Equal(desiredConfigMap(xr, *held).Data, d) {
+		return nil
+	}
+	return held
+}
+
 // lastWriteOurs reports whether the newest managedFields entry of obj is our field
 // manager's, i.e. the last change to the object was ours. A tie with another manager
 // counts as not ours, so an edit is never missed.

@@ -369,6 +369,72 @@ func TestRoutineUpdateOfSeveralCurrencies(t *testing.T) {
 	}
 }
 
+func TestHeldQuote(t *testing.T) {
+	ours := []metav1.ManagedFieldsEntry{{Manager: FieldOwner, Operation: metav1.ManagedFieldsOperationUpdate, Time: &metav1.Time{Time: t0}}}
+	// The ConfigMap as the last pass wrote it: 1.1702 published 2026-05-18 by the ECB.
+	written := func(xr *operatorsv1.ExchangeRate, q Quote) *corev1.ConfigMap {
+		cm := desiredConfigMap(xr, q)
+		cm.ManagedFields = ours
+		return cm
+	}
+	single := Quote{Base: "EUR", Currency: "USD", Rate: "1.1702", Date: "2026-05-18", Source: "ecb"}
+	older := Quote{Base: "EUR", Currency: "USD", Rate: "1.1625", Date: "2026-05-15", Source: "ecb"}
+	rates := func(usd, gbp string) []operatorsv1.CurrencyRate {
+		return []operatorsv1.CurrencyRate{{Currency: "USD", Rate: usd}, {Currency: "GBP", Rate: gbp}}
+	}
+	several := Quote{Base: "EUR", Date: "2026-05-18", Source: "ecb", Rates: rates("1.1702", "0.8701")}
+	severalOlder := Quote{Base: "EUR", Date: "2026-05-15", Source: "ecb", Rates: rates("1.1625", "0.86485")}
+	multi := testXR("", "EUR")
+	multi.Spec.Currencies = []string{"USD", "GBP"}
+	other := testXR("USD", "EUR")
+	other.UID = "uid-old"
+	tests := []struct {
+		name     string
+		xr       *operatorsv1.ExchangeRate
+		existing Quote
+		edit     func(*corev1.ConfigMap)
+		answer   Quote
+		want     *Quote // nil: write the answer
+	}{
+		{name: "an older publication of the same source is held back", existing: single, answer: older, want: &single},
+		{name: "several currencies: held back in the spec's order", xr: multi, existing: several, answer: severalOlder, want: &several},
+		{name: "the same publication is written (a correction)", existing: single,
+			answer: Quote{Base: "EUR", Currency: "USD", Rate: "1.1703", Date: "2026-05-18", Source: "ecb"}},
+		{name: "a newer publication is written", existing: older, answer: single},
+		{name: "another source's older publication is written (failover)", existing: single,
+			answer: Quote{Base: "EUR", Currency: "USD", Rate: "1.1625", Date: "2026-05-15", Source: "frankfurter"}},
+		{name: "another base is written (spec change)", existing: single,
+			answer: Quote{Base: "USD", Currency: "USD", Rate: "1", Date: "2026-05-15", Source: "ecb"}},
+		{name: "another currency is written (spec change)", existing: single,
+			answer: Quote{Base: "EUR", Currency: "JPY", Rate: "171.58", Date: "2026-05-15", Source: "ecb"}},
+		{name: "a currency added to the spec is written", xr: multi, existing: several,
+			answer: Quote{Base: "EUR", Date: "2026-05-15", Source: "ecb", Rates: append(rates("1.1625", "0.86485"), operatorsv1.CurrencyRate{Currency: "JPY", Rate: "171.58"})}},
+		{name: "a date edited by hand is put back", existing: single, answer: older, edit: func(cm *corev1.ConfigMap) {
+			cm.ManagedFields = append(cm.ManagedFields, metav1.ManagedFieldsEntry{Manager: "kubectl-edit", Time: &metav1.Time{Time: t0.Add(time.Second)}})
+		}},
+		{name: "a key added is put back", existing: single, answer: older, edit: func(cm *corev1.ConfigMap) { cm.Data["note"] = "x" }},
+		{name: "binary data is put back", existing: single, answer: older, edit: func(cm *corev1.ConfigMap) { cm.BinaryData = map[string][]byte{"b": {1}} }},
+		{name: "an empty rate is not held", existing: single, answer: older, edit: func(cm *corev1.ConfigMap) { cm.Data[KeyRate] = "" }},
+		{name: "a ConfigMap of an older ExchangeRate of the name is not held", existing: single, answer: older, edit: func(cm *corev1.ConfigMap) {
+			cm.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(other, operatorsv1.GroupVersion.WithKind("ExchangeRate"))}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			xr := tt.xr
+			if xr == nil {
+				xr = testXR("USD", "EUR")
+			}
+			existing := written(xr, tt.existing)
+			if tt.edit != nil {
+				tt.edit(existing)
+			}
+			answer := tt.answer
+			assert.Equal(t, tt.want, heldQuote(existing, xr, &answer))
+		})
+	}
+}
+
 func TestControlledBy(t *testing.T) {
 	xr := testXR("USD", "EUR")
 	cm := &corev1.ConfigMap{}

@@ -17,6 +17,7 @@ const (
 	EventConfigMapConflict = "ConfigMapConflict"
 	EventSourcesDivergent  = "SourcesDivergent"
 	EventTooManySources    = "TooManySources"
+	EventOlderPublication  = "OlderPublication"
 )
 
 // recordConfigMapWrite reports a ConfigMap the pass created, or updated for a spec change, a
