@@ -47,11 +47,12 @@ import (
 //	                   | work queue (setQueue)      |                        | wakes the rules that     | meanwhile are in that list       |
 //	                   |                            |                        | pick it)                 |                                  |
 //	                   |                            |                        |                          |                                  |
-//	sources.contents   | per source UID: hash,      | sourceOf, after a GET; | sourceOf                 | lost; the first pass reads each  | work
-//	(sync.Map)         | size, type and             | the informer's         |                          | source once more (one GET each)  |
-//	                   | immutability of one        | DeleteFunc and leave   |                          |                                  |
-//	                   | resourceVersion's content, | drop it                |                          |                                  |
-//	                   | per view                   |                        |                          |                                  |
+//	sources.contents   | per source UID: hash,      | sourceOf, after a GET; | sourceOf; loadBodies     | lost; the first pass reads each  | work; latency: a pass
+//	(sync.Map)         | size, type and             | the informer's         | (the body)               | source once more (one GET each)  | for a new namespace
+//	                   | immutability of one        | DeleteFunc and leave   |                          |                                  | writes its copies
+//	                   | resourceVersion's content, | drop it                |                          |                                  | without reading the
+//	                   | per view, and that         |                        |                          |                                  | source
+//	                   | version's body             |                        |                          |                                  |
 //	                   |                            |                        |                          |                                  |
 //	copies             | Copyrator's copies in the  | its informers (a       | copyReader.owned and     | rebuilt from a fresh list; the   | correctness: which
 //	(copyReader, the   | watched namespaces         | manager Runnable,      | occupied (observe);      | workers start after the          | copies exist and what

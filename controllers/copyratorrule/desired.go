@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 
@@ -85,7 +86,10 @@ func (k copyKey) String() string { return k.Kind + " " + k.Namespace + "/" + k.N
 // source is one object a rule copies as the rule's view sees it: the hash and size of the
 // content its copies carry, and the labels and annotations they carry.
 type source struct {
-	Name      string
+	Name string
+	// UID and Version (resourceVersion) name the version of the source Hash is of.
+	UID       types.UID
+	Version   string
 	Hash      string
 	Type      corev1.SecretType
 	Immutable bool
@@ -149,6 +153,7 @@ func (v view) source(obj client.Object) source {
 	c := v.content(obj)
 	s := sourceMeta(c)
 	s.Hash, s.Size, s.Object = contentHash(c), contentSize(c), c
+	s.UID, s.Version = obj.GetUID(), obj.GetResourceVersion()
 	s.Carried = v.carried(obj)
 	return s
 }
@@ -389,11 +394,15 @@ func desiredCopy(rule types.NamespacedName, src source, ns string) client.Object
 		Labels:      labels,
 		Annotations: copyAnnotations(rule, src),
 	}
+	// The maps are the copy's own: the client decodes the API server's answer into the
+	// object it wrote, and a source's body is shared by the copies written in parallel and
+	// remembered for later passes (sourceContents). The byte slices are only read.
 	switch o := src.Object.(type) {
 	case *corev1.Secret:
-		return &corev1.Secret{ObjectMeta: meta, Type: o.Type, Data: o.Data, Immutable: immutablePtr(o.Immutable)}
+		return &corev1.Secret{ObjectMeta: meta, Type: o.Type, Data: maps.Clone(o.Data), Immutable: immutablePtr(o.Immutable)}
 	case *corev1.ConfigMap:
-		return &corev1.ConfigMap{ObjectMeta: meta, Data: o.Data, BinaryData: o.BinaryData, Immutable: immutablePtr(o.Immutable)}
+		return &corev1.ConfigMap{ObjectMeta: meta, Data: maps.Clone(o.Data), BinaryData: maps.Clone(o.BinaryData),
+			Immutable: immutablePtr(o.Immutable)}
 	default:
 		panic(fmt.Sprintf("desiredCopy: unexpected %T", src.Object))
 	}

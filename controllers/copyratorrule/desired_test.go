@@ -235,3 +235,23 @@ func TestRuleKind(t *testing.T) {
 		assert.Equal(t, want, ruleKind(in), in)
 	}
 }
+
+// TestDesiredCopyOwnsItsMaps: the client decodes the API server's answer into the copy it
+// writes, and a source's body is shared by the copies written in parallel and remembered
+// for later passes: a copy's maps must not be the source's.
+func TestDesiredCopyOwnsItsMaps(t *testing.T) {
+	rule := types.NamespacedName{Namespace: "src", Name: "r"}
+	sec := secret("s", corev1.SecretTypeOpaque, map[string]string{"k": "v"})
+	c := desiredCopy(rule, viewOf(flantv1.CopyratorRuleSpec{}).source(sec), "team-a").(*corev1.Secret)
+	c.Data["k"], c.Data["added"] = []byte("decoded"), []byte("x")
+	assert.Equal(t, map[string][]byte{"k": []byte("v")}, sec.Data, "the source's data is unchanged")
+
+	cm := configMap("c", map[string]string{"k": "v"})
+	cm.BinaryData = map[string][]byte{"b": {1}}
+	cc := desiredCopy(rule, viewOf(flantv1.CopyratorRuleSpec{}).source(cm), "team-a").(*corev1.ConfigMap)
+	cc.Data["added"], cc.BinaryData["added"] = "x", []byte{2}
+	assert.Equal(t, map[string]string{"k": "v"}, cm.Data)
+	assert.Equal(t, map[string][]byte{"b": {1}}, cm.BinaryData)
+	assert.Nil(t, desiredCopy(rule, viewOf(flantv1.CopyratorRuleSpec{}).source(configMap("n", map[string]string{"k": "v"})),
+		"team-a").(*corev1.ConfigMap).BinaryData, "no binary data stays no field")
+}

@@ -43,7 +43,8 @@ type sourceKey struct {
 //   - the hash, size, type and immutability of the content a rule's copies carry (its
 //     view: every key, or the keys it names), which planning needs, are read once per
 //     version of a source and view (a GET; contents), and remembered by UID, resourceVersion
-//     and view until the source goes.
+//     and view until the source goes, with that version's body, which later passes copy
+//     without reading it again.
 //
 // A change to a source wakes the rules that pick it (before or after the change). It is a manager Runnable: the informers stop with the manager.
 type sourceWatcher struct {
@@ -110,11 +111,15 @@ type sourceContent struct {
 	immutable bool
 }
 
-// sourceContents are the contents of one version of a source, by view.
+// sourceContents are the contents of one version of a source, by view, and its body as
+// the API server sent it (managedFields dropped): a later pass that writes copies of that
+// version, such as one for a new namespace, takes the body from here instead of reading it
+// again. Only sources that rules pick have an entry, so what it holds follows the rules.
 type sourceContents struct {
 	mu              sync.Mutex
 	resourceVersion string
 	views           map[string]sourceContent
+	body            client.Object
 }
 
 // get returns the content of version rv as view id sees it, if known.
@@ -130,10 +135,35 @@ func (c *sourceContents) get(rv, id string) (sourceContent, bool) {
 func (c *sourceContents) set(rv, id string, sc sourceContent) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.resourceVersion != rv || c.views == nil {
-		c.resourceVersion, c.views = rv, map[string]sourceContent{}
-	}
+	c.at(rv)
 	c.views[id] = sc
+}
+
+// at makes c the contents of version rv, forgetting another version's. c.mu is held.
+func (c *sourceContents) at(rv string) {
+	if c.resourceVersion != rv || c.views == nil {
+		c.resourceVersion, c.views, c.body = rv, map[string]sourceContent{}, nil
+	}
+}
+
+// setBody remembers obj, version rv of the source as read, without its managedFields.
+// Nothing may change obj afterwards: desiredCopy gives every copy maps of its own.
+func (c *sourceContents) setBody(rv string, obj client.Object) {
+	obj.SetManagedFields(nil)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at(rv)
+	c.body = obj
+}
+
+// bodyOf returns the body of version rv, if remembered.
+func (c *sourceContents) bodyOf(rv string) client.Object {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.resourceVersion != rv {
+		return nil
+	}
+	return c.body
 }
 
 func newSourceWatcher(cs kubernetes.Interface, md metadata.Interface, full *fullPasses) *sourceWatcher {
@@ -267,7 +297,8 @@ func (w *sourceWatcher) sources(ctx context.Context, rule *flantv1.CopyratorRule
 func (w *sourceWatcher) sourceOf(ctx context.Context, key sourceKey, m metav1.Object, v view) (source, error) {
 	if e, ok := w.contents.Load(m.GetUID()); ok {
 		if c, ok := e.(*sourceContents).get(m.GetResourceVersion(), v.id); ok {
-			return source{Name: m.GetName(), Hash: c.hash, Size: c.size, Type: c.typ, Immutable: c.immutable, Carried: v.carried(m)}, nil
+			return source{Name: m.GetName(), UID: m.GetUID(), Version: m.GetResourceVersion(), Hash: c.hash, Size: c.size,
+				Type: c.typ, Immutable: c.immutable, Carried: v.carried(m)}, nil
 		}
 	}
 	obj, err := w.get(ctx, key.kind, key.namespace, m.GetName())
@@ -275,14 +306,16 @@ func (w *sourceWatcher) sourceOf(ctx context.Context, key sourceKey, m metav1.Ob
 		return source{}, err
 	}
 	e, _ := w.contents.LoadOrStore(obj.GetUID(), &sourceContents{})
+	contents := e.(*sourceContents)
+	contents.setBody(obj.GetResourceVersion(), obj)
 	for _, other := range w.viewsPicking(key, m) {
 		if other.id != v.id {
 			c := other.content(obj)
-			e.(*sourceContents).set(obj.GetResourceVersion(), other.id, contentOf(c))
+			contents.set(obj.GetResourceVersion(), other.id, contentOf(c))
 		}
 	}
 	s := v.source(obj)
-	e.(*sourceContents).set(obj.GetResourceVersion(), v.id, contentOf(s.Object))
+	contents.set(obj.GetResourceVersion(), v.id, contentOf(s.Object))
 	return s, nil
 }
 
@@ -386,17 +419,25 @@ func (w *sourceWatcher) forget(rule types.NamespacedName) {
 	}
 }
 
-// loadBodies reads from the API server the bodies of the sources that actions create or
-// update copies from and that the pass has not read yet (one GET per source, in parallel),
-// and sets them from what it read, as view v sees it (a source may have changed since:
-// the copy then gets the newer content, and the next pass finds it in sync). Actions whose
-// source is gone meanwhile are dropped: the next pass deletes their copies.
+// loadBodies sets the bodies of the sources that actions create or update copies from and
+// that the pass has not read yet: from the body remembered with the version the pass
+// planned with, or else read from the API server (one GET per source, in parallel) and set
+// from what it read, as view v sees it (a source may have changed since: the copy then gets
+// the newer content, and the next pass finds it in sync). Actions whose source is gone
+// meanwhile are dropped: the next pass deletes their copies.
 func (w *sourceWatcher) loadBodies(ctx context.Context, namespace, kind string, v view, actions []action, parallelism int) ([]action, error) {
 	need := map[*source]bool{}
 	for _, a := range actions {
-		if a.Source != nil && a.Source.Object == nil {
-			need[a.Source] = true
+		if a.Source == nil || a.Source.Object != nil || need[a.Source] {
+			continue
 		}
+		if e, ok := w.contents.Load(a.Source.UID); ok {
+			if body := e.(*sourceContents).bodyOf(a.Source.Version); body != nil {
+				a.Source.Object = v.content(body)
+				continue
+			}
+		}
+		need[a.Source] = true
 	}
 	if len(need) == 0 {
 		return actions, nil

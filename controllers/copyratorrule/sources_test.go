@@ -53,6 +53,18 @@ func TestSourceContentReadOncePerVersion(t *testing.T) {
 	assert.Equal(t, public.source(src).Hash, b.Hash)
 	assert.Equal(t, corev1.SecretTypeOpaque, b.Type)
 
+	t.Log("a later pass that writes copies of the version takes its body from memory")
+	known := b
+	acts, err := w.loadBodies(ctx, "src", kindSecret, public, []action{{Op: opCreate, Source: &known}, {Op: opUpdate, Source: &known}}, 2)
+	require.NoError(t, err)
+	assert.Len(t, acts, 2)
+	assert.Equal(t, 1, gets, "no GET for a remembered version")
+	require.NotNil(t, known.Object)
+	want := public.content(src).(*corev1.Secret)
+	assert.Equal(t, want.Data, known.Object.(*corev1.Secret).Data, "the body as the rule's view sees it")
+	assert.Equal(t, want.Type, known.Object.(*corev1.Secret).Type)
+	assert.Empty(t, known.Object.GetManagedFields())
+
 	newer := src.DeepCopy()
 	newer.ResourceVersion = "2"
 	newer.Data["tls.key"] = []byte("K2")
@@ -66,4 +78,12 @@ func TestSourceContentReadOncePerVersion(t *testing.T) {
 	_, err = w.sourceOf(ctx, key, newer, whole)
 	require.NoError(t, err)
 	assert.Equal(t, 1, gets)
+
+	t.Log("a pass that planned with the old version reads the source again")
+	stale := a
+	stale.Object = nil
+	_, err = w.loadBodies(ctx, "src", kindSecret, whole, []action{{Op: opCreate, Source: &stale}}, 1)
+	require.NoError(t, err)
+	assert.Equal(t, 2, gets, "the remembered body is of another version")
+	assert.Equal(t, []byte("K2"), stale.Object.(*corev1.Secret).Data["tls.key"], "set from what it read")
 }

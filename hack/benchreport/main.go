@@ -185,6 +185,8 @@ var goals = []goal{
 	{"BenchmarkNewNamespaceLatency", "x-p50-replicator", "p50 ≤ kubernetes-replicator's p50 in the same run (issue 15)", atMost(1)},
 	{"BenchmarkNewNamespaceLatency", "p99-ms", "p99 < 100 ms (issue 15)", func(v float64) bool { return v < 100 }},
 	{"BenchmarkNewNamespaceLatency", "x-p99-replicator", "p99 ≤ kubernetes-replicator's p99 in the same run (issue 23)", atMost(1)},
+	{"BenchmarkNewNamespaceLatency", "api-reads/namespace", "no read per new namespace: the source's body is remembered with its version (issue 23)", is(0)},
+	{"BenchmarkNewNamespaceLatency", "api-calls/namespace", "reported: the manager's requests per new namespace (issue 23)", nil},
 	{"BenchmarkFanOutScale", "x-raw-protobuf-10000", "fan-out to 10,000 namespaces ≤ 1.1× raw protobuf create (issue 15)", atMost(1.1)},
 	{"BenchmarkFanOutScale", "x-raw-same-copy-10000", "reported: ÷ the tuned loop creating the very Secret the manager creates as a copy, 10,000 of them (issue 23)", nil},
 	{"BenchmarkFanOutScale", "x-idle-rss-10000", "RSS with 10,000 copies ≤ 1.5× idle RSS (issue 15)", atMost(1.5)},
@@ -254,11 +256,8 @@ var whyNot = map[[2]string]string{
 	{"BenchmarkFanOutScale", "x-raw-protobuf-10000"}: "Three rounds at 10,000 namespaces. The copies carry the labels and annotations a " +
 		"bare Secret does not (the rule they belong to, their source, their content hash): x-raw-same-copy-10000 compares with the " +
 		"tuned loop creating that very Secret, and s-raw-same-copy-10000 over s-raw-protobuf-10000 is what those fields alone cost.",
-	{"BenchmarkNewNamespaceLatency", "x-p99-replicator"}: "A new namespace costs the manager two requests in a row where the peer makes " +
-		"one: the manager keeps no source's data in memory (BenchmarkRSSUnrelatedSecrets: MB-rss-growth against " +
-		"MB-rss-growth-replicator), so it reads the source's body before it creates the copy; the peer caches every Secret of the " +
-		"cluster whole. p99 over 200 namespaces is their second slowest; the peer's figure, when kept from an earlier run, is the " +
-		"slowest of 50.",
+	{"BenchmarkNewNamespaceLatency", "x-p99-replicator"}: newNamespaceWhy,
+	{"BenchmarkNewNamespaceLatency", "x-p50-replicator"}: newNamespaceWhy,
 	{"BenchmarkMirrorsToReady", "x-raw-create"}: "Ready waits for the cluster's controllers to roll out what the mirror owns (the " +
 		"registry's pod with its volume bound, the node agents' pods). The same objects created raw need " +
 		"s-raw-600-objects-until-workloads-ready until their workloads are ready, itself more than twice ms-raw-create-600-objects: " +
@@ -276,6 +275,12 @@ var whyNot = map[[2]string]string{
 		"well above twice the live heap. The cache holds no data, so the ratio falls as copies grow: with copies of 1 KiB the " +
 		"bookkeeping alone exceeds 1.5×.",
 }
+
+// newNamespaceWhy explains a miss of BenchmarkNewNamespaceLatency's targets against the peer.
+const newNamespaceWhy = "A new namespace costs the manager one request, its copy's create (api-calls/namespace; the source's body is " +
+	"remembered with its version), as it costs the peer. p99 over 200 namespaces is a round's second slowest, and one hiccup of " +
+	"the two cores that the API server, etcd, the manager, the peer and the benchmark share moves it: the rounds spread widely " +
+	"(the ratios' -min and -max, below)."
 
 // verdict is a goal set against a run's figures.
 type verdict struct {
