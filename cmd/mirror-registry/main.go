@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/distribution/distribution/v3/configuration"
+	"github.com/distribution/distribution/v3/registry/handlers"
 	"github.com/distribution/distribution/v3/registry/listener"
 	"github.com/distribution/distribution/v3/registry/storage/driver/filesystem"
 	"github.com/docker/go-metrics"
@@ -62,8 +63,6 @@ func run(args []string) error {
 		opts.stateFile = defaultStateFile(root)
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	driver, err := filesystem.FromParameters(cfg.Storage.Parameters())
 	if err != nil {
 		return fmt.Errorf("storage: %w", err)
@@ -94,7 +93,14 @@ func run(args []string) error {
 	}
 	app.RegisterHealthChecks()
 	serveDebug(cfg, log)
+	return serve(cfg, opts, app, keeper, log)
+}
 
+// serve serves the mirror, runs the keeper's eviction and the warmer beside it, and on
+// SIGINT or SIGTERM drains connections (http.drainTimeout) before it stops them.
+func serve(cfg *configuration.Configuration, opts options, app *handlers.App, keeper *retention.Keeper, log logrus.FieldLogger) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	ln, err := listener.NewListener(cfg.HTTP.Net, cfg.HTTP.Addr)
 	if err != nil {
 		return err
@@ -114,7 +120,6 @@ func run(args []string) error {
 		defer close(keeperDone)
 		keeper.Run(keeperCtx, opts.evictionInterval, opts.saveInterval)
 	}()
-
 	warmCtx, stopWarmer := context.WithCancel(context.Background())
 	warmerDone := make(chan struct{})
 	go func() {

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
@@ -23,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
-	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/internal/scope"
 	"github.com/quartet-operator/quartet/test/benchutil"
 	"github.com/quartet-operator/quartet/test/testenv"
 )
@@ -158,7 +159,7 @@ func BenchmarkRoundOver10000Pods(b *testing.B) {
 	var counter benchutil.CallCounter
 	cfg := rest.CopyConfig(env.Config)
 	counter.Wrap(cfg)
-	r := startManager(b, cfg, &Options{}, operator.Shared{OperatorNamespace: operatorNamespace})
+	r := startManager(b, cfg, &Options{}, scope.Namespaces{Operator: operatorNamespace})
 	agent := &blackadderv1beta1.ChaosAgent{
 		ObjectMeta: metav1.ObjectMeta{Name: sel},
 		Spec: blackadderv1beta1.ChaosAgentSpec{
@@ -318,7 +319,7 @@ func BenchmarkGuardChecksPerRound(b *testing.B) {
 	var counter benchutil.CallCounter
 	cfg := rest.CopyConfig(env.Config)
 	counter.Wrap(cfg)
-	r := startManager(b, cfg, &Options{GuardAllowedCIDRs: "127.0.0.0/8"}, operator.Shared{OperatorNamespace: operatorNamespace})
+	r := startManager(b, cfg, &Options{GuardAllowedCIDRs: "127.0.0.0/8"}, scope.Namespaces{Operator: operatorNamespace})
 	agent := &blackadderv1beta1.ChaosAgent{ObjectMeta: metav1.ObjectMeta{Name: "guards-" + rand.String(5)},
 		Spec: blackadderv1beta1.ChaosAgentSpec{Paused: true, Guards: guards}}
 	require.NoError(b, env.Client.Create(ctx, agent))
@@ -393,4 +394,81 @@ type directReads struct {
 
 func (d directReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	return d.reader.Get(ctx, key, obj, opts...)
+}
+
+const benchImmutable = 10
+
+// BenchmarkRoundOverImmutableConfigMaps measures what the agents' memory of immutable
+// ConfigMaps buys (the In-memory state table of Reconciler): an ipsum agent (eagerness 100, at
+// most 10 actions) over a namespace holding 10 immutable ConfigMaps runs rounds as a pass runs
+// them (runRound), once keeping its memory and once dropping it before every round (forget,
+// as a restart would). After a first round that finds each ConfigMap immutable, it reports per
+// round the GETs of ConfigMaps (a round reads a ConfigMap's body before it overwrites it), all
+// API calls counted at the manager's client (the GETs and the Events of the skips; the event
+// library sends a repeated Event once more as a series, then holds it), and the action slots
+// spent on Skipped: Immutable.
+func BenchmarkRoundOverImmutableConfigMaps(b *testing.B) {
+	env.Require(b)
+	ctx := context.Background()
+	sel := "imm-" + rand.String(5)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sel, Labels: map[string]string{"chaos-test": sel}}}
+	require.NoError(b, env.Client.Create(ctx, ns))
+	b.Cleanup(func() { _ = env.Client.Delete(ctx, ns) })
+	for i := 0; i < benchImmutable; i++ {
+		require.NoError(b, env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: sel, Name: fmt.Sprintf("frozen-%d", i)},
+			Data: map[string]string{"k": "v"}, Immutable: ptr.To(true)}))
+	}
+	var counter benchutil.CallCounter
+	cfg := rest.CopyConfig(env.Config)
+	counter.Wrap(cfg)
+	r := startManager(b, cfg, &Options{}, scope.Namespaces{Operator: operatorNamespace})
+	// The agent is never created: only runRound acts for it, not the manager's passes.
+	agent := &blackadderv1beta1.ChaosAgent{ObjectMeta: metav1.ObjectMeta{Name: sel, UID: types.UID(sel)},
+		Spec: withDefaults(blackadderv1beta1.ChaosAgentSpec{IpsumMode: true, Eagerness: 100, Seed: ptr.To[int64](1),
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"chaos-test": sel}}})}
+	sc, err := r.scopeOf(agent.Spec)
+	require.NoError(b, err)
+	require.Eventually(b, func() bool {
+		inv, _, err := r.inventory(ctx, agent, agent.Spec, false)
+		return err == nil && len(selectCandidates(inv, sc).ConfigMaps) == benchImmutable
+	}, time.Minute, 100*time.Millisecond, "the cache holds the ConfigMaps")
+
+	measure := func(remember bool) (gets, calls, skips float64) {
+		r.forget(agent.Name)
+		_, err := r.runRound(ctx, agent, agent.Spec, sc, r.memoryOf(agent), r.Clock.Now())
+		require.NoError(b, err)
+		time.Sleep(time.Second) // the first round's Events are sent
+		counter.Reset()
+		immutable := 0
+		for i := 0; i < benchRounds; i++ {
+			if !remember {
+				r.forget(agent.Name)
+			}
+			out, err := r.runRound(ctx, agent, agent.Spec, sc, r.memoryOf(agent), r.Clock.Now())
+			require.NoError(b, err)
+			for _, rec := range out.Records {
+				if rec.Outcome == skipped(SkipImmutable) {
+					immutable++
+				}
+			}
+		}
+		time.Sleep(time.Second) // the rounds' Events are sent
+		for k, v := range counter.Snapshot() {
+			if strings.HasPrefix(k, "GET ") && strings.Contains(k, "/configmaps/") {
+				gets += float64(v)
+			}
+		}
+		return gets / benchRounds, float64(counter.Total()) / benchRounds, float64(immutable) / benchRounds
+	}
+	b.ResetTimer()
+	gets, calls, skips := measure(true)
+	forgetGets, forgetCalls, forgetSkips := measure(false)
+	b.StopTimer()
+	r.forget(agent.Name)
+	b.ReportMetric(gets, "configmap-gets/round")
+	b.ReportMetric(calls, "api-calls/round")
+	b.ReportMetric(skips, "immutable-skips/round")
+	b.ReportMetric(forgetGets, "without-memory-configmap-gets/round")
+	b.ReportMetric(forgetCalls, "without-memory-api-calls/round")
+	b.ReportMetric(forgetSkips, "without-memory-immutable-skips/round")
 }

@@ -7,38 +7,22 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 )
 
-// Which objects a round may choose from is decided by chains of named checks, in the shape of
-// cert-manager's policy chains (policies.Chain, internal/controller/certificates/policies):
-// each check looks at one object and says why it refuses it, and a chain evaluates its checks
-// in order and stops at the first refusal. The namespace checks, evaluated once per namespace
-// and round, come first, and matching a selector against an object's labels last; the order
-// also decides which reason an object refused for several is given.
-//
-//	scopeChain      namespaceNamed, namespaceNotProtected, namespaceWatched
-//	namespaceChain  scopeChain, then namespaceSelected
-//	podChain        inSelectedNamespace, notTerminating, notMirrorPod, podSelected
-//	deploymentChain inSelectedNamespace, notTerminating, notAutoscaled
-//	configMapChain  inSelectedNamespace, notTerminating, notKnownImmutable, notClusterConfigMap
-//
-// Besides these, decide leaves out the Deployments cancer mode cannot double (growable), and
-// restore keeps to restoreChain (decide.go). The reasons of the candidate checks are not shown
-// anywhere yet: an object a round leaves out gets no Event and no status entry.
+// Which objects a round may choose, and which marked objects restore leaves alone, is decided
+// by chains of named checks, after cert-manager's policy chains: a chain stops at the first
+// check that refuses, so the order decides which reason an object refused for several gets
+// (docs/chaosagent.md lists them). A candidate's reasons are not shown anywhere yet.
 
-// check is one rule about in: it returns refused true, with a CamelCase reason and a message
-// for a person, when in breaks the rule, and refused false with empty strings otherwise. The
-// message says why, as the detail of a status.lastActions entry does, and does not name the
-// object (whoever shows it does): a round evaluates thousands of objects, and a constant
-// message costs nothing.
+// check is one rule about in: refused, with a CamelCase reason and a message that does not
+// name the object (whoever shows it does), when in breaks it.
 type check[T any] func(in T) (reason, message string, refused bool)
 
-// chain is a list of checks evaluated in order.
 type chain[T any] []check[T]
 
-// Evaluate returns the first refusal of the chain's checks, in order, or refused false when
-// every check passes in.
+// Evaluate returns the first refusal of the chain's checks.
 func (c chain[T]) Evaluate(in T) (reason, message string, refused bool) {
 	for _, chk := range c {
 		if reason, message, refused := chk(in); refused {
@@ -46,6 +30,61 @@ func (c chain[T]) Evaluate(in T) (reason, message string, refused bool) {
 		}
 	}
 	return "", "", false
+}
+
+// refuse is a check's answer: reason and message when refused, else nothing.
+func refuse(refused bool, reason, message string) (string, string, bool) {
+	if !refused {
+		return "", "", false
+	}
+	return reason, message, true
+}
+
+// Candidate is one object a round may hit.
+type Candidate struct {
+	Namespace string
+	Name      string
+	UID       types.UID
+	// Replicas is the Deployment's spec.replicas (Deployments only).
+	Replicas int32
+	// Workload is Kind/namespace/name of what owns the pod (pods only, with Scope.Workloads).
+	Workload string
+}
+
+// Key returns namespace/name.
+func (c Candidate) Key() string { return c.Namespace + "/" + c.Name }
+
+func (c Candidate) objectKey() types.NamespacedName {
+	return types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
+}
+
+// Candidates are the objects a round chooses from, sorted so that a seeded round repeats.
+type Candidates struct {
+	Pods        []Candidate
+	Deployments []Candidate
+	ConfigMaps  []Candidate
+}
+
+// Scope says which namespaces and objects an agent may touch.
+type Scope struct {
+	// Protected holds the operator's protected namespaces and the agent's excludedNamespaces.
+	Protected sets.Set[string]
+	// Watched are the namespaces the manager watches; empty means all.
+	Watched sets.Set[string]
+	// NamespaceSelector and PodSelector, when not nil, must match the labels.
+	NamespaceSelector labels.Selector
+	PodSelector       labels.Selector
+	// ImmutableConfigMaps are ConfigMaps found immutable earlier (the metadata cache cannot tell).
+	ImmutableConfigMaps sets.Set[types.UID]
+	// Workloads asks for each pod's workload, which only pacing per workload needs.
+	Workloads bool
+}
+
+// Allows reports whether scopeChain lets an agent touch namespace ns; actions and restores ask
+// it again just before they write, as a second guard.
+func (s Scope) Allows(ns string) bool {
+	_, _, refused := scopeChain.Evaluate(namespaceInput{Name: ns, Scope: s})
+	return !refused
 }
 
 // Reasons the candidate checks give.
@@ -62,52 +101,38 @@ const (
 	refusedClusterConfigMap     = "ClusterConfigMap"
 )
 
-// namespaceInput is what the namespace checks look at: a namespace and the agent's scope.
+// namespaceInput is a namespace, the scope and (with a namespace selector) the namespace's labels.
 type namespaceInput struct {
-	Name  string
-	Scope Scope
-	// Listed says whether the inventory holds the namespace, and Labels are its labels; only
-	// namespaceSelected reads them, and only with a namespace selector.
+	Name   string
+	Scope  Scope
 	Listed bool
 	Labels labels.Set
 }
 
 var (
-	// scopeChain is where an agent may write at all: Scope.Allows, which every action and
-	// restore checks again just before it writes. It leaves out the namespace selector,
-	// whose labels may have changed since the object was changed.
+	// scopeChain is where an agent may write at all (Allows). It leaves out the namespace
+	// selector: a namespace relabelled since an object was changed is still put back.
 	scopeChain = chain[namespaceInput]{namespaceNamed, namespaceNotProtected, namespaceWatched}
 	// namespaceChain is where a round may choose objects.
 	namespaceChain = chain[namespaceInput]{namespaceNamed, namespaceNotProtected, namespaceWatched, namespaceSelected}
 )
 
-// namespaceNamed refuses what has no namespace: the agent never touches cluster-scoped objects.
+// namespaceNamed refuses cluster-scoped objects: the agent never touches them.
 func namespaceNamed(in namespaceInput) (reason, message string, refused bool) {
-	if in.Name == "" {
-		return refusedNoNamespace, "the object has no namespace", true
-	}
-	return "", "", false
+	return refuse(in.Name == "", refusedNoNamespace, "the object has no namespace")
 }
 
-// namespaceNotProtected refuses the operator's protected namespaces and the agent's
-// excludedNamespaces (Scope.Protected holds both).
+// namespaceNotProtected refuses the protected namespaces and the agent's excludedNamespaces.
 func namespaceNotProtected(in namespaceInput) (reason, message string, refused bool) {
-	if in.Scope.Protected.Has(in.Name) {
-		return refusedProtectedNamespace, "namespace is protected, or excluded by the agent", true
-	}
-	return "", "", false
+	return refuse(in.Scope.Protected.Has(in.Name), refusedProtectedNamespace, "namespace is protected, or excluded by the agent")
 }
 
 // namespaceWatched refuses namespaces the manager does not watch (none when it watches all).
 func namespaceWatched(in namespaceInput) (reason, message string, refused bool) {
-	if in.Scope.Watched.Len() > 0 && !in.Scope.Watched.Has(in.Name) {
-		return refusedNamespaceNotWatched, "namespace is not watched by the operator", true
-	}
-	return "", "", false
+	return refuse(in.Scope.Watched.Len() > 0 && !in.Scope.Watched.Has(in.Name), refusedNamespaceNotWatched, "namespace is not watched by the operator")
 }
 
-// namespaceSelected refuses, with a namespace selector, the namespaces it does not match,
-// and those the inventory does not hold (their labels are unknown).
+// namespaceSelected refuses the namespaces the selector does not match, or whose labels are unknown.
 func namespaceSelected(in namespaceInput) (reason, message string, refused bool) {
 	sel := in.Scope.NamespaceSelector
 	switch {
@@ -115,10 +140,8 @@ func namespaceSelected(in namespaceInput) (reason, message string, refused bool)
 		return "", "", false
 	case !in.Listed:
 		return refusedNamespaceNotSelected, "namespace not found in the cache, so spec.namespaceSelector cannot match it", true
-	case !sel.Matches(in.Labels):
-		return refusedNamespaceNotSelected, "namespace does not match spec.namespaceSelector", true
 	}
-	return "", "", false
+	return refuse(!sel.Matches(in.Labels), refusedNamespaceNotSelected, "namespace does not match spec.namespaceSelector")
 }
 
 // verdict is a chain's answer, kept for later objects of the same namespace.
@@ -127,17 +150,14 @@ type verdict struct {
 	Refused         bool
 }
 
-// roundScope is what the candidate checks of one round share: the agent's scope, the
-// namespaces' labels, the namespace verdicts found so far and the Deployments a
-// HorizontalPodAutoscaler scales.
+// roundScope is what the candidate checks of one round share: the scope, the Deployments a
+// HorizontalPodAutoscaler scales, the namespaces' labels (with a namespace selector) and
+// namespaceChain's verdicts, evaluated once per namespace.
 type roundScope struct {
-	Scope Scope
-	// Autoscaled holds namespace/name of every Deployment a HorizontalPodAutoscaler scales.
+	Scope      Scope
 	Autoscaled sets.Set[string]
-	// nsLabels are the inventory's namespaces' labels, by name (only with a namespace selector).
-	nsLabels map[string]labels.Set
-	// verdicts are namespaceChain's answers, by namespace: evaluated once per round.
-	verdicts map[string]verdict
+	nsLabels   map[string]labels.Set
+	verdicts   map[string]verdict
 }
 
 func newRoundScope(inv Inventory, scope Scope) *roundScope {
@@ -163,8 +183,7 @@ func (r *roundScope) namespace(ns string) verdict {
 	return v
 }
 
-// candidateInput is what the object checks look at: one pod, Deployment or ConfigMap of the
-// inventory, by its metadata (all the cache holds of pods and ConfigMaps), and the round.
+// candidateInput is a pod, Deployment or ConfigMap by its metadata, and the round.
 type candidateInput struct {
 	Meta  *metav1.ObjectMeta
 	Round *roundScope
@@ -182,82 +201,78 @@ func inSelectedNamespace(in candidateInput) (reason, message string, refused boo
 	return v.Reason, v.Message, v.Refused
 }
 
-// notTerminating refuses objects being deleted.
 func notTerminating(in candidateInput) (reason, message string, refused bool) {
-	if in.Meta.DeletionTimestamp != nil {
-		return refusedTerminating, "being deleted", true
-	}
-	return "", "", false
+	return refuse(in.Meta.DeletionTimestamp != nil, refusedTerminating, "being deleted")
 }
 
 // mirrorPodAnnotation marks static pods mirrored by a kubelet; the API server cannot remove them.
 const mirrorPodAnnotation = "kubernetes.io/config.mirror"
 
-// notMirrorPod refuses static pods: the API server holds only their kubelet's mirror, and
-// deleting it kills nothing.
+// notMirrorPod refuses static pods: deleting the kubelet's mirror kills nothing.
 func notMirrorPod(in candidateInput) (reason, message string, refused bool) {
-	if _, mirror := in.Meta.Annotations[mirrorPodAnnotation]; mirror {
-		return refusedMirrorPod, "mirror of a static pod, which the API server cannot remove", true
-	}
-	return "", "", false
+	_, mirror := in.Meta.Annotations[mirrorPodAnnotation]
+	return refuse(mirror, refusedMirrorPod, "mirror of a static pod, which the API server cannot remove")
 }
 
-// podSelected refuses, with a pod selector, the pods it does not match.
 func podSelected(in candidateInput) (reason, message string, refused bool) {
-	if sel := in.Round.Scope.PodSelector; sel != nil && !sel.Matches(labels.Set(in.Meta.Labels)) {
-		return refusedPodNotSelected, "labels do not match spec.podSelector", true
-	}
-	return "", "", false
+	sel := in.Round.Scope.PodSelector
+	return refuse(sel != nil && !sel.Matches(labels.Set(in.Meta.Labels)), refusedPodNotSelected, "labels do not match spec.podSelector")
 }
 
-// notAutoscaled refuses Deployments a HorizontalPodAutoscaler scales: it would undo the
-// doubling, and restore would fight it.
+// notAutoscaled refuses what a HorizontalPodAutoscaler scales: it would undo the doubling.
 func notAutoscaled(in candidateInput) (reason, message string, refused bool) {
-	if in.Round.Autoscaled.Has(in.Meta.Namespace + "/" + in.Meta.Name) {
-		return refusedAutoscaled, "scaled by a HorizontalPodAutoscaler", true
-	}
-	return "", "", false
+	return refuse(in.Round.Autoscaled.Has(in.Meta.Namespace+"/"+in.Meta.Name), refusedAutoscaled, "scaled by a HorizontalPodAutoscaler")
 }
 
-// notKnownImmutable refuses ConfigMaps an earlier round found immutable (the metadata cache
-// cannot tell; the Reconciler remembers them by UID).
+// notKnownImmutable refuses ConfigMaps an earlier round found immutable (by UID).
 func notKnownImmutable(in candidateInput) (reason, message string, refused bool) {
-	if in.Round.Scope.ImmutableConfigMaps.Has(in.Meta.UID) {
-		return refusedKnownImmutable, "found immutable in an earlier round", true
-	}
-	return "", "", false
+	return refuse(in.Round.Scope.ImmutableConfigMaps.Has(in.Meta.UID), refusedKnownImmutable, "found immutable in an earlier round")
 }
 
-// clusterConfigMaps are the ConfigMaps the cluster's own controllers publish into every
-// namespace: the API server's CA bundle every pod's service account volume mounts
-// (kube-controller-manager's root-ca-cert-publisher; OpenShift's service CA). Lorem ipsum
-// there would break in-cluster TLS for every pod started before it is published again:
-// chaos against the cluster, not against a workload.
+// clusterConfigMaps are the CA bundles the cluster publishes into every namespace, which
+// every pod mounts: lorem ipsum there is chaos against the cluster, not a workload.
 var clusterConfigMaps = []string{"kube-root-ca.crt", "openshift-service-ca.crt"}
 
-// notClusterConfigMap refuses the ConfigMaps of clusterConfigMaps.
 func notClusterConfigMap(in candidateInput) (reason, message string, refused bool) {
-	if slices.Contains(clusterConfigMaps, in.Meta.Name) {
-		return refusedClusterConfigMap, "CA bundle the cluster publishes into every namespace", true
-	}
-	return "", "", false
+	return refuse(slices.Contains(clusterConfigMaps, in.Meta.Name), refusedClusterConfigMap, "CA bundle the cluster publishes into every namespace")
 }
 
-// growable refuses a Deployment cancer mode cannot double: one at 0 replicas, or at
-// MaxReplicas or above. decide leaves such candidates out, and cancerDeployment skips with
-// the same reason a Deployment that has come to this since it was listed.
+// growable refuses a Deployment cancer mode cannot double: 0 replicas, or MaxReplicas or more.
 func growable(replicas int32) (reason, message string, refused bool) {
-	switch {
-	case replicas <= 0:
+	if replicas <= 0 {
 		return SkipZeroReplicas, "no replicas to double", true
-	case replicas >= MaxReplicas:
-		return SkipAtLimit, "at the ceiling of 128 replicas (MaxReplicas)", true
 	}
-	return "", "", false
+	return refuse(replicas >= MaxReplicas, SkipAtLimit, "at the ceiling of 128 replicas (MaxReplicas)")
 }
 
-// selectCandidates filters the inventory down to what an agent may hit: the pods podChain
-// admits, the Deployments deploymentChain admits and the ConfigMaps configMapChain admits.
+// restoreInput is a marked object's namespace, and whether it is an immutable ConfigMap.
+type restoreInput struct {
+	Scope     Scope
+	Namespace string
+	Immutable bool
+}
+
+// restoreChain says which marked objects restore leaves as they are (marks kept): anyone who
+// may label an object can forge marks, so restore never goes where rounds may not; an
+// immutable ConfigMap is reported instead of retried for ever.
+var restoreChain = chain[restoreInput]{restoreInScope, restoreMutable}
+
+// restoreInScope refuses objects outside Allows.
+func restoreInScope(in restoreInput) (reason, message string, refused bool) {
+	return refuse(!in.Scope.Allows(in.Namespace), SkipOutOfScope, "namespace is protected, excluded or not watched: left as it is, marks kept")
+}
+
+func restoreMutable(in restoreInput) (reason, message string, refused bool) {
+	return refuse(in.Immutable, SkipImmutable, "immutable, so its data cannot be put back: left as it is, marks kept")
+}
+
+// restoreSkip says why restore leaves a marked object as it is, or "" to put it back.
+func restoreSkip(scope Scope, namespace string, immutable bool) (reason, detail string) {
+	reason, detail, _ = restoreChain.Evaluate(restoreInput{Scope: scope, Namespace: namespace, Immutable: immutable})
+	return reason, detail
+}
+
+// selectCandidates keeps of the inventory what podChain, deploymentChain and configMapChain admit.
 func selectCandidates(inv Inventory, scope Scope) Candidates {
 	round := newRoundScope(inv, scope)
 	admits := func(c chain[candidateInput], meta *metav1.ObjectMeta) bool {
@@ -277,14 +292,12 @@ func selectCandidates(inv Inventory, scope Scope) Candidates {
 		c.Pods = append(c.Pods, pod)
 	}
 	for i := range inv.Deployments {
-		d := &inv.Deployments[i]
-		if admits(deploymentChain, &d.ObjectMeta) {
+		if d := &inv.Deployments[i]; admits(deploymentChain, &d.ObjectMeta) {
 			c.Deployments = append(c.Deployments, Candidate{Namespace: d.Namespace, Name: d.Name, UID: d.UID, Replicas: replicasOf(d)})
 		}
 	}
 	for i := range inv.ConfigMaps {
-		cm := &inv.ConfigMaps[i]
-		if admits(configMapChain, &cm.ObjectMeta) {
+		if cm := &inv.ConfigMaps[i]; admits(configMapChain, &cm.ObjectMeta) {
 			c.ConfigMaps = append(c.ConfigMaps, Candidate{Namespace: cm.Namespace, Name: cm.Name, UID: cm.UID})
 		}
 	}
@@ -301,13 +314,9 @@ func hpaTargets(hpas []autoscalingv2.HorizontalPodAutoscaler) sets.Set[string] {
 	out := sets.New[string]()
 	for i := range hpas {
 		ref := hpas[i].Spec.ScaleTargetRef
-		if ref.Kind != "Deployment" {
-			continue
+		if ref.Kind == "Deployment" && slices.Contains([]string{"", "apps/v1", "apps/v1beta1", "apps/v1beta2", "extensions/v1beta1"}, ref.APIVersion) {
+			out.Insert(hpas[i].Namespace + "/" + ref.Name)
 		}
-		if gv := ref.APIVersion; gv != "" && gv != "apps/v1" && gv != "apps/v1beta1" && gv != "apps/v1beta2" && gv != "extensions/v1beta1" {
-			continue
-		}
-		out.Insert(hpas[i].Namespace + "/" + ref.Name)
 	}
 	return out
 }

@@ -1,8 +1,7 @@
-// Package chaosagent implements the ChaosAgent controller (blackadder.io): an agent that, every
-// spec.pauseDuration seconds, kills pods, doubles Deployment replicas and fills ConfigMaps with
-// lorem ipsum at random, within strict bounds, and puts back what it changed when it is paused
-// or deleted. Optionally it acts only inside time windows, for a bounded run, and while
-// steady-state guards hold: when one fails it stops and puts everything back.
+// Package chaosagent implements the ChaosAgent controller (blackadder.io): every
+// spec.pauseDuration seconds an agent kills pods, doubles Deployment replicas and fills
+// ConfigMaps with lorem ipsum at random, within bounds, windows, a run and steady-state guards,
+// and puts back what it changed (docs/chaosagent.md).
 package chaosagent
 
 import (
@@ -17,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
@@ -27,7 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
-	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/internal/status"
 )
 
 // +kubebuilder:rbac:groups=blackadder.io,resources=chaosagents,verbs=get;list;watch;patch
@@ -43,73 +43,96 @@ import (
 //
 // # In-memory state
 //
-// What the controller keeps in process memory from one pass to the next (docs/STYLE.md, "In-memory
-// state"); everything else a pass reads from the API server or a cache of it. A restart or a change
-// of leader loses all of it; the fifth column says what that costs and how the next passes recover.
-// A new piece of such memory needs a row here.
+// What a pass remembers of earlier passes (docs/STYLE.md, "In-memory state"); everything else it
+// reads from the API server or the manager's cache.
 //
-//	memory             | holds                      | written by             | read by                  | restart, leader change           | protects
-//	-------------------+----------------------------+------------------------+--------------------------+----------------------------------+-----------------------
-//	lastRound          | per agent name: the        | runRound, before the   | lastRoundTime, the later | lost; lastRoundTime falls back   | correctness: a pass
-//	(sync.Map)         | agent's UID and when this  | round acts; Reconcile  | of it and                | on status.lastRoundTime, which   | that reads the agent
-//	                   | process last ran a round   | deletes it when the    | status.lastRoundTime,    | the status write of every round  | from a cache that does
-//	                   | for it (roundMemo)         | agent is gone          | for roundIsDue and       | sets (computeStatus) and which a | not show the last
-//	                   |                            |                        | reconcileRound           | new process's first list shows.  | round's status yet
-//	                   |                            |                        |                          | A round whose status write never | runs no second round
-//	                   |                            |                        |                          | succeeded can run again up to    |
-//	                   |                            |                        |                          | one pause early.                 |
-//	                   |                            |                        |                          |                                  |
-//	immutable,         | ConfigMaps found           | rememberImmutable,     | immutableSet (runRound), | lost; a round may pick an        | work: a round's action
-//	immutableMu (UIDs) | immutable, which the       | from ipsumConfigMap    | as the scope's           | immutable ConfigMap again:       | is not spent on a
-//	                   | metadata cache cannot tell | and                    | ImmutableConfigMaps, for | ipsumConfigMap reads it from the | ConfigMap it cannot
-//	                   |                            | restoreOneConfigMap;   | selectCandidates         | API server, skips it             | change
-//	                   |                            | pruneImmutable         |                          | (SkipImmutable) and remembers it |
-//	                   |                            | (runRound) drops those |                          |                                  |
-//	                   |                            | no longer listed       |                          |                                  |
+//	memory | holds                   | written / read by             | restart, leader change        | protects
+//	-------+-------------------------+-------------------------------+-------------------------------+-------------------------------
+//	agents | per agent (name, UID),  | runRound sets lastRound before| lost: a round is due after    | lastRound: correctness, no
+//	       | agentMemory: lastRound, | it acts, prunes immutable; it | status.lastRoundTime, which   | round twice while the cache
+//	       | when this process last  | and reconcileRestore add the  | every round's status write    | lags the status write or the
+//	       | ran a round; immutable, | ConfigMaps they find immutable| sets (a round whose write     | write failed (TestNoRound-
+//	       | the ConfigMaps its      | (the metadata cache cannot    | failed may run up to a pause  | TwiceWhileStatusLags). immut-
+//	       | rounds and restores     | tell); reconcileActive and    | early); each immutable Config-| able: work, 10 → 0 GETs and
+//	       | found immutable         | selectCandidates read them;   | Map is found again, once      | Skipped actions per round over
+//	       |                         | forget drops the agent        |                               | 10 (BenchmarkRoundOverImmut-
+//	       |                         |                               |                               | ableConfigMaps)
 //
-// Not in the table: the informers of pods, Deployments, ConfigMaps (metadata),
-// HorizontalPodAutoscalers and Namespaces (metadata) that inventory's first List starts in the
-// manager's shared cache; the HTTP guard client's connections; the Prometheus series
-// (forgetAgentMetrics); the work queue's RequeueAfter timers, which every pass sets again from
-// status and the clock (after a start, the agents' first list wakes each).
+// Not in the table: the informers a round's first List starts in the manager's shared cache,
+// the HTTP guards' connections, the Prometheus series, the work queue's RequeueAfter timers.
 type Reconciler struct {
-	// Client reads from the manager's cache and writes to the API server.
-	Client client.Client
-	// APIReader reads from the API server directly: the body of a ConfigMap about to be
-	// rewritten (the cache holds ConfigMap metadata only) and fresh objects after a conflict.
-	APIReader client.Reader
-	// Recorder writes the Events of every action, on its target and on the agent.
-	Recorder events.EventRecorder
-	// Clock is the time of rounds, windows, runs and status; tests shift it.
-	Clock clock.PassiveClock
+	Client    client.Client // reads the manager's cache, writes to the API server
+	APIReader client.Reader // past the cache: a ConfigMap's body, fresh objects after a conflict
+	Recorder  events.EventRecorder
+	Clock     clock.PassiveClock // rounds, windows, runs and status; tests shift it
 	// NewRand returns the random source of an agent's round; spec.seed makes it reproducible.
-	NewRand func(agent *blackadderv1beta1.ChaosAgent, round int64) *rand.Rand
-	// HTTP sends the requests of HTTP guards.
-	HTTP HTTPChecker
-	// Protected namespaces are never touched (the --chaos-protected-namespaces flag and the
-	// operator's own namespace).
-	Protected sets.Set[string]
-	// Watched are the manager's watched namespaces (empty: all).
-	Watched sets.Set[string]
+	NewRand   func(agent *blackadderv1beta1.ChaosAgent, round int64) *rand.Rand
+	HTTP      *HTTPChecker     // sends the requests of HTTP guards
+	Protected sets.Set[string] // never touched: system, operator's own and flagged namespaces
+	Watched   sets.Set[string] // the manager's watched namespaces (empty: all)
 
-	// lastRound remembers when each agent (by name) last ran a round in this process, so a
-	// pass that reads a stale agent from the cache cannot run a round twice.
-	lastRound sync.Map // name → roundMemo
-	// immutable remembers ConfigMaps found immutable: the metadata cache cannot tell, and
-	// immutability is permanent for an object's UID.
-	immutableMu sync.Mutex
-	immutable   sets.Set[types.UID]
+	status *status.Writer[*blackadderv1beta1.ChaosAgent] // ends every pass; register makes it
+	mu     sync.Mutex
+	agents map[string]*agentMemory
 }
 
-// roundMemo is when an agent, by UID (a new agent of the same name starts afresh), last ran a
-// round in this process.
-type roundMemo struct {
-	uid  types.UID
-	time time.Time
+// agentMemory is what this process remembers of one agent: the row of the table above.
+type agentMemory struct {
+	uid       types.UID
+	lastRound time.Time
+	immutable sets.Set[types.UID]
 }
 
-// seededRand is the default NewRand: spec.seed and the round number seed a PCG, so the same
-// seed over the same objects makes the same choices; without a seed every round is random.
+// memoryOf returns the memory of agent; a new agent of the same name starts afresh.
+func (r *Reconciler) memoryOf(agent *blackadderv1beta1.ChaosAgent) *agentMemory {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.agents[agent.Name]
+	if m == nil || m.uid != agent.UID {
+		if r.agents == nil {
+			r.agents = map[string]*agentMemory{}
+		}
+		m = &agentMemory{uid: agent.UID, immutable: sets.New[types.UID]()}
+		r.agents[agent.Name] = m
+	}
+	return m
+}
+
+// forget drops what the process keeps of a deleted agent: its memory and its metrics.
+func (r *Reconciler) forget(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.agents, name)
+	forgetAgentMetrics(name)
+}
+
+// lastRoundTime is the later of status.lastRoundTime and the last round this process ran.
+func lastRoundTime(agent *blackadderv1beta1.ChaosAgent, m *agentMemory) *time.Time {
+	last := m.lastRound
+	if t := agent.Status.LastRoundTime; t != nil && t.After(last) {
+		last = t.Time
+	}
+	if last.IsZero() {
+		return nil
+	}
+	return &last
+}
+
+// pruneImmutable forgets the immutable ConfigMaps that no longer exist.
+func (m *agentMemory) pruneImmutable(cms []metav1.PartialObjectMetadata) {
+	if m.immutable.Len() == 0 {
+		return
+	}
+	present := sets.New[types.UID]()
+	for i := range cms {
+		if m.immutable.Has(cms[i].UID) {
+			present.Insert(cms[i].UID)
+		}
+	}
+	m.immutable = present
+}
+
+// seededRand is the default NewRand: spec.seed and the round number seed a PCG.
 func seededRand(agent *blackadderv1beta1.ChaosAgent, round int64) *rand.Rand {
 	if agent.Spec.Seed != nil {
 		return rand.New(rand.NewPCG(uint64(*agent.Spec.Seed), uint64(round)))
@@ -118,37 +141,41 @@ func seededRand(agent *blackadderv1beta1.ChaosAgent, round int64) *rand.Rand {
 }
 
 // Reconcile runs a round when one is due, inside the schedule's windows and after the guards
-// held; it restores what the agent changed when it is paused, deleted, outside its windows
-// or when its run ended (a guard tripped, or durationSeconds elapsed), and writes status once.
+// held; it restores what the agent changed when it is paused, deleted, outside its windows or
+// when its run ended, and ends every pass with one status write (finish).
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	agent := &blackadderv1beta1.ChaosAgent{}
 	if err := r.Client.Get(ctx, req.NamespacedName, agent); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.lastRound.Delete(req.Name)
-			forgetAgentMetrics(req.Name)
+			r.forget(req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !agent.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.reconcileDelete(ctx, agent)
+	deleting := !agent.DeletionTimestamp.IsZero()
+	if deleting && !controllerutil.ContainsFinalizer(agent, Finalizer) {
+		return ctrl.Result{}, nil // released already
 	}
 	// The finalizer is added in the same pass that runs the first round: the update does not
 	// change the generation, so it would not wake the controller again.
-	if !controllerutil.ContainsFinalizer(agent, Finalizer) {
-		base := agent.DeepCopy()
-		controllerutil.AddFinalizer(agent, Finalizer)
-		if err := r.Client.Patch(ctx, agent, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
+	if !deleting {
+		if err := r.patchFinalizer(ctx, agent, true); err != nil {
+			return ctrl.Result{}, err
 		}
 	}
-
 	o := outcome{Now: r.Clock.Now(), Generation: agent.Generation, Spec: withDefaults(agent.Spec)}
 	defer func() {
+		// The one pass that writes no status: the agent it released is gone or going.
+		if deleting && !controllerutil.ContainsFinalizer(agent, Finalizer) {
+			return
+		}
 		o.Err = retErr
-		if err := r.writeStatus(ctx, agent, o); err != nil {
+		if err := r.finish(ctx, agent, o); err != nil {
 			retErr = errors.Join(retErr, fmt.Errorf("writing status: %w", err))
 		}
 	}()
+	if deleting {
+		return ctrl.Result{}, r.reconcileDelete(ctx, agent, &o)
+	}
 
 	scope, sched, reason, err := r.specOf(o.Spec)
 	if err != nil {
@@ -159,7 +186,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	o.Run = currentRun(agent.Status.Run, o.Spec.RunName)
 	if run, expired := expireRun(o.Spec, o.Run, o.Now); expired {
 		o.Run = run
-		return ctrl.Result{}, r.stop(ctx, agent, &o, nil)
+		return ctrl.Result{}, r.stop(ctx, agent, &o)
 	}
 	switch phaseOf(o.Spec, o.Run, o.Window.Open) {
 	case phasePaused, phaseStopped:
@@ -171,32 +198,43 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	return r.reconcileActive(ctx, agent, scope, &o)
 }
 
-// reconcileActive checks the guards when a round is due, and stops the run when one fails;
-// otherwise it runs the round (reconcileRound) and comes back for the next round, the end of
-// the window or the run's deadline, whichever is first.
+// finish ends the pass with the status computeStatus makes of o. The pass acted on its spec,
+// and observedGeneration advances, when it returned no error (o.Err): an invalid spec, a
+// tripped guard or a failed action is none; a failed list, round or restore is, and is retried.
+func (r *Reconciler) finish(ctx context.Context, agent *blackadderv1beta1.ChaosAgent, o outcome) error {
+	_, err := r.status.Finish(ctx, agent, o.Err == nil, func(a *blackadderv1beta1.ChaosAgent) {
+		a.Status = computeStatus(a.Status, o)
+	})
+	return err
+}
+
+// reconcileActive checks the guards when a round is due, then stops the run or runs the round.
 func (r *Reconciler) reconcileActive(ctx context.Context, agent *blackadderv1beta1.ChaosAgent, scope Scope, o *outcome) (ctrl.Result, error) {
-	if r.roundIsDue(agent, o.Spec, o.Now) {
+	mem := r.memoryOf(agent)
+	due, next := roundDue(lastRoundTime(agent, mem), time.Duration(o.Spec.PauseDuration)*time.Second, o.Now)
+	if due {
 		o.Guards = r.checkGuards(ctx, o.Spec.Guards)
 	}
 	if trip := firstFailure(o.Guards); trip != nil {
 		o.Run = endRun(o.Run, blackadderv1beta1.RunEndGuardTripped, fmt.Sprintf("guard %q tripped: %s", trip.Name, trip.Message), o.Now)
-		return ctrl.Result{}, r.stop(ctx, agent, o, trip)
+		return ctrl.Result{}, r.stop(ctx, agent, o)
 	}
-	round, result, err := r.reconcileRound(ctx, agent, o.Spec, scope, o.Now)
-	o.Round = round
-	if err != nil {
-		return result, err
+	if due {
+		round, err := r.runRound(ctx, agent, o.Spec, scope, mem, o.Now)
+		if err != nil { // nothing was done: the round is retried with backoff
+			return ctrl.Result{}, fmt.Errorf("running round: %w", err)
+		}
+		o.Round = round
+		if o.Run.StartTime == nil {
+			o.Run.StartTime = timeOrNil(&o.Now)
+		}
 	}
-	if round.Ran && o.Run.StartTime == nil {
-		start := apiTime(o.Now)
-		o.Run.StartTime = &start
-	}
+	o.Round.NextRound = &next
 	var windowEnd *time.Time
 	if o.Window.Scheduled {
 		windowEnd = o.Window.Change
 	}
-	result.RequeueAfter = requeueAfter(o.Now, round.NextRound, windowEnd, runDeadline(o.Spec, o.Run))
-	return result, nil
+	return ctrl.Result{RequeueAfter: requeueAfter(o.Now, &next, windowEnd, runDeadline(o.Spec, o.Run))}, nil
 }
 
 // restoreIfAsked puts back what the agent changed, unless spec.restoreOnDelete is false.
@@ -209,83 +247,60 @@ func (r *Reconciler) restoreIfAsked(ctx context.Context, agent *blackadderv1beta
 	return err
 }
 
-// stop finishes a run that ended in this pass (o.Run: a guard tripped, trip, or its duration
-// elapsed, trip nil): it puts back what the agent changed (with restoreOnDelete) in the same
-// pass, and says so in an Event on the agent and a metric.
-func (r *Reconciler) stop(ctx context.Context, agent *blackadderv1beta1.ChaosAgent, o *outcome, trip *guardVerdict) error {
+// stop restores after a run ended in this pass, with an Event on the agent and a metric.
+func (r *Reconciler) stop(ctx context.Context, agent *blackadderv1beta1.ChaosAgent, o *outcome) error {
 	err := r.restoreIfAsked(ctx, agent, o)
 	r.recordRunEnded(agent, o.Run, *o.Spec.RestoreOnDelete, o.Restore)
-	guard := ""
-	if trip != nil {
-		guard = trip.Name
-	}
 	runsEnded.WithLabelValues(agent.Name, string(o.Run.EndReason)).Inc()
 	ctrl.LoggerFrom(ctx).Info("Stopped ChaosAgent run", "chaosAgent", klog.KObj(agent), "reason", o.Run.EndReason,
-		"guard", guard, "message", o.Run.EndMessage, "restored", len(o.Restore.Records))
+		"message", o.Run.EndMessage, "restored", len(o.Restore.Records))
 	return err
 }
 
-// reconcileDelete puts back what the agent changed (unless restoreOnDelete is false) and then
-// lets the agent go.
-func (r *Reconciler) reconcileDelete(ctx context.Context, agent *blackadderv1beta1.ChaosAgent) error {
-	if !controllerutil.ContainsFinalizer(agent, Finalizer) {
-		return nil
+// reconcileDelete restores (unless restoreOnDelete is false) and then lets the agent go.
+func (r *Reconciler) reconcileDelete(ctx context.Context, agent *blackadderv1beta1.ChaosAgent, o *outcome) error {
+	if err := r.restoreIfAsked(ctx, agent, o); err != nil {
+		return err
 	}
-	spec := withDefaults(agent.Spec)
-	var restored restoreOutcome
-	if *spec.RestoreOnDelete {
-		now := r.Clock.Now()
-		var err error
-		if restored, err = r.reconcileRestore(ctx, agent, spec); err != nil {
-			// Record what was put back so far; the finalizer keeps the agent until the rest is,
-			// or until spec.restoreOnDelete is set to false (a spec edit wakes the controller).
-			o := outcome{Now: now, Generation: agent.Generation, Spec: spec, Restore: restored, Err: err}
-			return errors.Join(err, r.writeStatus(ctx, agent, o))
-		}
+	if err := r.patchFinalizer(ctx, agent, false); err != nil {
+		return client.IgnoreNotFound(err)
 	}
-	base := agent.DeepCopy()
-	controllerutil.RemoveFinalizer(agent, Finalizer)
-	if err := r.Client.Patch(ctx, agent, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-		return client.IgnoreNotFound(fmt.Errorf("removing finalizer: %w", err))
-	}
-	ctrl.LoggerFrom(ctx).Info("Released ChaosAgent", "chaosAgent", klog.KObj(agent), "restored", *spec.RestoreOnDelete,
-		"leftAsTheyAre", restored.Left)
+	ctrl.LoggerFrom(ctx).Info("Released ChaosAgent", "chaosAgent", klog.KObj(agent), "restored", *o.Spec.RestoreOnDelete,
+		"leftAsTheyAre", o.Restore.Left)
 	return nil
 }
 
-// reconcileRound runs a round when one is due and says when to come back.
-func (r *Reconciler) reconcileRound(ctx context.Context, agent *blackadderv1beta1.ChaosAgent, spec blackadderv1beta1.ChaosAgentSpec, scope Scope, now time.Time) (roundOutcome, ctrl.Result, error) {
-	pause := time.Duration(spec.PauseDuration) * time.Second
-	due, next := roundDue(r.lastRoundTime(agent), pause, now)
-	if !due {
-		return roundOutcome{NextRound: &next}, ctrl.Result{RequeueAfter: next.Sub(now)}, nil
+// patchFinalizer adds the agent's finalizer (keep) or removes it, unless it is so already.
+func (r *Reconciler) patchFinalizer(ctx context.Context, agent *blackadderv1beta1.ChaosAgent, keep bool) error {
+	if controllerutil.ContainsFinalizer(agent, Finalizer) == keep {
+		return nil
 	}
-	round, err := r.runRound(ctx, agent, spec, scope, now)
-	if err != nil {
-		// Nothing was done: the returned error retries the round with backoff.
-		return roundOutcome{}, ctrl.Result{}, fmt.Errorf("running round: %w", err)
+	base, verb := agent.DeepCopy(), "adding"
+	if keep {
+		controllerutil.AddFinalizer(agent, Finalizer)
+	} else {
+		verb = "removing"
+		controllerutil.RemoveFinalizer(agent, Finalizer)
 	}
-	round.NextRound = &next
-	return round, ctrl.Result{RequeueAfter: pause}, nil
+	if err := r.Client.Patch(ctx, agent, mergeGuarded(base)); err != nil {
+		return fmt.Errorf("%s finalizer: %w", verb, err)
+	}
+	return nil
 }
 
-// roundIsDue says whether this pass runs a round, so that guards are checked before it.
-func (r *Reconciler) roundIsDue(agent *blackadderv1beta1.ChaosAgent, spec blackadderv1beta1.ChaosAgentSpec, now time.Time) bool {
-	due, _ := roundDue(r.lastRoundTime(agent), time.Duration(spec.PauseDuration)*time.Second, now)
-	return due
-}
-
-// runRound reads the candidates from the cache, decides and acts; it sends an Event and counts
-// a metric for every action.
-func (r *Reconciler) runRound(ctx context.Context, agent *blackadderv1beta1.ChaosAgent, spec blackadderv1beta1.ChaosAgentSpec, scope Scope, now time.Time) (roundOutcome, error) {
+// runRound lists, decides and acts, and remembers the round and the immutable ConfigMaps it found.
+func (r *Reconciler) runRound(ctx context.Context, agent *blackadderv1beta1.ChaosAgent, spec blackadderv1beta1.ChaosAgentSpec, scope Scope,
+	mem *agentMemory, now time.Time) (roundOutcome, error) {
 	inv, marked, err := r.inventory(ctx, agent, spec, agent.Status.ChangedObjects > 0)
 	if err != nil {
 		return roundOutcome{}, err
 	}
 	// From here on the round counts as run, whatever happens to its actions.
-	r.lastRound.Store(agent.Name, roundMemo{uid: agent.UID, time: now})
-	r.pruneImmutable(inv.ConfigMaps, spec.IpsumMode)
-	scope.ImmutableConfigMaps = r.immutableSet()
+	mem.lastRound = now
+	if spec.IpsumMode {
+		mem.pruneImmutable(inv.ConfigMaps)
+	}
+	scope.ImmutableConfigMaps = mem.immutable
 	round := agent.Status.Rounds + 1
 	rng := r.NewRand(agent, round)
 	actions := decide(spec, selectCandidates(inv, scope), rng)
@@ -297,7 +312,10 @@ func (r *Reconciler) runRound(ctx context.Context, agent *blackadderv1beta1.Chao
 		out.Records = append(out.Records, rec)
 		r.recordEvents(agent, a.Target, rec)
 		recordActionMetric(agent.Name, rec)
-		if marked != nil && rec.Outcome.Kind == resultSucceeded && rec.Kind != blackadderv1beta1.ActionKillPod {
+		switch {
+		case rec.Outcome == skipped(SkipImmutable):
+			mem.immutable.Insert(a.Target.UID)
+		case marked != nil && rec.Outcome.Kind == resultSucceeded && rec.Kind != blackadderv1beta1.ActionKillPod:
 			marked.Insert(markKey(a))
 		}
 	}
@@ -310,62 +328,51 @@ func (r *Reconciler) runRound(ctx context.Context, agent *blackadderv1beta1.Chao
 	return out, nil
 }
 
-// reconcileRestore puts back every Deployment and ConfigMap that carries the agent's label, and
-// removes the marks in the same request; objects restoreSkip rules out keep their marks and are
-// reported, not retried. It sends an Event and counts a metric for every restore and skip.
+// reconcileRestore puts back every Deployment and ConfigMap that carries the agent's marks, with
+// an Event and a metric for each; what restoreSkip rules out is reported, not retried (an
+// object outside the scope is neither read nor written).
 func (r *Reconciler) reconcileRestore(ctx context.Context, agent *blackadderv1beta1.ChaosAgent, spec blackadderv1beta1.ChaosAgentSpec) (restoreOutcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, cacheSyncTimeout)
 	defer cancel()
-	deps := &appsv1.DeploymentList{}
-	if err := r.Client.List(ctx, deps, marksSelector(agent.Name)); err != nil {
-		return restoreOutcome{}, fmt.Errorf("listing changed deployments from cache: %w", err)
+	deps, cms := &appsv1.DeploymentList{}, metadataList("ConfigMap")
+	if err := r.list(ctx, "changed deployments", deps, marksSelector(agent.Name)); err != nil {
+		return restoreOutcome{}, err
 	}
-	cms := metadataList("ConfigMap")
-	if err := r.Client.List(ctx, cms, marksSelector(agent.Name)); err != nil {
-		return restoreOutcome{}, fmt.Errorf("listing changed configmaps from cache: %w", err)
+	if err := r.list(ctx, "changed configmaps", cms, marksSelector(agent.Name)); err != nil {
+		return restoreOutcome{}, err
 	}
-	scope := r.baseScope(spec)
+	scope, mem := r.baseScope(spec), r.memoryOf(agent)
 	out := restoreOutcome{Attempted: true}
 	var errs []error
-	note := func(rec *record, victim client.Object, err error) {
-		if rec != nil {
-			out.Records = append(out.Records, *rec)
-			if rec.Outcome.Kind == resultSkipped {
-				out.Left++
-			}
-			r.recordEventsFor(agent, victim, *rec)
-			recordActionMetric(agent.Name, *rec)
-		}
-		if err != nil {
+	restore := func(kind blackadderv1beta1.ActionKind, victim client.Object, put func() (*record, error)) {
+		rec, err := r.newRecord(kind, client.ObjectKeyFromObject(victim).String()), error(nil)
+		if reason, detail := restoreSkip(scope, victim.GetNamespace(), false); reason != "" {
+			rec.set(detail, skipped(reason))
+		} else if rec, err = put(); err != nil {
 			errs = append(errs, err)
 		}
-	}
-	// An object outside the scope is neither read nor written.
-	skipOutOfScope := func(kind blackadderv1beta1.ActionKind, victim client.Object) bool {
-		reason, detail := restoreSkip(scope, victim.GetNamespace(), false)
-		if reason == "" {
-			return false
+		if rec == nil {
+			return
 		}
-		rec := record{ChaosAction: blackadderv1beta1.ChaosAction{Time: apiTime(r.Clock.Now()), Kind: kind, Target: victim.GetNamespace() + "/" + victim.GetName()}}
-		rec.set(detail, skipped(reason))
-		note(&rec, victim, nil)
-		return true
+		out.Records = append(out.Records, *rec)
+		if rec.Outcome.Kind == resultSkipped {
+			out.Left++
+		}
+		if rec.Outcome == skipped(SkipImmutable) {
+			mem.immutable.Insert(victim.GetUID())
+		}
+		r.recordEventsFor(agent, victim, *rec)
+		recordActionMetric(agent.Name, *rec)
 	}
 	for i := range deps.Items {
 		dep := &deps.Items[i]
-		if skipOutOfScope(blackadderv1beta1.ActionRestoreDeployment, dep) {
-			continue
-		}
-		rec, err := r.restoreOneDeployment(ctx, agent.Name, dep)
-		note(rec, dep, err)
+		restore(blackadderv1beta1.ActionRestoreDeployment, dep, func() (*record, error) { return r.restoreOneDeployment(ctx, agent.Name, dep) })
 	}
 	for i := range cms.Items {
 		cm := &corev1.ConfigMap{ObjectMeta: cms.Items[i].ObjectMeta}
-		if skipOutOfScope(blackadderv1beta1.ActionRestoreConfigMap, cm) {
-			continue
-		}
-		rec, err := r.restoreOneConfigMap(ctx, agent.Name, scope, client.ObjectKeyFromObject(cm))
-		note(rec, cm, err)
+		restore(blackadderv1beta1.ActionRestoreConfigMap, cm, func() (*record, error) {
+			return r.restoreOneConfigMap(ctx, agent.Name, scope, client.ObjectKeyFromObject(cm))
+		})
 	}
 	out.Failed = len(errs)
 	changedObjects.WithLabelValues(agent.Name).Set(float64(out.Failed + out.Left))
@@ -375,41 +382,12 @@ func (r *Reconciler) reconcileRestore(ctx context.Context, agent *blackadderv1be
 	return out, nil
 }
 
-// writeStatus writes the status computeStatus makes of o, when it differs from the agent's
-// (operator.WriteStatus: a conflict applies o again to the agent read past the cache). An
-// agent deleted meanwhile is not an error.
-func (r *Reconciler) writeStatus(ctx context.Context, agent *blackadderv1beta1.ChaosAgent, o outcome) error {
-	_, err := operator.WriteStatus(ctx, r.Client, r.APIReader, agent, func(a *blackadderv1beta1.ChaosAgent) {
-		a.Status = computeStatus(a.Status, o)
-	})
-	return client.IgnoreNotFound(err)
-}
-
-// lastRoundTime is the later of status.lastRoundTime and this process's memory.
-func (r *Reconciler) lastRoundTime(agent *blackadderv1beta1.ChaosAgent) *time.Time {
-	var last *time.Time
-	if agent.Status.LastRoundTime != nil {
-		t := agent.Status.LastRoundTime.Time
-		last = &t
-	}
-	if v, ok := r.lastRound.Load(agent.Name); ok {
-		m := v.(roundMemo)
-		if m.uid == agent.UID && (last == nil || m.time.After(*last)) {
-			last = &m.time
-		}
-	}
-	return last
-}
-
-// baseScope is the agent's scope without its selectors: the operator's protected namespaces
-// and the agent's excludedNamespaces are out, and so are unwatched namespaces. Restore keeps to
-// it.
+// baseScope is the agent's scope without its selectors, which restore keeps to.
 func (r *Reconciler) baseScope(spec blackadderv1beta1.ChaosAgentSpec) Scope {
 	return Scope{Protected: r.Protected.Clone().Insert(spec.ExcludedNamespaces...), Watched: r.Watched}
 }
 
-// specOf builds the agent's scope and schedule; an error is a spec mistake (a selector that
-// does not parse, a schedule the CRD would refuse today), with its Ready reason.
+// specOf builds the agent's scope and schedule; an error is a spec mistake, with its Ready reason.
 func (r *Reconciler) specOf(spec blackadderv1beta1.ChaosAgentSpec) (Scope, schedule, string, error) {
 	scope, err := r.scopeOf(spec)
 	if err != nil {
@@ -422,60 +400,28 @@ func (r *Reconciler) specOf(spec blackadderv1beta1.ChaosAgentSpec) (Scope, sched
 	return scope, sched, "", nil
 }
 
-// scopeOf builds the agent's scope; an error is a spec mistake (a selector that does not parse).
+// scopeOf builds the agent's scope; an error is a selector that does not parse.
 func (r *Reconciler) scopeOf(spec blackadderv1beta1.ChaosAgentSpec) (Scope, error) {
 	s := r.baseScope(spec)
 	s.Workloads = spec.MeanSecondsBetweenKills != nil
 	var err error
-	if spec.NamespaceSelector != nil {
-		if s.NamespaceSelector, err = metav1.LabelSelectorAsSelector(spec.NamespaceSelector); err != nil {
-			return s, fmt.Errorf("spec.namespaceSelector: %w", err)
-		}
+	if s.NamespaceSelector, err = selectorOf(spec.NamespaceSelector); err != nil {
+		return s, fmt.Errorf("spec.namespaceSelector: %w", err)
 	}
-	if spec.PodSelector != nil {
-		if s.PodSelector, err = metav1.LabelSelectorAsSelector(spec.PodSelector); err != nil {
-			return s, fmt.Errorf("spec.podSelector: %w", err)
-		}
-		if s.PodSelector.Empty() {
-			s.PodSelector = nil
-		}
-	}
-	if s.NamespaceSelector != nil && s.NamespaceSelector.Empty() {
-		s.NamespaceSelector = nil
+	if s.PodSelector, err = selectorOf(spec.PodSelector); err != nil {
+		return s, fmt.Errorf("spec.podSelector: %w", err)
 	}
 	return s, nil
 }
 
-func (r *Reconciler) immutableSet() sets.Set[types.UID] {
-	r.immutableMu.Lock()
-	defer r.immutableMu.Unlock()
-	return r.immutable.Clone()
-}
-
-func (r *Reconciler) rememberImmutable(uid types.UID) {
-	r.immutableMu.Lock()
-	defer r.immutableMu.Unlock()
-	if r.immutable == nil {
-		r.immutable = sets.New[types.UID]()
+// selectorOf parses a label selector; nil for none or an empty one (both select everything).
+func selectorOf(in *metav1.LabelSelector) (labels.Selector, error) {
+	if in == nil {
+		return nil, nil
 	}
-	r.immutable.Insert(uid)
-}
-
-// pruneImmutable forgets immutable ConfigMaps that no longer exist.
-func (r *Reconciler) pruneImmutable(cms []metav1.PartialObjectMetadata, listed bool) {
-	if !listed {
-		return
+	sel, err := metav1.LabelSelectorAsSelector(in)
+	if err != nil || sel.Empty() {
+		return nil, err
 	}
-	r.immutableMu.Lock()
-	defer r.immutableMu.Unlock()
-	if r.immutable.Len() == 0 {
-		return
-	}
-	present := sets.New[types.UID]()
-	for i := range cms {
-		if r.immutable.Has(cms[i].UID) {
-			present.Insert(cms[i].UID)
-		}
-	}
-	r.immutable = present
+	return sel, nil
 }

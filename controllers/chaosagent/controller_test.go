@@ -20,11 +20,18 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
-	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/internal/scope"
+	"github.com/quartet-operator/quartet/internal/status"
 	"github.com/quartet-operator/quartet/test/testenv"
 )
 
@@ -33,7 +40,7 @@ import (
 func TestChaosAgentOnCluster(t *testing.T) {
 	env.Require(t)
 	// HTTP guards of the tests ask servers on loopback, which only the flag allows.
-	startManager(t, env.Config, &Options{GuardAllowedCIDRs: "127.0.0.0/8"}, operator.Shared{OperatorNamespace: operatorNamespace})
+	startManager(t, env.Config, &Options{GuardAllowedCIDRs: "127.0.0.0/8"}, scope.Namespaces{Operator: operatorNamespace})
 	t.Run("parallel", func(t *testing.T) {
 		t.Run("EvictedPodIsReplacedByItsReplicaSet", func(t *testing.T) { t.Parallel(); testKill(t, blackadderv1beta1.KillMethodEvict) })
 		t.Run("DeletedPodIsReplacedByItsReplicaSet", func(t *testing.T) { t.Parallel(); testKill(t, blackadderv1beta1.KillMethodDelete) })
@@ -313,7 +320,7 @@ func TestWatchNamespacesAndOperatorNamespace(t *testing.T) {
 	for _, ns := range []string{watched, own, unwatched} {
 		require.NoError(t, env.Client.Create(ctx, testenv.Deployment(ns, "web", 1)))
 	}
-	startManager(t, env.Config, &Options{}, operator.Shared{WatchNamespaces: []string{watched, own}, OperatorNamespace: own})
+	startManager(t, env.Config, &Options{}, scope.Namespaces{Watched: []string{watched, own}, Operator: own})
 
 	agent := agentFor("scoped", sel, func(s *blackadderv1beta1.ChaosAgentSpec) { s.CancerMode, s.PauseDuration = true, 3600 })
 	createAgent(t, agent)
@@ -519,4 +526,40 @@ func testObservedGenerationOnFailure(t *testing.T) {
 		return c != nil && c.Reason == blackadderv1beta1.ReasonInvalidSelector && c.ObservedGeneration == failing.Generation
 	}, "the invalid selector reported")
 	assert.Equal(t, failing.Generation, invalid.Status.ObservedGeneration, "a spec mistake is observed")
+}
+
+// TestNoRoundTwiceWhileStatusLags pins what lastRound, in the agents' memory, buys: a pass that
+// reads the agent without the last round's status (the write failed, or the cache lags it)
+// runs no second round within the pause. Without the memory (forget: a restart) it would.
+func TestNoRoundTwiceWhileStatusLags(t *testing.T) {
+	ctx := context.Background()
+	agent := &blackadderv1beta1.ChaosAgent{ObjectMeta: metav1.ObjectMeta{Name: "lag-" + selectorFor(t)[:4], Finalizers: []string{Finalizer}},
+		Spec: blackadderv1beta1.ChaosAgentSpec{PauseDuration: 3600}}
+	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(agent).WithStatusSubresource(agent).
+		WithInterceptorFuncs(interceptor.Funcs{SubResourcePatch: func(context.Context, client.Client, string, client.Object, client.Patch, ...client.SubResourcePatchOption) error {
+			return apierrors.NewServiceUnavailable("status writes fail")
+		}}).Build()
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+	r := &Reconciler{Client: c, APIReader: c, Recorder: events.NewFakeRecorder(10), Clock: clk, NewRand: seededRand, Protected: sets.New[string](),
+		status: status.NewWriter(c, c, func(a *blackadderv1beta1.ChaosAgent) *int64 { return &a.Status.ObservedGeneration })}
+	rounds := func() float64 {
+		var m dto.Metric
+		require.NoError(t, roundsTotal.WithLabelValues(agent.Name).Write(&m))
+		return m.GetCounter().GetValue()
+	}
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(agent)}
+	_, err := r.Reconcile(ctx, req)
+	require.ErrorContains(t, err, "writing status")
+	require.InDelta(t, 1, rounds(), 0)
+
+	clk.SetTime(clk.Now().Add(time.Second)) // the retry, which reads the agent without the round
+	_, err = r.Reconcile(ctx, req)
+	require.ErrorContains(t, err, "writing status")
+	assert.InDelta(t, 1, rounds(), 0, "no second round within the pause")
+
+	r.forget(agent.Name)
+	_, err = r.Reconcile(ctx, req)
+	require.ErrorContains(t, err, "writing status")
+	assert.InDelta(t, 1, rounds(), 0, "a process without the memory runs the round again (its series starts afresh)")
+	forgetAgentMetrics(agent.Name)
 }

@@ -9,41 +9,14 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/ptr"
 
 	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 )
 
-// MaxReplicas is the ceiling of cancer mode, as in the original: replicas are doubled up to
-// 128 and never above.
+// MaxReplicas is the ceiling of cancer mode, as in the original.
 const MaxReplicas = 128
-
-// Candidate is one object a round may hit.
-type Candidate struct {
-	Namespace string
-	Name      string
-	UID       types.UID
-	// Replicas is the Deployment's spec.replicas (Deployments only).
-	Replicas int32
-	// Workload is Kind/namespace/name of what owns the pod (pods only): its Deployment,
-	// StatefulSet or other controller, or the pod itself when nothing does.
-	Workload string
-}
-
-// Key returns namespace/name.
-func (c Candidate) Key() string { return c.Namespace + "/" + c.Name }
-
-// Candidates are the objects a round chooses from, each list sorted by namespace and name so
-// that a seeded round is reproducible.
-type Candidates struct {
-	Pods        []Candidate
-	Deployments []Candidate
-	ConfigMaps  []Candidate
-}
 
 // Action is one thing a round decided to do.
 type Action struct {
@@ -53,89 +26,10 @@ type Action struct {
 	Replicas int32
 }
 
-// Inventory is what the informer cache holds for one round. Only the lists the agent's modes
-// need are filled.
-type Inventory struct {
-	// Namespaces (metadata) are read only when the agent has a namespaceSelector.
-	Namespaces  []metav1.PartialObjectMetadata
-	Pods        []metav1.PartialObjectMetadata
-	Deployments []appsv1.Deployment
-	HPAs        []autoscalingv2.HorizontalPodAutoscaler
-	ConfigMaps  []metav1.PartialObjectMetadata
-}
-
-// Scope says which namespaces and objects an agent may touch.
-type Scope struct {
-	// Protected holds the operator's protected namespaces and the agent's excludedNamespaces.
-	Protected sets.Set[string]
-	// Watched are the namespaces the manager watches; empty means all.
-	Watched sets.Set[string]
-	// NamespaceSelector, when not nil, must match a namespace's labels.
-	NamespaceSelector labels.Selector
-	// PodSelector, when not nil, must match a pod's labels.
-	PodSelector labels.Selector
-	// ImmutableConfigMaps are ConfigMaps found immutable earlier (the metadata cache cannot tell).
-	ImmutableConfigMaps sets.Set[types.UID]
-	// Workloads asks for each pod's workload (Candidate.Workload), which pacing per workload
-	// needs; without it no round pays for it.
-	Workloads bool
-}
-
-// Allows reports whether the scope lets an agent touch objects in namespace ns: whether
-// scopeChain admits it, which leaves out the namespace selector (it needs the namespace's
-// labels). Actions check it again just before they write, as a second guard.
-func (s Scope) Allows(ns string) bool {
-	_, _, refused := scopeChain.Evaluate(namespaceInput{Name: ns, Scope: s})
-	return !refused
-}
-
-// restoreInput is what the restore checks look at: an object that carries an agent's marks.
-type restoreInput struct {
-	Scope     Scope
-	Namespace string
-	// Immutable is a ConfigMap's immutable field, as read from the API server.
-	Immutable bool
-}
-
-// restoreChain says which objects that carry an agent's marks restore leaves as they are.
-// Anyone who may label an object can put an agent's marks on it, so the marks never take
-// restore where the agent's rounds may not go (restoreInScope), and an immutable ConfigMap,
-// whose data the API server refuses to change for ever, is reported instead of retried
-// (restoreMutable). A skipped object keeps its marks, so that a person can find it by label.
-// The reason and message of a refusal are the Skipped result and the detail of the object's
-// status.lastActions entry and Events.
-var restoreChain = chain[restoreInput]{restoreInScope, restoreMutable}
-
-// restoreInScope refuses objects outside Allows: protected, excluded and unwatched
-// namespaces. The namespace selector is not applied, so a namespace relabelled since the
-// change is still put back.
-func restoreInScope(in restoreInput) (reason, message string, refused bool) {
-	if !in.Scope.Allows(in.Namespace) {
-		return SkipOutOfScope, "namespace is protected, excluded or not watched: left as it is, marks kept", true
-	}
-	return "", "", false
-}
-
-// restoreMutable refuses immutable ConfigMaps.
-func restoreMutable(in restoreInput) (reason, message string, refused bool) {
-	if in.Immutable {
-		return SkipImmutable, "immutable, so its data cannot be put back: left as it is, marks kept", true
-	}
-	return "", "", false
-}
-
-// restoreSkip says why restore leaves an object that carries an agent's marks as it is
-// (restoreChain's first refusal), or returns an empty reason when the object is to be put back.
-func restoreSkip(scope Scope, namespace string, immutable bool) (reason, detail string) {
-	reason, detail, _ = restoreChain.Evaluate(restoreInput{Scope: scope, Namespace: namespace, Immutable: immutable})
-	return reason, detail
-}
-
-// workloadOf returns Kind/namespace/name of the workload a pod belongs to: its controller,
-// except that a ReplicaSet a Deployment made (named <deployment>-<pod-template-hash>, the
-// hash also the pod's label) stands for that Deployment, so every revision of a
-// Deployment is one workload; a pod without a controller is a workload of its own. Only
-// metadata is needed, which is all the cache holds of pods.
+// workloadOf returns Kind/namespace/name of the workload a pod belongs to, from its metadata:
+// its controller, except that a ReplicaSet a Deployment made (<deployment>-<pod-template-hash>,
+// the hash also the pod's label) stands for that Deployment, so all its revisions are one
+// workload; a pod without a controller is a workload of its own.
 func workloadOf(p *metav1.PartialObjectMetadata) string {
 	ref := metav1.GetControllerOfNoCopy(p)
 	if ref == nil {
@@ -150,21 +44,13 @@ func workloadOf(p *metav1.PartialObjectMetadata) string {
 }
 
 // replicasOf returns a Deployment's desired replicas (1 when unset, as the API defaults it).
-func replicasOf(d *appsv1.Deployment) int32 {
-	if d.Spec.Replicas == nil {
-		return 1
-	}
-	return *d.Spec.Replicas
-}
+func replicasOf(d *appsv1.Deployment) int32 { return ptr.Deref(d.Spec.Replicas, 1) }
 
-// decide is one round of the original loop, as a pure function: every candidate is hit with
-// probability eagerness/100; a tantrum only happens while at least podTolerance candidate pods
-// exist; cancer doubles replicas up to MaxReplicas (Deployments at 0 or at the ceiling cannot
-// grow and are not candidates: growable); ipsum hits ConfigMaps. When more than maxActionsPerRound
-// objects are hit, a uniformly random subset of that size is kept, in candidate order.
-// With meanSecondsBetweenKills the tantrum is paced per workload instead (paceKills), which
-// needs the pods' workloads (Scope.Workloads). spec must have its defaults filled
-// (withDefaults).
+// decide is one round of the original loop, as a pure function of a spec with defaults:
+// every candidate is hit with probability eagerness/100; a tantrum needs at least podTolerance
+// candidate pods, or is paced per workload with meanSecondsBetweenKills (paceKills); cancer
+// leaves out the Deployments it cannot double (growable). Of more than maxActionsPerRound
+// hits, a uniformly random subset of that size is kept, in candidate order.
 func decide(spec blackadderv1beta1.ChaosAgentSpec, c Candidates, rng *rand.Rand) []Action {
 	hit := func() bool { return rng.IntN(100) < int(spec.Eagerness) }
 	var actions []Action
@@ -199,10 +85,8 @@ func decide(spec blackadderv1beta1.ChaosAgentSpec, c Candidates, rng *rand.Rand)
 	return capActions(actions, int(spec.MaxActionsPerRound), rng)
 }
 
-// killChance is the chance that a workload loses a pod in one round when kills come at
-// random with a mean of meanSeconds between them (a Poisson process): 1 - e^(-pause/mean).
-// It uses the nominal pause, not the time since the last round, so a round after a night
-// outside the schedule's windows is no harsher than any other.
+// killChance is 1 - e^(-pause/mean): kills as a Poisson process, over the nominal pause so
+// that the first round after a night outside the windows is no harsher than any other.
 func killChance(pauseSeconds, meanSeconds int32) float64 {
 	if meanSeconds <= 0 {
 		return 1
@@ -210,10 +94,9 @@ func killChance(pauseSeconds, meanSeconds int32) float64 {
 	return -math.Expm1(-float64(pauseSeconds) / float64(meanSeconds))
 }
 
-// paceKills is tantrum paced per workload: every workload (in the order of its key) loses
-// one pod, chosen uniformly among its candidates, with probability chance. The kill rate of
-// a workload is then the same whether it runs one pod or a hundred, and the cluster's rate
-// grows with the number of workloads only. pods must be sorted (selectCandidates).
+// paceKills is tantrum paced per workload: every workload (in key order) loses one pod, chosen
+// uniformly, with probability chance, so its kill rate is the same with one pod or a hundred.
+// pods must be sorted (selectCandidates).
 func paceKills(pods []Candidate, chance float64, rng *rand.Rand) []Action {
 	byWorkload := map[string][]Candidate{}
 	for _, p := range pods {
@@ -235,15 +118,11 @@ func paceKills(pods []Candidate, chance float64, rng *rand.Rand) []Action {
 }
 
 // doubled returns twice r, at most MaxReplicas.
-func doubled(r int32) int32 {
-	return min(2*r, MaxReplicas)
-}
+func doubled(r int32) int32 { return min(2*r, MaxReplicas) }
 
 // capActions keeps a uniformly random subset of at most limit actions, in their original order.
 func capActions(actions []Action, limit int, rng *rand.Rand) []Action {
-	if limit < 0 {
-		limit = 0
-	}
+	limit = max(limit, 0)
 	if len(actions) <= limit {
 		return actions
 	}
@@ -265,15 +144,12 @@ func capActions(actions []Action, limit int, rng *rand.Rand) []Action {
 	return out
 }
 
-// withDefaults fills what the API server defaults, for agents stored before a default existed
-// and for tests that build specs by hand.
+// withDefaults fills what the API server defaults, for agents stored before a default existed.
 func withDefaults(spec blackadderv1beta1.ChaosAgentSpec) blackadderv1beta1.ChaosAgentSpec {
 	if spec.Eagerness <= 0 {
 		spec.Eagerness = 20
 	}
-	if spec.Eagerness > 100 {
-		spec.Eagerness = 100
-	}
+	spec.Eagerness = min(spec.Eagerness, 100)
 	if spec.PauseDuration <= 0 {
 		spec.PauseDuration = 30
 	}
@@ -284,8 +160,7 @@ func withDefaults(spec blackadderv1beta1.ChaosAgentSpec) blackadderv1beta1.Chaos
 		spec.MaxActionsPerRound = 10
 	}
 	if spec.RestoreOnDelete == nil {
-		t := true
-		spec.RestoreOnDelete = &t
+		spec.RestoreOnDelete = ptr.To(true)
 	}
 	return spec
 }
@@ -293,17 +168,12 @@ func withDefaults(spec blackadderv1beta1.ChaosAgentSpec) blackadderv1beta1.Chaos
 // phase is what a pass does with an agent whose spec is valid.
 type phase string
 
+// Paused, Stopped (the run ended) and OutsideWindow restore; Active runs rounds.
 const (
-	// phasePaused: spec.paused; restore (with restoreOnDelete).
-	phasePaused phase = "Paused"
-	// phaseStopped: the run ended (a guard tripped, or durationSeconds elapsed); restore
-	// (with restoreOnDelete) and wait for a new spec.runName.
-	phaseStopped phase = "Stopped"
-	// phaseOutsideWindow: no window of spec.schedule is open; restore (with
-	// restoreOnDelete) and wait for the next window.
+	phasePaused        phase = "Paused"
+	phaseStopped       phase = "Stopped"
 	phaseOutsideWindow phase = "OutsideWindow"
-	// phaseActive: check the guards and run a round when one is due.
-	phaseActive phase = "Active"
+	phaseActive        phase = "Active"
 )
 
 // phaseOf decides what a pass does: a pause wins, then an ended run, then the schedule.
@@ -319,8 +189,7 @@ func phaseOf(spec blackadderv1beta1.ChaosAgentSpec, run blackadderv1beta1.ChaosR
 	return phaseActive
 }
 
-// currentRun returns the run spec.runName names: the recorded one while the names match
-// (ended or not), else a new run that has not started yet.
+// currentRun returns the run spec.runName names: the recorded one (ended or not), or a new one.
 func currentRun(recorded *blackadderv1beta1.ChaosRun, runName string) blackadderv1beta1.ChaosRun {
 	if recorded != nil && recorded.Name == runName {
 		return *recorded.DeepCopy()
@@ -328,8 +197,7 @@ func currentRun(recorded *blackadderv1beta1.ChaosRun, runName string) blackadder
 	return blackadderv1beta1.ChaosRun{Name: runName}
 }
 
-// runDeadline returns when a started run's spec.durationSeconds runs out (nil: no duration,
-// or the run has not started).
+// runDeadline returns when a started run's spec.durationSeconds runs out, or nil.
 func runDeadline(spec blackadderv1beta1.ChaosAgentSpec, run blackadderv1beta1.ChaosRun) *time.Time {
 	if spec.DurationSeconds == nil || run.StartTime == nil {
 		return nil
@@ -338,8 +206,7 @@ func runDeadline(spec blackadderv1beta1.ChaosAgentSpec, run blackadderv1beta1.Ch
 	return &t
 }
 
-// expireRun ends run with DurationElapsed when its deadline has come at now, and says
-// whether it did.
+// expireRun ends run with DurationElapsed when its deadline has come, and says whether it did.
 func expireRun(spec blackadderv1beta1.ChaosAgentSpec, run blackadderv1beta1.ChaosRun, now time.Time) (blackadderv1beta1.ChaosRun, bool) {
 	deadline := runDeadline(spec, run)
 	if run.EndTime != nil || deadline == nil || now.Before(*deadline) {
@@ -356,8 +223,15 @@ func endRun(run blackadderv1beta1.ChaosRun, reason blackadderv1beta1.RunEndReaso
 	return run
 }
 
-// requeueAfter is the shortest of the waits that are set (> 0), so the agent wakes for
-// the next round, the window's end or the run's deadline, whichever comes first.
+// roundDue says whether a round is due at now after the last one (nil: never), and when the next is.
+func roundDue(last *time.Time, pause time.Duration, now time.Time) (due bool, next time.Time) {
+	if last == nil || !now.Before(last.Add(pause)) {
+		return true, now.Add(pause)
+	}
+	return false, last.Add(pause)
+}
+
+// requeueAfter is the shortest of the waits that are set (> 0).
 func requeueAfter(now time.Time, waits ...*time.Time) time.Duration {
 	var out time.Duration
 	for _, w := range waits {

@@ -12,20 +12,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
-// The marks an agent leaves on what it changed. They are written in the same request as the
-// change itself, so a crash between two steps can never lose an original.
+// The marks an agent leaves on what it changed, in the same request as the change so that a
+// crash never loses an original: its name (restore finds its objects by it) and the original.
+// Finalizer keeps a deleted agent until it has put back what it changed.
 const (
-	// LabelAgent names the agent that owns the original of a changed object; restore finds
-	// its objects by this label.
-	LabelAgent = "blackadder.io/agent"
-	// AnnotationOriginalReplicas holds a Deployment's replicas before the first doubling.
+	LabelAgent                 = "blackadder.io/agent"
 	AnnotationOriginalReplicas = "blackadder.io/original-replicas"
-	// AnnotationOriginalData holds a ConfigMap's data, as JSON, before the first ipsum.
-	AnnotationOriginalData = "blackadder.io/original-data"
-	// Finalizer keeps a deleted agent until it has put back what it changed.
-	Finalizer = "blackadder.io/restore"
+	AnnotationOriginalData     = "blackadder.io/original-data"
+	Finalizer                  = "blackadder.io/restore"
 )
 
 // Reasons an action was skipped (the part after "Skipped: ").
@@ -37,18 +34,15 @@ const (
 	SkipOriginalTooLarge = "OriginalTooLarge"
 	SkipAtLimit          = "AtLimit"
 	SkipZeroReplicas     = "ZeroReplicas"
-	// SkipOutOfScope is a restore left undone: the object is in a namespace the agent may not
-	// touch (protected, excluded or not watched).
+	// SkipOutOfScope is a restore left undone in a namespace the agent may not touch.
 	SkipOutOfScope = "OutOfScope"
 )
 
-// markChanged records original under annotation and labels obj with the agent, unless obj
-// already carries an original: the first original is the one to restore, whichever agent
-// changed the object since. A lone original without its label (edited by hand) is re-labelled
-// with this agent so that someone restores it.
+// markChanged records original under annotation and labels obj with the agent. The first
+// original is the one to restore, whichever agent changed the object since; a lone original
+// without its label (edited by hand) is labelled with this agent, so that someone restores it.
 func markChanged(obj metav1.Object, agent, annotation, original string) {
-	ann := obj.GetAnnotations()
-	lbl := obj.GetLabels()
+	ann, lbl := obj.GetAnnotations(), obj.GetLabels()
 	if _, kept := ann[annotation]; kept {
 		if lbl[LabelAgent] == "" {
 			obj.SetLabels(with(lbl, LabelAgent, agent))
@@ -76,8 +70,7 @@ func unmark(obj metav1.Object, annotation string) {
 	obj.SetLabels(lbl)
 }
 
-// cancerDeployment returns dep with its replicas doubled (at most MaxReplicas) and the original
-// recorded, or a skip reason when it cannot grow (growable).
+// cancerDeployment returns dep doubled with the original recorded, or why it cannot grow.
 func cancerDeployment(dep *appsv1.Deployment, agent string) (out *appsv1.Deployment, from, to int32, skip string) {
 	from = replicasOf(dep)
 	if reason, _, refused := growable(from); refused {
@@ -90,8 +83,7 @@ func cancerDeployment(dep *appsv1.Deployment, agent string) (out *appsv1.Deploym
 	return out, from, to, ""
 }
 
-// restoreDeployment returns dep with its original replicas back and the marks removed. When the
-// original cannot be read (edited by hand) the marks are removed and replicas kept, with an error.
+// restoreDeployment returns dep with its original replicas back (if readable) and no marks.
 func restoreDeployment(dep *appsv1.Deployment) (*appsv1.Deployment, error) {
 	out := dep.DeepCopy()
 	raw := out.Annotations[AnnotationOriginalReplicas]
@@ -100,19 +92,17 @@ func restoreDeployment(dep *appsv1.Deployment) (*appsv1.Deployment, error) {
 	if err != nil || n < 0 {
 		return out, fmt.Errorf("annotation %s=%q is not a replica count", AnnotationOriginalReplicas, raw)
 	}
-	r := int32(n)
-	out.Spec.Replicas = &r
+	out.Spec.Replicas = ptr.To(int32(n))
 	return out, nil
 }
 
-// ipsumConfigMap returns cm with every value of data replaced by a lorem ipsum paragraph and the
-// original data recorded, or a skip reason: immutable, no data, or an original too large for an
-// annotation (the API server limits all annotations of an object to 256 KiB together).
+// ipsumConfigMap returns cm with every value replaced by lorem ipsum and the original recorded,
+// or a skip reason: immutable, no data, or an original too large for the annotations' 256 KiB.
 func ipsumConfigMap(cm *corev1.ConfigMap, agent string, rng *rand.Rand) (*corev1.ConfigMap, string) {
-	if cm.Immutable != nil && *cm.Immutable {
+	switch {
+	case ptr.Deref(cm.Immutable, false):
 		return nil, SkipImmutable
-	}
-	if len(cm.Data) == 0 {
+	case len(cm.Data) == 0:
 		return nil, SkipNoData
 	}
 	out := cm.DeepCopy()
@@ -138,10 +128,9 @@ func ipsumConfigMap(cm *corev1.ConfigMap, agent string, rng *rand.Rand) (*corev1
 	return out, ""
 }
 
-// restoreConfigMapPatch returns a JSON merge patch that puts a ConfigMap's original data back
-// and removes the marks, guarded by the resourceVersion read (a concurrent change makes the API
-// server refuse it with a conflict). It needs only metadata, so the metadata cache suffices.
-// When the original cannot be read the patch only removes the marks, and an error says why.
+// restoreConfigMapPatch returns a JSON merge patch, guarded by the resourceVersion read, that
+// puts a ConfigMap's original data back and removes the marks; when the original cannot be read
+// it only removes the marks, and an error says why.
 func restoreConfigMapPatch(meta metav1.Object) ([]byte, error) {
 	raw, has := meta.GetAnnotations()[AnnotationOriginalData]
 	var original map[string]string

@@ -1,47 +1,129 @@
 package chaosagent
 
 import (
+	"cmp"
+	"context"
 	"fmt"
-	"slices"
+	"net/http"
+	"net/netip"
 	"strconv"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	"github.com/quartet-operator/quartet/internal/egress"
 )
 
-// deploymentSeen is what the manager's cache holds about a guarded Deployment.
-type deploymentSeen struct {
-	// Deployment is nil when it was not found, not watched or not readable.
-	Deployment *appsv1.Deployment
-	NotWatched bool
-	// Err is a cache read that failed for another reason than NotFound.
-	Err error
+// Steady-state guards: checkGuards reads what they look at, the evaluate functions judge it.
+
+// defaultGuardTimeout is an HTTP guard's timeoutSeconds when the API server did not fill it.
+const defaultGuardTimeout = 5 * time.Second
+
+// HTTPChecker sends the requests of HTTP guards under the rules of every address a custom
+// resource names (egress.NewClient): no redirect followed, no loopback, link-local,
+// unspecified, multicast or cloud metadata address dialed unless allowed
+// (--chaosagent-guard-allowed-cidrs).
+type HTTPChecker struct {
+	client  *http.Client
+	allowed []netip.Prefix
+	clock   clock.PassiveClock // measures the latency
 }
 
-// httpSeen is what an HTTP guard's request got.
+// NewHTTPChecker returns the checker; the client's timeout is the longest a guard may ask for.
+func NewHTTPChecker(clk clock.PassiveClock, allowed []netip.Prefix) *HTTPChecker {
+	return &HTTPChecker{client: egress.NewClient(30*time.Second, allowed), allowed: allowed, clock: clk}
+}
+
+// Get sends GET url: the answer's status code, how long it took, or no answer within timeout.
+func (c *HTTPChecker) Get(ctx context.Context, url string, timeout time.Duration) (int, time.Duration, error) {
+	start := c.clock.Now()
+	status, err := egress.Get(ctx, c.client, c.allowed, url, timeout)
+	latency := c.clock.Since(start)
+	if err != nil {
+		// The error's text stays in the log: status and Events say only egress.Failure(err).
+		ctrl.LoggerFrom(ctx).V(1).Info("Guard request failed", "url", url, "error", err)
+	}
+	return status, latency, err
+}
+
+// checkGuards checks the guards in guardOrder up to the first that fails. A Deployment guard
+// reads the manager's cache; one that fails there is confirmed by a read from the API server
+// (the cache may lag). An HTTP guard sends one request.
+func (r *Reconciler) checkGuards(ctx context.Context, guards []blackadderv1beta1.SteadyStateGuard) []guardVerdict {
+	var out []guardVerdict
+	for _, g := range guardOrder(guards) {
+		v := guardVerdict{Name: g.Name}
+		switch {
+		case g.Deployment != nil:
+			v.Reason, v.Message, v.Failed = evaluateDeploymentGuard(*g.Deployment, r.seeDeployment(ctx, *g.Deployment, r.Client))
+			if v.Failed && v.Reason != blackadderv1beta1.GuardReasonDeploymentNotWatched {
+				v.Reason, v.Message, v.Failed = evaluateDeploymentGuard(*g.Deployment, r.seeDeployment(ctx, *g.Deployment, r.APIReader))
+			}
+		case g.HTTP != nil:
+			var seen httpSeen
+			timeout := cmp.Or(time.Duration(max(g.HTTP.TimeoutSeconds, 0))*time.Second, defaultGuardTimeout)
+			seen.Status, seen.Latency, seen.Err = r.HTTP.Get(ctx, g.HTTP.URL, timeout)
+			v.Reason, v.Message, v.Failed = evaluateHTTPGuard(*g.HTTP, seen)
+		default:
+			continue // the CRD refuses a guard with neither
+		}
+		out = append(out, v)
+		if v.Failed {
+			break
+		}
+	}
+	return out
+}
+
+// seeDeployment reads a guarded Deployment through reader: the cache, or the API server.
+func (r *Reconciler) seeDeployment(ctx context.Context, g blackadderv1beta1.DeploymentGuard, reader client.Reader) deploymentSeen {
+	if r.Watched.Len() > 0 && !r.Watched.Has(g.Namespace) {
+		return deploymentSeen{NotWatched: true}
+	}
+	ctx, cancel := context.WithTimeout(ctx, cacheSyncTimeout)
+	defer cancel()
+	d := &appsv1.Deployment{}
+	err := reader.Get(ctx, types.NamespacedName{Namespace: g.Namespace, Name: g.Name}, d)
+	switch {
+	case apierrors.IsNotFound(err):
+		return deploymentSeen{}
+	case err != nil:
+		ctrl.LoggerFrom(ctx).Info("Reading a guarded Deployment failed", "deployment", g.Namespace+"/"+g.Name, "error", err)
+		return deploymentSeen{Err: err}
+	}
+	return deploymentSeen{Deployment: d}
+}
+
+// deploymentSeen is what a read found of a guarded Deployment.
+type deploymentSeen struct {
+	Deployment *appsv1.Deployment
+	NotWatched bool
+	Err        error
+}
+
+// httpSeen is what an HTTP guard's request got; of Err only egress.Failure's phrase is shown.
 type httpSeen struct {
 	Status  int
 	Latency time.Duration
-	// Err is a request without an answer; only egress.Failure's phrase of it is shown.
-	Err error
+	Err     error
 }
 
-// guardVerdict is one guard's result: reason blackadderv1beta1.GuardReasonPassed, or why it failed.
+// guardVerdict is one guard's result: reason GuardReasonPassed, or why it failed.
 type guardVerdict struct {
-	Name    string
-	Failed  bool
-	Reason  string
-	Message string
+	Name            string
+	Failed          bool
+	Reason, Message string
 }
 
-// evaluateDeploymentGuard holds while status.readyReplicas reaches the floor: minReady as a
-// count, or as a percentage (rounded up) of the replicas before any agent scaled the
-// Deployment (its original-replicas annotation; spec.replicas otherwise), so cancer mode
-// does not raise the floor of the Deployment it doubled.
+// evaluateDeploymentGuard holds while status.readyReplicas reaches minReady, a count or a
+// percentage (rounded up) of the replicas before any agent scaled the Deployment.
 func evaluateDeploymentGuard(g blackadderv1beta1.DeploymentGuard, seen deploymentSeen) (reason, message string, failed bool) {
 	key := g.Namespace + "/" + g.Name
 	switch {
@@ -73,14 +155,10 @@ func evaluateDeploymentGuard(g blackadderv1beta1.DeploymentGuard, seen deploymen
 	return blackadderv1beta1.GuardReasonPassed, fmt.Sprintf("Deployment %s has %d ready replica(s), floor %d%s", key, ready, floor, of), false
 }
 
-// evaluateHTTPGuard holds while the answer has expectedStatus (200 by default) and, with
-// maxLatencyMilliseconds, came in time. A request without an answer says only the fixed
-// phrase of egress.Failure, never the error's text.
+// evaluateHTTPGuard holds while the answer has expectedStatus and came in time; a request
+// without an answer says only egress.Failure's fixed phrase, never the error's text.
 func evaluateHTTPGuard(g blackadderv1beta1.HTTPGuard, seen httpSeen) (reason, message string, failed bool) {
-	want := int(g.ExpectedStatus)
-	if want == 0 {
-		want = 200
-	}
+	want := cmp.Or(int(g.ExpectedStatus), 200)
 	took := seen.Latency.Round(time.Millisecond)
 	switch {
 	case seen.Err != nil:
@@ -97,22 +175,17 @@ func evaluateHTTPGuard(g blackadderv1beta1.HTTPGuard, seen httpSeen) (reason, me
 	return blackadderv1beta1.GuardReasonPassed, fmt.Sprintf("GET %s answered %d in %s", g.URL, seen.Status, took), false
 }
 
-// guardOrder returns the guards in the order they are checked: Deployment guards first (a
-// read of the manager's cache), then HTTP guards (a request each), each kind in the order
-// listed. The first that fails trips, so a failing Deployment guard costs no request.
+// guardOrder puts Deployment guards (a cache read) before HTTP guards (a request each).
 func guardOrder(guards []blackadderv1beta1.SteadyStateGuard) []blackadderv1beta1.SteadyStateGuard {
-	out := slices.Clone(guards)
-	slices.SortStableFunc(out, func(a, b blackadderv1beta1.SteadyStateGuard) int {
-		return guardCost(a) - guardCost(b)
-	})
-	return out
-}
-
-func guardCost(g blackadderv1beta1.SteadyStateGuard) int {
-	if g.Deployment != nil {
-		return 0
+	var deployments, requests []blackadderv1beta1.SteadyStateGuard
+	for _, g := range guards {
+		if g.Deployment != nil {
+			deployments = append(deployments, g)
+		} else {
+			requests = append(requests, g)
+		}
 	}
-	return 1
+	return append(deployments, requests...)
 }
 
 // firstFailure returns the first failed verdict, or nil.

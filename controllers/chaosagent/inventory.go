@@ -19,50 +19,42 @@ import (
 // cacheSyncTimeout bounds how long a round waits for an informer started on first use.
 const cacheSyncTimeout = 2 * time.Minute
 
-// inventory lists, from the informer cache, what the agent's modes need. Informers start on
-// first use, so an operator without agents caches no pods. marked holds "Kind/ns/name" of the
-// objects that carry this agent's marks, when Deployments and ConfigMaps were read (nil if not).
+// Inventory is what the cache holds for one round: the lists the agent's modes need.
+type Inventory struct {
+	Namespaces  []metav1.PartialObjectMetadata
+	Pods        []metav1.PartialObjectMetadata
+	Deployments []appsv1.Deployment
+	HPAs        []autoscalingv2.HorizontalPodAutoscaler
+	ConfigMaps  []metav1.PartialObjectMetadata
+}
+
+// inventory lists from the cache what the agent's modes need (informers start on first use, so
+// an operator without agents caches no pods), and "Kind/ns/name" of the objects that carry
+// the agent's marks when it read Deployments and ConfigMaps.
 func (r *Reconciler) inventory(ctx context.Context, agent *blackadderv1beta1.ChaosAgent, spec blackadderv1beta1.ChaosAgentSpec, countMarks bool) (Inventory, sets.Set[string], error) {
 	ctx, cancel := context.WithTimeout(ctx, cacheSyncTimeout)
 	defer cancel()
-	var inv Inventory
-	// The lists are read-only here, so the cache may hand out its own objects.
-	ro := client.UnsafeDisableDeepCopy
-	if spec.NamespaceSelector != nil {
-		list := metadataList("Namespace")
-		if err := r.Client.List(ctx, list, ro); err != nil {
-			return inv, nil, fmt.Errorf("listing namespaces from cache: %w", err)
+	namespaces, pods, cms := metadataList("Namespace"), metadataList("Pod"), metadataList("ConfigMap")
+	deps, hpas := &appsv1.DeploymentList{}, &autoscalingv2.HorizontalPodAutoscalerList{}
+	for _, l := range []struct {
+		needed bool
+		what   string
+		list   client.ObjectList
+	}{
+		{spec.NamespaceSelector != nil, "namespaces", namespaces},
+		{spec.TantrumMode, "pods", pods},
+		{spec.CancerMode || countMarks, "deployments", deps},
+		{spec.CancerMode, "horizontalpodautoscalers", hpas},
+		{spec.IpsumMode || countMarks, "configmaps", cms},
+	} {
+		// The lists are read-only here, so the cache may hand out its own objects.
+		if l.needed {
+			if err := r.list(ctx, l.what, l.list, client.UnsafeDisableDeepCopy); err != nil {
+				return Inventory{}, nil, err
+			}
 		}
-		inv.Namespaces = list.Items
 	}
-	if spec.TantrumMode {
-		list := metadataList("Pod")
-		if err := r.Client.List(ctx, list, ro); err != nil {
-			return inv, nil, fmt.Errorf("listing pods from cache: %w", err)
-		}
-		inv.Pods = list.Items
-	}
-	if spec.CancerMode || countMarks {
-		list := &appsv1.DeploymentList{}
-		if err := r.Client.List(ctx, list, ro); err != nil {
-			return inv, nil, fmt.Errorf("listing deployments from cache: %w", err)
-		}
-		inv.Deployments = list.Items
-	}
-	if spec.CancerMode {
-		list := &autoscalingv2.HorizontalPodAutoscalerList{}
-		if err := r.Client.List(ctx, list, ro); err != nil {
-			return inv, nil, fmt.Errorf("listing horizontalpodautoscalers from cache: %w", err)
-		}
-		inv.HPAs = list.Items
-	}
-	if spec.IpsumMode || countMarks {
-		list := metadataList("ConfigMap")
-		if err := r.Client.List(ctx, list, ro); err != nil {
-			return inv, nil, fmt.Errorf("listing configmaps from cache: %w", err)
-		}
-		inv.ConfigMaps = list.Items
-	}
+	inv := Inventory{Namespaces: namespaces.Items, Pods: pods.Items, Deployments: deps.Items, HPAs: hpas.Items, ConfigMaps: cms.Items}
 	var marked sets.Set[string]
 	if spec.CancerMode || spec.IpsumMode || countMarks {
 		marked = markedKeys(inv, agent.Name)
@@ -70,14 +62,16 @@ func (r *Reconciler) inventory(ctx context.Context, agent *blackadderv1beta1.Cha
 	return inv, marked, nil
 }
 
-// markKey is how markedKeys names the object an action changed.
-func markKey(a Action) string {
-	kind := "ConfigMap"
-	if a.Kind == blackadderv1beta1.ActionScaleDeployment {
-		kind = "Deployment"
+// list reads list from the manager's cache; what names it in the error.
+func (r *Reconciler) list(ctx context.Context, what string, list client.ObjectList, opts ...client.ListOption) error {
+	if err := r.Client.List(ctx, list, opts...); err != nil {
+		return fmt.Errorf("listing %s from cache: %w", what, err)
 	}
-	return kind + "/" + a.Target.Key()
+	return nil
 }
+
+// markKey is how markedKeys names the object an action changed.
+func markKey(a Action) string { return victimKind(a.Kind) + "/" + a.Target.Key() }
 
 // markedKeys returns "Kind/ns/name" of the Deployments and ConfigMaps labelled with agent.
 func markedKeys(inv Inventory, agent string) sets.Set[string] {

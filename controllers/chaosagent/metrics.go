@@ -31,16 +31,10 @@ func init() {
 
 // metricResult maps an action's result to the metric label.
 func metricResult(rec record) string {
-	switch {
-	case rec.DryRun || rec.Outcome.Kind == resultDryRun:
+	if rec.DryRun {
 		return "dry_run"
-	case rec.Outcome.Kind == resultSkipped:
-		return "skipped"
-	case rec.Outcome.Kind == resultFailed:
-		return "failed"
-	default:
-		return "succeeded"
 	}
+	return [...]string{"succeeded", "dry_run", "skipped", "failed"}[rec.Outcome.Kind]
 }
 
 func recordActionMetric(agent string, rec record) {

@@ -7,19 +7,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/quartet-operator/quartet/internal/egress"
-	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/internal/scope"
 )
 
-// Options are the manager flags of the chaosagent controller.
+// Options are the manager flags of the chaosagent controller; BindFlags says what each means.
 type Options struct {
-	// MaxConcurrentReconciles is the number of agents served in parallel.
 	MaxConcurrentReconciles int
-	// ProtectedNamespaces is a comma-separated list of namespaces no agent ever touches, in
-	// addition to operator.SystemNamespaces and the operator's own namespace.
-	ProtectedNamespaces string
-	// GuardAllowedCIDRs are comma-separated ranges HTTP guards may dial although they are
-	// loopback, link-local or metadata addresses (egress.AddressAllowed).
-	GuardAllowedCIDRs string
+	ProtectedNamespaces     string // comma-separated
+	GuardAllowedCIDRs       string // comma-separated
 }
 
 // DefaultOptions returns the flags' defaults. It is the only place they are written:
@@ -49,15 +44,13 @@ func (o *Options) guardAllowedPrefixes() ([]netip.Prefix, error) {
 	return egress.ParseCIDRs("chaosagent-guard-allowed-cidrs", o.GuardAllowedCIDRs)
 }
 
-// protected returns the namespaces no agent touches: operator.SystemNamespaces, the flag's
-// list and the operator's own namespace (when known).
+// protected returns the system namespaces, the flag's and the operator's own.
 func (o *Options) protected(operatorNamespace string) sets.Set[string] {
-	return operator.Shared{OperatorNamespace: operatorNamespace}.Protected(operator.ParseNamespaces(o.ProtectedNamespaces)...)
+	return scope.Namespaces{Operator: operatorNamespace}.Protected(scope.ParseList(o.ProtectedNamespaces)...)
 }
 
-// complete fills the fields the flags and the caller left at zero (or, for the workers,
-// below 1) from DefaultOptions, and checks the values, with an error naming the flag. Setup
-// calls it first.
+// complete fills the fields left at zero (the workers: below 1) from DefaultOptions and checks
+// the values, with an error naming the flag.
 func (o *Options) complete() error {
 	d := DefaultOptions()
 	if o.MaxConcurrentReconciles < 1 {

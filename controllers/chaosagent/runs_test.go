@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
-	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/internal/scope"
 	"github.com/quartet-operator/quartet/test/testenv"
 )
 
@@ -241,7 +241,7 @@ func (c *shiftedClock) Set(t time.Time)                 { c.offset.Store(int64(t
 func TestChaosAgentScheduleOnAShiftedClock(t *testing.T) {
 	env.Require(t)
 	clk := &shiftedClock{}
-	startManager(t, env.Config, &Options{}, operator.Shared{OperatorNamespace: operatorNamespace}, withClock(clk))
+	startManager(t, env.Config, &Options{}, scope.Namespaces{Operator: operatorNamespace}, withClock(clk))
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	require.NoError(t, err)
 	office := &blackadderv1beta1.ChaosSchedule{TimeZone: "Europe/Berlin",

@@ -1,6 +1,7 @@
 package chaosagent
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -15,20 +16,17 @@ import (
 // and a margin, so 366 excluded dates cannot hide the next window.
 const scheduleHorizon = 800 * 24 * time.Hour
 
-// minutesPerDay is 24:00, the end of a day.
 const minutesPerDay = 24 * 60
 
-// schedule is spec.schedule, parsed. The zero value (no spec.schedule) is always open.
+// schedule is spec.schedule, parsed; the zero value (no spec.schedule) is always open.
+// Without windows it is open all day, every day but the excluded dates (YYYY-MM-DD).
+// boundaries are the minutes of the day at which open may change: midnight and every
+// window's start and end, sorted, without repeats.
 type schedule struct {
-	// set is false without spec.schedule.
-	set bool
-	loc *time.Location
-	// windows; none: open all day, every day but the excluded dates.
-	windows []window
-	// excluded are the excluded dates, as YYYY-MM-DD.
-	excluded map[string]bool
-	// boundaries are the minutes of the day at which open may change: midnight and every
-	// window's start and end, sorted, without repeats.
+	set        bool
+	loc        *time.Location
+	windows    []window
+	excluded   map[string]bool
 	boundaries []int
 }
 
@@ -44,8 +42,7 @@ var weekdays = map[blackadderv1beta1.Weekday]time.Weekday{
 	"Thu": time.Thursday, "Fri": time.Friday, "Sat": time.Saturday,
 }
 
-// parseSchedule parses spec.schedule; an error names the field (the CRD refuses every
-// mistake, so only an object stored before its rules, or built by hand, has one).
+// parseSchedule parses spec.schedule; an error (the CRD refuses them today) names the field.
 func parseSchedule(in *blackadderv1beta1.ChaosSchedule) (schedule, error) {
 	if in == nil {
 		return schedule{}, nil
@@ -112,10 +109,9 @@ func clockMinutes(hhmm string, allow24 bool) (int, error) {
 	return t.Hour()*60 + t.Minute(), nil
 }
 
-// open reports whether rounds may run at t: t's date in the schedule's time zone is not
-// excluded, and its wall-clock time lies in a window that opened on its weekday (or, for a
-// window that crosses midnight, on the day before). Windows are half-open: 09:00–17:00
-// holds at 09:00 and not at 17:00.
+// open reports whether rounds may run at t: its date in the schedule's zone is not excluded and
+// its wall-clock time is in a (half-open) window that opened on its weekday or, across
+// midnight, the day before.
 func (s schedule) open(t time.Time) bool {
 	if !s.set {
 		return true
@@ -194,16 +190,13 @@ func (s schedule) nextChange(from time.Time) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// windowState is where an agent stands against its schedule at one instant.
+// windowState is where an agent stands against its schedule at one instant: whether it has
+// one, whether rounds may run, when that changes next (nil: not within scheduleHorizon, or no
+// schedule), and the zone messages use.
 type windowState struct {
-	// Scheduled is false without spec.schedule.
-	Scheduled bool
-	// Open says whether rounds may run now.
-	Open bool
-	// Change is when Open changes next (nil: not within scheduleHorizon, or no schedule).
-	Change *time.Time
-	// Zone is the schedule's time zone, for messages.
-	Zone *time.Location
+	Scheduled, Open bool
+	Change          *time.Time
+	Zone            *time.Location
 }
 
 // windowAt evaluates the schedule at now.
@@ -215,13 +208,9 @@ func windowAt(s schedule, now time.Time) windowState {
 	return w
 }
 
-// describe formats t in the schedule's zone for a message: RFC 3339 with the zone's
-// offset, and the weekday and zone name a person reads first.
+// describe formats t in the schedule's zone: RFC 3339, then the weekday and zone name.
 func (w windowState) describe(t time.Time) string {
-	loc := w.Zone
-	if loc == nil {
-		loc = time.UTC
-	}
+	loc := cmp.Or(w.Zone, time.UTC)
 	local := t.In(loc)
 	return fmt.Sprintf("%s (%s %s)", local.Format(time.RFC3339), local.Format("Mon 15:04"), loc.String())
 }

@@ -1,22 +1,24 @@
 package chaosagent
 
 import (
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
-	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/internal/scope"
+	"github.com/quartet-operator/quartet/internal/status"
 )
 
-// Setup checks the flag values, before the manager is touched, and registers the
-// controller with the manager. Informers for pods, Deployments, ConfigMaps,
-// HorizontalPodAutoscalers and Namespaces start on an agent's first round.
-func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
+// Setup checks the flag values, before the manager is touched, and registers the controller.
+func (o *Options) Setup(mgr ctrl.Manager, shared scope.Namespaces) error {
 	if err := o.complete(); err != nil {
 		return err
 	}
@@ -24,20 +26,15 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 	if err != nil {
 		return err
 	}
-	if shared.OperatorNamespace == "" {
-		// Run outside a cluster, or without OPERATOR_NAMESPACE / POD_NAMESPACE: nothing marks
-		// the manager's own namespace, so say once that agents are not kept out of it.
+	if shared.Operator == "" { // outside a cluster, or without OPERATOR_NAMESPACE / POD_NAMESPACE
 		mgr.GetLogger().WithName("chaosagent").Info("Operator namespace unknown: it is not protected from ChaosAgents; "+
 			"set OPERATOR_NAMESPACE or list it in --chaos-protected-namespaces", "protectedNamespaces", sets.List(r.Protected))
 	}
 	return o.register(mgr, r)
 }
 
-// newReconciler is the reconciler the flag values in o (completed) call for, with the real
-// clock and the seeded random source; register adds what comes from the manager. A test may
-// replace a field (its clock) before it registers it, and keeps it to call its methods (the
-// benchmarks).
-func (o *Options) newReconciler(shared operator.Shared) (*Reconciler, error) {
+// newReconciler is the reconciler of the flags; register adds the manager's. Tests change it between.
+func (o *Options) newReconciler(shared scope.Namespaces) (*Reconciler, error) {
 	allowed, err := o.guardAllowedPrefixes()
 	if err != nil {
 		return nil, err
@@ -47,23 +44,58 @@ func (o *Options) newReconciler(shared operator.Shared) (*Reconciler, error) {
 		NewRand: seededRand,
 		// Latency is measured on the real clock, whatever the rounds' clock says.
 		HTTP:      NewHTTPChecker(clock.RealClock{}, allowed),
-		Protected: o.protected(shared.OperatorNamespace),
-		Watched:   sets.New(shared.WatchNamespaces...),
+		Protected: o.protected(shared.Operator),
+		Watched:   sets.New(shared.Watched...),
 	}, nil
 }
 
-// register gives r the manager's clients and recorder, and adds r to the manager as the
-// chaosagent controller.
+// register gives r the manager's clients, recorder and status writer, and adds it to the manager.
 func (o *Options) register(mgr ctrl.Manager, r *Reconciler) error {
 	r.Client = client.WithFieldOwner(mgr.GetClient(), FieldOwner)
 	r.APIReader = mgr.GetAPIReader()
 	r.Recorder = mgr.GetEventRecorder(FieldOwner)
+	r.status = status.NewWriter(r.Client, r.APIReader, func(a *blackadderv1beta1.ChaosAgent) *int64 { return &a.Status.ObservedGeneration })
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("chaosagent").
 		// Rounds run on RequeueAfter timers; only spec edits and deletion wake an agent early,
 		// never its own status writes.
 		For(&blackadderv1beta1.ChaosAgent{}, builder.WithPredicates(predicate.Or[client.Object](
-			predicate.GenerationChangedPredicate{}, operator.DeletionStarted()))).
+			predicate.GenerationChangedPredicate{}, scope.DeletionStarted()))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}).
 		Complete(r)
+}
+
+// CacheOptions are what a round's reads of the manager's shared cache need, for
+// manager.Options: Deployments and HorizontalPodAutoscalers stripped to what a round
+// decides on. main.go adds them when this controller runs; any other reader of those kinds
+// in the same manager would see the stripped objects too.
+func CacheOptions() map[client.Object]cache.ByObject {
+	return map[client.Object]cache.ByObject{
+		&appsv1.Deployment{}:                     {Transform: StripDeployment},
+		&autoscalingv2.HorizontalPodAutoscaler{}: {Transform: StripHPA},
+	}
+}
+
+// StripDeployment keeps of a Deployment what a round reads: metadata, replicas and selector.
+func StripDeployment(in any) (any, error) {
+	d, ok := in.(*appsv1.Deployment)
+	if !ok {
+		return in, nil // a tombstone
+	}
+	d.ManagedFields = nil
+	d.Spec = appsv1.DeploymentSpec{Replicas: d.Spec.Replicas, Selector: d.Spec.Selector}
+	d.Status = appsv1.DeploymentStatus{}
+	return d, nil
+}
+
+// StripHPA keeps of a HorizontalPodAutoscaler its metadata and the target it scales.
+func StripHPA(in any) (any, error) {
+	h, ok := in.(*autoscalingv2.HorizontalPodAutoscaler)
+	if !ok {
+		return in, nil
+	}
+	h.ManagedFields = nil
+	h.Spec = autoscalingv2.HorizontalPodAutoscalerSpec{ScaleTargetRef: h.Spec.ScaleTargetRef}
+	h.Status = autoscalingv2.HorizontalPodAutoscalerStatus{}
+	return h, nil
 }

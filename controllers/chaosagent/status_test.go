@@ -1,6 +1,7 @@
 package chaosagent
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -11,8 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
+	"github.com/quartet-operator/quartet/internal/status"
 	"github.com/quartet-operator/quartet/test/testenv"
 )
 
@@ -22,13 +26,29 @@ func rec(kind blackadderv1beta1.ActionKind, target string, res result, dry bool)
 	return r
 }
 
+// finished ends a pass with outcome o over an agent whose status is old, as Reconcile does
+// (Reconciler.finish: status.Writer.Finish with computeStatus), against a fake API server, and
+// returns the status written. observedGeneration is set there, not by computeStatus.
+func finished(t *testing.T, old blackadderv1beta1.ChaosAgentStatus, o outcome) blackadderv1beta1.ChaosAgentStatus {
+	t.Helper()
+	ctx := context.Background()
+	agent := &blackadderv1beta1.ChaosAgent{ObjectMeta: metav1.ObjectMeta{Name: "edmund", Generation: o.Generation}, Status: old}
+	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(agent).WithStatusSubresource(agent).Build()
+	r := &Reconciler{status: status.NewWriter(c, c, func(a *blackadderv1beta1.ChaosAgent) *int64 { return &a.Status.ObservedGeneration })}
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(agent), agent))
+	require.NoError(t, r.finish(ctx, agent, o))
+	got := &blackadderv1beta1.ChaosAgent{}
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(agent), got))
+	return got.Status
+}
+
 func TestComputeStatus(t *testing.T) {
 	now := time.Date(2026, 5, 1, 12, 0, 0, 700_000_000, time.UTC)
 	next := now.Add(30 * time.Second)
 	spec := withDefaults(blackadderv1beta1.ChaosAgentSpec{})
 
 	t.Run("first round counts successes only and sets every condition", func(t *testing.T) {
-		s := computeStatus(blackadderv1beta1.ChaosAgentStatus{}, outcome{Now: now, Generation: 3, Spec: spec, Round: roundOutcome{
+		s := finished(t, blackadderv1beta1.ChaosAgentStatus{}, outcome{Now: now, Generation: 3, Spec: spec, Round: roundOutcome{
 			Ran: true, NextRound: &next, ChangedObjects: ptr.To[int32](2),
 			Records: []record{
 				rec(blackadderv1beta1.ActionKillPod, "a/p1", succeeded, false),
@@ -85,7 +105,7 @@ func TestComputeStatus(t *testing.T) {
 		assert.Equal(t, metav1.ConditionTrue, testenv.Condition(s.Conditions, blackadderv1beta1.ConditionPaused).Status)
 	})
 	t.Run("restore failures", func(t *testing.T) {
-		s := computeStatus(blackadderv1beta1.ChaosAgentStatus{ObservedGeneration: 1}, outcome{Now: now, Generation: 2, Spec: spec,
+		s := finished(t, blackadderv1beta1.ChaosAgentStatus{ObservedGeneration: 1}, outcome{Now: now, Generation: 2, Spec: spec,
 			Restore: restoreOutcome{Attempted: true, Failed: 2}, Err: errors.New("boom")})
 		assert.Equal(t, blackadderv1beta1.ReasonRestoreFailed, testenv.Condition(s.Conditions, blackadderv1beta1.ConditionDegraded).Reason)
 		assert.Equal(t, blackadderv1beta1.ReasonRoundFailed, testenv.Condition(s.Conditions, blackadderv1beta1.ConditionReady).Reason)
@@ -95,7 +115,7 @@ func TestComputeStatus(t *testing.T) {
 		assert.EqualValues(t, 3, unlisted.ChangedObjects, "unknown when the changed objects could not be listed")
 	})
 	t.Run("objects left as they are by restore are reported, not retried", func(t *testing.T) {
-		s := computeStatus(blackadderv1beta1.ChaosAgentStatus{ObservedGeneration: 1, ChangedObjects: 3}, outcome{Now: now, Generation: 2, Spec: spec,
+		s := finished(t, blackadderv1beta1.ChaosAgentStatus{ObservedGeneration: 1, ChangedObjects: 3}, outcome{Now: now, Generation: 2, Spec: spec,
 			Restore: restoreOutcome{Attempted: true, Left: 2, Records: []record{
 				rec(blackadderv1beta1.ActionRestoreDeployment, "a/d", succeeded, false),
 				rec(blackadderv1beta1.ActionRestoreConfigMap, "kube-system/c", skipped(SkipOutOfScope), false),
@@ -111,7 +131,7 @@ func TestComputeStatus(t *testing.T) {
 		assert.Equal(t, "a/frozen", s.LastActions[0].Target)
 	})
 	t.Run("invalid selector waits for an edit", func(t *testing.T) {
-		s := computeStatus(blackadderv1beta1.ChaosAgentStatus{}, outcome{Now: now, Generation: 4, Spec: spec, InvalidSpec: "spec.podSelector: bad"})
+		s := finished(t, blackadderv1beta1.ChaosAgentStatus{}, outcome{Now: now, Generation: 4, Spec: spec, InvalidSpec: "spec.podSelector: bad"})
 		c := testenv.Condition(s.Conditions, blackadderv1beta1.ConditionReady)
 		assert.Equal(t, metav1.ConditionFalse, c.Status)
 		assert.Equal(t, blackadderv1beta1.ReasonInvalidSelector, c.Reason)

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
-	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/internal/scope"
 	"github.com/quartet-operator/quartet/test/testenv"
 )
 
@@ -37,13 +37,13 @@ func TestMain(m *testing.M) {
 const operatorNamespace = "quartet-system"
 
 // startManager starts a manager running only this controller, configured like main.go
-// (WATCH_NAMESPACE from shared.WatchNamespaces), and stops it when the test ends. cfg may wrap
+// (WATCH_NAMESPACE from shared.Watched), and stops it when the test ends. cfg may wrap
 // the transport (to count calls). It registers the reconciler Setup would, after modify has
 // changed it (a test's clock), and returns it (the benchmarks call its methods).
-func startManager(t testing.TB, cfg *rest.Config, opts *Options, shared operator.Shared, modify ...func(*Reconciler)) *Reconciler {
+func startManager(t testing.TB, cfg *rest.Config, opts *Options, shared scope.Namespaces, modify ...func(*Reconciler)) *Reconciler {
 	t.Helper()
 	var r *Reconciler
-	testenv.StartManager(t, cfg, shared, func(mgr ctrl.Manager, shared operator.Shared) error {
+	testenv.StartManager(t, cfg, shared, func(mgr ctrl.Manager, shared scope.Namespaces) error {
 		if err := opts.complete(); err != nil {
 			return err
 		}
@@ -55,6 +55,10 @@ func startManager(t testing.TB, cfg *rest.Config, opts *Options, shared operator
 			m(r)
 		}
 		return opts.register(mgr, r)
+	}, func(o *ctrl.Options) {
+		for obj, by := range CacheOptions() {
+			o.Cache.ByObject[obj] = by
+		}
 	})
 	return r
 }

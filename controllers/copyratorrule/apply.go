@@ -3,56 +3,40 @@ package copyratorrule
 import (
 	"context"
 	"fmt"
-	"sync"
+	"slices"
+	"sort"
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 )
 
-// FieldOwner names this controller in the API server: the field manager of every write it
-// makes (managedFields) and the reporting controller of its Events. Each controller's is
-// quartet-<controller>.
+// FieldOwner is the field manager of every write and the reporting controller of Events.
 const FieldOwner = "quartet-copyratorrule"
 
-// legacyFieldOwner is the field manager copies were written under before FieldOwner.
-// Copies are recognised by their labels (LabelManagedBy, LabelRule), never by the field
-// manager, so copies written under this name are still ours; nothing compares it.
-const legacyFieldOwner = "copyrator"
-
-// writer carries out a plan's writes to the API server, in parallel.
+// writer carries out writes in parallel. client never reads ConfigMaps or Secrets (that
+// would cache all of them); apiReader reads metadata past the caches.
 type writer struct {
-	// client writes (it never reads ConfigMaps or Secrets: that would start a cache of all of them).
-	client client.Client
-	// apiReader reads object metadata straight from the API server.
-	apiReader client.Reader
-	// parallelism bounds the writes in flight for one rule.
+	client      client.Client
+	apiReader   client.Reader
 	parallelism int
-	// own notes every copy it writes.
-	own *ownWrites
 }
 
-// writeResult is the outcome of one action.
+// writeResult is an action's outcome: Done; Conflict, the name is someone else's; Found, a
+// create found the rule's own copy of the content, not yet in the copy cache.
 type writeResult struct {
-	Action action
-	// Done: the copy now equals its source (create, update, recreate) or is gone (delete).
-	Done bool
-	// Conflict: the name belongs to someone else; nothing was written.
+	Action   action
+	Done     bool
 	Conflict *conflict
-	// Found: a create found the rule's own copy, written from the source's content by an
-	// earlier pass, which the copy cache had not reported yet; nothing was written.
-	Found bool
-	Err   error
+	Found    bool
+	Err      error
 }
 
-// execute runs the actions with at most w.parallelism in flight and returns their results
-// in the actions' order. A failed write does not stop the others: each result carries its
-// own error.
+// execute runs the actions in parallel and returns their results, in their order.
 func (w writer) execute(ctx context.Context, rule types.NamespacedName, actions []action) []writeResult {
 	results := make([]writeResult, len(actions))
 	var g errgroup.Group
@@ -67,85 +51,52 @@ func (w writer) execute(ctx context.Context, rule types.NamespacedName, actions 
 	return results
 }
 
-// writeErrors returns the message of every failed write.
-func writeErrors(results []writeResult) []string {
-	var errs []string
-	for _, wr := range results {
-		if wr.Err != nil {
-			errs = append(errs, wr.Err.Error())
-		}
-	}
-	return errs
-}
-
 func (w writer) do(ctx context.Context, rule types.NamespacedName, a action) writeResult {
-	res := writeResult{Action: a}
 	if err := ctx.Err(); err != nil {
-		res.Err = err
-		return res
+		return writeResult{Action: a, Err: err}
 	}
+	var err error
 	switch a.Op {
 	case opCreate:
 		return w.create(ctx, rule, a)
-	case opUpdate:
-		desired := desiredCopy(rule, *a.Source, a.Key.Namespace)
-		obj := newObject(a.Key.Kind)
-		obj.SetNamespace(a.Key.Namespace)
-		obj.SetName(a.Key.Name)
-		patch := client.RawPatch(types.JSONPatchType, updatePatch(rule, desired, a.Existing))
-		w.own.expect(a.Key, written(rule, a.Source))
-		err := w.client.Patch(ctx, obj, patch, client.FieldOwner(FieldOwner))
-		if err != nil {
-			w.own.forget(a.Key)
-		}
-		switch {
-		case err == nil:
-			res.Done = true
-		case apierrors.IsNotFound(err):
-			// Deleted meanwhile: the copy cache reports it and the next pass creates it.
-		default:
-			res.Err = fmt.Errorf("updating %s: %w", a.Key, err)
-		}
-		return res
 	case opRecreate:
 		if err := w.delete(ctx, a.Existing); err != nil {
-			res.Err = fmt.Errorf("deleting %s to re-create it: %w", a.Key, err)
-			return res
+			return writeResult{Action: a, Err: fmt.Errorf("deleting %s to re-create it: %w", a.Key, err)}
 		}
 		return w.create(ctx, rule, a)
+	case opUpdate:
+		err = w.patch(ctx, a.Key, updatePatch(rule, desiredCopy(rule, *a.Source, a.Key.Namespace), a.Existing))
+		if apierrors.IsNotFound(err) {
+			return writeResult{Action: a} // deleted meanwhile: the copy cache reports it, the next pass creates it
+		}
 	case opRelease:
-		obj := newObject(a.Key.Kind)
-		obj.SetNamespace(a.Key.Namespace)
-		obj.SetName(a.Key.Name)
-		patch := client.RawPatch(types.JSONPatchType, releasePatch(rule, a.Existing.Annotations, rule.Namespace+"/"+a.Key.Name))
-		if err := w.client.Patch(ctx, obj, patch, client.FieldOwner(FieldOwner)); err != nil && !apierrors.IsNotFound(err) {
-			res.Err = fmt.Errorf("releasing %s: %w", a.Key, err)
-			return res
-		}
-		res.Done = true
-		return res
+		err = client.IgnoreNotFound(w.patch(ctx, a.Key, releasePatch(rule, a.Existing.Annotations, rule.Namespace+"/"+a.Key.Name)))
 	case opDelete:
-		if err := w.delete(ctx, a.Existing); err != nil {
-			res.Err = fmt.Errorf("deleting %s: %w", a.Key, err)
-			return res
-		}
-		res.Done = true
-		return res
+		err = w.delete(ctx, a.Existing)
+	default:
+		err = fmt.Errorf("unknown action %q", a.Op)
 	}
-	res.Err = fmt.Errorf("unknown action %q", a.Op)
-	return res
+	if err != nil {
+		return writeResult{Action: a, Err: fmt.Errorf("%s %s: %w", map[op]string{opUpdate: "updating", opRelease: "releasing", opDelete: "deleting"}[a.Op], a.Key, err)}
+	}
+	return writeResult{Action: a, Done: true}
 }
 
-// create POSTs the copy: the only write that fails, atomically, when an object of the same
-// name exists, so an object someone else made is never merged into.
+func (w writer) patch(ctx context.Context, key copyKey, patch []byte) error {
+	return w.client.Patch(ctx, objectAt(key), client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(FieldOwner))
+}
+
+func objectAt(key copyKey) client.Object {
+	obj := newObject(key.Kind)
+	obj.SetNamespace(key.Namespace)
+	obj.SetName(key.Name)
+	return obj
+}
+
+// create POSTs the copy: a write that fails when the name is taken, never merges into it.
 func (w writer) create(ctx context.Context, rule types.NamespacedName, a action) writeResult {
 	res := writeResult{Action: a}
-	w.own.expect(a.Key, written(rule, a.Source))
-	err := w.client.Create(ctx, desiredCopy(rule, *a.Source, a.Key.Namespace), client.FieldOwner(FieldOwner))
-	if err != nil {
-		w.own.forget(a.Key)
-	}
-	switch {
+	switch err := w.client.Create(ctx, desiredCopy(rule, *a.Source, a.Key.Namespace), client.FieldOwner(FieldOwner)); {
 	case err == nil:
 		res.Done = true
 	case apierrors.IsAlreadyExists(err):
@@ -156,26 +107,25 @@ func (w writer) create(ctx context.Context, rule types.NamespacedName, a action)
 	return res
 }
 
-// written is the state of a copy of src written for rule.
-func written(rule types.NamespacedName, src *source) writtenState {
-	return writtenState{Rule: rule, Source: rule.Namespace + "/" + src.Name, Hash: src.Hash, Carried: src.Carried.fingerprint()}
-}
-
 // classify reads the metadata of the object that blocked a create and tells what it is.
 func (w writer) classify(ctx context.Context, rule types.NamespacedName, a action) (*conflict, bool, error) {
-	meta := &metav1.PartialObjectMetadata{}
-	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(a.Key.Kind))
-	if err := w.apiReader.Get(ctx, types.NamespacedName{Namespace: a.Key.Namespace, Name: a.Key.Name}, meta); err != nil {
+	meta, err := w.live(ctx, a.Key)
+	if err != nil {
 		return nil, false, fmt.Errorf("reading %s after its create failed: %w", a.Key, err)
 	}
 	c, found := blockedBy(rule, a, meta)
 	return c, found, nil
 }
 
-// blockedBy tells what blocked the create of action a: the rule's own copy that the copy
-// cache has not reported yet (found: written from the source's current content; otherwise
-// neither found nor a conflict, and the cache's event brings another pass), another rule's
-// copy, or a foreign object.
+func (w writer) live(ctx context.Context, key copyKey) (*metav1.PartialObjectMetadata, error) {
+	meta := &metav1.PartialObjectMetadata{}
+	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(key.Kind))
+	return meta, w.apiReader.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: key.Name}, meta)
+}
+
+// blockedBy tells what blocked the create of action a: the rule's own copy the copy cache
+// has not reported yet (found when it has the source's content; else its event brings a
+// pass), another rule's copy, or a foreign object.
 func blockedBy(rule types.NamespacedName, a action, obj client.Object) (c *conflict, found bool) {
 	owner, managed := ruleOfCopy(obj)
 	switch {
@@ -184,25 +134,21 @@ func blockedBy(rule types.NamespacedName, a action, obj client.Object) (c *confl
 		return nil, ann[AnnotationContentHash] == a.Source.Hash && ann[AnnotationSource] == rule.Namespace+"/"+a.Source.Name &&
 			copyCarriedFingerprint(obj.GetLabels(), ann) == a.Source.Carried.fingerprint()
 	case managed:
-		return &conflict{Key: a.Key, Reason: fmt.Sprintf("%s: copy of CopyratorRule %s", flantv1.ConflictReasonManagedByOtherRule, owner)}, false
-	default:
-		return &conflict{Key: a.Key, Foreign: true, Reason: flantv1.ConflictReasonExistsNotManaged + ": an object Copyrator did not create has this name"}, false
+		return ptr.To(otherRuleConflict(a.Key, owner)), false
 	}
+	return ptr.To(foreignConflict(a.Key)), false
 }
 
-// delete removes a copy, but only while it is the rule's copy: the very object and version
-// the cache saw (UID and resourceVersion preconditions). When it changed since (someone
-// edited it, took it over by removing Copyrator's labels, or re-created the name), its
-// metadata is read again, and it is deleted only if it is still the same object labelled
-// with the rule; an object someone else now holds under the name survives.
+// delete removes a copy only while it is the rule's: the object and version the cache saw
+// (preconditions), or, when it changed since, the same object still labelled with the rule;
+// an object someone else took over or re-created under the name survives.
 func (w writer) delete(ctx context.Context, c *copyState) error {
 	err := w.deleteExact(ctx, c.Key, c.UID, c.ResourceVersion)
 	if !apierrors.IsConflict(err) {
 		return client.IgnoreNotFound(err)
 	}
-	meta := &metav1.PartialObjectMetadata{}
-	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(c.Key.Kind))
-	switch err := w.apiReader.Get(ctx, types.NamespacedName{Namespace: c.Key.Namespace, Name: c.Key.Name}, meta); {
+	meta, err := w.live(ctx, c.Key)
+	switch {
 	case apierrors.IsNotFound(err):
 		return nil
 	case err != nil:
@@ -220,63 +166,39 @@ func (w writer) delete(ctx context.Context, c *copyState) error {
 
 // deleteExact deletes the object at key if it has this UID and, when rv is set, this resourceVersion.
 func (w writer) deleteExact(ctx context.Context, key copyKey, uid types.UID, rv string) error {
-	obj := newObject(key.Kind)
-	obj.SetNamespace(key.Namespace)
-	obj.SetName(key.Name)
 	pre := client.Preconditions{UID: &uid}
 	if rv != "" {
 		pre.ResourceVersion = &rv
 	}
-	return w.client.Delete(ctx, obj, pre)
+	return w.client.Delete(ctx, objectAt(key), pre)
 }
 
-// ownWrites remembers, per copy, the state the writer last wrote (or is writing) there,
-// until the copy cache reports the copy again. An event that shows exactly that state is
-// the echo of the controller's own write, which the pass that made it has already counted.
-// The state is noted before the write: the cache's event may come before the write's answer.
-type ownWrites struct {
-	mu     sync.Mutex
-	states map[copyKey]writtenState
-}
-
-// writtenState is what a copy looks like in the copy cache after Copyrator wrote it.
-type writtenState struct {
-	Rule   types.NamespacedName
-	Source string // AnnotationSource
-	Hash   string
-	// Carried is the fingerprint of the carried labels and annotations.
-	Carried string
-}
-
-func newOwnWrites() *ownWrites {
-	return &ownWrites{states: map[copyKey]writtenState{}}
-}
-
-// expect notes that the copy at key is being written.
-func (w *ownWrites) expect(key copyKey, s writtenState) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.states[key] = s
-}
-
-// forget drops the key of a copy that was not written or is gone.
-func (w *ownWrites) forget(key copyKey) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.states, key)
-}
-
-// echo reports whether the cached copy c is in the state last written at its key, and
-// forgets the key either way: the copy's next event is someone else's change.
-func (w *ownWrites) echo(c copyState) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	s, ok := w.states[c.Key]
-	delete(w.states, c.Key)
-	return ok && isEcho(s, c)
-}
-
-// isEcho reports whether copy c is in the written state s.
-func isEcho(s writtenState, c copyState) bool {
-	return c.Rule == s.Rule && c.Source == s.Source && c.Hash == s.Hash && c.WrittenAs == s.Hash && c.Carried == s.Carried
+// withWrites adds a plan and the results of its writes (in any order) to what the pass found.
+func (o outcome) withWrites(p plan, results []writeResult) outcome {
+	o.Desired, o.InSync, o.Frozen = p.Desired, p.InSync, p.Frozen
+	o.Conflicts = slices.Clone(p.Conflicts)
+	o.Checked = map[copyKey]bool{}
+	o.Written = map[op][]copyKey{}
+	for _, wr := range results {
+		switch {
+		case wr.Err != nil:
+			o.WriteErrs = append(o.WriteErrs, wr.Err.Error())
+		case wr.Conflict != nil:
+			o.Conflicts = append(o.Conflicts, *wr.Conflict)
+			o.Checked[wr.Conflict.Key] = true
+		case wr.Found:
+			o.InSync++
+		case wr.Done:
+			o.Written[wr.Action.Op] = append(o.Written[wr.Action.Op], wr.Action.Key)
+			if wr.Action.Op != opDelete {
+				o.InSync++
+			}
+		}
+	}
+	sort.Slice(o.Conflicts, func(i, j int) bool { return lessKey(o.Conflicts[i].Key, o.Conflicts[j].Key) })
+	sort.Slice(o.Refused, func(i, j int) bool { return o.Refused[i].Namespace < o.Refused[j].Namespace })
+	for _, keys := range o.Written {
+		sort.Slice(keys, func(i, j int) bool { return lessKey(keys[i], keys[j]) })
+	}
+	return o
 }

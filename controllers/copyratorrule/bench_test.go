@@ -29,7 +29,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
-	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/internal/manager"
+	"github.com/quartet-operator/quartet/internal/scope"
 	"github.com/quartet-operator/quartet/test/benchutil"
 	"github.com/quartet-operator/quartet/test/testenv"
 )
@@ -51,7 +52,7 @@ type clientLimits struct {
 var (
 	// shippedLimits are main.go's defaults: no client-side limit (a negative QPS), the API
 	// server's Priority and Fairness governs.
-	shippedLimits = clientLimits{operator.DefaultKubeAPIQPS, operator.DefaultKubeAPIBurst}
+	shippedLimits = clientLimits{manager.DefaultKubeAPIQPS, manager.DefaultKubeAPIBurst}
 	// qps200Limits are the defaults the manager shipped with before issue 15.
 	qps200Limits = clientLimits{200, 400}
 )
@@ -94,9 +95,9 @@ func newBenchEnv(b *testing.B, n int) *benchEnv {
 func (be *benchEnv) startManager(b *testing.B, limits clientLimits) (stop func()) {
 	b.Helper()
 	cfg := rest.CopyConfig(env.Config)
-	operator.SetClientLimits(cfg, limits.qps, limits.burst)
+	manager.SetClientLimits(cfg, limits.qps, limits.burst)
 	be.calls.Wrap(cfg)
-	stop = testenv.StartManager(b, cfg, operator.Shared{}, new(Options).Setup)
+	stop = testenv.StartManager(b, cfg, scope.Namespaces{}, new(Options).Setup)
 	be.awaitController(b)
 	return stop
 }

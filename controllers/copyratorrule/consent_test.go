@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
-	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/internal/scope"
 	"github.com/quartet-operator/quartet/test/testenv"
 )
 
@@ -29,7 +29,7 @@ func newConsentFixture(t *testing.T) consentFixture {
 	f.src = testenv.Namespace(t, env.Client, "csrc", nil)
 	f.protected = testenv.Namespace(t, env.Client, "prot", nil)
 	opts := &Options{ConsentRecheck: 300 * time.Millisecond, ConsentRefresh: time.Second, ProtectedNamespaces: f.protected}
-	testenv.StartManager(t, env.Config, operator.Shared{OperatorNamespace: "quartet-test-operator"}, opts.Setup)
+	testenv.StartManager(t, env.Config, scope.Namespaces{Operator: "quartet-test-operator"}, opts.Setup)
 	return f
 }
 

@@ -1,12 +1,24 @@
 // Package copyratorrule implements the CopyratorRule controller: it copies the ConfigMaps
 // or Secrets of a rule's namespace that match the rule's labels into other namespaces and
 // keeps the copies equal to their sources.
+//
+// A pass reads top to bottom: observe (observe.go: the sources, the namespaces, consent,
+// the copies) → decide (decide.go: the writes, within the limits) → act (apply.go, with the
+// objects of desired.go) → report (status.go through status.Writer.Finish, then events.go
+// and metrics.go).
 package copyratorrule
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,7 +32,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
-	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/internal/scope"
+	"github.com/quartet-operator/quartet/internal/status"
 )
 
 // +kubebuilder:rbac:groups=flant.com,resources=copyrators,verbs=get;list;watch;patch
@@ -32,125 +45,45 @@ import (
 //
 // # In-memory state
 //
-// What the controller keeps in process memory from one pass to the next (docs/STYLE.md, "In-memory
-// state"); everything else a pass reads from the API server or a cache of it. A restart or a change
-// of leader loses all of it; the fifth column says what that costs and how the next passes recover.
-// A new piece of such memory needs a row here.
+// What it keeps between passes (docs/STYLE.md, "In-memory state"), all lost on a restart
+// or a change of leader; forget drops a deleted rule from each. Three hand-kept structures
+// and a cache; the figures: docs/copyratorrule.md, "In-memory state and what it buys".
 //
-//	memory             | holds                      | written by             | read by                  | restart, leader change           | protects
-//	-------------------+----------------------------+------------------------+--------------------------+----------------------------------+-----------------------
-//	sources            | one metadata-only informer | ensure, from           | sourceWatcher.sources (a | lost; the rules' first list      | correctness: a changed
-//	(*sourceWatcher):  | per namespace and kind     | sourceWatcher.sources  | rule's sources come from | wakes every rule, and its first  | source must wake its
-//	informers, rules   | that rules copy from, the  | in every pass; leave   | the informer's store);   | pass calls ensure, which starts  | rules; re-derived by
-//	                   | rules that use each        | and forget             | changed (a source's      | the informer again and waits for | each rule's first pass
-//	                   | (picker and view), and the | (Reconciler.forget)    | event marks full and     | its first list; sources changed  |
-//	                   | work queue (setQueue)      |                        | wakes the rules that     | meanwhile are in that list       |
-//	                   |                            |                        | pick it)                 |                                  |
-//	                   |                            |                        |                          |                                  |
-//	sources.contents   | per source UID: hash,      | sourceOf, after a GET; | sourceOf; loadBodies     | lost; the first pass reads each  | work; latency: a pass
-//	(sync.Map)         | size, type and             | the informer's         | (the body)               | source once more (one GET each)  | for a new namespace
-//	                   | immutability of one        | DeleteFunc and leave   |                          |                                  | writes its copies
-//	                   | resourceVersion's content, | drop it                |                          |                                  | without reading the
-//	                   | per view, and that         |                        |                          |                                  | source
-//	                   | version's body             |                        |                          |                                  |
-//	                   |                            |                        |                          |                                  |
-//	copies             | Copyrator's copies in the  | its informers (a       | copyReader.owned and     | rebuilt from a fresh list; the   | correctness: which
-//	(copyReader, the   | watched namespaces         | manager Runnable,      | occupied (observe);      | workers start after the          | copies exist and what
-//	copy cache of      | (label-selected), bodies   | Setup)                 | copyEvents, through the  | controller's watches of it have  | they hold; re-derived
-//	newCopyCache)      | replaced by a hash and a   |                        | controller's watches     | synced                           | from the API server
-//	                   | size (stripBody), indexed  |                        |                          |                                  |
-//	                   | by rule                    |                        |                          |                                  |
-//	                   |                            |                        |                          |                                  |
-//	ledger             | copies and their bytes,    | the copy cache's event | tallies, for admit       | rebuilt from the copy cache's    | correctness: the
-//	                   | per rule and in all        | handlers (setFrom,     | (reconcileCopies)        | first list (its Add events); the | limits on copies
-//	                   |                            | removeFrom;            |                          | workers wait for the             | (--copyratorrule-max-*
-//	                   |                            | newCopyCache)          |                          | controller's own handlers of     | flags); re-derived
-//	                   |                            |                        |                          | that cache to sync, not for      | from the copy cache
-//	                   |                            |                        |                          | these                            |
-//	                   |                            |                        |                          |                                  |
-//	memo               | per rule, the names it     | update, after a pass   | knownForeign (no create  | lost; the first pass tries each  | work and Events;
-//	(*conflictMemo)    | wants that someone else    | that was full and read | is tried again before    | foreign name again (one refused  | latency: without byKey
-//	                   | holds (another rule's      | everything; forget     | conflictRecheck);        | create each) and sends each      | a freed name is taken
-//	                   | copy, or a foreign object) |                        | nextRecheck (Reconcile's | conflict's Warning Event again;  | at the rule's next
-//	                   | and when each foreign one  |                        | RequeueAfter); update's  | until a rule's first pass        | timed pass (consent
-//	                   | was last checked; byKey,   |                        | result, for              | nothing wakes it when a wanted   | refresh)
-//	                   | the rules wanting each     |                        | recordConflicts (one     | name is freed, and that pass     |
-//	                   | name                       |                        | Warning Event per new    | comes after every start anyway   |
-//	                   |                            |                        | conflict); rulesWanting  |                                  |
-//	                   |                            |                        | (copyEvents wakes them   |                                  |
-//	                   |                            |                        | when the name is freed)  |                                  |
-//	                   |                            |                        |                          |                                  |
-//	fresh              | per rule, up to            | namespaceEvents (add), | reconcileCopies (take):  | lost; each rule's first pass     | latency: a new
-//	(*freshNamespaces) | maxFreshNamespaces         | not for the Namespace  | passScopes plans them    | then covers every namespace in   | namespace gets its
-//	                   | namespaces whose creation  | informer's first list; | first; freshOnly         | one step                         | copies before the look
-//	                   | or label change woke it    | forget                 |                          |                                  | at all the others
-//	                   | since its last pass        |                        |                          |                                  |
-//	                   |                            |                        |                          |                                  |
-//	full (*fullPasses) | rules whose next pass must | sourceWatcher.changed; | reconcileCopies (take),  | lost; a pass that would have     | latency
-//	                   | cover every namespace      | copyEvents (someone    | for freshOnly            | been full can be fresh-only, and |
-//	                   | although fresh namespaces  | else's change or       |                          | a fresh-only pass requeues the   |
-//	                   | woke it                    | deletion of a copy, a  |                          | full one after echoDelay (1 s)   |
-//	                   |                            | freed name);           |                          |                                  |
-//	                   |                            | Reconcile, after a     |                          |                                  |
-//	                   |                            | failed pass; forget    |                          |                                  |
-//	                   |                            |                        |                          |                                  |
-//	statuses           | operator.StatusMemory:     | writeStatus (Wrote);   | Reconcile's deferred     | lost; a new process's cache      | work: no second write
-//	                   | each rule as the API       | forget                 | status (Latest):         | starts from a fresh list; a      | of the same status, no
-//	                   | server returned it from    |                        | computeStatus,           | stale read at worst costs a      | repeated Events
-//	                   | this process's last status |                        | recordRefusals and       | conflict and a re-read           |
-//	                   | write                      |                        | recordLimit compare with | (operator.WriteStatus)           |
-//	                   |                            |                        | it                       |                                  |
-//	                   |                            |                        |                          |                                  |
-//	access             | SubjectAccessReview        | mayCreate              | mayCreate, from          | lost; the first passes ask again | work: fewer
-//	(*accessReviewer): | answers per                |                        | consenting (observe,     |                                  | SubjectAccessReviews;
-//	answers            | ServiceAccount, kind and   |                        | consentingNamespaces)    |                                  | the TTLs bound how
-//	                   | namespace ("" for all),    |                        |                          |                                  | late a new or revoked
-//	                   | granted ones for           |                        |                          |                                  | consent acts, and a
-//	                   | ConsentRefresh, refused    |                        |                          |                                  | restart only shortens
-//	                   | ones for ConsentRecheck    |                        |                          |                                  | that
-//	                   | (LRU, maxAccessAnswers)    |                        |                          |                                  |
-//	                   |                            |                        |                          |                                  |
-//	writer.own         | per copy, the state the    | writer.do (expect      | copyEvents (echo): the   | lost; the echo of a write made   | work
-//	(*ownWrites)       | writer is writing or last  | before a create or     | event of the             | before the start looks like      |
-//	                   | wrote there, until the     | update, forget when it | controller's own write   | someone else's change: a full    |
-//	                   | copy cache reports the     | failed); copyEvents'   | wakes the owner after    | pass at once instead of a        |
-//	                   | copy                       | DeleteFunc (forget)    | echoDelay, without a     | delayed one                      |
-//	                   |                            |                        | full mark                |                                  |
+//	memory  | holds                          | written / read by           | restart        | protects, buys
+//	--------+--------------------------------+-----------------------------+----------------+------------------------------
+//	sources | per namespace and kind rules   | picked, informer handlers / | rebuilt: first | correctness: a changed source
+//	        | copy from, a metadata-only     | picked (observe), changed   | passes start   | wakes its rules. Bodies: 0
+//	        | informer; rules' selections;   | (wake rules), wanted (the   | informers and  | reads per new namespace (1
+//	        | the version last read of each  | echo), rulesPicking (a      | read each      | without), Secrets included
+//	        | picked source: body, view hash | freed name)                 | source once    | (docs/SECURITY.md)
+//	access  | SubjectAccessReview answers,   | mayCreate / consenting      | asked again    | work: 1 request per new
+//	        | LRU with TTLs                  |                             |                | namespace, not 2
+//	rules   | per rule: fresh namespaces,    | namespaceEvents, the pass / | first passes   | a new namespace's copy in one
+//	        | what the last full pass saw,   | the pass (shape, admit-     | are full       | request, no scan; one failed
+//	        | copy counts, foreign names     | Counted, foreign)           |                | create per ConflictRecheck
+//	copy    | Copyrator's copies, bodies     | its informers / observe,    | rebuilt from a | correctness: which copies
+//	cache   | replaced by hash and size      | copyEvents                  | fresh list     | exist, what they hold
 //
-// Not in the table: the rules and the Namespace metadata in the manager's shared cache; the
-// Prometheus series (forgetMetrics); the work queue's timers (nextPass, echoDelay), which every
-// pass sets again; configuration (Limits, Protected, Shared, Clock). forget drops a deleted rule
-// from sources, memo, fresh, full and statuses; the ledger and writer.own follow the copy cache's
-// events instead.
+// Not in the table: the manager's cache (rules, Namespace metadata), the Prometheus series
+// (forgetMetrics), the work queue's timers, configuration (Limits, Protected, Namespaces, Clock).
 type Reconciler struct {
 	// Client reads rules and namespace metadata from the manager's cache and writes.
 	Client client.Client
-	// APIReader reads past the caches: a rule again when a status write conflicts, and the
-	// copies of a rule being deleted (liveCopies).
-	APIReader client.Reader
-	// Recorder sends the Events about rules.
-	Recorder events.EventRecorder
-	Clock    clock.PassiveClock
-	Shared   operator.Shared
+	// APIReader reads past the caches: the copies of a rule being deleted (liveCopies).
+	APIReader  client.Reader
+	Recorder   events.EventRecorder
+	Clock      clock.PassiveClock
+	Namespaces scope.Namespaces
 	// Protected are the namespaces that need LabelAcceptCopies besides RBAC's consent.
 	Protected sets.Set[string]
-	// Limits bound the copies; ledger counts those that exist.
-	Limits limits
-
-	copies  copyReader
-	sources *sourceWatcher
-	memo    *conflictMemo
-	// fresh are the namespaces each rule's next pass writes first.
-	fresh *freshNamespaces
-	// full are the rules whose next pass must look at every namespace.
-	full *fullPasses
-	// statuses is the rule as the API server returned it from this process's last status
-	// write, for the passes whose cache does not show that write yet.
-	statuses operator.StatusMemory[*flantv1.CopyratorRule]
-	// access asks whether a rule's ServiceAccount may create copies in a namespace.
-	access *accessReviewer
-	ledger *ledger
-	writer writer
+	Limits    limits
+	// statuses ends every pass that writes the status (Finish).
+	statuses *status.Writer[*flantv1.CopyratorRule]
+	copies   copyReader
+	writer   writer
+	sources  *sourceWatcher
+	access   *accessReviewer
+	rules    *ruleStates
 }
 
 // Reconcile makes the copies of one rule equal to its sources.
@@ -159,82 +92,77 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err := r.Client.Get(ctx, req.NamespacedName, rule); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forget(req.NamespacedName)
-			return ctrl.Result{}, nil
 		}
-		return ctrl.Result{}, err
+		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !rule.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.reconcileDelete(ctx, rule)
 	}
 	if !controllerutil.ContainsFinalizer(rule, Finalizer) {
-		// Added and carried on in the same pass: the finalizer update does not change the
-		// generation, so it would not wake the controller again anyway.
+		// Added and carried on: the finalizer patch would not wake the controller again.
 		if err := r.patchFinalizer(ctx, rule, controllerutil.AddFinalizer); err != nil {
 			return ctrl.Result{}, fmt.Errorf("adding the finalizer: %w", err)
 		}
 	}
-
-	var o outcome
+	key, now := req.NamespacedName, r.Clock.Now()
+	o := outcome{Generation: rule.Generation, Namespace: rule.Namespace, Kind: ruleKind(rule.Spec.RuleType)}
 	defer func() {
+		var prev *flantv1.CopyratorRule
+		// The one pass without a status: a fresh-only pass's counts cover the fresh
+		// namespaces alone; the full pass echoDelay later writes the status.
 		if !o.FreshOnly {
-			// The status as the API server has it, when the cache is behind this process's
-			// last write of it: comparing with the older cached status would write it again.
-			current := r.statuses.Latest(rule)
-			now := metav1.NewTime(r.Clock.Now())
-			status := computeStatus(current.Status, o, now)
-			r.recordRefusals(ctx, rule, current.Status, status)
-			r.recordLimit(rule, current.Status, status)
-			err = errors.Join(err, r.writeStatus(ctx, current, o, now))
+			var werr error
+			prev, werr = r.statuses.Finish(ctx, rule, err == nil, func(x *flantv1.CopyratorRule) {
+				x.Status = computeStatus(x.Status, o, now)
+			})
+			if werr != nil {
+				err = errors.Join(err, fmt.Errorf("writing status: %w", werr))
+			}
 		}
-		if err != nil {
-			r.full.mark(req.NamespacedName)
-		}
+		r.report(ctx, rule, prev, o)
 	}()
-	o = r.reconcileCopies(ctx, rule)
-	switch {
-	case o.SyncErr != nil:
-		return ctrl.Result{}, o.SyncErr
-	case len(o.WriteErrs) > 0:
-		return ctrl.Result{}, fmt.Errorf("%d writes failed: %s", len(o.WriteErrs), summarize(o.WriteErrs))
+	seen := r.reconcileCopies(ctx, rule, &o, now)
+	if !o.FreshOnly {
+		r.rules.settle(key, o, seen, now)
+	}
+	switch err := o.err(); {
+	case err != nil:
+		return ctrl.Result{}, err
 	case o.FreshOnly:
-		// The full pass that looks at everything else and writes the status. Its time
-		// replaces a later one already queued (a conflict's recheck), which it then sets again.
+		// The full pass that writes the status, once no new namespace came for echoDelay.
 		return ctrl.Result{RequeueAfter: echoDelay}, nil
 	}
-	return ctrl.Result{RequeueAfter: nextPass(r.memo.nextRecheck(req.NamespacedName, r.Clock.Now()), o, r.access.recheck, r.access.refresh)}, nil
+	_, recheck := r.rules.foreign(key, now)
+	return ctrl.Result{RequeueAfter: nextPass(recheck, o, r.access.recheck, r.access.refresh)}, nil
 }
 
-// reconcileCopies reads the rule's sources, targets and copies, plans and writes the
-// copies, and reports what it did in Events and metrics. Namespaces that just appeared (or
-// whose labels changed) are read, planned and written first, then every other namespace:
-// a new namespace gets its copies without waiting for a look at thousands of others, and
-// the pass still covers all of them, unless those namespaces were all that woke the rule
-// (freshOnly): then the pass ends after them. A spec mistake or a failed read ends the
-// pass (after the first step's writes, if any, which are reported).
-func (r *Reconciler) reconcileCopies(ctx context.Context, rule *flantv1.CopyratorRule) outcome {
+// reconcileCopies reads the rule's sources, chooses the pass's shape, then step by step
+// (the fresh namespaces first, then the rest) observes, plans and writes. A spec mistake or
+// a failed read ends the pass. It returns what the pass saw (sourcesSeen).
+func (r *Reconciler) reconcileCopies(ctx context.Context, rule *flantv1.CopyratorRule, o *outcome, now time.Time) string {
 	key := client.ObjectKeyFromObject(rule)
-	o := outcome{Generation: rule.Generation, Namespace: rule.Namespace, Kind: ruleKind(rule.Spec.RuleType)}
-	filter, err := newNamespaceFilter(rule, r.Shared.Watches, r.Protected)
+	knownForeign, _ := r.rules.foreign(key, now)
+	filter, err := newNamespaceFilter(rule, r.Namespaces.Watches, r.Protected)
 	if err != nil {
 		o.SpecErr = err
-		return o
+		return ""
 	}
 	o.ServiceAccount = serviceAccountOf(rule)
-	v := viewOf(rule.Spec)
-	sources, err := r.sources.sources(ctx, rule, v, r.writer.parallelism)
+	sources, err := r.sources.picked(ctx, rule, r.writer.parallelism)
 	if err != nil {
 		o.SyncErr = fmt.Errorf("reading sources: %w", err)
-		return o
+		return ""
 	}
-	now := r.Clock.Now()
-	knownForeign := r.memo.knownForeign(key, now)
+	o.Sources, o.Skipped, o.Missing = len(sources.copyable), sources.skipped, sources.missing
+	seen := sourcesSeen(rule.Generation, sources)
+	fresh, only := r.rules.shape(key, seen, now)
+	scopes := passScopes(fresh)
+	if o.FreshOnly = only; only {
+		scopes = scopes[:1]
+	}
 	var p plan
 	var results []writeResult
-	fresh := r.fresh.take(key)
-	scopes := passScopes(fresh)
-	if freshOnly(fresh, rule.Generation, rule.Status.ObservedGeneration, r.full.take(key)) {
-		scopes, o.FreshOnly = scopes[:1], true
-	}
+	counted := false
 	for _, s := range scopes {
 		in, refused, err := r.observe(ctx, key, o.Kind, o.ServiceAccount, sources.copyable, filter, s)
 		if err != nil {
@@ -243,119 +171,43 @@ func (r *Reconciler) reconcileCopies(ctx context.Context, rule *flantv1.Copyrato
 		}
 		in.KnownForeign = knownForeign
 		step := planCopies(in)
-		ruleTally, all := r.ledger.tallies(key)
-		adm := admit(step.Actions, ruleTally, all, r.Limits)
-		o.Dropped += adm.Dropped
+		if grows(step.Actions) && !counted {
+			if err := r.rules.recount(ctx, key, r.copies, !o.FreshOnly); err != nil {
+				o.SyncErr = err
+				break
+			}
+			counted = true
+		}
+		adm := r.rules.admitCounted(key, step.Actions, r.Limits)
+		results = append(results, r.writer.execute(ctx, key, adm.Actions)...)
+		p = p.merge(step)
+		o.Targets, o.Refused, o.Dropped = o.Targets+len(in.Targets), append(o.Refused, refused...), o.Dropped+adm.Dropped
 		if o.Limit == "" {
 			o.Limit = adm.Limit
 		}
-		actions, err := r.sources.loadBodies(ctx, rule.Namespace, o.Kind, v, adm.Actions, r.writer.parallelism)
-		if err != nil {
-			o.SyncErr = fmt.Errorf("reading sources: %w", err)
-			break
-		}
-		results = append(results, r.writer.execute(ctx, key, actions)...)
-		p = p.merge(step)
-		o.Targets += len(in.Targets)
-		o.Refused = append(o.Refused, refused...)
 	}
-
-	o.Sources = len(sources.copyable)
-	o.Skipped = sources.skipped
-	o.Missing = sources.missing
-	o = o.withWrites(p, results)
-	r.recordWrites(ctx, rule, o.Written)
-	if o.SyncErr == nil && !o.FreshOnly {
-		fresh := r.memo.update(key, o.Conflicts, o.Checked, now)
-		r.recordConflicts(ctx, rule, fresh)
-	}
-	recordPass(key, o)
-	return o
+	*o = o.withWrites(p, results)
+	return seen
 }
 
-// observe reads what the planner looks at in the namespaces in scope: the namespaces
-// that consent to the rule's copies (its targets) and those that refuse, its copies, and
-// other rules' copies at the names it wants.
-func (r *Reconciler) observe(ctx context.Context, rule types.NamespacedName, kind string, sa serviceAccountRef,
-	sources []source, filter namespaceFilter, s scope) (planInput, []refusal, error) {
-	in := planInput{Rule: rule, Kind: kind, Sources: sources}
-	candidates, refused, terminating, err := r.targetNamespaces(ctx, filter, s)
-	if err != nil {
-		return in, nil, err
+// nextPass says when a rule's next pass is due without an event (0: never): a foreign
+// name's recheck, and consent asked again (recheck when some refuse, refresh when it writes).
+func nextPass(conflictRecheck time.Duration, o outcome, recheck, refresh time.Duration) time.Duration {
+	due := []time.Duration{conflictRecheck}
+	if len(o.Refused) > 0 {
+		due = append(due, recheck)
 	}
-	in.Terminating = terminating
-	targets, denied, err := r.access.consenting(ctx, sa, resourceOf(kind), candidates)
-	if err != nil {
-		return in, nil, fmt.Errorf("checking consent: %w", err)
+	if o.Targets > 0 {
+		due = append(due, refresh)
 	}
-	in.Targets = targets
-	in.Frozen = map[string]bool{}
-	for _, d := range denied {
-		in.Frozen[d.Namespace] = true
+	if due = slices.DeleteFunc(due, func(d time.Duration) bool { return d == 0 }); len(due) == 0 {
+		return 0
 	}
-	refused = append(refused, denied...)
-	if in.Owned, err = r.copies.owned(ctx, rule, s); err != nil {
-		return in, nil, err
-	}
-	if in.Occupied, err = r.copies.occupied(ctx, rule, kind, in.Targets, in.Sources, in.Owned); err != nil {
-		return in, nil, err
-	}
-	return in, refused, nil
+	return slices.Min(due)
 }
 
-// targetNamespaces reads namespace metadata from the cache, one by one when the scope
-// names the namespaces, otherwise in a list, and picks the namespaces in scope the rule
-// selects (see selectTargets).
-func (r *Reconciler) targetNamespaces(ctx context.Context, f namespaceFilter, s scope) ([]string, []refusal, map[string]bool, error) {
-	var namespaces []metav1.PartialObjectMetadata
-	if s.rest {
-		list := &metav1.PartialObjectMetadataList{}
-		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
-		// Read-only: the cached objects are not copied (a pass reads every namespace).
-		if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, nil, nil, fmt.Errorf("listing namespaces: %w", err)
-		}
-		namespaces = list.Items
-	} else {
-		for name := range s.namespaces {
-			ns := metav1.PartialObjectMetadata{}
-			ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-			switch err := r.Client.Get(ctx, types.NamespacedName{Name: name}, &ns); {
-			case apierrors.IsNotFound(err):
-				continue // gone: copies left in it are planned like those of any vanished namespace
-			case err != nil:
-				return nil, nil, nil, fmt.Errorf("reading namespace %s: %w", name, err)
-			}
-			namespaces = append(namespaces, ns)
-		}
-	}
-	candidates, protected, terminating := selectTargets(f, s, namespaces)
-	return candidates, protected, terminating, nil
-}
-
-// writeStatus writes the status computeStatus makes of o, when it changed
-// (operator.WriteStatus: a conflict applies o again to the rule read past the cache), and
-// remembers the write for the next pass (r.statuses). A rule deleted meanwhile is not an
-// error.
-func (r *Reconciler) writeStatus(ctx context.Context, rule *flantv1.CopyratorRule, o outcome, now metav1.Time) error {
-	written, err := operator.WriteStatus(ctx, r.Client, r.APIReader, rule, func(x *flantv1.CopyratorRule) {
-		x.Status = computeStatus(x.Status, o, now)
-	})
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil
-	case err != nil:
-		return fmt.Errorf("writing status: %w", err)
-	case written != "":
-		r.statuses.Wrote(rule)
-	}
-	return nil
-}
-
-// reconcileDelete deletes (deletionPolicy Delete) or releases (Retain) every copy of the
-// rule, then removes the finalizer. Copies are listed live from the API server (metadata
-// only, selected by the rule's labels), so a copy the cache has not reported yet is not
-// left behind.
+// reconcileDelete deletes (Delete) or releases (Retain) every copy of the rule, listed live
+// (none the cache missed is left behind), then removes the finalizer.
 func (r *Reconciler) reconcileDelete(ctx context.Context, rule *flantv1.CopyratorRule) error {
 	key := client.ObjectKeyFromObject(rule)
 	if !controllerutil.ContainsFinalizer(rule, Finalizer) {
@@ -372,21 +224,11 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, rule *flantv1.Copyrato
 			return err
 		}
 	}
-	actions := cleanupActions(copies, retainIn)
-	results := r.writer.execute(ctx, key, actions)
-	errs := writeErrors(results)
-	done := map[op]int{}
-	for _, wr := range results {
-		if wr.Err == nil {
-			done[wr.Action.Op]++
-		}
-	}
-	for o, n := range done {
-		countCopies(key, writeActions[o], n)
-	}
-	r.recordCleanup(ctx, rule, done[opDelete], done[opRelease])
-	if len(errs) > 0 {
-		return fmt.Errorf("cleaning up %d copies failed: %s", len(errs), summarize(errs))
+	o := outcome{}.withWrites(plan{}, r.writer.execute(ctx, key, cleanupActions(copies, retainIn)))
+	recordPass(key, o, nil)
+	r.recordWrites(ctx, rule, o.Written, fmt.Sprintf(" (deletionPolicy %s)", rule.Spec.DeletionPolicy))
+	if len(o.WriteErrs) > 0 {
+		return fmt.Errorf("cleaning up %d copies failed: %s", len(o.WriteErrs), summarize(o.WriteErrs))
 	}
 	if err := r.patchFinalizer(ctx, rule, controllerutil.RemoveFinalizer); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("removing the finalizer: %w", err)
@@ -397,7 +239,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, rule *flantv1.Copyrato
 
 // liveCopies lists the metadata of every copy labelled with the rule, in the watched namespaces.
 func (r *Reconciler) liveCopies(ctx context.Context, rule types.NamespacedName) ([]copyState, error) {
-	namespaces := r.Shared.WatchNamespaces
+	namespaces := r.Namespaces.Watched
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
@@ -418,34 +260,24 @@ func (r *Reconciler) liveCopies(ctx context.Context, rule types.NamespacedName) 
 	return out, nil
 }
 
-// consentingNamespaces returns "<kind>/<namespace>" of the copies' namespaces where the
-// rule may still write that kind:
-// there a Retain policy releases its copies; elsewhere they are deleted, so that nothing a
-// namespace did not consent to outlives the rule without a trace.
+// consentingNamespaces returns "<kind>/<namespace>" of the copies' namespaces that still
+// consent: Retain releases copies there only; nothing unconsented outlives the rule.
 func (r *Reconciler) consentingNamespaces(ctx context.Context, rule *flantv1.CopyratorRule, copies []copyState) (map[string]bool, error) {
-	byKind := map[string]sets.Set[string]{}
+	byKind := map[string]sets.Set[string]{kindConfigMap: {}, kindSecret: {}}
 	for _, c := range copies {
-		if byKind[c.Key.Kind] == nil {
-			byKind[c.Key.Kind] = sets.New[string]()
-		}
 		byKind[c.Key.Kind].Insert(c.Key.Namespace)
 	}
 	out := map[string]bool{}
 	for kind, nss := range byKind {
 		var candidates []string
 		for _, name := range sets.List(nss) {
-			ns := metav1.PartialObjectMetadata{}
-			ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-			switch err := r.Client.Get(ctx, types.NamespacedName{Name: name}, &ns); {
-			case apierrors.IsNotFound(err):
-				continue
-			case err != nil:
-				return nil, fmt.Errorf("reading namespace %s: %w", name, err)
+			ns, err := r.namespace(ctx, name)
+			if err != nil {
+				return nil, err
 			}
-			if r.Protected.Has(name) && !accepts(&ns) {
-				continue
+			if ns != nil && (!r.Protected.Has(name) || accepts(ns)) {
+				candidates = append(candidates, name)
 			}
-			candidates = append(candidates, name)
 		}
 		yes, _, err := r.access.consenting(ctx, serviceAccountOf(rule), resourceOf(kind), candidates)
 		if err != nil {
@@ -458,11 +290,8 @@ func (r *Reconciler) consentingNamespaces(ctx context.Context, rule *flantv1.Cop
 	return out, nil
 }
 
-type finalizerFunc func(client.Object, string) bool
-
-// patchFinalizer adds or removes the finalizer with an optimistic lock, so a finalizer
-// someone else changes at the same moment is not lost.
-func (r *Reconciler) patchFinalizer(ctx context.Context, rule *flantv1.CopyratorRule, change finalizerFunc) error {
+// patchFinalizer adds or removes the finalizer with an optimistic lock.
+func (r *Reconciler) patchFinalizer(ctx context.Context, rule *flantv1.CopyratorRule, change func(client.Object, string) bool) error {
 	patch := client.MergeFromWithOptions(rule.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	change(rule, Finalizer)
 	return r.Client.Patch(ctx, rule, patch)
@@ -471,9 +300,173 @@ func (r *Reconciler) patchFinalizer(ctx context.Context, rule *flantv1.Copyrator
 // forget drops what the controller keeps in memory about a rule that is gone.
 func (r *Reconciler) forget(rule types.NamespacedName) {
 	r.sources.forget(rule)
-	r.memo.forget(rule)
-	r.fresh.forget(rule)
-	r.full.forget(rule)
-	r.statuses.Forget(rule)
+	r.rules.forget(rule)
 	forgetMetrics(rule)
+}
+
+// maxFreshNamespaces bounds the namespaces a pass plans before the others; beyond it one
+// step over all namespaces reads no more than reading them one by one.
+const maxFreshNamespaces = 32
+
+// maxFreshWait bounds how long namespaces that keep coming hold off a rule's full pass.
+const maxFreshWait = time.Minute
+
+// ruleStates is what the controller keeps per rule between passes (the "rules" row).
+type ruleStates struct {
+	// recheck is how long a foreign name is left alone before a create tries it again.
+	recheck time.Duration
+	mu      sync.Mutex
+	rules   map[types.NamespacedName]*ruleState
+	// all counts every copy for the limits (admitCounted).
+	all tally
+}
+
+type ruleState struct {
+	// fresh are the namespaces whose events woke the rule since its last pass; since is
+	// when the first of them came after its last full pass.
+	fresh map[string]bool
+	since time.Time
+	// settled is what the rule's last full pass without error saw (sourcesSeen).
+	settled string
+	// foreign are names objects Copyrator did not create hold, and when a create found each.
+	foreign map[copyKey]time.Time
+	// copies counts the rule's copies for the limits, once counted (admitCounted).
+	copies  tally
+	counted bool
+}
+
+func newRuleStates(recheck time.Duration) *ruleStates {
+	return &ruleStates{recheck: recheck, rules: map[types.NamespacedName]*ruleState{}}
+}
+
+// state returns the rule's state, made when missing. s.mu is held.
+func (s *ruleStates) state(rule types.NamespacedName) *ruleState {
+	if s.rules[rule] == nil {
+		s.rules[rule] = &ruleState{fresh: map[string]bool{}}
+	}
+	return s.rules[rule]
+}
+
+// addFresh notes namespace ns for the rule's next pass, up to maxFreshNamespaces+1.
+func (s *ruleStates) addFresh(rule types.NamespacedName, ns string, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.state(rule)
+	if len(st.fresh) <= maxFreshNamespaces {
+		st.fresh[ns] = true
+	}
+	if st.since.IsZero() {
+		st.since = now
+	}
+}
+
+// shape takes the namespaces noted for the rule's pass (sorted; none past
+// maxFreshNamespaces), which saw seen, and says whether it is fresh-only.
+func (s *ruleStates) shape(rule types.NamespacedName, seen string, now time.Time) (fresh []string, only bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.state(rule)
+	if len(st.fresh) <= maxFreshNamespaces {
+		fresh = slices.Sorted(maps.Keys(st.fresh))
+	}
+	clear(st.fresh)
+	if only = freshOnly(len(fresh), st.settled, seen, now.Sub(st.since)); !only {
+		st.since = time.Time{}
+	}
+	return fresh, only
+}
+
+// freshOnly reports whether a pass writes only the copies of namespaces that just
+// appeared (or changed labels), leaving the rest and the status to a full pass once none
+// came for echoDelay: when there are such namespaces, the pass sees what the last full pass
+// without error saw (sourcesSeen), and the first came less than maxFreshWait ago. A pass
+// over every namespace, for every new one, held up the next (16–47 ms with 22,000
+// namespaces). A copy changed or a recheck due meanwhile waits for the full pass.
+func freshOnly(fresh int, settled, seen string, waited time.Duration) bool {
+	return fresh > 0 && seen != "" && settled == seen && waited < maxFreshWait
+}
+
+// sourcesSeen identifies the rule's generation and sources as a pass saw them.
+func sourcesSeen(generation int64, s sourceSet) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%d\x00%s\x00%s", generation, strings.Join(s.skipped, ","), strings.Join(s.missing, ","))
+	for _, src := range s.copyable {
+		fmt.Fprintf(h, "\x00%s=%s/%s", src.Name, src.Hash, src.Carried.fingerprint())
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// settle notes what a full pass saw (when it ended without error), and its foreign names.
+func (s *ruleStates) settle(rule types.NamespacedName, o outcome, seen string, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.state(rule)
+	if st.settled = seen; o.err() != nil {
+		st.settled = ""
+	}
+	if o.SyncErr != nil {
+		return
+	}
+	foreign := map[copyKey]time.Time{}
+	for _, c := range o.Conflicts {
+		if at, known := st.foreign[c.Key]; c.Foreign && (!known || o.Checked[c.Key]) {
+			foreign[c.Key] = now
+		} else if c.Foreign {
+			foreign[c.Key] = at
+		}
+	}
+	st.foreign = foreign
+}
+
+// foreign returns the rule's foreign names checked less than recheck ago (reported
+// without a create), and how long until the next is due (a second at least; 0: none).
+func (s *ruleStates) foreign(rule types.NamespacedName, now time.Time) (known map[copyKey]bool, next time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	known = map[copyKey]bool{}
+	for k, at := range s.state(rule).foreign {
+		if now.Sub(at) < s.recheck {
+			known[k] = true
+		}
+		if d := max(at.Add(s.recheck).Sub(now), time.Second); next == 0 || d < next {
+			next = d
+		}
+	}
+	return known, next
+}
+
+// recount counts the copies the copy cache holds for a full pass (or a first count).
+func (s *ruleStates) recount(ctx context.Context, rule types.NamespacedName, copies copyReader, full bool) error {
+	s.mu.Lock()
+	counted := s.state(rule).counted
+	s.mu.Unlock()
+	if counted && !full {
+		return nil
+	}
+	ruleCopies, all, err := copies.tallies(ctx, rule)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		st := s.state(rule)
+		st.copies, st.counted, s.all = ruleCopies, true, all
+	}
+	return err
+}
+
+// admitCounted admits the actions that fit the limits (admit), counting the copies as the
+// last recount did (a scan that passes which add no copy, and fresh-only ones, spare) plus
+// what passes admitted since: copies others deleted count until then, erring on the safe side.
+func (s *ruleStates) admitCounted(rule types.NamespacedName, actions []action, l limits) admitted {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.state(rule)
+	adm := admit(actions, st.copies, s.all, l)
+	st.copies, s.all = st.copies.plus(adm.Grew), s.all.plus(adm.Grew)
+	return adm
+}
+
+func (s *ruleStates) forget(rule types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.rules, rule)
 }

@@ -23,7 +23,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
-	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/internal/scope"
 	"github.com/quartet-operator/quartet/test/benchutil"
 	"github.com/quartet-operator/quartet/test/testenv"
 )
@@ -46,7 +46,7 @@ func newFixture(t *testing.T, n int) fixture {
 		f.targets = append(f.targets, testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": f.id}))
 	}
 	f.unrelated = testenv.Namespace(t, env.Client, "other", nil)
-	testenv.StartManager(t, env.Config, operator.Shared{}, new(Options).Setup)
+	testenv.StartManager(t, env.Config, scope.Namespaces{}, new(Options).Setup)
 	return f
 }
 
@@ -289,7 +289,7 @@ func TestCleanupSurvivesAManagerRestart(t *testing.T) {
 	id := suffix()
 	src := sourceNamespace(t, "src")
 	dst := testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": id})
-	stop := testenv.StartManager(t, env.Config, operator.Shared{}, new(Options).Setup)
+	stop := testenv.StartManager(t, env.Config, scope.Namespaces{}, new(Options).Setup)
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "survivor", Labels: map[string]string{"copytest": id}},
 		Data: map[string][]byte{"k": []byte("v")}}
 	require.NoError(t, env.Client.Create(ctx, s))
@@ -304,7 +304,7 @@ func TestCleanupSurvivesAManagerRestart(t *testing.T) {
 	assert.NotNil(t, getSecret(t, dst, "survivor"))
 	assert.False(t, getRule(t, rule).DeletionTimestamp.IsZero())
 
-	testenv.StartManager(t, env.Config, operator.Shared{}, new(Options).Setup)
+	testenv.StartManager(t, env.Config, scope.Namespaces{}, new(Options).Setup)
 	requireNoCopy(t, dst, "survivor")
 	assert.Eventually(t, func() bool {
 		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(rule), &flantv1.CopyratorRule{}))
@@ -318,7 +318,7 @@ func TestForeignObjectIsRecheckedAndReplacedWhenGone(t *testing.T) {
 	src := sourceNamespace(t, "src")
 	dst := testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": id})
 	opts := Options{ConflictRecheck: time.Second}
-	testenv.StartManager(t, env.Config, operator.Shared{}, opts.Setup)
+	testenv.StartManager(t, env.Config, scope.Namespaces{}, opts.Setup)
 	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: dst, Name: "taken"}, Data: map[string][]byte{"x": []byte("y")}}
 	require.NoError(t, env.Client.Create(ctx, foreign))
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "taken", Labels: map[string]string{"copytest": id}},
@@ -597,7 +597,7 @@ func TestWatchNamespaceScoping(t *testing.T) {
 	watched := testenv.Namespace(t, env.Client, "watched", map[string]string{"copytest": id})
 	outside := testenv.Namespace(t, env.Client, "outside", map[string]string{"copytest": id})
 	outsideSrc := sourceNamespace(t, "src-outside")
-	testenv.StartManager(t, env.Config, operator.Shared{WatchNamespaces: []string{src, watched}}, new(Options).Setup)
+	testenv.StartManager(t, env.Config, scope.Namespaces{Watched: []string{src, watched}}, new(Options).Setup)
 
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "scoped", Labels: map[string]string{"copytest": id}},
 		Data: map[string][]byte{"k": []byte("v")}}
@@ -657,7 +657,7 @@ func TestNeverListsAllSecrets(t *testing.T) {
 	id := suffix()
 	src := sourceNamespace(t, "src")
 	dst := testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": id})
-	testenv.StartManager(t, rec.wrap(env.Config), operator.Shared{}, new(Options).Setup)
+	testenv.StartManager(t, rec.wrap(env.Config), scope.Namespaces{}, new(Options).Setup)
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "lean", Labels: map[string]string{"copytest": id}},
 		Data: map[string][]byte{"k": []byte("v")}}
 	require.NoError(t, env.Client.Create(ctx, s))
@@ -699,7 +699,7 @@ func TestRulesOfOneNamespaceShareOneWatch(t *testing.T) {
 	for range 3 {
 		targets = append(targets, testenv.Namespace(t, env.Client, "dst", nil))
 	}
-	testenv.StartManager(t, rec.wrap(env.Config), operator.Shared{}, new(Options).Setup)
+	testenv.StartManager(t, rec.wrap(env.Config), scope.Namespaces{}, new(Options).Setup)
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "shared",
 		Labels: map[string]string{"copytest": id, "a": "1", "b": "1", "c": "1"}},
 		Data: map[string][]byte{"k": []byte("v")}}
@@ -822,7 +822,7 @@ func TestRestartWritesNothing(t *testing.T) {
 	for range 3 {
 		testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": id})
 	}
-	stop := testenv.StartManager(t, env.Config, operator.Shared{}, new(Options).Setup)
+	stop := testenv.StartManager(t, env.Config, scope.Namespaces{}, new(Options).Setup)
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "steady", Labels: map[string]string{"copytest": id}},
 		Data: map[string][]byte{"k": []byte("v")}}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "steady", Labels: map[string]string{"copytest": id}},
@@ -846,7 +846,7 @@ func TestRestartWritesNothing(t *testing.T) {
 	cfg := rest.CopyConfig(env.Config)
 	calls.Wrap(cfg)
 	before := reconciles(t)
-	testenv.StartManager(t, cfg, operator.Shared{}, new(Options).Setup)
+	testenv.StartManager(t, cfg, scope.Namespaces{}, new(Options).Setup)
 	// Each rule's first pass by the new manager is what would write.
 	assert.Eventually(t, func() bool { return reconciles(t) >= before+2 }, waitFor, tick)
 	var writes []string
@@ -893,12 +893,15 @@ func reconciles(t *testing.T) float64 {
 // was legacyFieldOwner are still this rule's copies (they are told by their labels), kept
 // in sync and written under FieldOwner from then on; Events name FieldOwner as reporter.
 func TestCopiesOfTheLegacyFieldOwnerAreOurs(t *testing.T) {
+	// legacyFieldOwner is the field manager copies were written under before FieldOwner;
+	// nothing in the controller compares it.
+	const legacyFieldOwner = "copyrator"
 	env.Require(t)
 	ctx := context.Background()
 	id := suffix()
 	src := sourceNamespace(t, "src")
 	dst := testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": id})
-	stop := testenv.StartManager(t, env.Config, operator.Shared{}, new(Options).Setup)
+	stop := testenv.StartManager(t, env.Config, scope.Namespaces{}, new(Options).Setup)
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "older", Labels: map[string]string{"copytest": id}},
 		Data: map[string][]byte{"k": []byte("v1")}}
 	require.NoError(t, env.Client.Create(ctx, s))
@@ -928,7 +931,7 @@ func TestCopiesOfTheLegacyFieldOwnerAreOurs(t *testing.T) {
 	s.Data = map[string][]byte{"k": []byte("v2")}
 	require.NoError(t, env.Client.Update(ctx, s))
 
-	testenv.StartManager(t, env.Config, operator.Shared{}, new(Options).Setup)
+	testenv.StartManager(t, env.Config, scope.Namespaces{}, new(Options).Setup)
 	requireCopies(t, s, dst)
 	assert.Contains(t, copyManagers(t), FieldOwner, "the update is ours")
 	eventuallyStatus(t, rule, func(c *assert.CollectT, st flantv1.CopyratorRuleStatus) {

@@ -306,7 +306,7 @@ func TestSelectTargetsInScope(t *testing.T) {
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		name            string
-		scope           scope
+		scope           passScope
 		wantTargets     []string
 		wantTerminating map[string]bool
 	}{
@@ -323,7 +323,7 @@ func TestSelectTargetsInScope(t *testing.T) {
 }
 
 func TestPassScopes(t *testing.T) {
-	assert.Equal(t, []scope{everyNamespace}, passScopes(nil), "no fresh namespace: one step over all")
+	assert.Equal(t, []passScope{everyNamespace}, passScopes(nil), "no fresh namespace: one step over all")
 	steps := passScopes([]string{"x", "y"})
 	require.Len(t, steps, 2)
 	for _, ns := range []string{"x", "y", "z", ""} {
@@ -355,7 +355,7 @@ func TestPlanCopiesInStepsEqualsOnePass(t *testing.T) {
 	f, err := newNamespaceFilter(rule, func(string) bool { return true }, protectedNamespaces("", nil))
 	require.NoError(t, err)
 	// input is what observe reads in scope s.
-	input := func(s scope) planInput {
+	input := func(s passScope) planInput {
 		in := planInput{Rule: testRule, Kind: kindConfigMap, Sources: []source{cfg, other}, KnownForeign: foreign,
 			Occupied: map[copyKey]copyState{}}
 		in.Targets, _, in.Terminating = selectTargets(f, s, namespaces)
@@ -448,20 +448,23 @@ func TestCleanupActions(t *testing.T) {
 
 func TestFreshOnly(t *testing.T) {
 	tests := []struct {
-		name                   string
-		fresh                  []string
-		generation, observed   int64
-		fullWanted, freshAlone bool
+		name          string
+		fresh         []string
+		settled, seen string
+		waited        time.Duration
+		freshAlone    bool
 	}{
-		{name: "only new namespaces woke the rule", fresh: []string{"a"}, generation: 2, observed: 2, freshAlone: true},
-		{name: "no new namespace", generation: 2, observed: 2},
-		{name: "spec changed since the last successful pass", fresh: []string{"a"}, generation: 3, observed: 2},
-		{name: "first pass", fresh: []string{"a"}, generation: 1, observed: 0},
-		{name: "a source or copy changed, or the last pass failed", fresh: []string{"a"}, generation: 2, observed: 2, fullWanted: true},
+		{name: "only new namespaces woke the rule", fresh: []string{"a"}, settled: "gen2", seen: "gen2", freshAlone: true},
+		{name: "no new namespace", settled: "gen2", seen: "gen2"},
+		{name: "spec changed since the last successful pass", fresh: []string{"a"}, settled: "gen2", seen: "gen3"},
+		{name: "first pass", fresh: []string{"a"}, seen: "gen1"},
+		{name: "a source changed, or the last pass failed", fresh: []string{"a"}, settled: "", seen: "gen2"},
+		{name: "the sources were not read", fresh: []string{"a"}},
+		{name: "new namespaces kept coming for maxFreshWait", fresh: []string{"a"}, settled: "gen2", seen: "gen2", waited: maxFreshWait},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.freshAlone, freshOnly(tt.fresh, tt.generation, tt.observed, tt.fullWanted))
+			assert.Equal(t, tt.freshAlone, freshOnly(len(tt.fresh), tt.settled, tt.seen, tt.waited))
 		})
 	}
 }

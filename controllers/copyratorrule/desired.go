@@ -6,67 +6,51 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 )
 
-// Labels and annotations Copyrator puts on its copies, and the namespace opt-out label.
+// Labels and annotations Copyrator puts on its copies (docs/copyratorrule.md, "What a copy
+// is"), and those a namespace may carry.
 const (
-	// LabelManagedBy marks every copy; only objects carrying it (with the rule labels below
-	// naming the rule) are ever changed or deleted.
-	LabelManagedBy = "app.kubernetes.io/managed-by"
-	// ManagedByValue is LabelManagedBy's value on copies.
-	ManagedByValue = "copyrator"
-	// LabelRule names the rule that made a copy.
-	LabelRule = "copyrator.flant.com/rule"
-	// LabelRuleNamespace names the namespace of that rule (the source namespace).
+	// LabelManagedBy (ManagedByValue) and LabelRule, LabelRuleNamespace (the rule) mark every
+	// copy; only objects carrying all three naming the rule are ever changed or deleted.
+	LabelManagedBy     = "app.kubernetes.io/managed-by"
+	ManagedByValue     = "copyrator"
+	LabelRule          = "copyrator.flant.com/rule"
 	LabelRuleNamespace = "copyrator.flant.com/rule-namespace"
-	// LabelIgnore on a namespace with value "true" opts the namespace out of every rule.
-	LabelIgnore = "copyrator.flant.com/ignore"
-	// LabelAcceptCopies on a protected namespace with value "true" lets it receive copies
-	// (from rules whose ServiceAccount RBAC allows there). Only a cluster admin can label
-	// namespaces.
+	// LabelIgnore "true" opts a namespace out of every rule; LabelAcceptCopies "true" lets a
+	// protected namespace receive copies (only a cluster admin can label namespaces).
+	LabelIgnore       = "copyrator.flant.com/ignore"
 	LabelAcceptCopies = "copyrator.flant.com/accept-copies"
-	// AnnotationSource names the source object as namespace/name.
-	AnnotationSource = "copyrator.flant.com/source"
-	// AnnotationContentHash is the hash of the source content the copy was written from.
+	// AnnotationSource names the source as namespace/name, AnnotationContentHash the hash of
+	// the content the copy was written from.
+	AnnotationSource      = "copyrator.flant.com/source"
 	AnnotationContentHash = "copyrator.flant.com/content-hash"
-	// AnnotationCarriedLabels and AnnotationCarriedAnnotations list (comma-separated) the
-	// source labels and annotations a copy carries (spec.carryLabels, carryAnnotations),
-	// so that those the source or the rule drops later are removed from the copy again,
-	// and labels a person put on the copy are left alone.
+	// AnnotationCarriedLabels and AnnotationCarriedAnnotations list the carried keys, so that
+	// those dropped later are removed again and a person's own are left alone.
 	AnnotationCarriedLabels      = "copyrator.flant.com/carried-labels"
 	AnnotationCarriedAnnotations = "copyrator.flant.com/carried-annotations"
-	// cachedHashAnnotation exists only on objects in the copy cache: the hash of the content
-	// the copy really has (its body is dropped from the cache to keep memory low). It is
-	// never written to the API server: copies are written from desired state only. Its key
-	// is not a valid annotation key (the ':'), so the API server never returns it: an object
-	// that has it is one stripBody already transformed.
+	// cachedHashAnnotation and cachedSizeAnnotation exist only in the copy cache (stripBody):
+	// the hash and bytes of the content a copy has. The ':' makes the keys invalid: the API
+	// server never returns them, and they are never written.
 	cachedHashAnnotation = "copyrator.flant.com/cache:content-hash"
-	// cachedSizeAnnotation, like cachedHashAnnotation, exists only in the caches: the bytes
-	// of content the object carries (contentSize).
 	cachedSizeAnnotation = "copyrator.flant.com/cache:content-size"
-
 	// Finalizer lets a rule's copies be cleaned up (or released) before the rule goes.
 	Finalizer = "copyrator.flant.com/cleanup"
 )
 
-// Kinds of copied objects.
-const (
-	kindConfigMap = "ConfigMap"
-	kindSecret    = "Secret"
-)
+const kindConfigMap, kindSecret = "ConfigMap", "Secret"
 
-// ruleKind returns the Kind a rule copies.
 func ruleKind(t flantv1.RuleType) string {
 	if t.IsSecret() {
 		return kindSecret
@@ -74,50 +58,33 @@ func ruleKind(t flantv1.RuleType) string {
 	return kindConfigMap
 }
 
-// copyKey names one object of a copied kind.
-type copyKey struct {
-	Kind      string
-	Namespace string
-	Name      string
-}
+type copyKey struct{ Kind, Namespace, Name string }
 
 func (k copyKey) String() string { return k.Kind + " " + k.Namespace + "/" + k.Name }
 
-// source is one object a rule copies as the rule's view sees it: the hash and size of the
-// content its copies carry, and the labels and annotations they carry.
+// source is an object a rule copies, as its view sees it; Object is shared: never changed.
 type source struct {
-	Name string
-	// UID and Version (resourceVersion) name the version of the source Hash is of.
-	UID       types.UID
-	Version   string
+	Name      string
 	Hash      string
 	Type      corev1.SecretType
 	Immutable bool
-	// Size is the bytes of content a copy carries (contentSize).
-	Size int64
-	// Carried are the source's labels and annotations its copies carry.
-	Carried carried
-	// Object is the content a copy carries (view.content of the *corev1.ConfigMap or
-	// *corev1.Secret read from the API server); nil for a source whose content the pass
-	// knew already (sourceWatcher), until loadBodies reads it.
-	Object client.Object
+	Size      int64
+	Carried   carried
+	Object    client.Object
 }
 
-// view is how a rule sees its sources: the keys its copies carry (spec.keys; every key when
-// empty) and the source labels and annotations they carry (spec.carryLabels,
-// spec.carryAnnotations).
+// view is the keys (all when empty), labels and annotations a rule's copies carry.
 type view struct {
 	keys        []flantv1.CopiedKey
 	labels      []string
 	annotations []string
-	// id names the view's content (its keys) in the content cache: "" when copies carry
-	// every key, so that the hash of an unfiltered source is contentHash of the source, as
-	// before key filters existed, and no copy is rewritten on upgrade.
+	// id names the view's content (its keys): "" when copies carry every key, so that the
+	// hash of an unfiltered source is contentHash of the source, as before key filters
+	// existed, and no copy is rewritten on upgrade.
 	id string
 }
 
-// viewOf returns the view of a rule's spec. Copyrator's own label and annotation keys are
-// never carried, whatever an older CRD let through.
+// viewOf returns the view of a rule's spec; Copyrator's own keys are never carried.
 func viewOf(spec flantv1.CopyratorRuleSpec) view {
 	v := view{keys: spec.Keys}
 	for _, k := range spec.CarryLabels {
@@ -143,55 +110,47 @@ func viewOf(spec flantv1.CopyratorRuleSpec) view {
 // lastAppliedAnnotation holds an object's whole last applied content: never carried.
 const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 
-// ownMetadataKey reports whether a label or annotation key is Copyrator's own.
 func ownMetadataKey(k string) bool {
 	return k == LabelManagedBy || strings.HasPrefix(k, "copyrator.flant.com/")
 }
 
-// source returns obj as the view sees it, its carried labels and annotations included.
 func (v view) source(obj client.Object) source {
 	c := v.content(obj)
-	s := sourceMeta(c)
-	s.Hash, s.Size, s.Object = contentHash(c), contentSize(c), c
-	s.UID, s.Version = obj.GetUID(), obj.GetResourceVersion()
-	s.Carried = v.carried(obj)
+	s := source{Name: obj.GetName(), Hash: contentHash(c), Size: contentSize(c), Object: c, Carried: v.carried(obj)}
+	s.Type, s.Immutable = typeOf(c)
 	return s
 }
 
-// content returns the content a copy of obj carries: obj itself when the view keeps every
-// key; otherwise a new object with only the view's keys (renamed), whose Secret type is the
-// source's only while the kept keys are those the type requires, Opaque otherwise.
+// content returns what a copy of obj carries: obj, or a new object with the view's keys
+// (renamed), of the source's Secret type while the keys hold what it requires, else Opaque.
 func (v view) content(obj client.Object) client.Object {
 	if len(v.keys) == 0 {
 		return obj
 	}
 	switch o := obj.(type) {
 	case *corev1.Secret:
-		data := map[string][]byte{}
-		for _, k := range v.keys {
-			if b, ok := o.Data[k.Key]; ok {
-				data[k.Target()] = b
-			}
-		}
-		typ := o.Type
+		data, typ := renamed(o.Data, v.keys), o.Type
 		if !secretTypeHolds(typ, data) {
 			typ = corev1.SecretTypeOpaque
 		}
 		return &corev1.Secret{ObjectMeta: o.ObjectMeta, Type: typ, Data: data, Immutable: o.Immutable}
 	case *corev1.ConfigMap:
-		data, bin := map[string]string{}, map[string][]byte{}
-		for _, k := range v.keys {
-			if s, ok := o.Data[k.Key]; ok {
-				data[k.Target()] = s
-			}
-			if b, ok := o.BinaryData[k.Key]; ok {
-				bin[k.Target()] = b
-			}
-		}
-		return &corev1.ConfigMap{ObjectMeta: o.ObjectMeta, Data: data, BinaryData: bin, Immutable: o.Immutable}
+		return &corev1.ConfigMap{ObjectMeta: o.ObjectMeta, Data: renamed(o.Data, v.keys), BinaryData: renamed(o.BinaryData, v.keys),
+			Immutable: o.Immutable}
 	default:
 		panic(fmt.Sprintf("view.content: unexpected %T", obj))
 	}
+}
+
+// renamed returns the entries of from that keys name, under their target names.
+func renamed[V any](from map[string]V, keys []flantv1.CopiedKey) map[string]V {
+	out := map[string]V{}
+	for _, k := range keys {
+		if v, ok := from[k.Key]; ok {
+			out[k.Target()] = v
+		}
+	}
+	return out
 }
 
 // secretTypeHolds reports whether a Secret of type t may have exactly these keys: the API
@@ -213,13 +172,11 @@ func secretTypeHolds(t corev1.SecretType, data map[string][]byte) bool {
 	return true
 }
 
-// carried is the labels and annotations of a source its copies carry.
 type carried struct {
 	Labels      map[string]string
 	Annotations map[string]string
 }
 
-// carried returns the view's labels and annotations that m has.
 func (v view) carried(m metav1.Object) carried {
 	pick := func(from map[string]string, keys []string) map[string]string {
 		var out map[string]string
@@ -236,8 +193,7 @@ func (v view) carried(m metav1.Object) carried {
 	return carried{Labels: pick(m.GetLabels(), v.labels), Annotations: pick(m.GetAnnotations(), v.annotations)}
 }
 
-// fingerprint identifies the carried labels and annotations: "" when there are none (as
-// for every copy made without carried metadata).
+// fingerprint identifies the carried labels and annotations: "" when there are none.
 func (c carried) fingerprint() string {
 	if len(c.Labels) == 0 && len(c.Annotations) == 0 {
 		return ""
@@ -245,9 +201,8 @@ func (c carried) fingerprint() string {
 	return carriedFingerprint(c.Labels, c.Annotations, keysOf(c.Labels), keysOf(c.Annotations))
 }
 
-// copyCarriedFingerprint is the fingerprint of what a copy carries: the labels and
-// annotations its record annotations name, with the values the copy has (a named key the
-// copy lacks counts as missing: such a copy is not in sync with any source).
+// copyCarriedFingerprint is the fingerprint of the keys a copy's record annotations name,
+// with its values (one it lacks counts as missing: in sync with no source).
 func copyCarriedFingerprint(labels, annotations map[string]string) string {
 	lk, ak := recordedKeys(annotations[AnnotationCarriedLabels]), recordedKeys(annotations[AnnotationCarriedAnnotations])
 	if len(lk) == 0 && len(ak) == 0 {
@@ -282,43 +237,35 @@ func recordedKeys(v string) []string {
 	return keys
 }
 
-func keysOf(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+func keysOf(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
+
+// typeOf returns the Secret type (none for a ConfigMap) and the immutability of obj.
+func typeOf(obj client.Object) (corev1.SecretType, bool) {
+	if o, ok := obj.(*corev1.Secret); ok {
+		return o.Type, ptrTrue(o.Immutable)
 	}
-	sort.Strings(out)
-	return out
+	if o, ok := obj.(*corev1.ConfigMap); ok {
+		return "", ptrTrue(o.Immutable)
+	}
+	return "", false
 }
 
-func sourceMeta(obj client.Object) source {
-	s := source{Name: obj.GetName()}
-	switch o := obj.(type) {
-	case *corev1.Secret:
-		s.Type, s.Immutable = o.Type, ptrTrue(o.Immutable)
-	case *corev1.ConfigMap:
-		s.Immutable = ptrTrue(o.Immutable)
-	}
-	return s
-}
-
-// contentSize is the bytes of content a copy of obj carries: its keys and values.
+// contentSize is the bytes of content (keys and values) a copy of obj carries.
 func contentSize(obj client.Object) int64 {
-	var n int
 	switch o := obj.(type) {
 	case *corev1.ConfigMap:
-		for k, v := range o.Data {
-			n += len(k) + len(v)
-		}
-		for k, v := range o.BinaryData {
-			n += len(k) + len(v)
-		}
+		return int64(entryBytes(o.Data) + entryBytes(o.BinaryData))
 	case *corev1.Secret:
-		for k, v := range o.Data {
-			n += len(k) + len(v)
-		}
+		return int64(entryBytes(o.Data))
 	}
-	return int64(n)
+	return 0
+}
+
+func entryBytes[V ~string | ~[]byte](m map[string]V) (n int) {
+	for k, v := range m {
+		n += len(k) + len(v)
+	}
+	return n
 }
 
 func ptrTrue(b *bool) bool { return b != nil && *b }
@@ -351,14 +298,11 @@ func contentHash(obj client.Object) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// copyLabels are the labels of every copy made by the rule.
 func copyLabels(rule types.NamespacedName) map[string]string {
 	return map[string]string{LabelManagedBy: ManagedByValue, LabelRule: rule.Name, LabelRuleNamespace: rule.Namespace}
 }
 
-// copyAnnotations name the source of a copy and the hash of the content it was written
-// from, and list the carried labels and annotations (when there are any), besides the
-// carried annotations themselves.
+// copyAnnotations are Copyrator's annotations of a copy and the ones it carries.
 func copyAnnotations(rule types.NamespacedName, src source) map[string]string {
 	ann := map[string]string{}
 	for k, v := range src.Carried.Annotations {
@@ -376,11 +320,8 @@ func copyAnnotations(rule types.NamespacedName, src source) map[string]string {
 	return ann
 }
 
-// desiredCopy builds the copy of src in namespace ns: the content the rule's view keeps
-// under the source's name, with Copyrator's labels and annotations. Of the source's own
-// labels and annotations a copy carries only those the rule names (carryLabels,
-// carryAnnotations); a copy is never a source (it is labelled managed-by copyrator), and
-// tool annotations (kubectl, Helm) stay with the source.
+// desiredCopy builds the copy of src in namespace ns: its content and carried metadata, and
+// Copyrator's labels and annotations (so a copy never matches a selector by accident).
 func desiredCopy(rule types.NamespacedName, src source, ns string) client.Object {
 	labels := copyLabels(rule)
 	for k, v := range src.Carried.Labels {
@@ -388,15 +329,10 @@ func desiredCopy(rule types.NamespacedName, src source, ns string) client.Object
 			labels[k] = v
 		}
 	}
-	meta := metav1.ObjectMeta{
-		Name:        src.Name,
-		Namespace:   ns,
-		Labels:      labels,
-		Annotations: copyAnnotations(rule, src),
-	}
+	meta := metav1.ObjectMeta{Name: src.Name, Namespace: ns, Labels: labels, Annotations: copyAnnotations(rule, src)}
 	// The maps are the copy's own: the client decodes the API server's answer into the
 	// object it wrote, and a source's body is shared by the copies written in parallel and
-	// remembered for later passes (sourceContents). The byte slices are only read.
+	// held for later passes (sourceVersion). The byte slices are only read.
 	switch o := src.Object.(type) {
 	case *corev1.Secret:
 		return &corev1.Secret{ObjectMeta: meta, Type: o.Type, Data: maps.Clone(o.Data), Immutable: immutablePtr(o.Immutable)}
@@ -411,21 +347,19 @@ func desiredCopy(rule types.NamespacedName, src source, ns string) client.Object
 // immutablePtr keeps only a true immutability flag, so copies of mutable sources carry no field.
 func immutablePtr(b *bool) *bool {
 	if ptrTrue(b) {
-		t := true
-		return &t
+		return ptr.To(true)
 	}
 	return nil
 }
 
-// jsonPatchOp is one RFC 6902 operation.
 type jsonPatchOp struct {
 	Op    string `json:"op"`
 	Path  string `json:"path"`
 	Value any    `json:"value,omitempty"`
 }
 
-// pointerEscaper escapes a map key for a JSON pointer (RFC 6901). Built once: a Replacer
-// builds its tables on first use, which cost more than the patch's other work.
+// pointerEscaper escapes a JSON pointer's parts (RFC 6901). Built once: a Replacer's first
+// use builds tables that cost more than the rest of a patch.
 var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
 
 // pointer joins map keys into a JSON pointer (RFC 6901), escaping each.
@@ -445,9 +379,7 @@ var (
 	pathRuleNamespace = pointer("metadata", "labels", LabelRuleNamespace)
 )
 
-// ownershipTests are JSON patch tests that make a patch fail unless the object still
-// carries the rule's labels: a copy taken over (or replaced) by someone else in the
-// meantime is never written.
+// ownershipTests make a patch fail unless the object still carries the rule's labels.
 func ownershipTests(rule types.NamespacedName) []jsonPatchOp {
 	return []jsonPatchOp{
 		{Op: "test", Path: pathManagedBy, Value: ManagedByValue},
@@ -456,19 +388,12 @@ func ownershipTests(rule types.NamespacedName) []jsonPatchOp {
 	}
 }
 
-// updatePatch is the JSON patch that brings an existing copy back to the desired copy:
-// it replaces data and binary data whole (so keys removed from the source, or added by a
-// person, go away), sets the annotations and immutability, and leaves every other label
-// and annotation alone. hasAnnotations says whether the copy has an annotations map.
-//
-// Why not Server-Side Apply: a copy is created with POST (the only write that fails
-// atomically when someone else's object already has the name), so its fields belong to an
-// Update entry of the field manager; a later apply cannot remove keys it never applied, and
-// keys a person adds belong to them. Replacing the maps with one guarded patch is exact.
-//
-// Carried labels and annotations are set; those the copy's record annotations name and
-// the desired copy no longer carries are removed (with the record annotations when
-// nothing is carried any more). existing is the copy as the cache has it.
+// updatePatch is the JSON patch that brings existing (the copy as the cache has it) back to
+// the desired copy: it replaces data and binary data whole (keys removed from the source,
+// or added by a person, go), sets the annotations, the carried labels and immutability,
+// removes the carried keys the copy's record annotations name that desired no longer
+// carries, and leaves every other label and annotation alone. (Why not Server-Side Apply:
+// docs/copyratorrule.md, "How it stays lean and fast".)
 func updatePatch(rule types.NamespacedName, desired client.Object, existing *copyState) []byte {
 	ops := ownershipTests(rule)
 	want := desired.GetAnnotations()
@@ -501,27 +426,25 @@ func updatePatch(rule types.NamespacedName, desired client.Object, existing *cop
 			ops = append(ops, jsonPatchOp{Op: "remove", Path: pointer("metadata", "labels", k)})
 		}
 	}
+	var immutable *bool
 	switch o := desired.(type) {
 	case *corev1.Secret:
-		ops = append(ops, jsonPatchOp{Op: "add", Path: "/data", Value: nonNilBytes(o.Data)})
-		if ptrTrue(o.Immutable) {
-			ops = append(ops, jsonPatchOp{Op: "add", Path: "/immutable", Value: true})
-		}
+		ops = append(ops, jsonPatchOp{Op: "add", Path: "/data", Value: nonNil(o.Data)})
+		immutable = o.Immutable
 	case *corev1.ConfigMap:
 		ops = append(ops,
-			jsonPatchOp{Op: "add", Path: "/data", Value: nonNilStrings(o.Data)},
-			jsonPatchOp{Op: "add", Path: "/binaryData", Value: nonNilBytes(o.BinaryData)})
-		if ptrTrue(o.Immutable) {
-			ops = append(ops, jsonPatchOp{Op: "add", Path: "/immutable", Value: true})
-		}
+			jsonPatchOp{Op: "add", Path: "/data", Value: nonNil(o.Data)},
+			jsonPatchOp{Op: "add", Path: "/binaryData", Value: nonNil(o.BinaryData)})
+		immutable = o.Immutable
+	}
+	if ptrTrue(immutable) {
+		ops = append(ops, jsonPatchOp{Op: "add", Path: "/immutable", Value: true})
 	}
 	return mustJSON(ops)
 }
 
-// releasePatch is the JSON patch that turns a copy into an ordinary object when its rule
-// is deleted with deletionPolicy Retain: Copyrator's labels and its content hash go, the
-// content stays, and so does AnnotationSource (set again in case someone removed it): a
-// released copy still says where it came from. annotations are the copy's current ones.
+// releasePatch turns a copy into an ordinary object (deletionPolicy Retain): Copyrator's
+// labels and hash go; AnnotationSource is set again, to say where it came from.
 func releasePatch(rule types.NamespacedName, annotations map[string]string, source string) []byte {
 	ops := ownershipTests(rule)
 	for _, k := range []string{LabelManagedBy, LabelRule, LabelRuleNamespace} {
@@ -545,16 +468,9 @@ func has(m map[string]string, k string) bool {
 	return ok
 }
 
-func nonNilBytes(m map[string][]byte) map[string][]byte {
+func nonNil[V any](m map[string]V) map[string]V {
 	if m == nil {
-		return map[string][]byte{}
-	}
-	return m
-}
-
-func nonNilStrings(m map[string]string) map[string]string {
-	if m == nil {
-		return map[string]string{}
+		return map[string]V{}
 	}
 	return m
 }
@@ -565,23 +481,4 @@ func mustJSON(v any) []byte {
 		panic(err)
 	}
 	return b
-}
-
-// notCopies selects objects that are not Copyrator's copies (a copy is never a source).
-var notCopies = func() labels.Selector {
-	r, err := labels.NewRequirement(LabelManagedBy, selection.NotEquals, []string{ManagedByValue})
-	if err != nil {
-		panic(err)
-	}
-	return labels.NewSelector().Add(*r)
-}()
-
-// sourceSelector picks a rule's sources: the rule's selector, excluding Copyrator's own copies.
-func sourceSelector(rule *flantv1.CopyratorRule) (labels.Selector, error) {
-	sel, err := labels.ValidatedSelectorFromSet(rule.Spec.SelectorLabels())
-	if err != nil {
-		return nil, fmt.Errorf("spec.selector: %w", err)
-	}
-	reqs, _ := notCopies.Requirements()
-	return sel.Add(reqs...), nil
 }

@@ -10,9 +10,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
-	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/internal/scope"
 	"github.com/quartet-operator/quartet/test/testenv"
 )
 
@@ -61,8 +63,10 @@ func TestAdmit(t *testing.T) {
 	}
 }
 
+// TestLedger: the copies and bytes the limits count, per rule and in all, are those the
+// copy cache holds (here a fake client holding the cache's stripped objects).
 func TestLedger(t *testing.T) {
-	l := newLedger()
+	ctx := context.Background()
 	r1 := types.NamespacedName{Namespace: "src", Name: "a"}
 	r2 := types.NamespacedName{Namespace: "src", Name: "b"}
 	cm := func(ns, name string, rule types.NamespacedName, size int) *corev1.ConfigMap {
@@ -72,22 +76,31 @@ func TestLedger(t *testing.T) {
 		require.NoError(t, err)
 		return out.(*corev1.ConfigMap)
 	}
-	l.setFrom(cm("x", "c", r1, 100))
-	l.setFrom(cm("y", "c", r1, 100))
-	l.setFrom(cm("x", "d", r2, 50))
-	rule, all := l.tallies(r1)
+	c := fake.NewClientBuilder().WithObjects(cm("x", "c", r1, 100), cm("y", "c", r1, 100), cm("x", "d", r2, 50)).Build()
+	l := copyReader{cache: c}
+	tallies := func(rule types.NamespacedName) (tally, tally) {
+		t.Helper()
+		ruleCopies, all, err := l.tallies(ctx, rule)
+		require.NoError(t, err)
+		return ruleCopies, all
+	}
+	rule, all := tallies(r1)
 	assert.Equal(t, tally{2, 200}, rule)
 	assert.Equal(t, tally{3, 250}, all)
-	l.setFrom(cm("x", "c", r1, 300)) // an update
-	rule, all = l.tallies(r1)
+	updated := cm("x", "c", r1, 300) // an update
+	live := &corev1.ConfigMap{}
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(updated), live))
+	updated.ResourceVersion = live.ResourceVersion
+	require.NoError(t, c.Update(ctx, updated))
+	rule, all = tallies(r1)
 	assert.Equal(t, tally{2, 400}, rule)
 	assert.Equal(t, tally{3, 450}, all)
-	l.removeFrom(cm("y", "c", r1, 1))
-	rule, all = l.tallies(r1)
+	require.NoError(t, c.Delete(ctx, cm("y", "c", r1, 1)))
+	rule, all = tallies(r1)
 	assert.Equal(t, tally{1, 300}, rule)
 	assert.Equal(t, tally{2, 350}, all)
-	l.removeFrom(cm("nope", "c", r1, 1))
-	_, all = l.tallies(r1)
+	require.Error(t, c.Delete(ctx, cm("nope", "c", r1, 1)))
+	_, all = tallies(r1)
 	assert.Equal(t, tally{2, 350}, all, "removing what is not there changes nothing")
 }
 
@@ -113,7 +126,7 @@ func TestRuleStopsAtItsLimit(t *testing.T) {
 		targets = append(targets, testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": id}))
 	}
 	opts := &Options{MaxCopiesPerRule: 2}
-	testenv.StartManager(t, env.Config, operator.Shared{}, opts.Setup)
+	testenv.StartManager(t, env.Config, scope.Namespaces{}, opts.Setup)
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "capped", Labels: map[string]string{"copytest": id}},
 		Data: map[string][]byte{"k": []byte("v")}}
 	require.NoError(t, env.Client.Create(ctx, s))

@@ -4,17 +4,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 )
 
-// Metric actions of quartet_copyrator_copies_total.
-const (
-	actionCreated   = "created"
-	actionUpdated   = "updated"
-	actionRecreated = "recreated"
-	actionDeleted   = "deleted"
-	actionReleased  = "released"
-	actionFailed    = "failed"
-)
+// The actions of quartet_copyrator_copies_total: writeActions and actionFailed.
+const actionCreated, actionFailed = "created", "failed"
 
 var (
 	copiesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -36,26 +31,19 @@ func init() {
 }
 
 // writeActions name the kinds of copy write in quartet_copyrator_copies_total.
-var writeActions = map[op]string{
-	opCreate:   actionCreated,
-	opUpdate:   actionUpdated,
-	opRecreate: actionRecreated,
-	opDelete:   actionDeleted,
-	opRelease:  actionReleased,
-}
+var writeActions = map[op]string{opCreate: actionCreated, opUpdate: "updated", opRecreate: "recreated", opDelete: "deleted", opRelease: "released"}
 
-// recordPass counts a pass's writes and sets the rule's gauges (only after a pass that
-// read everything: one that failed to read counts the writes it made before).
-func recordPass(rule types.NamespacedName, o outcome) {
+// recordPass counts a pass's writes and sets the rule's gauges from its status st (nil
+// after a fresh-only pass, whose counts cover the fresh namespaces alone).
+func recordPass(rule types.NamespacedName, o outcome, st *flantv1.CopyratorRuleStatus) {
 	for w, keys := range o.Written {
 		countCopies(rule, writeActions[w], len(keys))
 	}
 	countCopies(rule, actionFailed, len(o.WriteErrs))
-	if o.SyncErr != nil || o.FreshOnly {
-		return
+	if st != nil {
+		conflictsGauge.WithLabelValues(rule.Namespace, rule.Name).Set(float64(st.ConflictCount))
+		copiesInSyncGauge.WithLabelValues(rule.Namespace, rule.Name).Set(float64(st.CopiesInSync))
 	}
-	conflictsGauge.WithLabelValues(rule.Namespace, rule.Name).Set(float64(len(o.Conflicts)))
-	copiesInSyncGauge.WithLabelValues(rule.Namespace, rule.Name).Set(float64(o.InSync))
 }
 
 // countCopies adds n to the rule's series of action; n = 0 makes no series.
@@ -65,7 +53,6 @@ func countCopies(rule types.NamespacedName, action string, n int) {
 	}
 }
 
-// forgetMetrics drops a deleted rule's series.
 func forgetMetrics(rule types.NamespacedName) {
 	l := prometheus.Labels{"rule_namespace": rule.Namespace, "rule": rule.Name}
 	copiesTotal.DeletePartialMatch(l)

@@ -1,6 +1,7 @@
 package copyratorrule
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"time"
@@ -8,27 +9,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// Options are the manager flags of the copyratorrule controller.
+// Options are the manager flags of the copyratorrule controller (BindFlags says what each
+// means). MaxBytesPerRule and MaxBytes are quantities (256Mi).
 type Options struct {
-	// MaxConcurrentReconciles is the number of rules reconciled in parallel.
-	MaxConcurrentReconciles int
-	// WriteParallelism is the number of copy writes in flight for one rule.
-	WriteParallelism int
-	// ConflictRecheck is how often a name held by an object Copyrator did not create is
-	// tried again.
-	ConflictRecheck time.Duration
-	// ConsentRecheck is how often a namespace that refused a rule's copies is asked again.
-	ConsentRecheck time.Duration
-	// ConsentRefresh is how long a namespace's consent is trusted before it is asked again.
-	ConsentRefresh time.Duration
-	// ProtectedNamespaces are namespaces that, like kube-system, kube-public,
-	// kube-node-lease and the operator's own, receive copies only when labelled
-	// copyrator.flant.com/accept-copies=true (comma-separated).
-	ProtectedNamespaces string
-	// MaxCopiesPerRule and MaxCopies bound the copies of one rule and of all rules.
-	MaxCopiesPerRule, MaxCopies int64
-	// MaxBytesPerRule and MaxBytes bound their content, as quantities (256Mi).
-	MaxBytesPerRule, MaxBytes string
+	MaxConcurrentReconciles, WriteParallelism       int
+	ConflictRecheck, ConsentRecheck, ConsentRefresh time.Duration
+	ProtectedNamespaces                             string
+	MaxCopiesPerRule, MaxCopies                     int64
+	MaxBytesPerRule, MaxBytes                       string
 }
 
 // Flag names of the limits, also named in the status when a limit is reached.
@@ -39,12 +27,9 @@ const (
 	flagMaxBytes         = "copyratorrule-max-bytes"
 )
 
-// DefaultOptions returns the flags' defaults. It is the only place they are written:
-// BindFlags registers them as the flags' defaults and complete fills an Options' zero fields
-// from them, so Options built in code (tests) and on the command line cannot disagree.
-//
-// The copy counts are the exception: 0 is a value their flags take (no limit), so complete
-// leaves a zero count alone and Options built in code without one set no limit on copies.
+// DefaultOptions returns the flags' defaults, the only place they are written: BindFlags
+// and complete take them from here. The copy counts are the exception: 0 is a value their
+// flags take (no limit), so Options built in code without one set no limit on copies.
 func DefaultOptions() Options {
 	return Options{
 		MaxConcurrentReconciles: 2,
@@ -81,38 +66,28 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Comma-separated namespaces that, like kube-system, kube-public, kube-node-lease and the operator's own (always protected), receive copies only when a cluster admin labels them copyrator.flant.com/accept-copies=true.")
 }
 
-// complete fills the fields the flags and the caller left at zero or below from
-// DefaultOptions (not the copy counts, whose 0 means no limit), and checks the values, with
-// an error naming the flag. Setup calls it first.
+// complete fills the fields left at zero or below from DefaultOptions (not the copy counts)
+// and checks the values, with an error naming the flag. Setup calls it first.
 func (o *Options) complete() error {
 	d := DefaultOptions()
-	if o.MaxConcurrentReconciles <= 0 {
-		o.MaxConcurrentReconciles = d.MaxConcurrentReconciles
-	}
-	if o.WriteParallelism <= 0 {
-		o.WriteParallelism = d.WriteParallelism
-	}
-	if o.ConflictRecheck <= 0 {
-		o.ConflictRecheck = d.ConflictRecheck
-	}
-	if o.ConsentRecheck <= 0 {
-		o.ConsentRecheck = d.ConsentRecheck
-	}
-	if o.ConsentRefresh <= 0 {
-		o.ConsentRefresh = d.ConsentRefresh
-	}
-	if o.MaxBytesPerRule == "" {
-		o.MaxBytesPerRule = d.MaxBytesPerRule
-	}
-	if o.MaxBytes == "" {
-		o.MaxBytes = d.MaxBytes
-	}
+	orDefault(&o.MaxConcurrentReconciles, d.MaxConcurrentReconciles)
+	orDefault(&o.WriteParallelism, d.WriteParallelism)
+	orDefault(&o.ConflictRecheck, d.ConflictRecheck)
+	orDefault(&o.ConsentRecheck, d.ConsentRecheck)
+	orDefault(&o.ConsentRefresh, d.ConsentRefresh)
+	o.MaxBytesPerRule, o.MaxBytes = cmp.Or(o.MaxBytesPerRule, d.MaxBytesPerRule), cmp.Or(o.MaxBytes, d.MaxBytes)
 	_, err := o.limits()
 	return err
 }
 
-// limits parses the limit flags; a bad quantity is an error naming its flag. Options built
-// in code (tests) leave the copy counts at 0: no limit on them.
+// orDefault sets *v to d when it is zero or below: not set.
+func orDefault[T int | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
+}
+
+// limits parses the limit flags; a bad quantity is an error naming its flag.
 func (o *Options) limits() (limits, error) {
 	l := limits{perRuleCopies: o.MaxCopiesPerRule, copies: o.MaxCopies}
 	for _, q := range []struct {

@@ -3,15 +3,14 @@ package copyratorrule
 import (
 	"context"
 	"fmt"
+	"maps"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/rest"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -26,75 +25,50 @@ import (
 	ctrlsource "sigs.k8s.io/controller-runtime/pkg/source"
 
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
-	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/internal/scope"
+	"github.com/quartet-operator/quartet/internal/status"
 )
 
-// Setup registers the controller with the manager. Besides the rule watch it adds:
-//   - a metadata-only watch of Namespaces (new namespaces get their copies at once);
-//   - a cache of Copyrator's own copies only (label-selected, bodies dropped);
-//   - one metadata-only informer per namespace and kind that rules copy from, shared by
-//     the rules there (sourceWatcher, started by the first reconcile that needs it).
-//
-// It never starts a watch of all ConfigMaps or Secrets.
-func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
+// Setup registers the controller with the manager: the rule watch, a metadata-only watch of
+// Namespaces, the copy cache and the source watcher. It never starts a watch of all
+// ConfigMaps or Secrets.
+func (o *Options) Setup(mgr ctrl.Manager, shared scope.Namespaces) error {
 	if err := o.complete(); err != nil {
 		return err
 	}
-	lim, err := o.limits()
+	lim, _ := o.limits() // complete checked them
+	copyCache, err := newCopyCache(mgr, shared)
 	if err != nil {
 		return err
 	}
-	copies := newLedger()
-	copyCache, err := newCopyCache(mgr, shared.WatchNamespaces, copies)
+	sources, err := newSources(mgr)
 	if err != nil {
 		return err
-	}
-	if err := mgr.Add(copyCache); err != nil {
-		return fmt.Errorf("adding the copy cache: %w", err)
-	}
-	// Sources are read in protobuf, like the manager's own client does for built-in kinds.
-	cfg := rest.CopyConfig(mgr.GetConfig())
-	cfg.ContentType = runtime.ContentTypeProtobuf
-	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	cs, err := kubernetes.NewForConfigAndClient(cfg, mgr.GetHTTPClient())
-	if err != nil {
-		return fmt.Errorf("creating a clientset: %w", err)
-	}
-	md, err := metadata.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
-	if err != nil {
-		return fmt.Errorf("creating a metadata client: %w", err)
-	}
-	full := newFullPasses()
-	sources := newSourceWatcher(cs, md, full)
-	if err := mgr.Add(sources); err != nil {
-		return fmt.Errorf("adding the source watcher: %w", err)
 	}
 	clk := clock.RealClock{}
 	c := client.WithFieldOwner(mgr.GetClient(), FieldOwner)
 	r := &Reconciler{
-		Client:    c,
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder(FieldOwner),
-		Clock:     clk,
-		Shared:    shared,
-		Protected: protectedNamespaces(shared.OperatorNamespace, operator.ParseNamespaces(o.ProtectedNamespaces)),
-		Limits:    lim,
-		access:    newAccessReviewer(c, clk, o.ConsentRecheck, o.ConsentRefresh, o.WriteParallelism),
-		ledger:    copies,
-		copies:    copyReader{cache: copyCache},
-		sources:   sources,
-		memo:      newConflictMemo(o.ConflictRecheck),
-		fresh:     newFreshNamespaces(),
-		full:      full,
-		writer: writer{client: c, apiReader: mgr.GetAPIReader(), parallelism: o.WriteParallelism,
-			own: newOwnWrites()},
+		Client:     c,
+		APIReader:  mgr.GetAPIReader(),
+		Recorder:   mgr.GetEventRecorder(FieldOwner),
+		Clock:      clk,
+		Namespaces: shared,
+		Protected:  protectedNamespaces(shared.Operator, scope.ParseList(o.ProtectedNamespaces)),
+		Limits:     lim,
+		statuses: status.NewWriter(c, mgr.GetAPIReader(),
+			func(x *flantv1.CopyratorRule) *int64 { return &x.Status.ObservedGeneration }),
+		copies:  copyReader{cache: copyCache},
+		writer:  writer{client: c, apiReader: mgr.GetAPIReader(), parallelism: o.WriteParallelism},
+		sources: sources,
+		access:  newAccessReviewer(c, clk, o.ConsentRecheck, o.ConsentRefresh, o.WriteParallelism),
+		rules:   newRuleStates(o.ConflictRecheck),
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("copyratorrule").
 		For(&flantv1.CopyratorRule{}, builder.WithPredicates(predicate.Or[client.Object](
-			predicate.GenerationChangedPredicate{}, operator.DeletionStarted()))).
+			predicate.GenerationChangedPredicate{}, scope.DeletionStarted()))).
 		WatchesMetadata(&corev1.Namespace{}, r.namespaceEvents(),
-			builder.WithPredicates(predicate.Or[client.Object](predicate.LabelChangedPredicate{}, operator.DeletionStarted()))).
+			builder.WithPredicates(predicate.Or[client.Object](predicate.LabelChangedPredicate{}, scope.DeletionStarted()))).
 		WatchesRawSource(ctrlsource.Kind[client.Object](copyCache, &corev1.Secret{}, r.copyEvents())).
 		WatchesRawSource(ctrlsource.Kind[client.Object](copyCache, &corev1.ConfigMap{}, r.copyEvents())).
 		WatchesRawSource(ctrlsource.Func(sources.setQueue)).
@@ -102,49 +76,70 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 		Complete(r)
 }
 
-// newCopyCache builds the cache of Copyrator's copies: only ConfigMaps and Secrets labelled
-// managed-by=copyrator, in the watched namespaces, without their bodies (the transform
-// keeps the metadata, the Secret type, immutability and a hash of the content). Memory thus
-// follows the number of copies, never the cluster's ConfigMaps and Secrets.
-func newCopyCache(mgr ctrl.Manager, watchNamespaces []string, copies *ledger) (cache.Cache, error) {
-	managed := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue})
-	c, err := cache.New(mgr.GetConfig(), cache.Options{
-		HTTPClient: mgr.GetHTTPClient(),
-		Scheme:     mgr.GetScheme(),
-		Mapper:     mgr.GetRESTMapper(),
-		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}:    {Label: managed, Transform: stripBody},
-			&corev1.ConfigMap{}: {Label: managed, Transform: stripBody},
-		},
-		DefaultNamespaces: operator.CacheNamespaces(watchNamespaces),
-		// Reading any other kind through this cache is a bug, not a reason to start a watch.
-		ReaderFailOnMissingInformer: true,
-	})
+// newSources makes the source watcher, added to mgr so that its informers stop with it.
+func newSources(mgr ctrl.Manager) (*sourceWatcher, error) {
+	md, err := metadata.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
 	if err != nil {
-		return nil, fmt.Errorf("creating the copy cache: %w", err)
+		return nil, fmt.Errorf("creating a metadata client: %w", err)
+	}
+	w := newSourceWatcher(mgr.GetAPIReader(), md)
+	if err := mgr.Add(w); err != nil {
+		return nil, fmt.Errorf("adding the source watcher: %w", err)
+	}
+	return w, nil
+}
+
+// newCopyCache builds the cache of Copyrator's copies (scope.NewCache): ConfigMaps and
+// Secrets labelled managed-by=copyrator, without bodies (stripBody), indexed by rule.
+func newCopyCache(mgr ctrl.Manager, shared scope.Namespaces) (cache.Cache, error) {
+	managed := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue})
+	c, err := scope.NewCache(mgr, shared, "copy", map[client.Object]cache.ByObject{
+		&corev1.Secret{}:    {Label: managed, Transform: stripBody},
+		&corev1.ConfigMap{}: {Label: managed, Transform: stripBody},
+	}, true)
+	if err != nil {
+		return nil, err
 	}
 	for _, obj := range []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}} {
 		if err := c.IndexField(context.Background(), obj, ruleIndex, indexByRule); err != nil {
 			return nil, fmt.Errorf("indexing copies by rule: %w", err)
 		}
-		inf, err := c.GetInformer(context.Background(), obj)
-		if err != nil {
-			return nil, fmt.Errorf("the copy cache's informer: %w", err)
-		}
-		// The ledger of copies and their bytes follows the cache (see limits.go).
-		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc:    func(o any) { copies.setFrom(o) },
-			UpdateFunc: func(_, o any) { copies.setFrom(o) },
-			DeleteFunc: func(o any) { copies.removeFrom(o) },
-		}); err != nil {
-			return nil, fmt.Errorf("following the copy cache: %w", err)
-		}
 	}
 	return c, nil
 }
 
-// rulesTargeting maps a namespace event to the rules that copy into that namespace, so a
-// new namespace gets its copies at once.
+// stripBody is the copy cache's transform: it keeps the hash and size of the content in
+// cache-only annotations and drops the body and managed fields. It is idempotent, as
+// client-go asks: an object that has cachedHashAnnotation is returned as it is (a second
+// call used to hash the stripped body, and every copy looked out of sync to the first pass
+// after a start: TestRestartWritesNothing).
+func stripBody(in any) (any, error) {
+	obj, ok := in.(client.Object)
+	if !ok {
+		return in, nil // a tombstone
+	}
+	if _, done := obj.GetAnnotations()[cachedHashAnnotation]; done {
+		return obj, nil
+	}
+	hash, size := contentHash(obj), contentSize(obj)
+	obj.SetManagedFields(nil)
+	ann := make(map[string]string, len(obj.GetAnnotations())+2)
+	maps.Copy(ann, obj.GetAnnotations())
+	ann[cachedHashAnnotation] = hash
+	ann[cachedSizeAnnotation] = strconv.FormatInt(size, 10)
+	obj.SetAnnotations(ann)
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		o.Data, o.StringData = nil, nil
+	case *corev1.ConfigMap:
+		o.Data, o.BinaryData = nil, nil
+	}
+	return obj, nil
+}
+
+type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+
+// rulesTargeting maps a namespace event to the rules that copy into that namespace.
 func (r *Reconciler) rulesTargeting(ctx context.Context, ns client.Object) []reconcile.Request {
 	var rules flantv1.CopyratorRuleList
 	if err := r.Client.List(ctx, &rules); err != nil {
@@ -153,7 +148,7 @@ func (r *Reconciler) rulesTargeting(ctx context.Context, ns client.Object) []rec
 	}
 	var out []reconcile.Request
 	for i := range rules.Items {
-		f, err := newNamespaceFilter(&rules.Items[i], r.Shared.Watches, r.Protected)
+		f, err := newNamespaceFilter(&rules.Items[i], r.Namespaces.Watches, r.Protected)
 		if err == nil && f.selects(ns) {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&rules.Items[i])})
 		}
@@ -162,21 +157,15 @@ func (r *Reconciler) rulesTargeting(ctx context.Context, ns client.Object) []rec
 }
 
 // namespaceEvents maps namespace events to the rules that copy into the namespace (before
-// or after the event) and notes the namespace as fresh for those rules, so their next pass
-// writes its copies first. Namespaces of the informer's first list are not fresh: the first
-// passes look at every namespace anyway, and they wait behind other work (low priority).
+// or after the event) and notes it as fresh for them: their next pass writes its copies
+// first. The informer's first list is not fresh: the first passes look at every namespace.
 func (r *Reconciler) namespaceEvents() handler.EventHandler {
-	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 	mapped := handler.EnqueueRequestsFromMapFunc(r.rulesTargeting)
 	enqueue := func(ctx context.Context, q queue, namespaces ...client.Object) {
-		added := map[reconcile.Request]bool{}
 		for _, ns := range namespaces {
 			for _, req := range r.rulesTargeting(ctx, ns) {
-				r.fresh.add(req.NamespacedName, ns.GetName())
-				if !added[req] {
-					added[req] = true
-					q.Add(req)
-				}
+				r.rules.addFresh(req.NamespacedName, ns.GetName(), r.Clock.Now())
+				q.Add(req) // the queue holds a request once
 			}
 		}
 	}
@@ -194,18 +183,14 @@ func (r *Reconciler) namespaceEvents() handler.EventHandler {
 	}
 }
 
-// echoDelay is how long the echo of the controller's own copy write waits before it wakes
-// the rule. The pass that wrote the copy counted it already; the echo's pass only matters
-// when a pass in between planned without the copy (its cache was behind) and reported it
-// pending. Delayed, the echoes of a burst of writes cost one pass, and they never hold up
-// a pass that has work: any other event wakes the rule at once and the echo joins it.
+// echoDelay is how long the echo of the rule's own copy write waits before it wakes the
+// rule (a pass in between may have planned without the copy), and a fresh-only pass for
+// its full pass: a burst's echoes cost one pass; any other event wakes the rule at once.
 const echoDelay = time.Second
 
-// copyEvents maps copy events to the rule that owns the copy and, when a copy goes away,
-// to the rules that could not write its name. A copy event that is only the echo of the
-// controller's own write wakes the owner after echoDelay.
+// copyEvents wakes the rule that owns a copy (the echo of its own write after echoDelay)
+// and, when a copy goes, the rules whose sources have its name (they found it taken).
 func (r *Reconciler) copyEvents() handler.EventHandler {
-	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 	owner := func(obj client.Object, q queue, echo bool) {
 		rule, ok := ruleOfCopy(obj)
 		switch {
@@ -213,11 +198,14 @@ func (r *Reconciler) copyEvents() handler.EventHandler {
 		case echo:
 			q.AddAfter(reconcile.Request{NamespacedName: rule}, echoDelay)
 		default:
-			r.full.mark(rule)
 			q.Add(reconcile.Request{NamespacedName: rule})
 		}
 	}
-	echo := func(obj client.Object) bool { return r.writer.own.echo(stateOf(obj)) }
+	echo := func(obj client.Object) bool {
+		st := stateOf(obj)
+		src, ok := r.sources.wanted(st.Rule, st.Key.Kind, st.Key.Name)
+		return ok && isEcho(st.Rule, src, st)
+	}
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q queue) { owner(e.Object, q, echo(e.Object)) },
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q queue) {
@@ -226,26 +214,18 @@ func (r *Reconciler) copyEvents() handler.EventHandler {
 			owner(e.ObjectNew, q, isEcho)
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q queue) {
-			key := keyOf(e.Object)
-			r.writer.own.forget(key)
 			owner(e.Object, q, false)
-			for _, rule := range r.memo.rulesWanting(key) {
-				r.full.mark(rule)
+			key := keyOf(e.Object)
+			for _, rule := range r.sources.rulesPicking(key.Kind, key.Name) {
 				q.Add(reconcile.Request{NamespacedName: rule})
 			}
 		},
 	}
 }
 
-// keyOf returns the key of a copy the copy cache reports.
-func keyOf(obj client.Object) copyKey {
-	return copyKey{Kind: kindOf(obj), Namespace: obj.GetNamespace(), Name: obj.GetName()}
-}
-
-// kindOf returns the kind of a copy the copy cache reports.
-func kindOf(obj client.Object) string {
-	if _, ok := obj.(*corev1.Secret); ok {
-		return kindSecret
-	}
-	return kindConfigMap
+// isEcho reports whether copy c is what rule wants, src as the rule sees it: its event is
+// the echo of the controller's own write. Anyone else's change to what a copy holds (data,
+// Copyrator's annotations, a carried label) makes it differ.
+func isEcho(rule types.NamespacedName, src source, c copyState) bool {
+	return c.Rule == rule && copyInSync(rule, &c, &src)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 )
@@ -58,7 +59,7 @@ func TestComputeStatus(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			prev := flantv1.CopyratorRuleStatus{ObservedGeneration: 3, CopiesInSync: 7}
 			tc.pass.Generation, tc.pass.Namespace = 4, "src"
-			st := computeStatus(prev, tc.pass, now)
+			st := computeStatus(prev, tc.pass, now.Time)
 			ready := meta.FindStatusCondition(st.Conditions, flantv1.ConditionReady)
 			degraded := meta.FindStatusCondition(st.Conditions, flantv1.ConditionDegraded)
 			require.NotNil(t, ready)
@@ -67,7 +68,13 @@ func TestComputeStatus(t *testing.T) {
 			assert.Equal(t, tc.degraded, cond{degraded.Status, degraded.Reason}, degraded.Message)
 			assert.NotEmpty(t, ready.Message)
 			assert.Equal(t, int64(4), ready.ObservedGeneration)
-			assert.Equal(t, tc.wantObserved, st.ObservedGeneration)
+			assert.Equal(t, prev.ObservedGeneration, st.ObservedGeneration, "status.Writer.Finish sets it, not computeStatus")
+			// Finish's acted is Reconcile's err == nil, and Reconcile returns the pass's err.
+			observed := prev.ObservedGeneration
+			if tc.pass.err() == nil {
+				observed = tc.pass.Generation
+			}
+			assert.Equal(t, tc.wantObserved, observed, "observedGeneration after Finish")
 			assert.Equal(t, tc.wantInSync, st.CopiesInSync)
 			assert.Len(t, st.Conflicts, tc.wantConflicts)
 			assert.Equal(t, tc.wantCount, st.ConflictCount)
@@ -84,7 +91,7 @@ func TestMissingMessage(t *testing.T) {
 
 func TestComputeStatusConsent(t *testing.T) {
 	now := metav1.NewTime(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
-	sa := serviceAccountRef{Namespace: "t1", Name: "copyrator"}
+	sa := types.NamespacedName{Namespace: "t1", Name: "copyrator"}
 	many := make([]refusal, 23)
 	for i := range many {
 		many[i] = rbacRefusal(fmt.Sprintf("ns-%02d", i), sa, "secrets")
@@ -120,7 +127,7 @@ func TestComputeStatusConsent(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.pass.Generation, tc.pass.Namespace, tc.pass.ServiceAccount = 2, "t1", sa
-			st := computeStatus(flantv1.CopyratorRuleStatus{}, tc.pass, now)
+			st := computeStatus(flantv1.CopyratorRuleStatus{}, tc.pass, now.Time)
 			ready := meta.FindStatusCondition(st.Conditions, flantv1.ConditionReady)
 			auth := meta.FindStatusCondition(st.Conditions, flantv1.ConditionAuthorized)
 			require.NotNil(t, ready)
@@ -140,14 +147,14 @@ func TestComputeStatusConsent(t *testing.T) {
 
 	t.Run("every condition is set on a spec mistake and on the first failed read", func(t *testing.T) {
 		for _, pass := range []outcome{{SpecErr: errors.New("bad")}, {SyncErr: errors.New("timeout")}} {
-			st := computeStatus(flantv1.CopyratorRuleStatus{}, pass, now)
+			st := computeStatus(flantv1.CopyratorRuleStatus{}, pass, now.Time)
 			auth := meta.FindStatusCondition(st.Conditions, flantv1.ConditionAuthorized)
 			require.NotNil(t, auth)
 			assert.Equal(t, metav1.ConditionUnknown, auth.Status)
 		}
 	})
 	t.Run("a never-copied source is named", func(t *testing.T) {
-		st := computeStatus(flantv1.CopyratorRuleStatus{}, outcome{Kind: "Secret", Namespace: "t1", Skipped: []string{"bootstrap-token-abcdef"}}, now)
+		st := computeStatus(flantv1.CopyratorRuleStatus{}, outcome{Kind: "Secret", Namespace: "t1", Skipped: []string{"bootstrap-token-abcdef"}}, now.Time)
 		ready := meta.FindStatusCondition(st.Conditions, flantv1.ConditionReady)
 		assert.Equal(t, flantv1.ReasonNoSourcesMatched, ready.Reason)
 		assert.Contains(t, ready.Message, "bootstrap-token-abcdef")
@@ -196,18 +203,18 @@ func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
 	t0 := metav1.NewTime(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
 	t1 := metav1.NewTime(t0.Add(time.Hour))
 	pass := outcome{Generation: 1, Kind: "Secret", Sources: 1, Targets: 2, Desired: 2, InSync: 2}
-	prev := computeStatus(flantv1.CopyratorRuleStatus{}, pass, t0)
+	prev := computeStatus(flantv1.CopyratorRuleStatus{}, pass, t0.Time)
 
 	pass.Targets, pass.Desired, pass.InSync = 3, 3, 3
-	st := computeStatus(prev, pass, t1)
+	st := computeStatus(prev, pass, t1.Time)
 	ready := meta.FindStatusCondition(st.Conditions, flantv1.ConditionReady)
 	assert.Equal(t, t0, ready.LastTransitionTime, "same status: the transition time stays")
 	assert.Contains(t, ready.Message, "3 copies")
 
 	pass.WriteErrs = []string{"boom"}
-	st = computeStatus(prev, pass, t1)
+	st = computeStatus(prev, pass, t1.Time)
 	assert.Equal(t, t1, meta.FindStatusCondition(st.Conditions, flantv1.ConditionReady).LastTransitionTime)
-	assert.Equal(t, prev, computeStatus(prev, outcome{Generation: 1, Kind: "Secret", Sources: 1, Targets: 2, Desired: 2, InSync: 2}, t1),
+	assert.Equal(t, prev, computeStatus(prev, outcome{Generation: 1, Kind: "Secret", Sources: 1, Targets: 2, Desired: 2, InSync: 2}, t1.Time),
 		"an unchanged pass yields an equal status, so no write")
 }
 

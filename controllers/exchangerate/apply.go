@@ -2,21 +2,18 @@ package exchangerate
 
 import (
 	"context"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
-	"github.com/quartet-operator/quartet/internal/operator"
 )
 
-// FieldOwner names this controller in the API server: the field manager of every write it
-// makes (managedFields) and the reporting controller of its Events. Each controller's is
-// quartet-<controller>.
+// FieldOwner is this controller's field manager and Events' reporting controller.
 const FieldOwner = "quartet-exchangerate"
 
 // configMapAction is what applyConfigMap did.
@@ -25,14 +22,11 @@ type configMapAction int
 const (
 	configMapUnchanged configMapAction = iota
 	configMapCreated
-	// configMapUpdated: a spec change or a repair of someone else's edit.
-	configMapUpdated
-	// configMapRefreshed: a new table from the source, nothing else (routineUpdate).
-	configMapRefreshed
+	configMapUpdated   // a spec change, a failover or a repair of someone else's edit
+	configMapRefreshed // a new publication, nothing else (routineUpdate)
 )
 
-// applyConfigMap creates or patches the ConfigMap to desired. A ConfigMap of that name
-// that this ExchangeRate does not control is left alone (errConfigMapConflict).
+// applyConfigMap creates or patches the ConfigMap to desired, unless someone else's.
 func (r *Reconciler) applyConfigMap(ctx context.Context, xr *operatorsv1.ExchangeRate, desired *corev1.ConfigMap) (configMapAction, error) {
 	existing := &corev1.ConfigMap{}
 	err := r.ConfigMaps.Get(ctx, client.ObjectKeyFromObject(desired), existing)
@@ -62,10 +56,7 @@ func (r *Reconciler) applyConfigMap(ctx context.Context, xr *operatorsv1.Exchang
 		action = configMapRefreshed
 	}
 	patch := client.MergeFrom(existing.DeepCopy())
-	if existing.Labels == nil {
-		existing.Labels = map[string]string{}
-	}
-	existing.Labels[managedByLabel] = managedByValue
+	metav1.SetMetaDataLabel(&existing.ObjectMeta, managedByLabel, managedByValue)
 	existing.Data = desired.Data
 	existing.BinaryData = nil
 	if err := r.Client.Patch(ctx, existing, patch, client.FieldOwner(FieldOwner)); err != nil {
@@ -74,17 +65,4 @@ func (r *Reconciler) applyConfigMap(ctx context.Context, xr *operatorsv1.Exchang
 	ctrl.LoggerFrom(ctx).Info("Updated ConfigMap", "configMap", klog.KObj(existing), "rate", desired.Data[KeyRate],
 		"newPublicationOnly", action == configMapRefreshed)
 	return action, nil
-}
-
-// writeStatus writes the status computeStatus makes of o, when it changed (see
-// operator.WriteStatus: a conflict applies o again to the ExchangeRate read past the
-// cache). An ExchangeRate deleted meanwhile is not an error.
-func (r *Reconciler) writeStatus(ctx context.Context, xr *operatorsv1.ExchangeRate, o outcome) error {
-	_, err := operator.WriteStatus(ctx, r.Client, r.APIReader, xr, func(x *operatorsv1.ExchangeRate) {
-		x.Status = computeStatus(x.Status, o)
-	})
-	if client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("writing status: %w", err)
-	}
-	return nil
 }

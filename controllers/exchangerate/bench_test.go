@@ -25,9 +25,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
-	"github.com/quartet-operator/quartet/controllers/exchangerate/fakeupstream"
-	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/internal/manager"
+	"github.com/quartet-operator/quartet/internal/scope"
 	"github.com/quartet-operator/quartet/test/benchutil"
+	"github.com/quartet-operator/quartet/test/fakeupstream"
 	"github.com/quartet-operator/quartet/test/testenv"
 )
 
@@ -181,7 +182,7 @@ func benchExchangeRates(b *testing.B, n int, sources ...operatorsv1.ExchangeRate
 				b.Fatalf("%s: %v", benchWorkersEnv, err)
 			}
 		}
-		stopManager := testenv.StartManager(b, cfg, operator.Shared{}, opts.Setup) // all namespaces, as without WATCH_NAMESPACE
+		stopManager := testenv.StartManager(b, cfg, scope.Namespaces{}, opts.Setup) // all namespaces, as without WATCH_NAMESPACE
 
 		name := func(k int) (ns, name string) { return namespaces[k%benchNamespaces], fmt.Sprintf("xr-%d-%d", i, k) }
 		expect := func(rates map[string]string) (cms, statuses map[string]map[string]string) {
@@ -369,7 +370,7 @@ func formatCPU(used map[string]float64) string {
 // client-side rate limit (a negative QPS), the API server's flow control governs.
 func managerConfig(base *rest.Config) *rest.Config {
 	cfg := rest.CopyConfig(base)
-	operator.SetClientLimits(cfg, operator.DefaultKubeAPIQPS, operator.DefaultKubeAPIBurst)
+	manager.SetClientLimits(cfg, manager.DefaultKubeAPIQPS, manager.DefaultKubeAPIBurst)
 	if cfg.QPS >= 0 {
 		panic("the manager ships without a client-side rate limit (negative QPS)")
 	}

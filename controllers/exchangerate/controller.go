@@ -1,9 +1,5 @@
-// Package exchangerate keeps currency exchange rates in ConfigMaps. Each ExchangeRate
-// gets a ConfigMap of its own name holding rate, base, currency, date and source (or one
-// key per currency of spec.currencies); all ExchangeRates read one shared, conditionally
-// refreshed table per source, so each upstream sees one request per refresh however many
-// ExchangeRates exist. With several sources the rate is the first fresh source's and the
-// others cross-check it.
+// Package exchangerate keeps exchange rates in ConfigMaps, one per ExchangeRate, from one
+// shared table per source: one upstream request per refresh however many ExchangeRates.
 package exchangerate
 
 import (
@@ -22,7 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
-	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/internal/scope"
+	"github.com/quartet-operator/quartet/internal/status"
 )
 
 // +kubebuilder:rbac:groups=operators.brennerm.github.io,resources=exchangerates,verbs=get;list;watch
@@ -34,175 +31,117 @@ import (
 //
 // # In-memory state
 //
-// What the controller keeps in process memory from one pass to the next (docs/STYLE.md, "In-memory
-// state"); everything else a pass reads from the API server or a cache of it. A restart or a change
-// of leader loses all of it; the fifth column says what that costs and how the next passes recover.
-// A new piece of such memory needs a row here.
+// What a later pass reads besides the API server and the manager's cache (docs/STYLE.md):
 //
-//	memory             | holds                      | written by             | read by                  | restart, leader change           | protects
-//	-------------------+----------------------------+------------------------+--------------------------+----------------------------------+-----------------------
-//	Sources            | one RateCache per source   | NewSources (the        | For, in every pass       | lost; the defaults are built     | work: one shared table
-//	(*Sources): caches | (type and provider) that   | defaults); For, the    |                          | again at start, other sources    | per source; the limit
-//	                   | the defaults or any spec   | first time a spec      |                          | when the first passes name them  | on upstreams
-//	                   | named, at most             | names a source (it     |                          |                                  |
-//	                   | --exchangerate-max-sources | drops one nobody names |                          |                                  |
-//	                   |                            | when at the limit)     |                          |                                  |
-//	                   |                            |                        |                          |                                  |
-//	Sources: names     | which sources each         | For (each pass), and   | For, to find a source    | lost; rebuilt as each            | the limit: a source
-//	                   | ExchangeRate's last pass   | Forget (ExchangeRate   | nobody names when a new  | ExchangeRate's pass runs again   | named once never holds
-//	                   | named                      | gone)                  | one needs its place      | (all do at start)                | its place for ever
-//	                   |                            |                        |                          |                                  |
-//	RateCache: table,  | a source's last good table | fetch, through Get:    | Get and Snapshot, for    | lost; the first pass that names  | work: one upstream
-//	checkedAt,         | with its validators (ETag, | one flight             | fetchSources: priceSpec, | the source fetches it            | request per source and
-//	fetchedAt          | Last-Modified), when the   | (singleflight) per     | computeStatus            | unconditionally (a 200, not a    | refresh; correctness:
-//	                   | source last confirmed it   | source, whichever pass | (lastSuccessfulFetch),   | 304). Until a table comes no     | fetch never steps back
-//	                   | and when it sent it        | asks first             | nextRefresh (dueAt);     | ConfigMap is written: the        | to an older
-//	                   |                            |                        | fetch (the validators,   | ConfigMap and status.rate keep   | publication, within
-//	                   |                            |                        | and the guard against an | the last rate, and Ready says no | one process only
-//	                   |                            |                        | older publication)       | rate yet. The guard against      |
-//	                   |                            |                        |                          | stepping back to an older        |
-//	                   |                            |                        |                          | publication has nothing to       |
-//	                   |                            |                        |                          | compare with; heldQuote compares |
-//	                   |                            |                        |                          | with the ConfigMap's date and    |
-//	                   |                            |                        |                          | keeps the newer rate             |
-//	                   |                            |                        |                          |                                  |
-//	RateCache: retry,  | a failing source's         | fetch                  | Get (no request before   | lost; the first pass asks a      | work: bounds the
-//	lastErr, retryAt,  | backoff: the last error,   |                        | retryAt); Snapshot, for  | failing upstream at once and the | requests to a failing
-//	attempts           | when the next attempt is   |                        | computeStatus (Degraded) | backoff starts again from        | upstream
-//	                   | allowed, the failures'     |                        | and nextRefresh          | --exchangerate-backoff-base      |
-//	                   | schedule                   |                        |                          |                                  |
-//	                   | (exponentialBackoff)       |                        |                          |                                  |
-//	                   |                            |                        |                          |                                  |
-//	ConfigMaps (the    | the ConfigMaps labelled    | its informer (a        | applyConfigMap; the      | rebuilt from a fresh list; the   | correctness: what each
-//	controller's       | managed-by (with           | manager Runnable,      | ConfigMap watch          | workers start after the watch of | ConfigMap holds and
-//	ConfigMap cache)   | managedFields) in the      | Setup)                 | (notOurWrite, wakes the  | it has synced                    | who controls it;
-//	                   | watched namespaces         |                        | owner)                   |                                  | re-derived from the
-//	                   |                            |                        |                          |                                  | API server
+//	memory     | holds                               | written / read by                   | restart, leader change          | protects
+//	-----------+-------------------------------------+-------------------------------------+---------------------------------+--------------------------------------
+//	Sources    | a RateCache per source named (at    | For (at the limit drops a source    | lost; rebuilt as passes name    | work: one table per source for all
+//	           | most --exchangerate-max-sources);   | nobody names), Forget / For, each   | the sources again               | ExchangeRates (see RateCache); the
+//	           | the sources each ExchangeRate named | pass                                |                                 | source limit
+//	RateCache  | a source's last good table, its     | fetch, one flight per source / Get: | lost; the first pass asks       | work: 1 upstream request per refresh
+//	           | check and fetch times, last error,  | priceSpec, computeStatus,           | unconditionally; heldQuote      | for 1,000 ExchangeRates (Benchmark-
+//	           | backoff and next attempt            | nextRefresh                         | re-derives the guard            | ExchangeRates1000); correctness: never
+//	           |                                     |                                     |                                 | an older publication
+//	ConfigMaps | our labelled ConfigMaps, with       | its informer / applyConfigMap,      | rebuilt from a fresh list       | correctness: what a ConfigMap holds,
+//	(cache)    | managedFields                       | heldQuote, the ConfigMap watch      | before the workers start        | whose write was last
 //
-// Not in the table: the ExchangeRates in the manager's shared cache; the Prometheus series
-// (forgetExchangeRate, recordFetch, recordSuccess); the work queue's timers (nextRefresh), which
-// every pass sets again (after a start, the ExchangeRates' first list wakes each); the upstream
-// HTTP client's connections; configuration (DefaultInterval, StaleAfterDays, Shared, Clock,
-// Rand).
+// Not memory: configuration, the Prometheus series, the work queue's timers (nextRefresh).
 type Reconciler struct {
-	// Client reads ExchangeRates from the manager's cache and writes ConfigMaps and status.
-	Client client.Client
-	// APIReader reads past the caches, to look at a ConfigMap our cache does not hold.
-	APIReader client.Reader
-	Recorder  events.EventRecorder
-	Clock     clock.PassiveClock
-	// Rand returns a number in [0, 1) for requeue jitter.
-	Rand   func() float64
-	Shared operator.Shared
+	Client     client.Client
+	APIReader  client.Reader // a ConfigMap our cache does not hold
+	Recorder   events.EventRecorder
+	Clock      clock.PassiveClock
+	Rand       func() float64 // in [0, 1), for requeue jitter
+	Namespaces scope.Namespaces
 	// ConfigMaps reads our labelled ConfigMaps from the controller's own cache.
-	ConfigMaps client.Reader
-	// Sources are the shared tables of the upstreams, one per source.
-	Sources         *Sources
+	ConfigMaps      client.Reader
+	Status          *status.Writer[*operatorsv1.ExchangeRate]
 	DefaultInterval time.Duration
 	StaleAfterDays  int
+	Sources         *Sources
 }
 
-// Reconcile prices the ExchangeRate from the shared table, writes its ConfigMap and
-// status, and schedules the next refresh.
+// Reconcile prices the ExchangeRate, writes its ConfigMap and status, and requeues it.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, reterr error) {
 	xr := &operatorsv1.ExchangeRate{}
-	if err := r.Client.Get(ctx, req.NamespacedName, xr); err != nil {
-		if apierrors.IsNotFound(err) {
-			forgetExchangeRate(req.NamespacedName)
-			r.Sources.Forget(req.NamespacedName)
-		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	// The ConfigMap carries a controller reference, so the garbage collector deletes it
-	// with the ExchangeRate: there is nothing to clean up and no finalizer to hold.
-	if !xr.DeletionTimestamp.IsZero() || !r.Shared.Watches(xr.Namespace) {
+	err := r.Client.Get(ctx, req.NamespacedName, xr)
+	if apierrors.IsNotFound(err) || (err == nil && !xr.DeletionTimestamp.IsZero()) {
+		// Gone, or going with its ConfigMap (garbage collected): no finalizer, no status.
 		forgetExchangeRate(req.NamespacedName)
 		r.Sources.Forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 
-	// o is what this pass learns; the phases below return their parts of it, and the
-	// deferred function turns it into the status, written once and only when it changed.
+	// o is what this pass learns; the phases below fill it, and Finish turns it into the status.
 	o := outcome{Generation: xr.Generation, ConfigMapName: xr.Name, StaleAfterDays: r.StaleAfterDays}
 	defer func() {
-		status := computeStatus(xr.Status, o)
-		recordStale(req.NamespacedName, meta.IsStatusConditionTrue(status.Conditions, operatorsv1.ConditionStale))
-		r.recordTransitions(xr, status, o)
-		if err := r.writeStatus(ctx, xr, o); err != nil {
-			result, reterr = ctrl.Result{}, kerrors.NewAggregate([]error{reterr, err})
+		// The observedGeneration rule and this controller's named exception (docs/STYLE.md): a
+		// pass without error but without a rate yet, the sources failing or silent, did not act.
+		acted := reterr == nil && o.actedOn()
+		prev, err := r.Status.Finish(ctx, xr, acted, func(x *operatorsv1.ExchangeRate) {
+			x.Status = computeStatus(x.Status, o)
+			// The series before the write: whoever reads Stale in the status finds it set.
+			recordStale(req.NamespacedName, meta.IsStatusConditionTrue(x.Status.Conditions, operatorsv1.ConditionStale))
+		})
+		if err != nil {
+			result, reterr = ctrl.Result{}, kerrors.NewAggregate([]error{reterr, fmt.Errorf("writing status: %w", err)})
 			return
 		}
+		r.recordTransitions(prev, xr, o)
 		if reterr == nil {
-			ctrl.LoggerFrom(ctx).V(1).Info("Reconciled ExchangeRate", "rate", status.Rate, "date", status.PublicationDate,
-				"source", status.Source, "requeueAfter", result.RequeueAfter)
+			ctrl.LoggerFrom(ctx).V(1).Info("Reconciled ExchangeRate", "rate", xr.Status.Rate, "date", xr.Status.PublicationDate,
+				"source", xr.Status.Source, "requeueAfter", result.RequeueAfter)
 		}
 	}()
 
 	interval := refreshInterval(xr.Spec, r.DefaultInterval)
 	caches, err := r.Sources.For(req.NamespacedName, xr.Spec.Sources)
 	if err != nil {
-		// Beyond the manager's limit: the user's to resolve (Ready=False says how), or a
-		// place frees when the sources nobody names any more are needed: tried again at
-		// the refresh interval, not as an error.
+		// The user's to resolve, or a source nobody names gives its place at the next look.
 		o.Now, o.SourcesErr = r.Clock.Now(), err
 		return ctrl.Result{RequeueAfter: interval}, nil
 	}
-	o.Sources = fetchSources(ctx, caches, interval)
+	for _, c := range caches {
+		// One upstream request per source per refresh, whichever ExchangeRate asks first.
+		o.Sources = append(o.Sources, sourceAnswer{Name: c.Name(), Schedule: c.Schedule(), Snapshot: c.Get(ctx, interval)})
+	}
 	o.Now = r.Clock.Now()
 	o.Pricing, o.Tolerance = priceSpec(o.Sources, xr.Spec, o.Now, r.StaleAfterDays), toleranceOf(xr.Spec)
-	o.Quote, o.QuoteErr, o.ConfigMapErr = r.reconcileConfigMap(ctx, xr, o.Pricing)
-	// A conflict is the user's to resolve (Ready=False says how): no error retry; the next
-	// refresh looks again.
+	o.Quote, o.ConfigMapErr = r.reconcileConfigMap(ctx, xr, o.Pricing)
+	o.QuoteErr = o.Pricing.Err
+	// A conflict is the user's to resolve (Ready=False says how): no error retry.
 	if o.ConfigMapErr != nil && !errors.Is(o.ConfigMapErr, errConfigMapConflict) {
 		return ctrl.Result{}, fmt.Errorf("writing ConfigMap %s: %w", xr.Name, o.ConfigMapErr)
 	}
 	return ctrl.Result{RequeueAfter: nextRefresh(o, interval, r.Rand)}, nil
 }
 
-// fetchSources asks each source's shared cache for its table, which fetches it when it is
-// due: one upstream request per source per refresh, whichever ExchangeRate asks first.
-func fetchSources(ctx context.Context, caches []*RateCache, interval time.Duration) []sourceAnswer {
-	out := make([]sourceAnswer, len(caches))
-	for i, c := range caches {
-		out[i] = sourceAnswer{Name: c.Name(), Schedule: c.Schedule(), Snapshot: c.Get(ctx, interval)}
-	}
-	return out
-}
-
-// heldBack returns the quote the ConfigMap holds when q is an older publication of the
-// same source (heldQuote), with a Warning Event, and nil otherwise.
-func (r *Reconciler) heldBack(ctx context.Context, xr *operatorsv1.ExchangeRate, q *Quote) *Quote {
-	existing := &corev1.ConfigMap{}
-	if err := r.ConfigMaps.Get(ctx, client.ObjectKey{Namespace: xr.Namespace, Name: xr.Name}, existing); err != nil {
-		return nil // not there yet, or not ours: applyConfigMap finds out
-	}
-	held := heldQuote(existing, xr, q)
-	if held != nil {
-		ctrl.LoggerFrom(ctx).Info("Kept the ConfigMap's newer publication", "source", q.Source, "answered", q.Date, "kept", held.Date)
-		r.Recorder.Eventf(xr, existing, corev1.EventTypeWarning, EventOlderPublication, "Fetch",
-			"%s answered with rates published %s, older than the %s ones ConfigMap %s holds: kept them", q.Source, q.Date,
-			held.Date, existing.Name)
-	}
-	return held
-}
-
-// reconcileConfigMap writes the quote the pricing chose to the ConfigMap. It returns the
-// quote the ConfigMap now holds (nil when none was written), why no source prices the spec
-// (an unpricedError; nil while a source has no table yet), and why the ConfigMap could not
-// be written (errConfigMapConflict or an API error).
-func (r *Reconciler) reconcileConfigMap(ctx context.Context, xr *operatorsv1.ExchangeRate, p pricing) (written *Quote, quoteErr, writeErr error) {
+// reconcileConfigMap writes the quote the pricing chose, unless the ConfigMap holds a newer
+// publication of its source (heldQuote), and returns the quote it holds (nil: none written).
+func (r *Reconciler) reconcileConfigMap(ctx context.Context, xr *operatorsv1.ExchangeRate, p pricing) (*Quote, error) {
 	if p.Chosen < 0 {
-		return nil, p.Err, nil
+		return nil, nil
 	}
 	quote := p.Quotes[p.Chosen]
-	if held := r.heldBack(ctx, xr, quote); held != nil {
-		quote = held
+	existing := &corev1.ConfigMap{}
+	// Not there yet, or not ours: applyConfigMap finds out.
+	if err := r.ConfigMaps.Get(ctx, client.ObjectKey{Namespace: xr.Namespace, Name: xr.Name}, existing); err == nil {
+		if held := heldQuote(existing, xr, quote); held != nil {
+			ctrl.LoggerFrom(ctx).Info("Kept the ConfigMap's newer publication", "source", quote.Source, "answered", quote.Date, "kept", held.Date)
+			r.Recorder.Eventf(xr, existing, corev1.EventTypeWarning, EventOlderPublication, "Fetch",
+				"%s answered with rates published %s, older than the %s ones ConfigMap %s holds: kept them", quote.Source, quote.Date,
+				held.Date, existing.Name)
+			quote = held
+		}
 	}
 	desired := desiredConfigMap(xr, *quote)
 	action, err := r.applyConfigMap(ctx, xr, desired)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	r.recordConfigMapWrite(xr, desired, action)
-	return quote, nil, nil
+	return quote, nil
 }

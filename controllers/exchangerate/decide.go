@@ -14,23 +14,17 @@ import (
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
 )
 
-// jitterFraction spreads requeues over this share of the wait, so thousands of
-// ExchangeRates do not write their ConfigMaps in the same second. The first one to wake
-// refreshes the shared table; the rest find it fresh.
-const jitterFraction = 0.1
+// Requeue jitter: a share of the period (ExchangeRates do not all write in the same second),
+// capped (the refresh after a publication comes soon); a floor against hot loops.
+const (
+	jitterFraction = 0.1
+	maxJitter      = 10 * time.Minute
+	minRequeue     = time.Second
+	// maxListed bounds the disagreements a Divergent message lists.
+	maxListed = 5
+)
 
-// maxJitter bounds the jitter: the refresh after a publication should come soon after it,
-// whatever the periodic interval (10 % of the default 6h would be 36 minutes).
-const maxJitter = 10 * time.Minute
-
-// minRequeue keeps a clock skew or an already-due retry from turning into a hot loop.
-const minRequeue = time.Second
-
-// defaultTolerance is the divergence tolerance of an ExchangeRate without
-// spec.divergenceTolerance, 1 %: reference rates of the same day from different central
-// banks differ by a few tenths of a percent (they fix at different times of day), and a
-// broken source (a wrong table, a unit error, a stuck mirror) by far more. Currencies that
-// move more than that in a day (and sources a day apart) want more.
+// defaultTolerance is 1 %: central banks' rates of a day differ by tenths of a percent.
 var defaultTolerance = big.NewRat(1, 100)
 
 // refreshInterval is the spec's interval, else the manager's default.
@@ -41,14 +35,7 @@ func refreshInterval(spec operatorsv1.ExchangeRateSpec, def time.Duration) time.
 	return def
 }
 
-// nextRefresh returns when to look at an ExchangeRate again; 0 means not until it changes.
-//   - unknown currency, or a source beyond the manager's limit: a spec mistake, wait for
-//     the next edit;
-//   - otherwise the earliest of its sources' next moments: after a failed fetch, when the
-//     cache allows the next attempt; else when the source's table is due (dueAt: the
-//     refresh interval, the source's next publication, a publication that is late).
-//
-// random returns a number in [0, 1).
+// nextRefresh is the sources' earliest retry or due time (dueAt), jittered; 0 after a spec mistake.
 func nextRefresh(o outcome, interval time.Duration, random func() float64) time.Duration {
 	var unknown *UnknownCurrencyError
 	var limit *SourceLimitError
@@ -67,8 +54,7 @@ func nextRefresh(o outcome, interval time.Duration, random func() float64) time.
 		}
 	}
 	wait := max(at.Sub(o.Now), 0)
-	// Jitter is a share of the whole period (not of what is left of it), so CRs that
-	// reconcile at different moments still spread over the same window.
+	// A share of the whole period: passes at different moments spread over the same window.
 	period := interval
 	if retry {
 		period = wait
@@ -77,20 +63,13 @@ func nextRefresh(o outcome, interval time.Duration, random func() float64) time.
 	return max(wait, minRequeue)
 }
 
-// pricing is what the sources' tables say about a spec: each source's quote and whether it
-// is fresh, and which of them the pass writes.
+// pricing is each source's quote (or nil) and whether it is fresh (fetched, not stale), the
+// index of the one to write (-1: none), and why no source prices the spec.
 type pricing struct {
-	// Quotes are the sources' quotes, in the sources' order; nil where a source has no
-	// table yet or cannot price the spec.
 	Quotes []*Quote
-	// Fresh marks the sources whose last fetch succeeded with a quote not older than the
-	// stale limit.
-	Fresh []bool
-	// Chosen is the index of the quote to write; -1 when there is none.
+	Fresh  []bool
 	Chosen int
-	// Err is why no source prices the spec (unpricedError) once every source has a table;
-	// nil while one has none yet.
-	Err error
+	Err    error
 }
 
 // unpricedError says that no source prices the spec: each source's reason.
@@ -120,11 +99,7 @@ func (e unpricedError) Unwrap() []error {
 	return out
 }
 
-// priceSpec prices the spec from every source's table and picks the rate to write: the
-// first fresh source's (its last fetch succeeded and its publication is at most
-// staleAfterDays old); when none is fresh (an outage of all, or all old), the most recent
-// publication any source gave, the first of equals. A source keeps its last good table
-// through failures, so a pass always has the best rate known.
+// priceSpec prices the spec from every table and picks the first fresh rate, else the newest.
 func priceSpec(answers []sourceAnswer, spec operatorsv1.ExchangeRateSpec, now time.Time, staleAfterDays int) pricing {
 	p := pricing{Quotes: make([]*Quote, len(answers)), Fresh: make([]bool, len(answers)), Chosen: -1}
 	var unpriced unpricedError
@@ -132,18 +107,14 @@ func priceSpec(answers []sourceAnswer, spec operatorsv1.ExchangeRateSpec, now ti
 	for i, a := range answers {
 		q, err := quoteFor(a.Snapshot.Table, spec)
 		var unknown *UnknownCurrencyError
-		switch {
-		case errors.As(err, &unknown):
+		if errors.As(err, &unknown) {
 			unpriced = append(unpriced, unknown)
-		case a.Snapshot.Table == nil:
-			allTables = false
 		}
-		if q == nil {
-			continue
+		allTables = allTables && a.Snapshot.Table != nil
+		if q != nil {
+			age, ok := publicationAgeDays(q.Date, now)
+			p.Quotes[i], p.Fresh[i] = q, a.Snapshot.Err == nil && ok && age <= staleAfterDays
 		}
-		p.Quotes[i] = q
-		age, ok := publicationAgeDays(q.Date, now)
-		p.Fresh[i] = a.Snapshot.Err == nil && ok && age <= staleAfterDays
 	}
 	for i, q := range p.Quotes {
 		if q != nil && p.Fresh[i] {
@@ -168,15 +139,9 @@ type verdict struct {
 	Reason, Message string
 }
 
-// maxListed bounds the disagreements a Divergent message lists.
-const maxListed = 5
-
-// crossCheck compares the rate written with every other fresh source's, currency by
-// currency, against tolerance (a fraction: 1/100 is 1 %). The message of agreement names no
-// rates, so that it does not change (and cost a status write) with every publication; a
-// disagreement names them, for the human who must judge it.
+// crossCheck compares the rate written with every other fresh source's against tolerance.
+// An agreement names no rates (it would change with every publication); a disagreement does.
 func crossCheck(names []string, p pricing, tolerance *big.Rat) verdict {
-	limit := percent(tolerance)
 	switch {
 	case len(names) == 1:
 		return verdict{metav1.ConditionFalse, operatorsv1.ReasonSingleSource, fmt.Sprintf("one source (%s): nothing to cross-check", names[0])}
@@ -185,25 +150,26 @@ func crossCheck(names []string, p pricing, tolerance *big.Rat) verdict {
 	case !p.Fresh[p.Chosen]:
 		return verdict{metav1.ConditionUnknown, operatorsv1.ReasonNotCompared, "no source gave a fresh rate to compare"}
 	}
-	chosen := p.Quotes[p.Chosen]
+	chosen, ours, limit := p.Quotes[p.Chosen], names[p.Chosen], percent(tolerance)
 	var compared, silent, disagreements []string
 	for i, q := range p.Quotes {
-		if i == p.Chosen {
+		switch {
+		case i == p.Chosen:
 			continue
-		}
-		if q == nil || !p.Fresh[i] {
+		case q == nil || !p.Fresh[i]:
 			silent = append(silent, names[i])
 			continue
 		}
 		compared = append(compared, names[i])
-		theirs := q.byCurrency()
+		theirs := map[string]string{}
+		for _, r := range q.list() {
+			theirs[r.Currency] = r.Rate
+		}
 		for _, c := range chosen.list() {
-			diff := relativeDifference(theirs[c.Currency], c.Rate)
-			if diff == nil || diff.Cmp(tolerance) <= 0 {
-				continue
+			if diff := relativeDifference(theirs[c.Currency], c.Rate); diff != nil && diff.Cmp(tolerance) > 0 {
+				disagreements = append(disagreements, fmt.Sprintf("%s says %s %s (published %s), %s from %s's %s (published %s)",
+					names[i], c.Currency, theirs[c.Currency], q.Date, percent(diff), ours, c.Rate, chosen.Date))
 			}
-			disagreements = append(disagreements, fmt.Sprintf("%s says %s %s (published %s), %s from %s's %s (published %s)",
-				names[i], c.Currency, theirs[c.Currency], q.Date, percent(diff), names[p.Chosen], c.Rate, chosen.Date))
 		}
 	}
 	switch {
@@ -215,26 +181,17 @@ func crossCheck(names []string, p pricing, tolerance *big.Rat) verdict {
 		return verdict{metav1.ConditionTrue, operatorsv1.ReasonSourcesDisagree, fmt.Sprintf("%s%s; the tolerance is %s",
 			strings.Join(disagreements, "; "), more, limit)}
 	case len(compared) == 0:
-		return verdict{metav1.ConditionUnknown, operatorsv1.ReasonNotCompared, fmt.Sprintf("%s gave no fresh rate to compare with %s's",
-			strings.Join(silent, " and "), names[p.Chosen])}
+		return verdict{metav1.ConditionUnknown, operatorsv1.ReasonNotCompared,
+			fmt.Sprintf("%s gave no fresh rate to compare with %s's", strings.Join(silent, " and "), ours)}
 	}
-	msg := fmt.Sprintf("%s agree with %s within %s", strings.Join(compared, " and "), names[p.Chosen], limit)
+	msg := fmt.Sprintf("%s agree with %s within %s", strings.Join(compared, " and "), ours, limit)
 	if len(compared) == 1 {
-		msg = fmt.Sprintf("%s agrees with %s within %s", compared[0], names[p.Chosen], limit)
+		msg = fmt.Sprintf("%s agrees with %s within %s", compared[0], ours, limit)
 	}
 	if len(silent) > 0 {
 		msg += fmt.Sprintf("; %s gave no fresh rate", strings.Join(silent, " and "))
 	}
 	return verdict{metav1.ConditionFalse, operatorsv1.ReasonSourcesAgree, msg}
-}
-
-// sourceNames are the answers' source names, in order.
-func sourceNames(answers []sourceAnswer) []string {
-	out := make([]string, len(answers))
-	for i, a := range answers {
-		out[i] = a.Name
-	}
-	return out
 }
 
 // relativeDifference is |theirs - ours| / ours; nil when either is not a rate.
@@ -257,8 +214,7 @@ func percent(r *big.Rat) string {
 	return roundSignificant(p, 3) + "%"
 }
 
-// toleranceOf is spec.divergenceTolerance as a fraction, defaultTolerance when unset (the
-// API server refuses a malformed one).
+// toleranceOf is spec.divergenceTolerance as a fraction, defaultTolerance when unset.
 func toleranceOf(spec operatorsv1.ExchangeRateSpec) *big.Rat {
 	v, ok := strings.CutSuffix(spec.DivergenceTolerance, "%")
 	r, parsed := new(big.Rat).SetString(v)
@@ -268,71 +224,51 @@ func toleranceOf(spec operatorsv1.ExchangeRateSpec) *big.Rat {
 	return r.Quo(r, big.NewRat(100, 1))
 }
 
-// controlledBy reports whether obj's controller reference points at xr (by UID, so a
-// ConfigMap left by a deleted ExchangeRate of the same name does not count).
+// controlledBy reports whether obj's controller reference is xr, by UID.
 func controlledBy(obj metav1.Object, xr *operatorsv1.ExchangeRate) bool {
 	ref := metav1.GetControllerOf(obj)
 	return ref != nil && ref.UID == xr.UID
 }
 
-// configMapUpToDate reports whether existing already is desired in everything we own:
-// the label, the data and the controller reference.
+// configMapUpToDate reports whether existing is desired in all we own: label, data, owner.
 func configMapUpToDate(existing, desired *corev1.ConfigMap, xr *operatorsv1.ExchangeRate) bool {
-	return existing.Labels[managedByLabel] == managedByValue &&
-		controlledBy(existing, xr) &&
-		maps.Equal(existing.Data, desired.Data) &&
-		len(existing.BinaryData) == 0
+	return existing.Labels[managedByLabel] == managedByValue && controlledBy(existing, xr) &&
+		maps.Equal(existing.Data, desired.Data) && len(existing.BinaryData) == 0
 }
 
-// routineUpdate reports whether a ConfigMap update only brings a new table from the source:
-// the spec is unchanged since the last pass without error, and the ConfigMap holds what
-// that pass wrote (the rates and publication date in status, the same keys, base, currency
-// and source). Such an update is the controller's everyday work, shown by the ConfigMap and
-// the status; it sends no Event, so a new publication costs one ConfigMap write and one
-// status write per ExchangeRate. A spec change, a change of source (a failover) or a
-// ConfigMap someone else edited is not routine.
+// routineUpdate reports whether an update only brings a new publication of what status says.
 func routineUpdate(existing, desired *corev1.ConfigMap, xr *operatorsv1.ExchangeRate) bool {
-	if xr.Generation != xr.Status.ObservedGeneration ||
-		existing.Data[KeyDate] != xr.Status.PublicationDate ||
-		len(existing.Data) != len(desired.Data) ||
-		existing.Data[KeyBase] != desired.Data[KeyBase] ||
-		existing.Data[KeySource] != desired.Data[KeySource] {
+	d, st := existing.Data, xr.Status
+	if xr.Generation != st.ObservedGeneration || d[KeyDate] != st.PublicationDate || len(d) != len(desired.Data) ||
+		d[KeyBase] != desired.Data[KeyBase] || d[KeySource] != desired.Data[KeySource] {
 		return false
 	}
 	if len(xr.Spec.Currencies) == 0 {
-		return xr.Status.Rate != "" && existing.Data[KeyRate] == xr.Status.Rate &&
-			existing.Data[KeyCurrency] == desired.Data[KeyCurrency]
+		return st.Rate != "" && d[KeyRate] == st.Rate && d[KeyCurrency] == desired.Data[KeyCurrency]
 	}
-	if len(xr.Status.Rates) != len(xr.Spec.Currencies) {
+	if len(st.Rates) != len(xr.Spec.Currencies) {
 		return false
 	}
-	for _, r := range xr.Status.Rates {
-		if _, wanted := desired.Data[r.Currency]; !wanted || existing.Data[r.Currency] != r.Rate {
+	for _, r := range st.Rates {
+		if _, wanted := desired.Data[r.Currency]; !wanted || d[r.Currency] != r.Rate {
 			return false
 		}
 	}
 	return true
 }
 
-// heldQuote returns the quote the ConfigMap holds when writing q would step it back to an
-// older publication of the same source, and nil otherwise. The RateCache refuses an answer
-// older than the table it holds (a mirror behind a load balancer), but only within one
-// process: after a restart, or once a source's cache was dropped at the source limit, its
-// first answer has nothing to compare with. The ConfigMap remembers: it holds back when it
-// is this ExchangeRate's, its last write was ours (a hand edit is put back, never kept), it
-// holds exactly what desiredConfigMap makes of a quote with q's base, source and currencies,
-// and its date is later than q's.
+// heldQuote returns the ConfigMap's quote when q is an older publication of its source: the
+// RateCache's guard re-derived after a restart. Only from our own last write (a hand edit
+// is put back) of exactly what desiredConfigMap makes of such a quote.
 func heldQuote(existing *corev1.ConfigMap, xr *operatorsv1.ExchangeRate, q *Quote) *Quote {
 	d := existing.Data
 	if !controlledBy(existing, xr) || !lastWriteOurs(existing) || len(existing.BinaryData) != 0 ||
 		d[KeySource] != q.Source || d[KeyBase] != q.Base || d[KeyDate] <= q.Date {
 		return nil
 	}
-	held := &Quote{Base: q.Base, Date: d[KeyDate], Source: q.Source, Currency: q.Currency}
-	if q.Rates == nil {
-		held.Rate = d[KeyRate]
-	} else {
-		held.Rates = make([]operatorsv1.CurrencyRate, len(q.Rates))
+	held := &Quote{Base: q.Base, Date: d[KeyDate], Source: q.Source, Currency: q.Currency, Rate: d[KeyRate]}
+	if q.Rates != nil {
+		held.Rate, held.Rates = "", make([]operatorsv1.CurrencyRate, len(q.Rates))
 		for i, r := range q.Rates {
 			held.Rates[i] = operatorsv1.CurrencyRate{Currency: r.Currency, Rate: d[r.Currency]}
 		}
@@ -348,9 +284,7 @@ func heldQuote(existing *corev1.ConfigMap, xr *operatorsv1.ExchangeRate, q *Quot
 	return held
 }
 
-// lastWriteOurs reports whether the newest managedFields entry of obj is our field
-// manager's, i.e. the last change to the object was ours. A tie with another manager
-// counts as not ours, so an edit is never missed.
+// lastWriteOurs reports whether obj's newest managedFields entry is ours (not on a tie).
 func lastWriteOurs(obj metav1.Object) bool {
 	var newest time.Time
 	ours := false

@@ -1,28 +1,24 @@
 package exchangerate
 
 import (
+	"cmp"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
 )
 
-// ConfigMap keys.
+// ConfigMap keys (docs/exchangerate.md, "The ConfigMap").
 const (
-	// KeyRate is how many units of currency one unit of base buys (decimal string).
-	KeyRate = "rate"
-	// KeyBase is the base currency (ISO 4217).
-	KeyBase = "base"
-	// KeyCurrency is the priced currency (ISO 4217), so a reader can tell which rate it holds.
+	KeyRate     = "rate"
+	KeyBase     = "base"
 	KeyCurrency = "currency"
-	// KeyDate is the source's publication date (YYYY-MM-DD), not the fetch time.
-	KeyDate = "date"
-	// KeySource names the upstream (ecb, frankfurter, frankfurter-v2, frankfurter-v2:ECB).
-	KeySource = "source"
+	KeyDate     = "date"
+	KeySource   = "source"
 )
 
-// Our ConfigMaps carry this label; the controller's ConfigMap cache selects on it, so
-// it holds only these ConfigMaps and never the rest of the cluster's.
+// Our ConfigMaps carry this label, which the controller's ConfigMap cache selects.
 const (
 	managedByLabel = "app.kubernetes.io/managed-by"
 	managedByValue = "quartet-exchangerate"
@@ -30,8 +26,7 @@ const (
 
 // Quote is the rates for one ExchangeRate's spec, from one source, ready to write.
 type Quote struct {
-	// Base, Date and Source are common to all rates. Date is the oldest of the rates'
-	// publication dates.
+	// Base, Date and Source are common to all rates; Date is the oldest rate's.
 	Base, Date, Source string
 	// Currency and Rate are spec.currency's rate; empty for spec.currencies.
 	Currency, Rate string
@@ -47,57 +42,34 @@ func (q *Quote) list() []operatorsv1.CurrencyRate {
 	return q.Rates
 }
 
-// byCurrency is the quote's rates by currency code.
-func (q *Quote) byCurrency() map[string]string {
-	out := map[string]string{}
-	for _, r := range q.list() {
-		out[r.Currency] = r.Rate
-	}
-	return out
-}
-
-// baseOf returns the spec's base; the API server defaults it to EUR, this covers objects
-// written before the default existed.
-func baseOf(spec operatorsv1.ExchangeRateSpec) string {
-	if spec.Base == "" {
-		return euro
-	}
-	return spec.Base
-}
-
-// quoteFor prices the spec from the table. A nil table gives no quote and no error (the
-// source has not answered yet); a currency the table lacks gives *UnknownCurrencyError.
+// quoteFor prices the spec from the table (nil: none yet), or says which currency it lacks.
 func quoteFor(t *Table, spec operatorsv1.ExchangeRateSpec) (*Quote, error) {
 	if t == nil {
 		return nil, nil
 	}
-	base := baseOf(spec)
-	if len(spec.Currencies) == 0 {
-		rate, err := t.Rate(base, spec.Currency)
-		if err != nil {
-			return nil, err
-		}
-		return &Quote{Base: base, Currency: spec.Currency, Rate: rate, Date: t.DateOf(base, spec.Currency), Source: t.Source}, nil
+	// The API server defaults the base to EUR; objects written before the default have none.
+	q := &Quote{Base: cmp.Or(spec.Base, euro), Source: t.Source}
+	codes := spec.Currencies
+	if len(codes) == 0 {
+		codes = []string{spec.Currency}
 	}
-	q := &Quote{Base: base, Source: t.Source, Rates: make([]operatorsv1.CurrencyRate, 0, len(spec.Currencies))}
-	for _, c := range spec.Currencies {
-		rate, err := t.Rate(base, c)
+	for _, c := range codes {
+		rate, err := t.Rate(q.Base, c)
 		if err != nil {
 			return nil, err
 		}
 		q.Rates = append(q.Rates, operatorsv1.CurrencyRate{Currency: c, Rate: rate})
-		if d := t.DateOf(base, c); q.Date == "" || d < q.Date {
+		if d := t.DateOf(q.Base, c); q.Date == "" || d < q.Date {
 			q.Date = d
 		}
+	}
+	if len(spec.Currencies) == 0 {
+		q.Currency, q.Rate, q.Rates = spec.Currency, q.Rates[0].Rate, nil
 	}
 	return q, nil
 }
 
-// desiredConfigMap is the whole ConfigMap for xr: same name and namespace, our label, a
-// controller reference (so the garbage collector deletes it with xr) and the quote: for
-// spec.currency the keys rate, base, currency, date and source; for spec.currencies one key
-// per currency (its code, upper case, so never one of the lower-case keys) with base, date
-// and source.
+// desiredConfigMap is xr's whole ConfigMap: our label, a controller reference, the quote.
 func desiredConfigMap(xr *operatorsv1.ExchangeRate, q Quote) *corev1.ConfigMap {
 	data := map[string]string{KeyBase: q.Base, KeyDate: q.Date, KeySource: q.Source}
 	if q.Rates == nil {

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
+	"github.com/quartet-operator/quartet/internal/status"
 )
 
 func TestBegan(t *testing.T) {
@@ -30,6 +31,6 @@ func TestBegan(t *testing.T) {
 		{"other reason", nil, c(metav1.ConditionFalse, "Y", "a"), metav1.ConditionFalse, "X", false},
 	}
 	for _, tt := range tests {
-		assert.Equal(t, tt.want, began(tt.prev, tt.next, operatorsv1.ConditionReady, tt.status, tt.reason), tt.name)
+		assert.Equal(t, tt.want, status.Began(tt.prev, tt.next, operatorsv1.ConditionReady, tt.status, tt.reason, tt.reason != "") != nil, tt.name)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/internal/status"
 )
 
 var (
@@ -25,8 +25,7 @@ var (
 		Help: "Unix time the source last answered with a usable table (200 or 304), by source.",
 	}, []string{"source"})
 
-	// staleGauge mirrors each ExchangeRate's Stale condition (publication older than
-	// --exchangerate-stale-after-days), so an alert follows the manager's own limit.
+	// staleGauge mirrors each ExchangeRate's Stale condition: alerts follow the manager's limit.
 	staleGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "quartet_exchangerate_stale",
 		Help: "1 when the ExchangeRate's Stale condition is True (its rate's publication is older than the manager's limit), else 0, by ExchangeRate.",
@@ -39,7 +38,7 @@ func init() {
 
 // recordStale sets the ExchangeRate's staleness series.
 func recordStale(xr types.NamespacedName, stale bool) {
-	operator.SetCondition(staleGauge, stale, xr.Namespace, xr.Name)
+	status.SetGauge(staleGauge, stale, xr.Namespace, xr.Name)
 }
 
 // forgetExchangeRate drops the series of an ExchangeRate that is gone.
@@ -47,19 +46,12 @@ func forgetExchangeRate(xr types.NamespacedName) {
 	staleGauge.DeleteLabelValues(xr.Namespace, xr.Name)
 }
 
-// forgetSource drops the last-success series of a source the manager no longer keeps (its
-// request counts stay: counters keep their history).
-func forgetSource(source string) {
-	lastSuccess.DeleteLabelValues(source)
-}
-
-// recordFetch counts one upstream request and its latency.
-func recordFetch(source, result string, elapsed time.Duration) {
+// recordFetch counts one upstream request and its latency, and notes when the source last
+// gave a usable answer (succeeded; zero after a failure).
+func recordFetch(source, result string, elapsed time.Duration, succeeded time.Time) {
 	upstreamRequests.WithLabelValues(source, result).Inc()
 	fetchDuration.WithLabelValues(source).Observe(elapsed.Seconds())
-}
-
-// recordSuccess notes when the source last gave a usable answer.
-func recordSuccess(source string, at time.Time) {
-	lastSuccess.WithLabelValues(source).Set(float64(at.Unix()))
+	if !succeeded.IsZero() {
+		lastSuccess.WithLabelValues(source).Set(float64(succeeded.Unix()))
+	}
 }

@@ -10,57 +10,31 @@ import (
 	"time"
 )
 
-// Options are the manager flags of the exchangerate controller.
+// Options are the exchangerate controller's flags (BindFlags, docs/exchangerate.md).
 type Options struct {
-	// MaxConcurrentReconciles is the number of parallel workers. Default 16: a pass writes
-	// the ConfigMap and then the status, two round trips, so a few workers leave the API
-	// server idle while thousands of ExchangeRates wait (measured: 2 workers fill 1,000 in
-	// about twice the time 16 take); beyond 16 the workers only queue at the API server and
-	// slow the clients that create the ExchangeRates (32 was no faster). See
-	// docs/exchangerate.md, Performance.
 	MaxConcurrentReconciles int
-	// Source is the sources of ExchangeRates without spec.sources, comma-separated in order
-	// of preference: ecb (default), frankfurter, frankfurter-v2 or frankfurter-v2:PROVIDER.
-	Source string
-	// URL replaces the public base URL of the first of Source's sources (an internal mirror
-	// serving the same paths), and of the other sources of the same service (the ECB, or
-	// Frankfurter v1 and v2); it wins over ECBURL and FrankfurterURL.
-	URL string
-	// ECBURL and FrankfurterURL are the base URLs of the ECB's and Frankfurter's (v1 and
-	// v2) documents, the public services unless a mirror is named.
-	ECBURL, FrankfurterURL string
-	// MaxSources bounds the distinct sources (type and provider) the manager fetches from,
-	// defaults included: each is one upstream request per refresh, and ExchangeRates choose
-	// them.
-	MaxSources int
-	// RefreshInterval is the refresh period of ExchangeRates without spec.refreshInterval;
-	// sources that publish at a known time are refreshed soon after each publication too.
-	RefreshInterval time.Duration
-	// StaleAfterDays is how old (in days) a publication may be before Stale=True.
-	StaleAfterDays int
-	// FetchTimeout bounds one upstream request.
-	FetchTimeout time.Duration
-	// BackoffBase and BackoffMax shape the retry wait after failed fetches.
-	BackoffBase, BackoffMax time.Duration
+	Source                  string
+	// URL wins over ECBURL and FrankfurterURL for the first default source's service.
+	URL, ECBURL, FrankfurterURL string
+	MaxSources                  int
+	RefreshInterval             time.Duration
+	StaleAfterDays              int
+	FetchTimeout                time.Duration
+	BackoffBase, BackoffMax     time.Duration
 }
 
-// DefaultOptions returns the flags' defaults (docs/exchangerate.md). It is the only place
-// they are written: BindFlags registers them as the flags' defaults and complete fills an
-// Options' zero fields from them, so Options built in code (tests) and on the command line
-// cannot disagree.
+// DefaultOptions returns the flags' defaults, the only place they are written.
 func DefaultOptions() Options {
 	return Options{
-		// See MaxConcurrentReconciles.
+		// A pass writes the ConfigMap and then the status, two round trips: 2 workers fill
+		// 1,000 ExchangeRates in about twice the time 16 take, 32 were no faster.
 		MaxConcurrentReconciles: 16,
 		Source:                  SourceECB,
-		// URL: none, each service's own below.
-		ECBURL:         DefaultECBURL,
-		FrankfurterURL: DefaultFrankfurterURL,
-		MaxSources:     16,
-		// The periodic fallback. The ECB publishes once per working day, and its table is
-		// fetched again soon after each publication: between them a refresh finds nothing
-		// new. Six hours still notice a publication off the calendar (a correction, a
-		// holiday moved) the same day.
+		ECBURL:                  DefaultECBURL,
+		FrankfurterURL:          DefaultFrankfurterURL,
+		MaxSources:              16,
+		// The periodic fallback: the ECB's table is fetched soon after each publication
+		// anyway; six hours still notice one off the calendar the same day.
 		RefreshInterval: 6 * time.Hour,
 		StaleAfterDays:  5,
 		FetchTimeout:    30 * time.Second,
@@ -93,69 +67,54 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.BackoffMax, "exchangerate-backoff-max", d.BackoffMax, "Longest wait between retries after failed fetches.")
 }
 
-// complete fills what neither flags nor the caller set from DefaultOptions: a zero value
-// means the default (docs/exchangerate.md), so a zero Options works too. Then it refuses
-// the values defaults cannot mend, with a message naming the flag. Setup calls it first.
+// complete fills zero fields from DefaultOptions and refuses bad values, naming the flag.
 func (o *Options) complete() error {
 	d := DefaultOptions()
 	if o.MaxConcurrentReconciles <= 0 {
 		o.MaxConcurrentReconciles = d.MaxConcurrentReconciles
 	}
-	if o.Source == "" {
-		o.Source = d.Source
-	}
-	if o.ECBURL == "" {
-		o.ECBURL = d.ECBURL
-	}
-	if o.FrankfurterURL == "" {
-		o.FrankfurterURL = d.FrankfurterURL
-	}
-	if o.MaxSources == 0 {
-		o.MaxSources = d.MaxSources
-	}
-	if o.RefreshInterval == 0 {
-		o.RefreshInterval = d.RefreshInterval
-	}
-	if o.StaleAfterDays == 0 {
-		o.StaleAfterDays = d.StaleAfterDays
-	}
-	if o.FetchTimeout == 0 {
-		o.FetchTimeout = d.FetchTimeout
-	}
-	if o.BackoffBase == 0 {
-		o.BackoffBase = d.BackoffBase
-	}
-	if o.BackoffMax == 0 {
-		o.BackoffMax = d.BackoffMax
-	}
+	orDefault(&o.Source, d.Source)
+	orDefault(&o.ECBURL, d.ECBURL)
+	orDefault(&o.FrankfurterURL, d.FrankfurterURL)
+	orDefault(&o.MaxSources, d.MaxSources)
+	orDefault(&o.RefreshInterval, d.RefreshInterval)
+	orDefault(&o.StaleAfterDays, d.StaleAfterDays)
+	orDefault(&o.FetchTimeout, d.FetchTimeout)
+	orDefault(&o.BackoffBase, d.BackoffBase)
+	orDefault(&o.BackoffMax, d.BackoffMax)
 
-	var errs []error
-	if o.RefreshInterval < 0 {
-		errs = append(errs, fmt.Errorf("--exchangerate-refresh-interval must be positive, got %s", o.RefreshInterval))
+	errs := []error{
+		check(o.RefreshInterval < 0, "--exchangerate-refresh-interval must be positive, got %s", o.RefreshInterval),
+		check(o.StaleAfterDays < 0, "--exchangerate-stale-after-days must be positive, got %d", o.StaleAfterDays),
+		check(o.FetchTimeout < 0, "--exchangerate-fetch-timeout must be positive, got %s", o.FetchTimeout),
+		check(o.BackoffBase < 0 || o.BackoffMax < o.BackoffBase,
+			"--exchangerate-backoff-base (%s) must be positive and at most --exchangerate-backoff-max (%s)", o.BackoffBase, o.BackoffMax),
+		check(o.MaxSources < 0, "--exchangerate-max-sources must be positive, got %d", o.MaxSources),
 	}
-	if o.StaleAfterDays < 0 {
-		errs = append(errs, fmt.Errorf("--exchangerate-stale-after-days must be positive, got %d", o.StaleAfterDays))
-	}
-	if o.FetchTimeout < 0 {
-		errs = append(errs, fmt.Errorf("--exchangerate-fetch-timeout must be positive, got %s", o.FetchTimeout))
-	}
-	if o.BackoffBase < 0 || o.BackoffMax < o.BackoffBase {
-		errs = append(errs, fmt.Errorf("--exchangerate-backoff-base (%s) must be positive and at most --exchangerate-backoff-max (%s)", o.BackoffBase, o.BackoffMax))
-	}
-	if o.MaxSources < 0 {
-		errs = append(errs, fmt.Errorf("--exchangerate-max-sources must be positive, got %d", o.MaxSources))
-	}
-	if _, err := o.defaultSources(); err != nil {
+	_, err := o.defaultSources()
+	errs = append(errs, err)
+	// Every service's URL, whether the defaults use it or not: an ExchangeRate may name any.
+	for _, typ := range []string{SourceECB, SourceFrankfurter} {
+		_, err := NewSource(typ, o.urlFor(typ), http.DefaultClient)
 		errs = append(errs, err)
 	}
-	// Every service's URL, whether the defaults use it or not: an ExchangeRate may name any
-	// source type.
-	for _, typ := range []string{SourceECB, SourceFrankfurter} {
-		if _, err := NewSource(typ, o.urlFor(typ), http.DefaultClient); err != nil {
-			errs = append(errs, err)
-		}
-	}
 	return errors.Join(errs...)
+}
+
+// check is the error of a bad flag value, nil when the value is fine.
+func check(bad bool, format string, args ...any) error {
+	if !bad {
+		return nil
+	}
+	return fmt.Errorf(format, args...)
+}
+
+// orDefault sets *v to d when it is zero.
+func orDefault[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
 }
 
 // defaultSources parses --exchangerate-source.
@@ -182,8 +141,7 @@ func service(typ string) string {
 	return typ
 }
 
-// urlFor is the base URL of a source type: --exchangerate-url for the service of the first
-// default source, else the service's own flag.
+// urlFor is a source type's base URL: --exchangerate-url for the first default's service.
 func (o *Options) urlFor(typ string) string {
 	first, _, _ := strings.Cut(o.Source, ",")
 	firstType, _, _ := strings.Cut(strings.TrimSpace(first), ":")

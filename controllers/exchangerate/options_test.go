@@ -15,7 +15,8 @@ import (
 	"k8s.io/utils/clock"
 
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
-	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/internal/manager"
+	"github.com/quartet-operator/quartet/internal/scope"
 	"github.com/quartet-operator/quartet/test/testenv"
 )
 
@@ -118,13 +119,13 @@ func TestFlagsFromCommandLineAndEnvironment(t *testing.T) {
 		"QUARTET_EXCHANGERATE_BACKOFF_MAX":      "1m",
 		"QUARTET_EXCHANGERATE_FRANKFURTER_URL":  "http://frankfurter.internal",
 	}
-	require.NoError(t, operator.SetFlagsFromEnv(fs, func(k string) (string, bool) { v, ok := env[k]; return v, ok }))
+	require.NoError(t, manager.SetFlagsFromEnv(fs, func(k string) (string, bool) { v, ok := env[k]; return v, ok }))
 	assert.Equal(t, Options{MaxConcurrentReconciles: 8, Source: SourceFrankfurter, URL: "http://mirror.internal", ECBURL: DefaultECBURL,
 		FrankfurterURL: "http://frankfurter.internal", MaxSources: 16, RefreshInterval: 15 * time.Minute,
 		StaleAfterDays: 4, FetchTimeout: 5 * time.Second, BackoffBase: time.Second, BackoffMax: time.Minute}, o)
 
 	t.Log("a value the flag cannot parse names the variable and the flag")
-	err := operator.SetFlagsFromEnv(boundFlags(&Options{}), func(k string) (string, bool) {
+	err := manager.SetFlagsFromEnv(boundFlags(&Options{}), func(k string) (string, bool) {
 		return "soon", k == "QUARTET_EXCHANGERATE_REFRESH_INTERVAL"
 	})
 	assert.ErrorContains(t, err, "QUARTET_EXCHANGERATE_REFRESH_INTERVAL (flag --exchangerate-refresh-interval)")
@@ -165,7 +166,7 @@ func TestSetupRefusesBadFlagValues(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var o Options
 			require.NoError(t, boundFlags(&o).Parse(tt.args))
-			err := o.Setup(nil, operator.Shared{})
+			err := o.Setup(nil, scope.Namespaces{})
 			require.Error(t, err)
 			for _, want := range tt.wantErrs {
 				assert.ErrorContains(t, err, want)
@@ -177,7 +178,7 @@ func TestSetupRefusesBadFlagValues(t *testing.T) {
 
 // TestReconcilerFromOptions: what the flag values become in the reconciler Setup registers.
 func TestReconcilerFromOptions(t *testing.T) {
-	shared := operator.Shared{WatchNamespaces: []string{"shop"}}
+	shared := scope.Namespaces{Watched: []string{"shop"}}
 	steps := func(c *RateCache, n int) []time.Duration {
 		b := c.backoff
 		var out []time.Duration
@@ -209,7 +210,7 @@ func TestReconcilerFromOptions(t *testing.T) {
 		assert.Equal(t, 30*time.Second, c.timeout)
 		assert.Equal(t, []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute,
 			16 * time.Minute, 30 * time.Minute, 30 * time.Minute}, steps(c, 8))
-		assert.Equal(t, shared, r.Shared)
+		assert.Equal(t, shared, r.Namespaces)
 		assert.IsType(t, clock.RealClock{}, r.Clock)
 		assert.IsType(t, clock.RealClock{}, c.clock)
 		assert.Equal(t, 16, r.Sources.max)

@@ -11,10 +11,8 @@ import (
 	"time"
 )
 
-// ParseECB reads the ECB euro foreign exchange reference rates document
-// (eurofxref-daily.xml: gesmes:Envelope > Cube > Cube time='YYYY-MM-DD' > Cube
-// currency='USD' rate='1.1625', units per 1 EUR). When the document holds several days
-// (the 90-day history file) the latest day is used.
+// ParseECB reads the ECB's eurofxref-daily.xml (Envelope > Cube > Cube time > Cube
+// currency rate); of several days (the 90-day file) the latest.
 func ParseECB(data []byte) (*Table, error) {
 	var doc struct {
 		XMLName xml.Name `xml:"Envelope"`
@@ -53,9 +51,7 @@ func ParseECB(data []byte) (*Table, error) {
 	return t, nil
 }
 
-// ParseFrankfurter reads a Frankfurter /v1/latest answer (v1, frozen upstream):
-// {"amount":1.0,"base":"EUR","date":"YYYY-MM-DD","rates":{"USD":1.1625,…}}. The base
-// must be EUR (the source asks for it); rates are divided by amount when it is not 1.
+// ParseFrankfurter reads a Frankfurter /v1/latest answer; rates are divided by amount.
 func ParseFrankfurter(data []byte) (*Table, error) {
 	var doc struct {
 		Amount json.Number            `json:"amount"`
@@ -63,13 +59,8 @@ func ParseFrankfurter(data []byte) (*Table, error) {
 		Date   string                 `json:"date"`
 		Rates  map[string]json.Number `json:"rates"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if err := dec.Decode(&doc); err != nil {
-		return nil, fmt.Errorf("decoding Frankfurter JSON: %w", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("decoding Frankfurter JSON: data after the object")
+	if err := decodeJSON(data, &doc, "Frankfurter JSON", "object"); err != nil {
+		return nil, err
 	}
 	if doc.Base != euro {
 		return nil, fmt.Errorf("reading Frankfurter JSON: base is %q, want EUR", doc.Base)
@@ -95,13 +86,8 @@ func ParseFrankfurter(data []byte) (*Table, error) {
 	return t, nil
 }
 
-// ParseFrankfurterV2 reads a Frankfurter /v2/rates answer for the latest rates against EUR:
-// a JSON array of rows [{"date":"YYYY-MM-DD","base":"EUR","quote":"USD","rate":1.1625},…],
-// one per currency, with an identity row for EUR (rate 1) that is dropped (lineofflight/frankfurter,
-// lib/public/v2/openapi.json, schema Rate; CHANGELOG: "V2 rate responses now include an
-// identity record for the base currency"). Rows are dated by their own latest observation,
-// so they may differ: the table keeps each row's date (Dates), and its Date is the newest.
-// Fields other than these four (providers, with expand=providers) are ignored.
+// ParseFrankfurterV2 reads a Frankfurter /v2/rates answer, [{"date","base":"EUR","quote",
+// "rate"},…]: each row's date in Dates, the newest as Date; EUR's identity row is dropped.
 func ParseFrankfurterV2(data []byte) (*Table, error) {
 	var rows []struct {
 		Date  string      `json:"date"`
@@ -109,13 +95,8 @@ func ParseFrankfurterV2(data []byte) (*Table, error) {
 		Quote string      `json:"quote"`
 		Rate  json.Number `json:"rate"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if err := dec.Decode(&rows); err != nil {
-		return nil, fmt.Errorf("decoding Frankfurter v2 JSON: %w", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("decoding Frankfurter v2 JSON: data after the array")
+	if err := decodeJSON(data, &rows, "Frankfurter v2 JSON", "array"); err != nil {
+		return nil, err
 	}
 	t := &Table{Rates: make(map[string]*big.Rat, len(rows)), Dates: make(map[string]string, len(rows))}
 	for _, row := range rows {
@@ -143,14 +124,25 @@ func ParseFrankfurterV2(data []byte) (*Table, error) {
 	return t, nil
 }
 
+// decodeJSON decodes one JSON value (what) into v, numbers as written, and nothing after it.
+func decodeJSON(data []byte, v any, doc, what string) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("decoding %s: %w", doc, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("decoding %s: data after the %s", doc, what)
+	}
+	return nil
+}
+
 // frankfurterMessage extracts {"message": "..."} from an error answer, or "".
 func frankfurterMessage(data []byte) string {
 	var doc struct {
 		Message string `json:"message"`
 	}
-	if json.Unmarshal(data, &doc) != nil {
-		return ""
-	}
+	_ = json.Unmarshal(data, &doc) // invalid JSON sets nothing
 	return doc.Message
 }
 

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/quartet-operator/quartet/controllers/exchangerate/fakeupstream"
+	"github.com/quartet-operator/quartet/test/fakeupstream"
 )
 
 func readTestdata(t testing.TB, name string) []byte {

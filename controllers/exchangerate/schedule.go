@@ -2,38 +2,23 @@ package exchangerate
 
 import (
 	"time"
-	// The publication times are in the publisher's zone (Europe/Berlin for the ECB); the
-	// embedded database keeps them right whatever the image carries.
+	// The publishers' zones, whatever the image carries.
 	_ "time/tzdata"
 )
 
-// Schedule says when a source publishes: on its working days, at a local time of day. The
-// rates are asked for After that, when the source serves them. The zero Schedule knows no
-// publication time (Frankfurter's blend of about 100 central banks changes throughout the
-// day): only the periodic refresh applies.
+// Schedule says when a source publishes (weekdays not Closed, at a local time) and how long
+// After that it is asked. The zero Schedule knows none: the periodic refresh only.
 type Schedule struct {
-	// Location is the zone of the publication time, daylight saving time included.
-	Location *time.Location
-	// Hour and Minute are the local time of publication.
+	Location     *time.Location
 	Hour, Minute int
-	// After is how long after the publication the source is asked: the publisher's own
-	// slack and, for a service that imports the publication, its import.
-	After time.Duration
-	// Closed reports the weekdays without publication (holidays); Saturdays and Sundays
-	// never publish.
-	Closed func(year int, month time.Month, day int) bool
+	After        time.Duration
+	Closed       func(year int, month time.Month, day int) bool
 }
 
-// lookaround bounds the search for a publishing day: the longest pause of the TARGET
-// calendar is four days (Good Friday to Easter Monday), of any sane calendar far less than
-// this.
+// lookaround bounds the search for a publishing day (TARGET pauses four days at most).
 const lookaround = 15
 
-// catchUpInterval and catchUpWindow shape the polling for a publication that is due but not
-// there yet (the ECB is late, a mirror has not imported it): every catchUpInterval, for
-// catchUpWindow after the due time. A publication still missing after that is taken for a
-// day off the calendar does not know; the periodic refresh and the next publication take
-// over.
+// A publication due but late is polled for every catchUpInterval for catchUpWindow.
 const (
 	catchUpInterval = 15 * time.Minute
 	catchUpWindow   = 3 * time.Hour
@@ -42,7 +27,7 @@ const (
 // IsZero reports whether s knows no publication time.
 func (s Schedule) IsZero() bool { return s.Location == nil }
 
-// publishes reports whether s publishes on the local day y-m-d.
+// publishes reports whether s publishes on the local day.
 func (s Schedule) publishes(day time.Time) bool {
 	if wd := day.Weekday(); wd == time.Saturday || wd == time.Sunday {
 		return false
@@ -55,44 +40,32 @@ func (s Schedule) due(day time.Time) time.Time {
 	return time.Date(day.Year(), day.Month(), day.Day(), s.Hour, s.Minute, 0, 0, s.Location).Add(s.After)
 }
 
-// Last returns the latest due time (publication plus After) not after t, and the date of
-// that publication (YYYY-MM-DD, the publisher's local date, which is what the source puts
-// in its table). Zero and "" for the zero Schedule or when none is found.
-func (s Schedule) Last(t time.Time) (time.Time, string) {
+// Last returns the latest due time not after t and that publication's (local) date.
+func (s Schedule) Last(t time.Time) (time.Time, string) { return s.find(t, -1) }
+
+// Next returns the first due time after t; zero when there is none.
+func (s Schedule) Next(t time.Time) time.Time {
+	d, _ := s.find(t, 1)
+	return d
+}
+
+// find walks the days back (step -1) to a due time not after t, or on (1) to one after t.
+func (s Schedule) find(t time.Time, step int) (time.Time, string) {
 	if s.IsZero() {
 		return time.Time{}, ""
 	}
 	local := t.In(s.Location)
 	for i := 0; i < lookaround; i++ {
 		// time.Date normalises the day: the 0th of a month is the last of the one before.
-		day := time.Date(local.Year(), local.Month(), local.Day()-i, 12, 0, 0, 0, s.Location)
-		if d := s.due(day); s.publishes(day) && !d.After(t) {
+		day := time.Date(local.Year(), local.Month(), local.Day()+step*i, 12, 0, 0, 0, s.Location)
+		if d := s.due(day); s.publishes(day) && d.After(t) == (step > 0) {
 			return d, day.Format(dateLayout)
 		}
 	}
 	return time.Time{}, ""
 }
 
-// Next returns the first due time after t; zero for the zero Schedule.
-func (s Schedule) Next(t time.Time) time.Time {
-	if s.IsZero() {
-		return time.Time{}
-	}
-	local := t.In(s.Location)
-	for i := 0; i < lookaround; i++ {
-		day := time.Date(local.Year(), local.Month(), local.Day()+i, 12, 0, 0, 0, s.Location)
-		if d := s.due(day); s.publishes(day) && d.After(t) {
-			return d
-		}
-	}
-	return time.Time{}
-}
-
-// targetClosed reports the TARGET closing days, on which the ECB publishes no reference
-// rates: New Year's Day, Good Friday, Easter Monday, Labour Day (1 May), 25 and 26 December.
-// Source: the ECB's page on the euro foreign exchange reference rates,
-// https://www.ecb.europa.eu/stats/policy_and_exchange_rates/euro_reference_exchange_rates/html/index.en.html
-// ("usually updated at around 16:00 CET every working day, except on TARGET closing days").
+// targetClosed reports the TARGET closing days, without ECB rates (docs/exchangerate.md).
 func targetClosed(year int, month time.Month, day int) bool {
 	switch {
 	case month == time.January && day == 1, month == time.May && day == 1,
@@ -104,8 +77,7 @@ func targetClosed(year int, month time.Month, day int) bool {
 	return d.Equal(easter.AddDate(0, 0, -2)) || d.Equal(easter.AddDate(0, 0, 1))
 }
 
-// easterSunday is the date of Easter Sunday of the Gregorian calendar (the anonymous
-// algorithm of Meeus, Jones and Butcher), at midnight UTC.
+// easterSunday is Gregorian Easter Sunday (Meeus, Jones and Butcher), at midnight UTC.
 func easterSunday(year int) time.Time {
 	a := year % 19
 	b, c := year/100, year%100
@@ -122,35 +94,26 @@ func easterSunday(year int) time.Time {
 }
 
 // frankfurtZone is the ECB's zone, CET and CEST.
-var frankfurtZone = mustLoadLocation("Europe/Berlin")
-
-func mustLoadLocation(name string) *time.Location {
-	loc, err := time.LoadLocation(name)
+var frankfurtZone = func() *time.Location {
+	loc, err := time.LoadLocation("Europe/Berlin")
 	if err != nil {
 		panic(err) // the database is embedded (time/tzdata)
 	}
 	return loc
-}
+}()
 
-// ecbSchedule is the ECB's: around 16:00 CET (CEST in summer) on TARGET working days. The
-// rates are asked for ten minutes later.
+// ecbSchedule is the ECB's: 16:00 Frankfurt time on TARGET working days, asked at 16:10.
 func ecbSchedule() Schedule {
 	return Schedule{Location: frankfurtZone, Hour: 16, After: 10 * time.Minute, Closed: targetClosed}
 }
 
-// frankfurterECBSchedule is when Frankfurter serves the ECB's publication: it imports the
-// ECB's rates every 30 minutes from 14:00 to 16:30 UTC on weekdays (db/seeds/providers/ecb.json,
-// publish_schedule "*/30 14-16 * * 1-5", in lineofflight/frankfurter) and debounces its CDN
-// purges to five minutes (CHANGELOG, #568): the publication of 16:00 CET (15:00 UTC in
-// winter) is served by about 15:35 UTC. Asked for 45 minutes after the ECB's time.
+// frankfurterECBSchedule is when Frankfurter serves the ECB's rates (it imports them every
+// 30 minutes, 14:00 to 16:30 UTC): by about 16:35 Frankfurt time, asked at 16:45.
 func frankfurterECBSchedule() Schedule {
 	return Schedule{Location: frankfurtZone, Hour: 16, After: 45 * time.Minute, Closed: targetClosed}
 }
 
-// dueAt is when a source's table is next due for a fetch, absent failures: after interval
-// since the last check; at the first publication after the last check; and, while a
-// publication is due but not in the table yet, every catchUpInterval for catchUpWindow.
-// The zero time means now: there is no table yet.
+// dueAt is when a table is due: interval after the last check, a publication, or catch-up.
 func dueAt(s Snapshot, sch Schedule, interval time.Duration) time.Time {
 	if s.Table == nil {
 		return time.Time{}

@@ -175,7 +175,7 @@ func TestComputeStatus(t *testing.T) {
 			assert.Equal(t, tt.wantConds, conds(st))
 			assert.Equal(t, tt.wantRate, st.Rate)
 			assert.Equal(t, tt.wantDate, st.PublicationDate)
-			assert.Equal(t, tt.wantObsGen, st.ObservedGeneration)
+			assert.Equal(t, tt.wantObsGen, observedGeneration(tt.prev, tt.o))
 			if tt.wantFetched == nil {
 				assert.Nil(t, st.LastSuccessfulFetch)
 			} else {
@@ -195,6 +195,16 @@ func TestComputeStatus(t *testing.T) {
 
 func ptrTime(t time.Time) *time.Time { return &t }
 
+// observedGeneration is the status.observedGeneration Writer.Finish leaves after a pass
+// with outcome o that returned no error, from prev's: Reconcile's acted is
+// reterr == nil && o.actedOn().
+func observedGeneration(prev operatorsv1.ExchangeRateStatus, o outcome) int64 {
+	if o.actedOn() {
+		return o.Generation
+	}
+	return prev.ObservedGeneration
+}
+
 func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
 	tab := mustTable(t, "ecb", "2026-05-15", map[string]string{"USD": "1.1625"})
 	q := &Quote{Base: "EUR", Currency: "USD", Rate: "1.1625", Date: "2026-05-15", Source: "ecb"}
@@ -213,7 +223,7 @@ func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
 
 // TestComputeStatusUnchangedRefresh: a pass that learns nothing new (a 304, the same
 // publication sent again, another day within the limit, the next retry of an outage)
-// returns exactly the status it was given, so writeStatus writes nothing. Each case
+// returns exactly the status it was given, so Finish writes nothing. Each case
 // starts from the status the first fetch wrote, then applies before and after.
 func TestComputeStatusUnchangedRefresh(t *testing.T) {
 	tab := mustTable(t, "ecb", "2026-05-15", map[string]string{"USD": "1.1625", "GBP": "0.86485"})
@@ -506,7 +516,7 @@ func TestComputeStatusOfSeveralSources(t *testing.T) {
 				assert.Contains(t, testenv.Condition(st.Conditions, typ).Message, sub, typ)
 			}
 			assert.Equal(t, tt.wantSource, st.Source)
-			assert.Equal(t, int64(2), st.ObservedGeneration)
+			assert.Equal(t, int64(2), observedGeneration(operatorsv1.ExchangeRateStatus{}, tt.o))
 			if tt.wantFetched.IsZero() {
 				assert.Nil(t, st.LastSuccessfulFetch)
 			} else {

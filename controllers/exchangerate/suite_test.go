@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
-	"github.com/quartet-operator/quartet/controllers/exchangerate/fakeupstream"
-	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/internal/scope"
+	"github.com/quartet-operator/quartet/test/fakeupstream"
 	"github.com/quartet-operator/quartet/test/testenv"
 )
 
@@ -53,13 +53,13 @@ func today() string { return time.Now().UTC().Format(dateLayout) }
 // other), and stops it when the test ends.
 func startManager(t testing.TB, opts *Options, namespaces ...string) {
 	t.Helper()
-	testenv.StartManager(t, env.Config, operator.Shared{WatchNamespaces: namespaces}, setupQuick(opts))
+	testenv.StartManager(t, env.Config, scope.Namespaces{Watched: namespaces}, setupQuick(opts))
 }
 
 // setupQuick is Setup with every source periodic only: no publication times, since on the
 // real clock a test running across 16:10 CET would see one more request.
-func setupQuick(opts *Options) func(ctrl.Manager, operator.Shared) error {
-	return func(mgr ctrl.Manager, shared operator.Shared) error {
+func setupQuick(opts *Options) func(ctrl.Manager, scope.Namespaces) error {
+	return func(mgr ctrl.Manager, shared scope.Namespaces) error {
 		if err := opts.complete(); err != nil {
 			return err
 		}
@@ -132,6 +132,20 @@ func waitCondition(t testing.TB, ns, name, typ string, status metav1.ConditionSt
 		// A condition about an older spec does not count: after a spec change the
 		// previous pass's Ready=True is still there until the new pass writes.
 		assert.Equal(c, xr.Generation, got.ObservedGeneration, "%s: observedGeneration", typ)
+	}, 60*time.Second, 100*time.Millisecond)
+	return xr
+}
+
+// waitStatus polls the ExchangeRate until check passes and returns it. Wait with it for what
+// only the awaited write can set (a new rate, a later fetch time): a condition that an
+// earlier pass had already set says nothing about the pass awaited.
+func waitStatus(t testing.TB, ns, name string, check func(c *assert.CollectT, xr *operatorsv1.ExchangeRate)) *operatorsv1.ExchangeRate {
+	t.Helper()
+	var xr *operatorsv1.ExchangeRate
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		xr = &operatorsv1.ExchangeRate{}
+		require.NoError(c, env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, xr))
+		check(c, xr)
 	}, 60*time.Second, 100*time.Millisecond)
 	return xr
 }

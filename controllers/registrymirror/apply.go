@@ -1,159 +1,94 @@
 package registrymirror
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"slices"
-	"strconv"
-	"sync"
-	"time"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
-	"github.com/quartet-operator/quartet/internal/operator"
 )
 
-// FieldOwner names this controller in the API server: the field manager of every write it
-// makes (managedFields) and the reporting controller of its Events. Each controller's is
-// quartet-<controller>.
+// FieldOwner is the field manager of every write and the reporting controller of Events.
 const FieldOwner = "quartet-registrymirror"
 
-// legacyFieldOwner is the field manager this controller applied its children under before
-// FieldOwner; adoptLegacyFields moves what it owns to FieldOwner.
-const legacyFieldOwner = "registrymirror"
-
-// applyChild server-side applies child c's desired fields under the controller's field
-// manager, taking them over from other managers. The server's response is written into
-// c.desired (see roundTrip); an error is the API server's, for classifyApplyError.
-func (r *Reconciler) applyChild(ctx context.Context, c child) error {
-	return r.Client.Apply(ctx, c.desired, client.FieldOwner(FieldOwner), client.ForceOwnership)
+// applyChild applies child c and reports the write; a refusal is a problem, not an error.
+func (r *Reconciler) applyChild(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, c child, exists, create bool) (childResult, error) {
+	key := types.NamespacedName{Namespace: m.Namespace, Name: c.name}
+	if err := r.Client.Apply(ctx, c.desired, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		switch classifyApplyError(err) {
+		case applyNamespaceTerminating:
+			return childResult{terminating: true}, nil
+		case applyRefused:
+			objectWrites.WithLabelValues(c.kind, "refused").Inc()
+			res := childResult{problem: &problem{mirrorsv1alpha1.ReasonApplyFailed, fmt.Sprintf("applying %s %s was refused: %v", c.kind, key, err)}}
+			if exists {
+				res.live = c.live
+			}
+			return res, nil
+		default:
+			objectWrites.WithLabelValues(c.kind, "failed").Inc()
+			return childResult{problem: &problem{mirrorsv1alpha1.ReasonApplyFailed, fmt.Sprintf("applying %s %s failed: %v", c.kind, key, err)}},
+				fmt.Errorf("applying %s %s: %w", c.kind, key, err)
+		}
+	}
+	// The apply response (written into the apply configuration) is the live object.
+	if err := roundTrip(c.desired, c.live); err != nil {
+		return childResult{}, fmt.Errorf("decoding the applied %s %s: %w", c.kind, key, err)
+	}
+	verb, action := EventUpdated, "Update"
+	if create {
+		verb, action = EventCreated, "Create"
+	}
+	objectWrites.WithLabelValues(c.kind, strings.ToLower(verb)).Inc()
+	logChild(ctx, verb+" "+c.kind, c)
+	r.Recorder.Eventf(m, c.live, corev1.EventTypeNormal, verb, action, "%s %s %s", verb, c.kind, key)
+	return childResult{live: c.live}, nil
 }
 
-// ownedByLegacy reports whether legacyFieldOwner manages fields of obj (the child cache
-// keeps the managers' names, see stripFieldSets).
-func ownedByLegacy(obj metav1.Object) bool {
-	return slices.ContainsFunc(obj.GetManagedFields(), func(e metav1.ManagedFieldsEntry) bool { return e.Manager == legacyFieldOwner })
+// revertChild replaces the part of c with others' additions (drift) with the desired one.
+func (r *Reconciler) revertChild(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, c child) error {
+	fields := strings.Join(drift(c), ", ")
+	if err := r.patchDrift(ctx, c); err != nil {
+		objectWrites.WithLabelValues(c.kind, "failed").Inc()
+		return fmt.Errorf("reverting %s of %s %s/%s failed: %w", fields, c.kind, m.Namespace, c.name, err)
+	}
+	objectWrites.WithLabelValues(c.kind, "reverted").Inc()
+	logChild(ctx, "Reverted changes by others", c, "fields", fields)
+	r.Recorder.Eventf(m, c.live, corev1.EventTypeWarning, EventReverted, "Revert",
+		"Reverted %s of %s %s/%s: the operator's objects carry only what it sets", fields, c.kind, m.Namespace, c.name)
+	return nil
 }
 
-// adoptLegacyFields gives FieldOwner the fields legacyFieldOwner owns on child obj, read
-// afresh from the API server; obj becomes the object written. A forced apply under the new
-// name would not take them: a field both managers set to the same value is shared, so the
-// old manager would keep it, and a field the controller later stops setting would stay on
-// the object. The managedFields are rewritten under an optimistic lock.
-func (r *Reconciler) adoptLegacyFields(ctx context.Context, obj client.Object) error {
-	key := client.ObjectKeyFromObject(obj)
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := r.APIReader.Get(ctx, key, obj); err != nil {
-			return err
-		}
-		entries, legacy, err := adoptLegacyEntries(obj.GetManagedFields())
-		if err != nil || !legacy {
-			return err
-		}
-		base, ok := obj.DeepCopyObject().(client.Object)
-		if !ok {
-			return fmt.Errorf("%T is not a client.Object", obj)
-		}
-		obj.SetManagedFields(entries)
-		return r.Client.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
-	})
-}
-
-// adoptLegacyEntries returns entries with every entry of legacyFieldOwner given to
-// FieldOwner: its fields join FieldOwner's entry of the same operation, subresource and
-// API version, or the entry is renamed when FieldOwner has none. legacy says whether there
-// was any.
-func adoptLegacyEntries(entries []metav1.ManagedFieldsEntry) (out []metav1.ManagedFieldsEntry, legacy bool, err error) {
-	out = make([]metav1.ManagedFieldsEntry, 0, len(entries))
-	for _, e := range entries {
-		if e.Manager != legacyFieldOwner {
-			out = append(out, *e.DeepCopy())
-		}
+func (r *Reconciler) patchDrift(ctx context.Context, c child) error {
+	want, ok := reflect.New(reflect.TypeOf(c.live).Elem()).Interface().(client.Object)
+	if !ok {
+		return fmt.Errorf("%T is not a client.Object", c.live)
 	}
-	for _, e := range entries {
-		if e.Manager != legacyFieldOwner {
-			continue
-		}
-		legacy = true
-		i := slices.IndexFunc(out, func(o metav1.ManagedFieldsEntry) bool {
-			return o.Manager == FieldOwner && o.Operation == e.Operation && o.Subresource == e.Subresource && o.APIVersion == e.APIVersion
-		})
-		if i < 0 {
-			renamed := *e.DeepCopy()
-			renamed.Manager = FieldOwner
-			out = append(out, renamed)
-			continue
-		}
-		if out[i].FieldsV1, err = unionFields(out[i].FieldsV1, e.FieldsV1); err != nil {
-			return nil, false, fmt.Errorf("merging the fields of %s %s: %w", e.Manager, e.Operation, err)
-		}
+	if err := roundTrip(c.desired, want); err != nil {
+		return err
 	}
-	return out, legacy, nil
-}
-
-// unionFields is the set of fields in a or b.
-func unionFields(a, b *metav1.FieldsV1) (*metav1.FieldsV1, error) {
-	set := func(f *metav1.FieldsV1) (*fieldpath.Set, error) {
-		s := &fieldpath.Set{}
-		if f == nil || len(f.GetRawBytes()) == 0 {
-			return s, nil
-		}
-		return s, s.FromJSON(bytes.NewReader(f.GetRawBytes()))
-	}
-	sa, err := set(a)
-	if err != nil {
-		return nil, err
-	}
-	sb, err := set(b)
-	if err != nil {
-		return nil, err
-	}
-	raw, err := sa.Union(sb).ToJSON()
-	if err != nil {
-		return nil, err
-	}
-	return metav1.NewFieldsV1(string(raw)), nil
-}
-
-// revertChild replaces, with a JSON patch guarded by the child's UID, the part of the
-// live child that drift found changed by others with the desired one: the whole pod
-// template of a StatefulSet or DaemonSet, a Service's selector. The API server defaults
-// what the desired part leaves out, so the result is what a fresh apply would create.
-func (r *Reconciler) revertChild(ctx context.Context, c child) error {
 	var path string
 	var value any
-	switch c.live.(type) {
+	switch w := want.(type) {
 	case *appsv1.StatefulSet:
-		want := &appsv1.StatefulSet{}
-		if err := roundTrip(c.desired, want); err != nil {
-			return err
-		}
-		path, value = "/spec/template", want.Spec.Template
+		path, value = "/spec/template", w.Spec.Template
 	case *appsv1.DaemonSet:
-		want := &appsv1.DaemonSet{}
-		if err := roundTrip(c.desired, want); err != nil {
-			return err
-		}
-		path, value = "/spec/template", want.Spec.Template
+		path, value = "/spec/template", w.Spec.Template
 	case *corev1.Service:
-		want := &corev1.Service{}
-		if err := roundTrip(c.desired, want); err != nil {
-			return err
-		}
-		path, value = "/spec/selector", want.Spec.Selector
+		path, value = "/spec/selector", w.Spec.Selector
 	default:
 		return fmt.Errorf("no revert for %T", c.live)
 	}
@@ -167,91 +102,90 @@ func (r *Reconciler) revertChild(ctx context.Context, c child) error {
 	return r.Client.Patch(ctx, c.live, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(FieldOwner))
 }
 
-// writeStatus writes the status computeStatus makes of the pass's outcome o to stored, the
-// mirror as the API server has it as far as this process knows (statusBook.latest):
-// operator.WriteStatus, whose conflict computes the status again from the mirror read past
-// the cache. m is the mirror the pass acted on: its spec and generation, not a newer one a
-// conflict finds, are what the status describes. A write ends any hold.
-func (r *Reconciler) writeStatus(ctx context.Context, m, stored *mirrorsv1alpha1.RegistryMirror, o outcome, now metav1.Time) error {
-	written, err := operator.WriteStatus(ctx, r.Client, r.APIReader, stored, func(live *mirrorsv1alpha1.RegistryMirror) {
-		acted := m.DeepCopy()
-		acted.Status = live.Status
-		live.Status = computeStatus(acted, o, now)
-	})
-	if err != nil {
-		return err
+// logChild logs msg about child c, Kubernetes style ("statefulSet", klog.KObj).
+func logChild(ctx context.Context, msg string, c child, kv ...any) {
+	kind := strings.ToLower(c.kind[:1]) + c.kind[1:]
+	ctrl.LoggerFrom(ctx).Info(msg, append([]any{kind, klog.KObj(c.live)}, kv...)...) //nolint:loggercheck // the kind is the key
+}
+
+// removeNodeAgents deletes the node agents, each removing its hosts.toml as it stops.
+func (r *Reconciler) removeNodeAgents(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror) (bool, error) {
+	return r.removeChild(ctx, m, &appsv1.DaemonSet{}, "DaemonSet", daemonSetName(m))
+}
+
+// removeNetworkPolicy deletes the NetworkPolicy of a mirror without upstream credentials.
+func (r *Reconciler) removeNetworkPolicy(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror) error {
+	if m.Spec.CredentialsSecretRef != nil {
+		return nil
 	}
-	if written != "" {
-		r.statuses.wrote(stored)
+	_, err := r.removeChild(ctx, m, &networkingv1.NetworkPolicy{}, "NetworkPolicy", networkPolicyName(m))
+	return err
+}
+
+// removeChild deletes the mirror's child kind/name (read into obj) if it has one.
+func (r *Reconciler) removeChild(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, obj client.Object, kind, name string) (bool, error) {
+	if err := r.Children.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: name}, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("reading %s %s/%s: %w", kind, m.Namespace, name, err)
+	}
+	if !metav1.IsControlledBy(obj, m) {
+		return false, nil
+	}
+	return r.deleteChild(ctx, obj, kind)
+}
+
+// deleteChild deletes obj by UID (not an object made meanwhile under its name).
+func (r *Reconciler) deleteChild(ctx context.Context, obj client.Object, kind string) (bool, error) {
+	uid := obj.GetUID()
+	if err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &uid}); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return false, nil
+		}
+		objectWrites.WithLabelValues(kind, "failed").Inc()
+		return false, fmt.Errorf("deleting %s %s/%s: %w", kind, obj.GetNamespace(), obj.GetName(), err)
+	}
+	objectWrites.WithLabelValues(kind, "deleted").Inc()
+	return true, nil
+}
+
+// removeExtraReplicas deletes the StatefulSets, then the volumes, of extraReplicas.
+func (r *Reconciler) removeExtraReplicas(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror) error {
+	ours := []client.ListOption{client.InNamespace(m.Namespace), client.HasLabels{labelReplica},
+		client.MatchingLabels{labelManagedBy: managedBy, labelInstance: m.Name, labelComponent: componentReg}}
+	var objs []client.Object
+	for _, list := range []client.ObjectList{&appsv1.StatefulSetList{}, &corev1.PersistentVolumeClaimList{}} {
+		if err := r.Children.List(ctx, list, ours...); err != nil {
+			return fmt.Errorf("listing the registry replicas' objects: %w", err)
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			return err
+		}
+		for _, o := range items {
+			objs = append(objs, o.(client.Object))
+		}
+	}
+	for _, o := range extraReplicas(m, objs) {
+		kind := "StatefulSet"
+		if _, ok := o.(*corev1.PersistentVolumeClaim); ok {
+			kind = "PersistentVolumeClaim"
+		}
+		deleted, err := r.deleteChild(ctx, o, kind)
+		if err != nil {
+			return err
+		} else if !deleted {
+			continue
+		}
+		ctrl.LoggerFrom(ctx).Info("Deleted "+kind+" of a registry replica above spec.replicas", "object", klog.KObj(o), "replicas", replicas(m))
+		r.Recorder.Eventf(m, o, corev1.EventTypeNormal, EventDeleted, "Delete",
+			"Deleted %s %s/%s: spec.replicas is %d, and its replica is no longer one of them", kind, o.GetNamespace(), o.GetName(), replicas(m))
 	}
 	return nil
 }
 
-// statusBook remembers, per mirror, the mirror as this process last wrote its status and
-// since when a progress-only change has been held back (see decideStatusWrite). A pass
-// that a child's event starts right after a status write often reads the mirror from a
-// cache that does not show the write yet; comparing with that older status would write
-// the same status again. The written mirror is used for exactly as long as the cache is
-// behind it by resourceVersion (operator.StatusMemory), no longer a guessed 10 s; the
-// 5 s progress hold is a batching choice, not a guess about the cache, and stays.
-type statusBook struct {
-	writes operator.StatusMemory[*mirrorsv1alpha1.RegistryMirror]
-	mu     sync.Mutex
-	held   map[types.NamespacedName]time.Time
-}
-
-// latest returns the mirror as the API server has it as far as this process knows: the
-// one it wrote last while the cached m is older than that write, else m.
-func (b *statusBook) latest(m *mirrorsv1alpha1.RegistryMirror) *mirrorsv1alpha1.RegistryMirror {
-	return b.writes.Latest(m)
-}
-
-// wrote notes m, as the API server returned it from a status write; nothing is held back
-// any more.
-func (b *statusBook) wrote(m *mirrorsv1alpha1.RegistryMirror) {
-	b.writes.Wrote(m)
-	b.release(client.ObjectKeyFromObject(m))
-}
-
-// hold notes that a progress-only change is held back, from now unless one already was.
-func (b *statusBook) hold(key types.NamespacedName, now time.Time) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.held == nil {
-		b.held = map[types.NamespacedName]time.Time{}
-	}
-	if _, ok := b.held[key]; !ok {
-		b.held[key] = now
-	}
-}
-
-// heldFor is how long a progress-only change has been held back (0 when none is).
-func (b *statusBook) heldFor(key types.NamespacedName, now time.Time) time.Duration {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if since, ok := b.held[key]; ok {
-		return now.Sub(since)
-	}
-	return 0
-}
-
-// release notes that nothing is held back: the status is as it should be.
-func (b *statusBook) release(key types.NamespacedName) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	delete(b.held, key)
-}
-
-// forget drops a deleted mirror.
-func (b *statusBook) forget(key types.NamespacedName) {
-	b.writes.Forget(key)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	delete(b.held, key)
-}
-
-// roundTrip copies an apply configuration filled from the server's response into a
-// typed object, replacing whatever the object held.
+// roundTrip copies an apply configuration into a typed object, replacing what it held.
 func roundTrip(from any, into client.Object) error {
 	b, err := json.Marshal(from)
 	if err != nil {
@@ -260,64 +194,4 @@ func roundTrip(from any, into client.Object) error {
 	v := reflect.ValueOf(into).Elem()
 	v.Set(reflect.Zero(v.Type()))
 	return json.Unmarshal(b, into)
-}
-
-// removeExtraReplicas deletes the StatefulSets, then the cache volumes, of registry
-// replicas at or above spec.replicas (extraReplicas), each by UID: a mirror that shrinks
-// gives back their volumes, and their cached content goes with them.
-func (r *Reconciler) removeExtraReplicas(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror) error {
-	ours := []client.ListOption{client.InNamespace(m.Namespace), client.HasLabels{labelReplica},
-		client.MatchingLabels{labelManagedBy: managedBy, labelInstance: m.Name, labelComponent: componentReg}}
-	var stss appsv1.StatefulSetList
-	if err := r.Children.List(ctx, &stss, ours...); err != nil {
-		return fmt.Errorf("listing registry StatefulSets: %w", err)
-	}
-	var pvcs corev1.PersistentVolumeClaimList
-	if err := r.Children.List(ctx, &pvcs, ours...); err != nil {
-		return fmt.Errorf("listing cache volumes: %w", err)
-	}
-	objs := make([]client.Object, 0, len(stss.Items)+len(pvcs.Items))
-	for i := range stss.Items {
-		objs = append(objs, &stss.Items[i])
-	}
-	for i := range pvcs.Items {
-		objs = append(objs, &pvcs.Items[i])
-	}
-	for _, o := range extraReplicas(m, objs) {
-		kind := "StatefulSet"
-		if _, ok := o.(*corev1.PersistentVolumeClaim); ok {
-			kind = "PersistentVolumeClaim"
-		}
-		uid := o.GetUID()
-		if err := r.Client.Delete(ctx, o, client.Preconditions{UID: &uid}); err != nil {
-			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-				continue
-			}
-			objectWrites.WithLabelValues(kind, "failed").Inc()
-			return fmt.Errorf("deleting %s %s/%s: %w", kind, o.GetNamespace(), o.GetName(), err)
-		}
-		objectWrites.WithLabelValues(kind, "deleted").Inc()
-		ctrl.LoggerFrom(ctx).Info("Deleted "+kind+" of a registry replica above spec.replicas", "object", klog.KObj(o), "replicas", replicas(m))
-		r.Recorder.Eventf(m, o, corev1.EventTypeNormal, EventDeleted, "Delete",
-			"Deleted %s %s/%s: spec.replicas is %d, and its replica is no longer one of them", kind, o.GetNamespace(), o.GetName(), replicas(m))
-	}
-	return nil
-}
-
-// extraReplicas are the objects of objs (registry StatefulSets and cache volumes carrying
-// the replica label) that this mirror controls and whose replica is at or above
-// spec.replicas, in the order given; not those already being deleted (a volume waits for
-// its pod to go).
-func extraReplicas(m *mirrorsv1alpha1.RegistryMirror, objs []client.Object) []client.Object {
-	var out []client.Object
-	for _, o := range objs {
-		i, err := strconv.Atoi(o.GetLabels()[labelReplica])
-		if err != nil || i < 1 || !metav1.IsControlledBy(o, m) || o.GetDeletionTimestamp() != nil {
-			continue
-		}
-		if int64(i) >= int64(replicas(m)) {
-			out = append(out, o)
-		}
-	}
-	return out
 }

@@ -15,43 +15,49 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
-	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/internal/scope"
 	"github.com/quartet-operator/quartet/test/testenv"
 )
 
 // TestStatusBookLatest: a cached mirror that does not show the last write yet (an older
 // resourceVersion) is replaced by that write; once the cache shows it, the cache is trusted.
+// (The book is the status writer's memory now, status.WithMemory: newStatusWriter.)
 func TestStatusBookLatest(t *testing.T) {
-	key := types.NamespacedName{Namespace: "mirrors", Name: "docker-hub"}
-	old := minimalMirror()
-	old.ResourceVersion = "10"
+	env.Require(t)
+	ctx := context.Background()
+	m := newMirror(newNamespace(t), "docker-hub", "https://registry-1.docker.io", "")
+	require.NoError(t, env.Client.Create(ctx, m))
+	key := client.ObjectKeyFromObject(m)
+	old := m.DeepCopy()
 	old.Status = mirrorsv1alpha1.RegistryMirrorStatus{Endpoint: "old"}
-	written := old.DeepCopy()
-	written.ResourceVersion = "11"
-	written.Status = mirrorsv1alpha1.RegistryMirrorStatus{Endpoint: "new", Conditions: []metav1.Condition{{Type: mirrorsv1alpha1.ConditionReady}}}
 
-	var b statusBook
-	assert.Equal(t, "old", b.latest(old).Status.Endpoint, "nothing written yet")
-	b.wrote(written)
-	assert.Equal(t, "new", b.latest(old).Status.Endpoint, "the cache lags behind the write")
-	caught := written.DeepCopy()
+	w := newStatusWriter(env.Client, env.Client)
+	assert.Equal(t, "old", w.Latest(old).Status.Endpoint, "nothing written yet")
+	_, err := w.Finish(ctx, m, true, func(x *mirrorsv1alpha1.RegistryMirror) {
+		x.Status.Endpoint = "new"
+	})
+	require.NoError(t, err)
+	require.NotEqual(t, old.ResourceVersion, m.ResourceVersion, "written")
+	assert.Equal(t, "new", w.Latest(old).Status.Endpoint, "the cache lags behind the write")
+	caught := m.DeepCopy()
 	caught.Status.Endpoint = "as cached"
-	assert.Equal(t, "as cached", b.latest(caught).Status.Endpoint, "the cache shows the write")
-	b.forget(key)
-	assert.Equal(t, "old", b.latest(old).Status.Endpoint, "forgotten")
+	assert.Equal(t, "as cached", w.Latest(caught).Status.Endpoint, "the cache shows the write")
+	w.Forget(key)
+	assert.Equal(t, "old", w.Latest(old).Status.Endpoint, "forgotten")
 }
 
 // TestStatusBookHold: a held-back change is timed from the first pass that held it back
-// until a write or a release.
+// until a release (finish releases it on every pass that holds nothing back, a write among
+// them) or the mirror is forgotten.
 func TestStatusBookHold(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	key := types.NamespacedName{Namespace: "mirrors", Name: "docker-hub"}
-	var b statusBook
+	var b memory
 	assert.Zero(t, b.heldFor(key, t0), "nothing held")
 	b.hold(key, t0)
 	b.hold(key, t0.Add(300*time.Millisecond))
 	assert.Equal(t, 500*time.Millisecond, b.heldFor(key, t0.Add(500*time.Millisecond)), "held since the first hold")
-	b.wrote(minimalMirror())
+	b.release(key)
 	assert.Zero(t, b.heldFor(key, t0.Add(2*time.Second)), "a write ends the hold")
 	b.hold(key, t0.Add(3*time.Second))
 	b.release(key)
@@ -112,7 +118,7 @@ func TestLegacyFieldOwnerIsAdopted(t *testing.T) {
 
 	m := newMirror(ns, "legacy", "https://quay.io", "")
 	require.NoError(t, env.Client.Create(ctx, m))
-	stop := testenv.StartManager(t, env.Config, operator.Shared{}, (&Options{MaxConcurrentReconciles: 1}).Setup)
+	stop := testenv.StartManager(t, env.Config, scope.Namespaces{}, (&Options{MaxConcurrentReconciles: 1}).Setup)
 	var kids map[string]client.Object
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		m = getMirror(c, client.ObjectKeyFromObject(m))
@@ -157,7 +163,7 @@ func TestLegacyFieldOwnerIsAdopted(t *testing.T) {
 	}
 	require.Len(t, legacySets, 5, "ConfigMap, two Services, PVC, StatefulSet")
 
-	startManager(t, env.Config, operator.Shared{}, 1)
+	startManager(t, env.Config, scope.Namespaces{}, 1)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		for key, obj := range children(c, m) {
 			if obj == nil {

@@ -24,8 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
-	"github.com/quartet-operator/quartet/controllers/registrymirror/nodeagent"
-	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/cmd/nodeagent"
+	"github.com/quartet-operator/quartet/internal/manager"
+	"github.com/quartet-operator/quartet/internal/scope"
 	"github.com/quartet-operator/quartet/test/benchutil"
 )
 
@@ -211,7 +212,7 @@ func BenchmarkMirrorsToReady(b *testing.B) {
 	// defaults, a client counting its requests.
 	var calls benchutil.CallCounter
 	cfg := rest.CopyConfig(env.Config)
-	operator.SetClientLimits(cfg, operator.DefaultKubeAPIQPS, operator.DefaultKubeAPIBurst)
+	manager.SetClientLimits(cfg, manager.DefaultKubeAPIQPS, manager.DefaultKubeAPIBurst)
 	calls.Wrap(cfg)
 	var opts Options
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -221,7 +222,7 @@ func BenchmarkMirrorsToReady(b *testing.B) {
 		opts.MaxConcurrentReconciles = n // for comparing worker counts; not the reported figure
 	}
 	b.Logf("workers: %d", opts.MaxConcurrentReconciles)
-	startManager(b, cfg, operator.Shared{}, opts.MaxConcurrentReconciles)
+	startManager(b, cfg, scope.Namespaces{}, opts.MaxConcurrentReconciles)
 
 	start = time.Now()
 	lastLog := start

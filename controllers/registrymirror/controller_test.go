@@ -27,7 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
-	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/internal/scope"
 	"github.com/quartet-operator/quartet/test/benchutil"
 	"github.com/quartet-operator/quartet/test/testenv"
 )
@@ -39,7 +39,7 @@ const (
 
 // startManager runs the controller the way main.go does (a manager whose cache strips
 // managedFields and does not hold Secrets) until the test ends. cfg may count requests.
-func startManager(t testing.TB, cfg *rest.Config, shared operator.Shared, workers int) {
+func startManager(t testing.TB, cfg *rest.Config, shared scope.Namespaces, workers int) {
 	t.Helper()
 	opts := Options{MaxConcurrentReconciles: workers}
 	testenv.StartManager(t, cfg, shared, opts.Setup)
@@ -179,7 +179,7 @@ func TestMirrorLifecycle(t *testing.T) {
 	var calls benchutil.CallCounter
 	cfg := rest.CopyConfig(env.Config)
 	calls.Wrap(cfg)
-	startManager(t, cfg, operator.Shared{}, 2)
+	startManager(t, cfg, scope.Namespaces{}, 2)
 
 	m := newMirror(ns, "hub", "https://registry-1.docker.io", class)
 	m.Spec.ConfigureNodes = true
@@ -329,7 +329,7 @@ func TestForeignObjectIsAConflict(t *testing.T) {
 	env.Require(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	startManager(t, env.Config, operator.Shared{}, 2)
+	startManager(t, env.Config, scope.Namespaces{}, 2)
 
 	foreign := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "quay-registry", Labels: map[string]string{"owner": "someone"}},
@@ -382,7 +382,7 @@ func TestStorageResizeRefused(t *testing.T) {
 	ns := newNamespace(t)
 	class := "rm-" + ns
 	newVolume(t, class, "50Gi", false)
-	startManager(t, env.Config, operator.Shared{}, 2)
+	startManager(t, env.Config, scope.Namespaces{}, 2)
 	m := newMirror(ns, "ghcr", "https://ghcr.io", class)
 	require.NoError(t, env.Client.Create(ctx, m))
 	key := client.ObjectKeyFromObject(m)
@@ -418,7 +418,7 @@ func TestObservedGenerationOnFailedPass(t *testing.T) {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return failChildWrites{next: rt, namespace: ns, on: &failing}
 	})
-	startManager(t, cfg, operator.Shared{}, 2)
+	startManager(t, cfg, scope.Namespaces{}, 2)
 	m := newMirror(ns, "quay", "https://quay.io", class)
 	require.NoError(t, env.Client.Create(ctx, m))
 	key := client.ObjectKeyFromObject(m)
@@ -470,7 +470,7 @@ func TestHostPorts(t *testing.T) {
 	env.Require(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	startManager(t, env.Config, operator.Shared{}, 4)
+	startManager(t, env.Config, scope.Namespaces{}, 4)
 	names := []string{"a", "b", "c", "d"}
 	for _, n := range names {
 		testenv.GrantNodes(t, env.Client, n+".example", ns, n)
@@ -517,7 +517,7 @@ func TestWatchNamespace(t *testing.T) {
 	env.Require(t)
 	ctx := context.Background()
 	watched, other := newNamespace(t), newNamespace(t)
-	startManager(t, env.Config, operator.Shared{WatchNamespaces: []string{watched}}, 2)
+	startManager(t, env.Config, scope.Namespaces{Watched: []string{watched}}, 2)
 	outside := newMirror(other, "outside", "https://quay.io", "")
 	require.NoError(t, env.Client.Create(ctx, outside))
 	inside := newMirror(watched, "inside", "https://quay.io", "")
@@ -561,7 +561,7 @@ func TestAPIRefusesInvalidMirrors(t *testing.T) {
 	testenv.GrantNodes(t, env.Client, "quay.io", ns, ok.Name)
 	require.NoError(t, env.Client.Create(context.Background(), ok), "40 characters are fine")
 	// ... and every derived name and label fits: the registry pod and node agent pods exist.
-	startManager(t, env.Config, operator.Shared{}, 2)
+	startManager(t, env.Config, scope.Namespaces{}, 2)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var pods corev1.PodList
 		assert.NoError(c, env.Client.List(context.Background(), &pods, client.InNamespace(ns)))
@@ -583,7 +583,7 @@ func TestNodeAccessNeedsAGrant(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	host := ns + ".example"
-	startManager(t, env.Config, operator.Shared{}, 2)
+	startManager(t, env.Config, scope.Namespaces{}, 2)
 	newVolume(t, "rm-a-"+ns, "10Gi", false)
 	newVolume(t, "rm-b-"+ns, "10Gi", false)
 	a := newMirror(ns, "a", "https://"+host, "rm-a-"+ns)
@@ -646,7 +646,7 @@ func TestPrivateUpstreamIsFencedIn(t *testing.T) {
 	env.Require(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	startManager(t, env.Config, operator.Shared{OperatorNamespace: "quartet-system"}, 2)
+	startManager(t, env.Config, scope.Namespaces{Operator: "quartet-system"}, 2)
 	m := newMirror(ns, "private", "https://registry.example", "")
 	m.Spec.CredentialsSecretRef = &mirrorsv1alpha1.SecretReference{Name: "pull"}
 	require.NoError(t, env.Client.Create(ctx, m))
@@ -677,7 +677,7 @@ func TestCacheTTLIsIgnoredWithAWarning(t *testing.T) {
 	env.Require(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	startManager(t, env.Config, operator.Shared{}, 2)
+	startManager(t, env.Config, scope.Namespaces{}, 2)
 	newVolume(t, "rm-ttl-"+ns, "10Gi", false)
 	m := newMirror(ns, "ttl", "https://"+ns+".example", "rm-ttl-"+ns)
 	m.Spec.CacheTTL = &metav1.Duration{Duration: time.Hour}
@@ -729,7 +729,7 @@ func TestGrantedMirrorPinsThePodsImages(t *testing.T) {
 	ns := newNamespace(t)
 	apps := testenv.Namespace(t, env.Client, "rm-apps", nil)
 	host := ns + ".example"
-	startManager(t, env.Config, operator.Shared{}, 2)
+	startManager(t, env.Config, scope.Namespaces{}, 2)
 	newVolume(t, "rm-pins-"+ns, "10Gi", false)
 	runningPod(t, apps, "web", host+"/team/app:v1", host+"/team/app@"+digestA, corev1.PodRunning)
 	runningPod(t, apps, "web-2", host+"/team/app:v1", host+"/team/app@"+digestA, corev1.PodRunning)

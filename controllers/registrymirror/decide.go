@@ -3,8 +3,9 @@ package registrymirror
 import (
 	"encoding/json"
 	"fmt"
-	"math/big"
+	"math/bits"
 	"reflect"
+	"strconv"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -13,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 )
@@ -21,23 +23,14 @@ import (
 type childAction int
 
 const (
-	// childCreate: no object of the child's name exists; apply creates it.
-	childCreate childAction = iota
-	// childUpdate: the mirror's object differs from the desired one; apply updates it.
-	childUpdate
-	// childUpToDate: the mirror's object has every field the operator sets; no write.
-	childUpToDate
-	// childForeign: an object of the child's name exists that the mirror does not
-	// control; it is reported and left alone.
-	childForeign
-	// childRevert: someone added to the mirror's object what an apply would keep but
-	// what changes what its pods run or which pods its Services reach (see drift); the
-	// part is replaced whole, then applied.
-	childRevert
+	childCreate   childAction = iota // no object of the name: apply creates it
+	childUpdate                      // the mirror's object differs: apply updates it
+	childUpToDate                    // it has every field the operator sets: no write
+	childForeign                     // the mirror does not control it: reported, left alone
+	childRevert                      // others changed what it runs or reaches (drift): replaced, then applied
 )
 
-// decideChild chooses what to do with child c of mirror m; exists says whether c.live
-// was read from the API server.
+// decideChild chooses what to do with child c of mirror m; exists: c.live was read.
 func decideChild(m *mirrorsv1alpha1.RegistryMirror, c child, exists bool) childAction {
 	switch {
 	case !exists:
@@ -53,12 +46,8 @@ func decideChild(m *mirrorsv1alpha1.RegistryMirror, c child, exists bool) childA
 	}
 }
 
-// drift names what others added to a live child that Server-Side Apply would keep (the
-// operator does not set those fields) but that changes what the mirror serves: environment
-// variables (the registry reads REGISTRY_* as configuration: an upstream of someone's
-// choosing), host namespaces, another ServiceAccount in a pod template; extra selector
-// labels on a Service (it would send the mirror's traffic to other pods). The operator's
-// own pods set none of these.
+// drift names what others added to a live child that an apply would keep but that changes
+// what it serves: a pod template's environment (REGISTRY_*), host namespaces, a selector.
 func drift(c child) []string {
 	var out []string
 	var template *corev1.PodTemplateSpec
@@ -106,16 +95,9 @@ func drift(c child) []string {
 type applyFailure int
 
 const (
-	// applyFailed: a failure that may pass (conflict, timeout, unavailable): reported
-	// and retried with backoff.
-	applyFailed applyFailure = iota
-	// applyRefused: refused for good (a PVC that cannot grow, an immutable field):
-	// retrying changes nothing until the spec or the cluster changes, which wakes the
-	// controller anyway, so it is reported without a retry.
-	applyRefused
-	// applyNamespaceTerminating: the namespace is going, and the mirror with it:
-	// nothing to report.
-	applyNamespaceTerminating
+	applyFailed               applyFailure = iota // may pass (a conflict, a timeout): reported, retried
+	applyRefused                                  // for good (a PVC that cannot grow): reported, not retried
+	applyNamespaceTerminating                     // the namespace is going, and the mirror with it
 )
 
 // classifyApplyError says how to handle err, an error of an apply.
@@ -130,15 +112,13 @@ func classifyApplyError(err error) applyFailure {
 	}
 }
 
-// Probe timing: while the registry does not answer yet (its Service may lag its pod's
-// readiness by a moment), ask again soon; then keep an eye on the upstream.
+// Probe timing: soon while the registry does not answer (its Service may lag its pod).
 const (
 	probeSoon   = 3 * time.Second
 	probeSteady = 30 * time.Second
 )
 
-// registryAddress is where the manager probes the registry: its Service's cluster IP,
-// once the StatefulSet has a ready replica and the Service has an address.
+// registryAddress is the Service's cluster IP, once a replica is ready.
 func registryAddress(readyRegistries int32, service *corev1.Service) (string, bool) {
 	if readyRegistries == 0 || service == nil || service.Spec.ClusterIP == "" {
 		return "", false
@@ -146,9 +126,7 @@ func registryAddress(readyRegistries int32, service *corev1.Service) (string, bo
 	return fmt.Sprintf("%s:%d", service.Spec.ClusterIP, RegistryPort), true
 }
 
-// cacheReportAddresses are where to ask for the cache reports: the Service's address
-// (serviceAddr) for a single registry; for several, each ready replica's pod under the
-// headless Service, by replica index (a replica that is not ready has no DNS name).
+// cacheReportAddresses: the Service for one registry, else each ready replica's pod.
 func cacheReportAddresses(m *mirrorsv1alpha1.RegistryMirror, w workloads, serviceAddr string) []string {
 	if len(w.registries) <= 1 {
 		return []string{serviceAddr}
@@ -162,10 +140,7 @@ func cacheReportAddresses(m *mirrorsv1alpha1.RegistryMirror, w workloads, servic
 	return out
 }
 
-// mergeCacheReports is what the status says of several registry replicas' reports: the
-// images every answering replica holds whole (the fewest; unknown, LastPass zero, while
-// one has not ended a warm pass), the fullest volume, and the pulls and bytes summed. nil
-// when none answered.
+// mergeCacheReports: the images all hold, the fullest volume, pulls summed (nil: none).
 func mergeCacheReports(reps []CacheReport) *CacheReport {
 	if len(reps) == 0 {
 		return nil
@@ -188,22 +163,18 @@ func mergeCacheReports(reps []CacheReport) *CacheReport {
 	return &out
 }
 
-// fuller says whether a's volume is fuller than b's (a measured volume is fuller than an
-// unmeasured one).
+// fuller says whether a's volume is fuller than b's (a measured one than an unmeasured one).
 func fuller(a, b CacheReport) bool {
-	switch {
-	case a.DiskCapacityBytes == 0:
-		return false
-	case b.DiskCapacityBytes == 0:
-		return true
+	if a.DiskCapacityBytes == 0 || b.DiskCapacityBytes == 0 {
+		return a.DiskCapacityBytes != 0
 	}
-	// a.used/a.cap > b.used/b.cap, without division.
-	return new(big.Int).Mul(new(big.Int).SetUint64(a.DiskUsedBytes), new(big.Int).SetUint64(b.DiskCapacityBytes)).Cmp(
-		new(big.Int).Mul(new(big.Int).SetUint64(b.DiskUsedBytes), new(big.Int).SetUint64(a.DiskCapacityBytes))) > 0
+	// a.used/a.cap > b.used/b.cap, in 128 bits, without division.
+	ah, al := bits.Mul64(a.DiskUsedBytes, b.DiskCapacityBytes)
+	bh, bl := bits.Mul64(b.DiskUsedBytes, a.DiskCapacityBytes)
+	return ah > bh || (ah == bh && al > bl)
 }
 
-// nextProbe is when to probe again after probes p: soon while the registry does not
-// answer, else at the steady pace; never when probing is off.
+// nextProbe is when to probe again after probes p (0: never, probing is off).
 func nextProbe(p probeResults) time.Duration {
 	switch {
 	case p.off:
@@ -215,18 +186,14 @@ func nextProbe(p probeResults) time.Duration {
 	}
 }
 
-// conflictRecheck is how often a mirror looks again at a child's name that someone else's
-// object holds: such objects are not watched (the child cache holds the mirrors' own only).
-const conflictRecheck = time.Minute
+// Not watched, looked at again: someone else's object of a child's name, and the pods whose
+// images a mirror with node access pins.
+const (
+	conflictRecheck = time.Minute
+	pinsRefresh     = time.Minute
+)
 
-// pinsRefresh is how often a mirror with node access looks again at the images the
-// cluster's pods run, when nothing else brings it back sooner (pods are not watched for
-// it: the pinned list follows them within this).
-const pinsRefresh = time.Minute
-
-// nextPass is when to look at a mirror again: at the probes' pace (probeAfter, 0: never),
-// within conflictRecheck while an object of someone else holds a child's name, and
-// within pinsRefresh while it has node access (granted).
+// nextPass is when to look at a mirror again (0: never).
 func nextPass(probeAfter time.Duration, problems []problem, granted bool) time.Duration {
 	next := probeAfter
 	sooner := func(d time.Duration) {
@@ -245,21 +212,15 @@ func nextPass(probeAfter time.Duration, problems []problem, granted bool) time.D
 	return next
 }
 
-// progressHold is how long a status change that only reports progress (see
-// progressOnly) is held back before it is written, so that the steps of a rollout that
-// follow each other within it (volume bound, StatefulSet observed, pods scheduled, pods
-// ready) make one write, not one each — like kube-controller-manager's
-// --endpointslice-updates-batch-period. What automation and alerts act on (a condition's
-// status, observedGeneration, an endpoint, a problem) is written at once, and it carries
-// the progress held back with it. Five seconds covers the usual rollout of a new mirror
-// (BenchmarkMirrorsToReady, 100 mirrors on the local cluster: 2.0 status writes per mirror
-// from create to Ready, the least an honest status allows, against 2.5 with a 1 s hold);
-// progress shows at most that late.
+// progressHold is how long a status change that only reports progress (progressOnly) is
+// held back, so that the steps of a rollout within it make one write, not one each (like
+// kube-controller-manager's --endpointslice-updates-batch-period); what automation acts on
+// is written at once. Five seconds covers the usual rollout of a new mirror
+// (BenchmarkMirrorsToReady: 2.0 status writes per mirror from create to Ready, the least
+// an honest status allows, against 2.5 with a 1 s hold).
 const progressHold = 5 * time.Second
 
-// decideStatusWrite says whether to write the status next over stored. heldFor is how
-// long a progress-only change has been held back (0 when none is). When it holds one
-// back, after says when to look again, so the latest progress is written then.
+// decideStatusWrite says whether to write next over stored; after: when to look again.
 func decideStatusWrite(stored, next mirrorsv1alpha1.RegistryMirrorStatus, heldFor time.Duration) (write bool, after time.Duration) {
 	switch {
 	case equality.Semantic.DeepEqual(stored, next):
@@ -271,10 +232,7 @@ func decideStatusWrite(stored, next mirrorsv1alpha1.RegistryMirrorStatus, heldFo
 	}
 }
 
-// progressOnly reports whether next differs from stored only in how far the rollout has
-// got: the Ready condition's reason and message and the replica and node counts. Every
-// condition keeps its status (Ready's included), Degraded and UpstreamReachable keep their
-// reasons and messages, and observedGeneration and the endpoints stay the same.
+// progressOnly: next differs from stored only in Ready's reason and message, counts, fill.
 func progressOnly(stored, next mirrorsv1alpha1.RegistryMirrorStatus) bool {
 	strip := func(st mirrorsv1alpha1.RegistryMirrorStatus) mirrorsv1alpha1.RegistryMirrorStatus {
 		st = *st.DeepCopy()
@@ -289,42 +247,26 @@ func progressOnly(stored, next mirrorsv1alpha1.RegistryMirrorStatus) bool {
 	return equality.Semantic.DeepEqual(strip(stored), strip(next))
 }
 
-// needsApply reports whether applying desired would change live: whether some field the
-// operator sets is missing from live or has another value there. Fields others added
-// (defaults, other controllers) do not count — Server-Side Apply would keep them too. A
-// field the operator stopped setting is caught by the applied-hash annotation, whose
-// value then differs. Skipping no-op applies keeps a steady-state pass free of writes.
+// needsApply reports whether a field the operator sets is missing from live or differs (one
+// it stopped setting changes the applied-hash); others' fields do not count.
 func needsApply(desired, live any) bool {
-	d, err := toJSONMap(desired)
-	if err != nil {
-		return true
-	}
-	l, err := toJSONMap(live)
-	if err != nil {
+	var d, l map[string]any
+	if toJSONMap(desired, &d) != nil || toJSONMap(live, &l) != nil || d == nil || l == nil {
 		return true
 	}
 	delete(d, "status")
 	return !subset(d, l)
 }
 
-func toJSONMap(v any) (map[string]any, error) {
+func toJSONMap(v any, into *map[string]any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, err
-	}
-	if m == nil {
-		return nil, fmt.Errorf("not an object")
-	}
-	return m, nil
+	return json.Unmarshal(b, into)
 }
 
-// subset reports whether every value in want is present and equal in have. Lists must
-// have the same length and match element by element (the operator's lists — containers,
-// ports, volumes, env — keep their order on the server).
+// subset reports whether want's values are in have; lists match element by element.
 func subset(want, have any) bool {
 	switch w := want.(type) {
 	case map[string]any:
@@ -353,4 +295,19 @@ func subset(want, have any) bool {
 	default:
 		return reflect.DeepEqual(want, have)
 	}
+}
+
+// extraReplicas are objs of the mirror's replicas ≥ spec.replicas, not being deleted yet.
+func extraReplicas(m *mirrorsv1alpha1.RegistryMirror, objs []client.Object) []client.Object {
+	var out []client.Object
+	for _, o := range objs {
+		i, err := strconv.Atoi(o.GetLabels()[labelReplica])
+		if err != nil || i < 1 || !metav1.IsControlledBy(o, m) || o.GetDeletionTimestamp() != nil {
+			continue
+		}
+		if int64(i) >= int64(replicas(m)) {
+			out = append(out, o)
+		}
+	}
+	return out
 }

@@ -21,32 +21,28 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
-	"github.com/quartet-operator/quartet/controllers/registrymirror/nodeagent"
+	"github.com/quartet-operator/quartet/cmd/nodeagent"
 	"github.com/quartet-operator/quartet/internal/registrycreds"
 )
 
-// Fixed facts of the operands. The registry listens on RegistryPort in its pod and behind
-// both Services; the node agent listens on agentPort in its pod, published on the node's
-// loopback address at the mirror's host port.
+// Fixed facts of the operands: the registry listens on RegistryPort, the node agent on
+// agentPort, published on the node's loopback address at the mirror's host port.
 const (
 	RegistryPort    = 5000
 	agentPort       = 5000
 	agentHealthPort = 8081
-	// registryUID is the registry pod's UID, GID and fsGroup where the platform assigns
-	// none (see Images.AssignedUIDs). A fresh volume is writable by a non-root UID only
-	// through fsGroup; and the caches of Quartet 0.2.0, whose registry image (docker.io/library/registry)
-	// had no USER, were written by UID 1000 into directories only their owner may write
-	// (mode 0755), so the registry keeps that UID rather than its image's USER 65532: it
-	// must add to and delete from those directories after an upgrade.
-	registryUID     = 1000
-	configFileName  = "config.yml"
-	configMountPath = "/etc/distribution"
-	cacheMountPath  = "/var/lib/registry"
-	// DefaultHostsRoot is containerd's usual registry config_path on nodes.
-	DefaultHostsRoot = "/etc/containerd/certs.d"
+	// registryUID is the registry pod's UID, GID and fsGroup where the platform assigns none:
+	// Quartet 0.2.0 wrote its caches as UID 1000 into directories only their owner may write.
+	registryUID      = 1000
+	configFileName   = "config.yml"
+	configMountPath  = "/etc/distribution"
+	cacheMountPath   = "/var/lib/registry"
+	DefaultHostsRoot = "/etc/containerd/certs.d" // containerd's usual config_path
 	hostsMountPath   = "/run/quartet/hosts-dir"
 	helperMountPath  = "/quartet/bin"
 	nodeLoopbackIP   = "127.0.0.1"
@@ -55,16 +51,11 @@ const (
 	operatorBinary   = "/manager"
 	defaultNodeImage = "quay.io/quartet-operator/quartet:v0.3.0"
 	defaultRegImage  = "quay.io/quartet-operator/mirror-registry:v0.3.0"
-
-	// defaultRetention and defaultMaxDiskPercent are spec.retention's and
-	// spec.maxDiskPercent's defaults (the API server fills them in; these serve objects
-	// that skipped defaulting).
+	// For objects that skipped the API server's defaulting.
 	defaultRetention      = 30 * 24 * time.Hour
 	defaultMaxDiskPercent = 85
-	// registryDrainTimeout is the registry's http.draintimeout: on SIGTERM it lets open
-	// requests finish for this long, then saves its last-use state file on the cache
-	// volume. registryGracePeriod, the pod's terminationGracePeriodSeconds, leaves 10 s
-	// beyond it for the save before the kubelet kills it.
+	// The registry's http.draintimeout, after which it saves its last uses in the 10 s more
+	// its pod's grace period leaves.
 	registryDrainTimeout = 20 * time.Second
 	registryGracePeriod  = int64(registryDrainTimeout/time.Second) + 10
 )
@@ -78,45 +69,32 @@ const (
 	managedBy      = "quartet-registrymirror"
 	componentReg   = "registry"
 	componentAgent = "node-agent"
-
-	// annotationAppliedHash holds a hash of everything the operator applied to a child, so
-	// a field the operator stops setting is noticed and removed (see needsApply).
+	// A hash of everything applied to a child: a field the operator stops setting changes it.
 	annotationAppliedHash = "mirrors.quartet.dev/applied-hash"
-	// labelReplica marks registry replica i > 0's StatefulSet, pod and cache PVC with i.
-	labelReplica = "mirrors.quartet.dev/replica"
-
-	// annotationConfigHash on the registry pod template rolls the StatefulSet when the
-	// rendered registry configuration changes (a ConfigMap change alone restarts nothing).
-	annotationConfigHash = "mirrors.quartet.dev/config-hash"
+	labelReplica          = "mirrors.quartet.dev/replica"     // i > 0 on replica i's objects and pod
+	annotationConfigHash  = "mirrors.quartet.dev/config-hash" // on the registry pod: config.yml changed
 )
 
-// Images are the operand images (RELATED_IMAGE_* environment variables, as OLM expects)
-// and how the cluster runs them.
+// Images are the operand images (RELATED_IMAGE_*) and how the cluster runs them.
 type Images struct {
-	// Registry is the mirror-registry image (cmd/mirror-registry: the CNCF distribution
-	// registry with retention by use).
-	Registry string
-	// NodeAgent is the operator's own image; its binary runs `node-agent` (package nodeagent).
-	NodeAgent string
-	// AssignedUIDs is true where the platform gives every pod a UID and fsGroup from its
-	// namespace's range and refuses any other (OpenShift: the restricted-v2 SCC's
-	// MustRunAsRange and MustRunAs). The registry pod then names none; elsewhere it names
-	// registryUID. The node agent never names a non-root UID: the operator image's USER
-	// 65532 serves where nothing is assigned.
+	Registry  string // cmd/mirror-registry
+	NodeAgent string // the operator's own image: `manager node-agent` (cmd/nodeagent)
+	// AssignedUIDs: the platform gives every pod a UID and fsGroup and refuses any other
+	// (OpenShift's restricted-v2), so the registry pod names none.
 	AssignedUIDs bool
 }
 
 // Names of a mirror's children: deterministic, so a pass finds them by name.
-func serviceName(m *mirrorsv1alpha1.RegistryMirror) string  { return m.Name + "-registry" }
-func headlessName(m *mirrorsv1alpha1.RegistryMirror) string { return m.Name + "-registry-headless" }
-func statefulSetName(m *mirrorsv1alpha1.RegistryMirror) string {
-	return m.Name + "-registry"
-}
-func pvcName(m *mirrorsv1alpha1.RegistryMirror) string { return m.Name + "-registry-cache" }
+func serviceName(m *mirrorsv1alpha1.RegistryMirror) string       { return m.Name + "-registry" }
+func headlessName(m *mirrorsv1alpha1.RegistryMirror) string      { return m.Name + "-registry-headless" }
+func statefulSetName(m *mirrorsv1alpha1.RegistryMirror) string   { return m.Name + "-registry" }
+func pvcName(m *mirrorsv1alpha1.RegistryMirror) string           { return m.Name + "-registry-cache" }
+func configMapName(m *mirrorsv1alpha1.RegistryMirror) string     { return m.Name + "-registry-config" }
+func daemonSetName(m *mirrorsv1alpha1.RegistryMirror) string     { return m.Name + "-node" }
+func networkPolicyName(m *mirrorsv1alpha1.RegistryMirror) string { return m.Name + "-registry" }
 
-// replicaStatefulSetName and replicaPVCName name registry replica i's StatefulSet and
-// cache volume. Replica 0's are the names a mirror of one replica has always had, so a
-// mirror that grows keeps its registry and its cache; replica i > 0 adds "-<i>".
+// replicaStatefulSetName and replicaPVCName name replica i's StatefulSet and volume:
+// replica 0's are a single replica's, so a mirror that grows keeps them; i > 0 adds "-<i>".
 func replicaStatefulSetName(m *mirrorsv1alpha1.RegistryMirror, i int32) string {
 	return replicaSuffix(statefulSetName(m), i)
 }
@@ -130,8 +108,7 @@ func replicaSuffix(name string, i int32) string {
 	return name + "-" + strconv.Itoa(int(i))
 }
 
-// replicaPodAddress is where the manager asks registry replica i itself (not the
-// Service, which picks any replica): its one pod's name under the headless Service.
+// replicaPodAddress is registry replica i's pod under the headless Service.
 func replicaPodAddress(m *mirrorsv1alpha1.RegistryMirror, i int32) string {
 	return fmt.Sprintf("%s-0.%s.%s.svc:%d", replicaStatefulSetName(m, i), headlessName(m), m.Namespace, RegistryPort)
 }
@@ -143,11 +120,6 @@ func replicas(m *mirrorsv1alpha1.RegistryMirror) int32 {
 	}
 	return 1
 }
-func configMapName(m *mirrorsv1alpha1.RegistryMirror) string { return m.Name + "-registry-config" }
-func daemonSetName(m *mirrorsv1alpha1.RegistryMirror) string { return m.Name + "-node" }
-func networkPolicyName(m *mirrorsv1alpha1.RegistryMirror) string {
-	return m.Name + "-registry"
-}
 
 // child is one object a mirror owns: what it should be and an empty object to read it into.
 type child struct {
@@ -155,27 +127,21 @@ type child struct {
 	name    string
 	desired runtime.ApplyConfiguration
 	live    client.Object
-	// replica is the registry replica a StatefulSet or cache PVC serves (0 for the others).
-	replica int32
+	replica int32 // the registry replica of a StatefulSet or cache PVC
 }
 
-// reach is where a mirror's children reach beyond its registry: the node side (hostPort
-// 0: none; hostsPath, the node directory the agents write hosts.toml into, see hostsPath;
-// capabilities, hosts.toml's) and the operator's namespace, from where the manager probes
-// the registry of a private upstream's mirror.
+// reach is where a mirror's children reach beyond its registry: the nodes (hostPort 0:
+// none) and the operator's namespace, whence the manager probes.
 type reach struct {
 	hostPort          int32
 	hostsPath         string
 	capabilities      []string
 	operatorNamespace string
-	// pinnedImages is the registry's pinned-images file (renderPinnedImages).
-	pinnedImages string
+	pinnedImages      string // renderPinnedImages
 }
 
 // desiredChildren lists the mirror's objects in apply order: what the registry pods mount
-// comes before the StatefulSets, one StatefulSet and cache PVC per replica. Without a host
-// port (no node access, see nodeaccess.go, or no free port) there is no DaemonSet to apply;
-// without upstream credentials no NetworkPolicy.
+// before the StatefulSets; a DaemonSet with a host port, a NetworkPolicy with credentials.
 func desiredChildren(m *mirrorsv1alpha1.RegistryMirror, img Images, r reach) []child {
 	config := renderRegistryConfig(m)
 	n := replicas(m)
@@ -201,11 +167,8 @@ func desiredChildren(m *mirrorsv1alpha1.RegistryMirror, img Images, r reach) []c
 	return out
 }
 
-// desiredNetworkPolicy is the private-image boundary of a mirror whose upstream needs
-// credentials: its registry pods accept connections only from pods of the mirror's own
-// namespace (its node agents among them) and of the operator's namespace (the manager's
-// probe). Whoever else could reach the cache would pull the upstream's private images
-// without its credentials. (Enforced where the network plugin implements NetworkPolicy.)
+// desiredNetworkPolicy lets only the mirror's namespace and the operator's reach the
+// registry of a private upstream: others would pull its images without the credentials.
 func desiredNetworkPolicy(m *mirrorsv1alpha1.RegistryMirror, operatorNamespace string) *networkingv1ac.NetworkPolicyApplyConfiguration {
 	peers := []*networkingv1ac.NetworkPolicyPeerApplyConfiguration{
 		networkingv1ac.NetworkPolicyPeer().WithPodSelector(metav1ac.LabelSelector()),
@@ -225,8 +188,7 @@ func desiredNetworkPolicy(m *mirrorsv1alpha1.RegistryMirror, operatorNamespace s
 				WithPorts(networkingv1ac.NetworkPolicyPort().WithProtocol(corev1.ProtocolTCP).WithPort(intstr.FromInt32(RegistryPort))))))
 }
 
-// hostsPath is the upstream's containerd hosts directory on the nodes: hostsDir (see
-// HostsDir) under root, the nodes' containerd config_path (DefaultHostsRoot when empty).
+// hostsPath is hostsDir (HostsDir) under root, the nodes' containerd config_path.
 func hostsPath(root, hostsDir string) string {
 	if root == "" {
 		root = DefaultHostsRoot
@@ -249,9 +211,7 @@ func upstreamURL(m *mirrorsv1alpha1.RegistryMirror) string {
 	return strings.TrimSuffix(m.Spec.Upstream, "/")
 }
 
-// HostsDir is the directory under /etc/containerd/certs.d that containerd consults for
-// images of the upstream: the registry host (with its port, if any). Docker Hub's API host
-// serves the "docker.io" namespace, which is the name image references use.
+// HostsDir is the upstream's directory under containerd's certs.d: host[:port], docker.io.
 func HostsDir(upstream string) (string, error) {
 	u, err := url.Parse(strings.TrimSuffix(upstream, "/"))
 	if err != nil {
@@ -280,17 +240,11 @@ func commonLabels(m *mirrorsv1alpha1.RegistryMirror, component string) map[strin
 }
 
 func ownerReference(m *mirrorsv1alpha1.RegistryMirror) *metav1ac.OwnerReferenceApplyConfiguration {
-	return metav1ac.OwnerReference().
-		WithAPIVersion(mirrorsv1alpha1.GroupVersion.String()).
-		WithKind("RegistryMirror").
-		WithName(m.Name).
-		WithUID(m.UID).
-		WithController(true).
-		WithBlockOwnerDeletion(true)
+	return metav1ac.OwnerReference().WithAPIVersion(mirrorsv1alpha1.GroupVersion.String()).WithKind("RegistryMirror").
+		WithName(m.Name).WithUID(m.UID).WithController(true).WithBlockOwnerDeletion(true)
 }
 
-// stampHash sets the applied-hash annotation to a hash of everything else in ac (which
-// must not carry the annotation yet). Called last by every builder.
+// stampHash sets the applied-hash annotation; every builder calls it last.
 func stampHash[T interface {
 	WithAnnotations(map[string]string) T
 }](ac T) T {
@@ -310,9 +264,7 @@ func shortHash(b []byte) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// desiredConfigMap holds the registry's config.yml and its pinned images. Only config.yml
-// rolls the registry pod (its hash is the pod's annotation); the registry re-reads the
-// pinned images when the kubelet updates the file.
+// desiredConfigMap holds config.yml (its hash rolls the pod) and the pinned images (re-read).
 func desiredConfigMap(m *mirrorsv1alpha1.RegistryMirror, config, pinnedImages string) *corev1ac.ConfigMapApplyConfiguration {
 	return stampHash(corev1ac.ConfigMap(configMapName(m), m.Namespace).
 		WithLabels(commonLabels(m, componentReg)).
@@ -320,52 +272,34 @@ func desiredConfigMap(m *mirrorsv1alpha1.RegistryMirror, config, pinnedImages st
 		WithData(map[string]string{configFileName: config, pinnedImagesKey: pinnedImages}))
 }
 
-func servicePort() *corev1ac.ServicePortApplyConfiguration {
-	return corev1ac.ServicePort().WithName("http").WithProtocol(corev1.ProtocolTCP).
-		WithPort(RegistryPort).WithTargetPort(intstr.FromString("http"))
-}
-
 // desiredService is the ClusterIP Service clients and node agents use.
 func desiredService(m *mirrorsv1alpha1.RegistryMirror) *corev1ac.ServiceApplyConfiguration {
-	return stampHash(corev1ac.Service(serviceName(m), m.Namespace).
-		WithLabels(commonLabels(m, componentReg)).
-		WithOwnerReferences(ownerReference(m)).
-		WithSpec(corev1ac.ServiceSpec().
-			WithType(corev1.ServiceTypeClusterIP).
-			WithSelector(selectorLabels(m, componentReg)).
-			WithPorts(servicePort())))
+	return registryService(m, serviceName(m), corev1ac.ServiceSpec().WithType(corev1.ServiceTypeClusterIP))
 }
 
-// desiredHeadlessService governs the StatefulSet (stable pod DNS name).
+// desiredHeadlessService governs the StatefulSets (stable pod DNS names).
 func desiredHeadlessService(m *mirrorsv1alpha1.RegistryMirror) *corev1ac.ServiceApplyConfiguration {
-	return stampHash(corev1ac.Service(headlessName(m), m.Namespace).
+	return registryService(m, headlessName(m), corev1ac.ServiceSpec().WithClusterIP(corev1.ClusterIPNone))
+}
+
+func registryService(m *mirrorsv1alpha1.RegistryMirror, name string, spec *corev1ac.ServiceSpecApplyConfiguration) *corev1ac.ServiceApplyConfiguration {
+	return stampHash(corev1ac.Service(name, m.Namespace).
 		WithLabels(commonLabels(m, componentReg)).
 		WithOwnerReferences(ownerReference(m)).
-		WithSpec(corev1ac.ServiceSpec().
-			WithClusterIP(corev1.ClusterIPNone).
-			WithSelector(selectorLabels(m, componentReg)).
-			WithPorts(servicePort())))
+		WithSpec(spec.WithSelector(selectorLabels(m, componentReg)).WithPorts(corev1ac.ServicePort().
+			WithName("http").WithProtocol(corev1.ProtocolTCP).WithPort(RegistryPort).WithTargetPort(intstr.FromString("http")))))
 }
 
-// storageRequest is spec.storage, or the 10Gi default when the object skipped defaulting.
-func storageRequest(m *mirrorsv1alpha1.RegistryMirror) resource.Quantity {
-	if m.Spec.Storage.IsZero() {
-		return resource.MustParse(defaultStorage)
-	}
-	return m.Spec.Storage
-}
-
-// desiredPVC is the cache volume. The mirror owns it directly (not through the
-// StatefulSet's volumeClaimTemplates) so that growing spec.storage resizes it — claim
-// templates are immutable — and so deleting the mirror deletes the cache.
-//
-// Replica i > 0's volume carries the replica label, so scaling down finds it
-// (extraReplicas).
+// desiredPVC is the cache volume, the mirror's own (not an immutable claim template), so
+// that growing spec.storage resizes it.
 func desiredPVC(m *mirrorsv1alpha1.RegistryMirror, i int32) *corev1ac.PersistentVolumeClaimApplyConfiguration {
+	storage := m.Spec.Storage
+	if storage.IsZero() {
+		storage = resource.MustParse(defaultStorage)
+	}
 	spec := corev1ac.PersistentVolumeClaimSpec().
 		WithAccessModes(corev1.ReadWriteOnce).
-		WithResources(corev1ac.VolumeResourceRequirements().
-			WithRequests(corev1.ResourceList{corev1.ResourceStorage: storageRequest(m)}))
+		WithResources(corev1ac.VolumeResourceRequirements().WithRequests(corev1.ResourceList{corev1.ResourceStorage: storage}))
 	if m.Spec.StorageClassName != nil {
 		spec = spec.WithStorageClassName(*m.Spec.StorageClassName)
 	}
@@ -377,19 +311,13 @@ func desiredPVC(m *mirrorsv1alpha1.RegistryMirror, i int32) *corev1ac.Persistent
 
 // restrictedContainerSecurity is the container part of the restricted pod security standard.
 func restrictedContainerSecurity() *corev1ac.SecurityContextApplyConfiguration {
-	return corev1ac.SecurityContext().
-		WithAllowPrivilegeEscalation(false).
-		WithReadOnlyRootFilesystem(true).
+	return corev1ac.SecurityContext().WithAllowPrivilegeEscalation(false).WithReadOnlyRootFilesystem(true).
 		WithCapabilities(corev1ac.Capabilities().WithDrop("ALL"))
 }
 
-// registryPodSecurity is the registry pod's part of the restricted pod security standard,
-// with a UID and fsGroup of its own only where the platform assigns none: the cache volume
-// is writable through the fsGroup either way.
+// registryPodSecurity is restricted, with a UID and fsGroup where the platform gives none.
 func registryPodSecurity(img Images) *corev1ac.PodSecurityContextApplyConfiguration {
-	sc := corev1ac.PodSecurityContext().
-		WithRunAsNonRoot(true).
-		WithFSGroupChangePolicy(corev1.FSGroupChangeOnRootMismatch).
+	sc := corev1ac.PodSecurityContext().WithRunAsNonRoot(true).WithFSGroupChangePolicy(corev1.FSGroupChangeOnRootMismatch).
 		WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
 	if img.AssignedUIDs {
 		return sc
@@ -397,7 +325,7 @@ func registryPodSecurity(img Images) *corev1ac.PodSecurityContextApplyConfigurat
 	return sc.WithRunAsUser(registryUID).WithRunAsGroup(registryUID).WithFSGroup(registryUID)
 }
 
-// retention is spec.retention, or its default when the object skipped defaulting.
+// retention is spec.retention, or its default.
 func retention(m *mirrorsv1alpha1.RegistryMirror) time.Duration {
 	if r := m.Spec.Retention; r != nil && r.Duration > 0 {
 		return r.Duration
@@ -405,25 +333,12 @@ func retention(m *mirrorsv1alpha1.RegistryMirror) time.Duration {
 	return defaultRetention
 }
 
-// maxDiskPercent is spec.maxDiskPercent (0: no disk bound), or its default when the object
-// skipped defaulting.
-func maxDiskPercent(m *mirrorsv1alpha1.RegistryMirror) int32 {
-	if p := m.Spec.MaxDiskPercent; p != nil {
-		return *p
-	}
-	return defaultMaxDiskPercent
-}
-
-// registryArgs are mirror-registry's command line: the rendered config.yml, and the
-// retention and disk bound of the spec. The state file stays at its default, on the cache
-// volume (<rootdirectory>/quartet/last-use), so it lives as long as the cache it describes.
-// The pinned images are the ConfigMap's pinnedImagesKey (see inuse.go), warmed for
-// spec.warmPlatforms. spec.cacheTTL is not passed: it is deprecated and ignored.
+// registryArgs are mirror-registry's command line (not the deprecated spec.cacheTTL).
 func registryArgs(m *mirrorsv1alpha1.RegistryMirror) []string {
 	args := []string{
 		"--config=" + configMountPath + "/" + configFileName,
 		"--retention=" + retention(m).String(),
-		"--max-disk-percent=" + strconv.Itoa(int(maxDiskPercent(m))),
+		"--max-disk-percent=" + strconv.Itoa(int(ptr.Deref(m.Spec.MaxDiskPercent, defaultMaxDiskPercent))),
 		"--pinned-file=" + configMountPath + "/" + pinnedImagesKey,
 	}
 	if len(m.Spec.WarmPlatforms) > 0 {
@@ -433,9 +348,7 @@ func registryArgs(m *mirrorsv1alpha1.RegistryMirror) []string {
 	return args
 }
 
-// replicaLabels adds the replica label to labels of replica i > 0's objects and pods;
-// replica 0's stay as a mirror of one replica has them, so its StatefulSet (whose selector
-// cannot change) and its pod are not touched when the mirror grows.
+// replicaLabels adds the replica label for i > 0: replica 0's selector cannot change.
 func replicaLabels(labels map[string]string, i int32) map[string]string {
 	if i > 0 {
 		labels[labelReplica] = strconv.Itoa(int(i))
@@ -443,71 +356,10 @@ func replicaLabels(labels map[string]string, i int32) map[string]string {
 	return labels
 }
 
-// desiredStatefulSet runs registry replica i in proxy mode on its cache volume, one pod.
-// configHash is the hash of the rendered config.yml; a new hash rolls the pod. Replica
-// i > 0 selects its pod by the replica label too, and prefers a node without another
-// registry pod of the mirror: two replicas on one node fail together.
+// desiredStatefulSet runs registry replica i, one pod, on its cache volume; a new
+// configHash (of config.yml) rolls it. Replica i > 0 prefers a node without another
+// replica of the mirror: two on one node fail together.
 func desiredStatefulSet(m *mirrorsv1alpha1.RegistryMirror, img Images, configHash string, i int32) *appsv1ac.StatefulSetApplyConfiguration {
-	container := corev1ac.Container().
-		WithName("registry").
-		WithImage(img.Registry).
-		WithCommand(registryBinary).
-		WithArgs(registryArgs(m)...).
-		WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(RegistryPort).WithProtocol(corev1.ProtocolTCP)).
-		WithVolumeMounts(
-			corev1ac.VolumeMount().WithName("cache").WithMountPath(cacheMountPath),
-			corev1ac.VolumeMount().WithName("config").WithMountPath(configMountPath).WithReadOnly(true),
-			corev1ac.VolumeMount().WithName("tmp").WithMountPath("/tmp"),
-		).
-		// "/" answers 200 only while the registry's storage health check passes.
-		WithReadinessProbe(corev1ac.Probe().
-			WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/").WithPort(intstr.FromString("http"))).
-			WithPeriodSeconds(10).WithFailureThreshold(3)).
-		WithLivenessProbe(corev1ac.Probe().
-			WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/").WithPort(intstr.FromString("http"))).
-			WithInitialDelaySeconds(10).WithPeriodSeconds(20).WithFailureThreshold(6)).
-		WithSecurityContext(restrictedContainerSecurity())
-	volumes := []*corev1ac.VolumeApplyConfiguration{
-		corev1ac.Volume().WithName("cache").WithPersistentVolumeClaim(
-			corev1ac.PersistentVolumeClaimVolumeSource().WithClaimName(replicaPVCName(m, i))),
-		corev1ac.Volume().WithName("config").WithConfigMap(
-			corev1ac.ConfigMapVolumeSource().WithName(configMapName(m))),
-		corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
-		corev1ac.Volume().WithName("helper").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
-	}
-	container = container.WithVolumeMounts(corev1ac.VolumeMount().WithName("helper").WithMountPath(helperMountPath).WithReadOnly(true))
-	if ref := m.Spec.CredentialsSecretRef; ref != nil {
-		// The credential helper reads the Secret's username and password files on each
-		// call; the kubelet updates them when the Secret changes. The operator never reads
-		// the Secret itself.
-		volumes = append(volumes, corev1ac.Volume().WithName("credentials").WithSecret(corev1ac.SecretVolumeSource().
-			WithSecretName(ref.Name).WithDefaultMode(0o440).WithItems(
-			corev1ac.KeyToPath().WithKey("username").WithPath("username"),
-			corev1ac.KeyToPath().WithKey("password").WithPath("password"))))
-		container = container.WithVolumeMounts(corev1ac.VolumeMount().WithName("credentials").WithMountPath(registrycreds.DefaultDir).WithReadOnly(true))
-	}
-	// The operator's own image installs the credential helper the registry runs.
-	helper := corev1ac.Container().
-		WithName("install-credential-helper").
-		WithImage(img.NodeAgent).
-		WithCommand(operatorBinary).
-		WithArgs("install-credential-helper", helperMountPath).
-		WithVolumeMounts(corev1ac.VolumeMount().WithName("helper").WithMountPath(helperMountPath)).
-		WithResources(corev1ac.ResourceRequirements().
-			WithRequests(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")}).
-			WithLimits(corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")})).
-		WithSecurityContext(restrictedContainerSecurity())
-	if r := m.Spec.Resources; r != nil {
-		res := corev1ac.ResourceRequirements()
-		if len(r.Limits) > 0 {
-			res = res.WithLimits(r.Limits)
-		}
-		if len(r.Requests) > 0 {
-			res = res.WithRequests(r.Requests)
-		}
-		container = container.WithResources(res)
-	}
-
 	podSpec := corev1ac.PodSpec()
 	if i > 0 {
 		podSpec = podSpec.WithAffinity(corev1ac.Affinity().WithPodAntiAffinity(corev1ac.PodAntiAffinity().
@@ -517,6 +369,14 @@ func desiredStatefulSet(m *mirrorsv1alpha1.RegistryMirror, img Images, configHas
 					WithTopologyKey(corev1.LabelHostname).
 					WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(m, componentReg)))))))
 	}
+	// The operator's own image installs the credential helper the registry runs.
+	helper := corev1ac.Container().WithName("install-credential-helper").WithImage(img.NodeAgent).
+		WithCommand(operatorBinary).WithArgs("install-credential-helper", helperMountPath).
+		WithVolumeMounts(corev1ac.VolumeMount().WithName("helper").WithMountPath(helperMountPath)).
+		WithResources(corev1ac.ResourceRequirements().
+			WithRequests(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")}).
+			WithLimits(corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")})).
+		WithSecurityContext(restrictedContainerSecurity())
 	pod := corev1ac.PodTemplateSpec().
 		WithLabels(replicaLabels(commonLabels(m, componentReg), i)).
 		WithAnnotations(map[string]string{annotationConfigHash: configHash}).
@@ -529,22 +389,66 @@ func desiredStatefulSet(m *mirrorsv1alpha1.RegistryMirror, img Images, configHas
 			WithTerminationGracePeriodSeconds(registryGracePeriod).
 			WithSecurityContext(registryPodSecurity(img)).
 			WithInitContainers(helper).
-			WithContainers(container).
-			WithVolumes(volumes...))
-
+			WithContainers(registryContainer(m, img)).
+			WithVolumes(registryVolumes(m, i)...))
 	return stampHash(appsv1ac.StatefulSet(replicaStatefulSetName(m, i), m.Namespace).
 		WithLabels(replicaLabels(commonLabels(m, componentReg), i)).
 		WithOwnerReferences(ownerReference(m)).
-		WithSpec(appsv1ac.StatefulSetSpec().
-			WithReplicas(1).
-			WithServiceName(headlessName(m)).
+		WithSpec(appsv1ac.StatefulSetSpec().WithReplicas(1).WithServiceName(headlessName(m)).
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(replicaLabels(selectorLabels(m, componentReg), i))).
 			WithTemplate(pod)))
 }
 
-// nodeAgentArgs are the node agent's command line: a relay from agentPort to the
-// registry Service and, with spec.configureNodes, the hosts.toml to keep in the hostPath
-// mounted at hostsMountPath.
+// registryContainer runs mirror-registry.
+func registryContainer(m *mirrorsv1alpha1.RegistryMirror, img Images) *corev1ac.ContainerApplyConfiguration {
+	// "/" answers 200 only while the registry's storage health check passes.
+	root := corev1ac.HTTPGetAction().WithPath("/").WithPort(intstr.FromString("http"))
+	c := corev1ac.Container().WithName("registry").WithImage(img.Registry).WithCommand(registryBinary).WithArgs(registryArgs(m)...).
+		WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(RegistryPort).WithProtocol(corev1.ProtocolTCP)).
+		WithVolumeMounts(
+			corev1ac.VolumeMount().WithName("cache").WithMountPath(cacheMountPath),
+			corev1ac.VolumeMount().WithName("config").WithMountPath(configMountPath).WithReadOnly(true),
+			corev1ac.VolumeMount().WithName("tmp").WithMountPath("/tmp"),
+			corev1ac.VolumeMount().WithName("helper").WithMountPath(helperMountPath).WithReadOnly(true),
+		).
+		WithReadinessProbe(corev1ac.Probe().WithHTTPGet(root).WithPeriodSeconds(10).WithFailureThreshold(3)).
+		WithLivenessProbe(corev1ac.Probe().WithHTTPGet(root).WithInitialDelaySeconds(10).WithPeriodSeconds(20).WithFailureThreshold(6)).
+		WithSecurityContext(restrictedContainerSecurity())
+	if m.Spec.CredentialsSecretRef != nil {
+		c = c.WithVolumeMounts(corev1ac.VolumeMount().WithName("credentials").WithMountPath(registrycreds.DefaultDir).WithReadOnly(true))
+	}
+	if r := m.Spec.Resources; r != nil {
+		res := corev1ac.ResourceRequirements()
+		if len(r.Limits) > 0 {
+			res = res.WithLimits(r.Limits)
+		}
+		if len(r.Requests) > 0 {
+			res = res.WithRequests(r.Requests)
+		}
+		c = c.WithResources(res)
+	}
+	return c
+}
+
+// registryVolumes are the registry pod's; the credential helper reads the Secret's files.
+func registryVolumes(m *mirrorsv1alpha1.RegistryMirror, i int32) []*corev1ac.VolumeApplyConfiguration {
+	volumes := []*corev1ac.VolumeApplyConfiguration{
+		corev1ac.Volume().WithName("cache").WithPersistentVolumeClaim(
+			corev1ac.PersistentVolumeClaimVolumeSource().WithClaimName(replicaPVCName(m, i))),
+		corev1ac.Volume().WithName("config").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(configMapName(m))),
+		corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+		corev1ac.Volume().WithName("helper").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+	}
+	if ref := m.Spec.CredentialsSecretRef; ref != nil {
+		volumes = append(volumes, corev1ac.Volume().WithName("credentials").WithSecret(corev1ac.SecretVolumeSource().
+			WithSecretName(ref.Name).WithDefaultMode(0o440).WithItems(
+			corev1ac.KeyToPath().WithKey("username").WithPath("username"),
+			corev1ac.KeyToPath().WithKey("password").WithPath("password"))))
+	}
+	return volumes
+}
+
+// nodeAgentArgs: a relay to the registry Service and, with configureNodes, the hosts.toml.
 func nodeAgentArgs(m *mirrorsv1alpha1.RegistryMirror, hostPort int32, caps []string) nodeagent.Args {
 	a := nodeagent.DefaultArgs()
 	a.Listen = ":" + strconv.Itoa(agentPort)
@@ -560,27 +464,20 @@ func nodeAgentArgs(m *mirrorsv1alpha1.RegistryMirror, hostPort int32, caps []str
 	return a
 }
 
-// desiredDaemonSet runs the node agent on every node: a TCP relay from the node's
-// 127.0.0.1:<hostPort> to the registry Service and, with spec.configureNodes, the
-// writer of containerd's hosts.toml through a hostPath mount of exactly one directory.
+// desiredDaemonSet runs the node agent on every node, tainted or not, on 127.0.0.1 only,
+// with a hostPath of one directory for hosts.toml.
 func desiredDaemonSet(m *mirrorsv1alpha1.RegistryMirror, img Images, hostPort int32, hostsPath string, caps []string) *appsv1ac.DaemonSetApplyConfiguration {
-	container := corev1ac.Container().
-		WithName("node-agent").
-		WithImage(img.NodeAgent).
-		WithCommand(operatorBinary).
+	container := corev1ac.Container().WithName("node-agent").WithImage(img.NodeAgent).WithCommand(operatorBinary).
 		WithArgs(append([]string{nodeagent.Subcommand}, nodeAgentArgs(m, hostPort, caps).CommandLine()...)...).
 		WithPorts(
-			// hostIP 127.0.0.1: the mirror is published on each node's loopback only.
 			corev1ac.ContainerPort().WithName("mirror").WithContainerPort(agentPort).
 				WithHostPort(hostPort).WithHostIP(nodeLoopbackIP).WithProtocol(corev1.ProtocolTCP),
 			corev1ac.ContainerPort().WithName("health").WithContainerPort(agentHealthPort).WithProtocol(corev1.ProtocolTCP),
 		).
-		WithReadinessProbe(corev1ac.Probe().
-			WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/readyz").WithPort(intstr.FromString("health"))).
-			WithPeriodSeconds(10)).
-		WithLivenessProbe(corev1ac.Probe().
-			WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/healthz").WithPort(intstr.FromString("health"))).
-			WithPeriodSeconds(20).WithFailureThreshold(3)).
+		WithReadinessProbe(corev1ac.Probe().WithPeriodSeconds(10).
+			WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/readyz").WithPort(intstr.FromString("health")))).
+		WithLivenessProbe(corev1ac.Probe().WithPeriodSeconds(20).WithFailureThreshold(3).
+			WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/healthz").WithPort(intstr.FromString("health")))).
 		WithResources(corev1ac.ResourceRequirements().
 			WithRequests(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}).
 			WithLimits(corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")})).
@@ -588,28 +485,19 @@ func desiredDaemonSet(m *mirrorsv1alpha1.RegistryMirror, img Images, hostPort in
 
 	podSecurity := corev1ac.PodSecurityContext().
 		WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
-	spec := corev1ac.PodSpec().
-		WithAutomountServiceAccountToken(false).
-		WithEnableServiceLinks(false).
-		WithTerminationGracePeriodSeconds(15).
-		// Every node pulls images, so the agent runs on every node, tainted or not.
-		WithTolerations(corev1ac.Toleration().WithOperator(corev1.TolerationOpExists))
+	spec := corev1ac.PodSpec().WithAutomountServiceAccountToken(false).WithEnableServiceLinks(false).
+		WithTerminationGracePeriodSeconds(15).WithTolerations(corev1ac.Toleration().WithOperator(corev1.TolerationOpExists))
 	if m.Spec.ConfigureNodes {
-		// Writing into the root-owned certs.d directory needs UID 0 — but no capability:
-		// the directory's owner may write to it without CAP_DAC_OVERRIDE. The one fixed UID
-		// that stays where the platform assigns UIDs (docs/SECURITY.md, Pod security).
+		// Writing into the root-owned certs.d directory needs UID 0, but no capability
+		// (docs/SECURITY.md, Pod security).
 		podSecurity = podSecurity.WithRunAsNonRoot(false).WithRunAsUser(0).WithRunAsGroup(0)
-		// The node's <containerd hosts root>/<host> (containerd spells host:port with a
-		// colon) appears at a fixed path in the container.
 		container = container.WithVolumeMounts(corev1ac.VolumeMount().WithName("hosts-dir").WithMountPath(hostsMountPath))
 		spec = spec.WithVolumes(corev1ac.Volume().WithName("hosts-dir").WithHostPath(
 			corev1ac.HostPathVolumeSource().WithPath(hostsPath).WithType(corev1.HostPathDirectoryOrCreate)))
 	} else {
-		// The relay runs as whoever the platform assigns, else as the image's USER 65532.
 		podSecurity = podSecurity.WithRunAsNonRoot(true)
 	}
 	spec = spec.WithSecurityContext(podSecurity).WithContainers(container)
-
 	return stampHash(appsv1ac.DaemonSet(daemonSetName(m), m.Namespace).
 		WithLabels(commonLabels(m, componentAgent)).
 		WithOwnerReferences(ownerReference(m)).
@@ -618,19 +506,80 @@ func desiredDaemonSet(m *mirrorsv1alpha1.RegistryMirror, img Images, hostPort in
 			WithUpdateStrategy(appsv1ac.DaemonSetUpdateStrategy().
 				WithType(appsv1.RollingUpdateDaemonSetStrategyType).
 				WithRollingUpdate(appsv1ac.RollingUpdateDaemonSet().WithMaxUnavailable(intstr.FromInt32(1)))).
-			WithTemplate(corev1ac.PodTemplateSpec().
-				WithLabels(commonLabels(m, componentAgent)).
-				WithSpec(spec))))
+			WithTemplate(corev1ac.PodTemplateSpec().WithLabels(commonLabels(m, componentAgent)).WithSpec(spec))))
 }
 
-// hostPortOf reads the node agent's host port from a live DaemonSet (0 if none).
-func hostPortOf(spec *corev1.PodSpec) int32 {
-	for _, c := range spec.Containers {
-		for _, p := range c.Ports {
-			if p.Name == "mirror" && p.HostPort != 0 {
-				return p.HostPort
-			}
-		}
+// registryConfig is the part of distribution's config.yml the operator sets.
+type registryConfig struct {
+	Version string         `json:"version"`
+	Log     registryLog    `json:"log"`
+	Storage registryStore  `json:"storage"`
+	HTTP    registryHTTP   `json:"http"`
+	Health  registryHealth `json:"health"`
+	Proxy   registryProxy  `json:"proxy"`
+}
+
+type registryLog struct {
+	Level     string            `json:"level"`
+	Formatter string            `json:"formatter"`
+	Fields    map[string]string `json:"fields,omitempty"`
+}
+
+type registryStore struct {
+	Filesystem struct {
+		RootDirectory string `json:"rootdirectory"`
+	} `json:"filesystem"`
+}
+
+type registryHTTP struct {
+	Addr         string              `json:"addr"`
+	Headers      map[string][]string `json:"headers,omitempty"`
+	DrainTimeout string              `json:"draintimeout"`
+}
+
+type registryHealth struct {
+	StorageDriver struct {
+		Enabled   bool   `json:"enabled"`
+		Interval  string `json:"interval"`
+		Threshold int    `json:"threshold"`
+	} `json:"storagedriver"`
+}
+
+// registryProxy has no username or password: the registry asks the credential helper
+// (proxy.exec, internal/registrycreds), so no secret is written into the ConfigMap and the
+// registry starts while the upstream is down. Nor a ttl: mirror-registry keeps content by
+// use instead (--retention).
+type registryProxy struct {
+	RemoteURL string `json:"remoteurl"`
+	Exec      struct {
+		Command  string `json:"command"`
+		Lifetime string `json:"lifetime"` // how long a rotated Secret can go unused
+	} `json:"exec"`
+}
+
+const credentialsLifetime = "30s"
+
+// renderRegistryConfig renders config.yml: proxy mode, plain HTTP (TLS is the network's),
+// a drain on SIGTERM, a storage health check that gates "/".
+func renderRegistryConfig(m *mirrorsv1alpha1.RegistryMirror) string {
+	c := registryConfig{
+		Version: "0.1",
+		Log:     registryLog{Level: "info", Formatter: "text", Fields: map[string]string{"service": "registry", "mirror": m.Namespace + "/" + m.Name}},
+		HTTP: registryHTTP{
+			Addr:         fmt.Sprintf(":%d", RegistryPort),
+			Headers:      map[string][]string{"X-Content-Type-Options": {"nosniff"}},
+			DrainTimeout: registryDrainTimeout.String(),
+		},
+		Proxy: registryProxy{RemoteURL: upstreamURL(m)},
 	}
-	return 0
+	c.Proxy.Exec.Command, c.Proxy.Exec.Lifetime = helperMountPath+"/"+registrycreds.HelperName, credentialsLifetime
+	c.Storage.Filesystem.RootDirectory = cacheMountPath
+	c.Health.StorageDriver.Enabled = true
+	c.Health.StorageDriver.Interval = "10s"
+	c.Health.StorageDriver.Threshold = 3
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		panic(fmt.Sprintf("marshalling the registry configuration: %v", err)) // plain data, cannot fail
+	}
+	return "# Rendered by the Quartet operator for RegistryMirror " + m.Namespace + "/" + m.Name + "; edits are overwritten.\n" + string(b)
 }

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
-	"github.com/quartet-operator/quartet/controllers/registrymirror/nodeagent"
+	"github.com/quartet-operator/quartet/cmd/nodeagent"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")

@@ -6,36 +6,23 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
+	"github.com/quartet-operator/quartet/internal/status"
 )
 
-// Event reasons. Besides these, a Warning Event whose reason is the Degraded
-// condition's (ObjectConflict, ApplyFailed, HostPortConflict, ...) announces a new
-// problem, and the upstream's changes are Events with reason "Upstream" + the
-// UpstreamReachable reason (UpstreamReachable, UpstreamUnreachable, UpstreamNeverReached,
-// UpstreamAddressRefused). Their note is the condition's message, which names a failed
-// probe with a fixed phrase (probeFailure), never with the error's text.
+// Event reasons; besides, statusEvents' (a condition's reason, prefixed for two).
 const (
-	EventCreated = "Created"
-	EventUpdated = "Updated"
-	// EventDeleted: the node agent DaemonSet of a mirror without node access was deleted.
-	EventDeleted = "Deleted"
-	// EventReverted: fields others added to a child (see drift) were taken away.
-	EventReverted = "Reverted"
-	// eventNodeAccessPrefix prefixes the NodeAccess reason in the Events of its changes.
+	EventCreated          = "Created"
+	EventUpdated          = "Updated"
+	EventDeleted          = "Deleted"  // node agents without node access, a replica above spec.replicas
+	EventReverted         = "Reverted" // fields others added to a child (drift) were taken away
+	EventCacheTTLIgnored  = "CacheTTLIgnored"
 	eventNodeAccessPrefix = "NodeAccess"
-	// eventUpstreamPrefix prefixes the UpstreamReachable reason in the upstream's Events.
-	eventUpstreamPrefix = "Upstream"
-	// EventCacheTTLIgnored: the spec sets cacheTTL, which is deprecated and has no effect.
-	EventCacheTTLIgnored = "CacheTTLIgnored"
+	eventUpstreamPrefix   = "Upstream"
 )
 
-// specEvents are the Events a newly observed spec is news for (observedGeneration moves
-// from prev to next): a Warning when it sets cacheTTL, which does nothing since retention
-// replaced it, so whoever set it learns that from the mirror, once per generation.
+// specEvents: a Warning once per observed generation that sets the deprecated cacheTTL.
 func specEvents(m *mirrorsv1alpha1.RegistryMirror, prev, next int64) []event {
 	if m.Spec.CacheTTL == nil || prev == next {
 		return nil
@@ -50,55 +37,48 @@ type event struct {
 	eventType, reason, action, note string
 }
 
-// statusEvents are the Events a status change is news for, comparing the stored
-// conditions (prev) with the new ones (next): a Warning when Degraded becomes True or
-// its message changes (a new problem), and a Warning or Normal Event when the upstream
-// goes away, comes back or is reached for the first time (news for whoever depends on
-// the mirror).
+// statusEvents are the Events a change of conditions is news for: a new problem; the
+// upstream gone, back or first reached; node access changed.
 func statusEvents(prev, next []metav1.Condition) []event {
 	var out []event
-	before := meta.FindStatusCondition(prev, mirrorsv1alpha1.ConditionDegraded)
-	after := meta.FindStatusCondition(next, mirrorsv1alpha1.ConditionDegraded)
-	if after != nil && after.Status == metav1.ConditionTrue &&
-		(before == nil || before.Status != metav1.ConditionTrue || before.Message != after.Message) {
-		out = append(out, event{corev1.EventTypeWarning, after.Reason, "Reconcile", after.Message})
+	if c := status.Began(prev, next, mirrorsv1alpha1.ConditionDegraded, metav1.ConditionTrue, "", true); c != nil {
+		out = append(out, event{corev1.EventTypeWarning, c.Reason, "Reconcile", c.Message})
 	}
-	upBefore := meta.FindStatusCondition(prev, mirrorsv1alpha1.ConditionUpstreamReachable)
-	upAfter := meta.FindStatusCondition(next, mirrorsv1alpha1.ConditionUpstreamReachable)
-	if upAfter != nil && upAfter.Status != metav1.ConditionUnknown && (upBefore == nil || upBefore.Status != upAfter.Status) {
-		eventType := corev1.EventTypeNormal
-		if upAfter.Status == metav1.ConditionFalse {
-			eventType = corev1.EventTypeWarning
-		}
-		out = append(out, event{eventType, eventUpstreamPrefix + upAfter.Reason, "Probe", upAfter.Message})
+	if c := began(prev, next, mirrorsv1alpha1.ConditionUpstreamReachable, false); c != nil {
+		out = append(out, event{eventType(c.Status == metav1.ConditionFalse), eventUpstreamPrefix + c.Reason, "Probe", c.Message})
 	}
-	accBefore := meta.FindStatusCondition(prev, mirrorsv1alpha1.ConditionNodeAccess)
-	accAfter := meta.FindStatusCondition(next, mirrorsv1alpha1.ConditionNodeAccess)
-	if accAfter != nil && accAfter.Status != metav1.ConditionUnknown &&
-		(accBefore == nil || accBefore.Status != accAfter.Status || accBefore.Reason != accAfter.Reason) {
+	if c := began(prev, next, mirrorsv1alpha1.ConditionNodeAccess, true); c != nil {
 		// Losing node access is a warning; not having it (an in-cluster cache) is not.
-		eventType := corev1.EventTypeNormal
-		if accAfter.Status == metav1.ConditionFalse && accBefore != nil && accBefore.Status == metav1.ConditionTrue {
-			eventType = corev1.EventTypeWarning
-		}
-		out = append(out, event{eventType, eventNodeAccessPrefix + accAfter.Reason, "Authorize", accAfter.Message})
+		lost := c.Status == metav1.ConditionFalse && meta.IsStatusConditionTrue(prev, mirrorsv1alpha1.ConditionNodeAccess)
+		out = append(out, event{eventType(lost), eventNodeAccessPrefix + c.Reason, "Authorize", c.Message})
 	}
 	return out
 }
 
-// recordEvents sends evs about mirror m.
-func (r *Reconciler) recordEvents(m *mirrorsv1alpha1.RegistryMirror, evs []event) {
-	for _, e := range evs {
-		r.Recorder.Eventf(m, nil, e.eventType, e.reason, e.action, "%s", e.note)
+// began is condition typ of next when it entered its status (or, byReason, its reason).
+func began(prev, next []metav1.Condition, typ string, byReason bool) *metav1.Condition {
+	n := meta.FindStatusCondition(next, typ)
+	if n == nil {
+		return nil
 	}
+	reason := ""
+	if byReason {
+		reason = n.Reason
+	}
+	return status.Began(prev, next, typ, n.Status, reason, false)
 }
 
-// recordChildWrite reports a child the pass created or updated, regarding the mirror
-// and related to the child.
-func (r *Reconciler) recordChildWrite(m *mirrorsv1alpha1.RegistryMirror, kind string, key types.NamespacedName, live client.Object, created bool) {
-	reason, action := EventUpdated, "Update"
-	if created {
-		reason, action = EventCreated, "Create"
+func eventType(warning bool) string {
+	if warning {
+		return corev1.EventTypeWarning
 	}
-	r.Recorder.Eventf(m, live, corev1.EventTypeNormal, reason, action, "%s %s %s", reason, kind, key)
+	return corev1.EventTypeNormal
+}
+
+// recordEvents sends the Events of the change from prev, whose status was derived, to m.
+func (r *Reconciler) recordEvents(prev, m *mirrorsv1alpha1.RegistryMirror) {
+	evs := statusEvents(prev.Status.Conditions, m.Status.Conditions)
+	for _, e := range append(evs, specEvents(m, prev.Status.ObservedGeneration, m.Status.ObservedGeneration)...) {
+		r.Recorder.Eventf(m, nil, e.eventType, e.reason, e.action, "%s", e.note)
+	}
 }

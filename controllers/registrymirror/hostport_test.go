@@ -39,7 +39,7 @@ func TestPickHostPort(t *testing.T) {
 }
 
 func TestPortBookConcurrentAssignmentsAreDistinct(t *testing.T) {
-	var book portBook
+	var book memory
 	const n = 200
 	ports := make([]int32, n)
 	var wg sync.WaitGroup
@@ -47,7 +47,7 @@ func TestPortBookConcurrentAssignmentsAreDistinct(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p, conflict, err := book.assign(types.NamespacedName{Namespace: "ns", Name: string(rune('a'+i%26)) + string(rune('a'+i/26))}, nil, 0, nil, nil)
+			p, conflict, err := book.assignPort(types.NamespacedName{Namespace: "ns", Name: string(rune('a'+i%26)) + string(rune('a'+i/26))}, nil, 0, nil, nil)
 			assert.NoError(t, err)
 			assert.Empty(t, conflict)
 			ports[i] = p
@@ -63,18 +63,18 @@ func TestPortBookConcurrentAssignmentsAreDistinct(t *testing.T) {
 }
 
 func TestPortBookReassignAndRelease(t *testing.T) {
-	var book portBook
+	var book memory
 	a, b := types.NamespacedName{Namespace: "ns", Name: "a"}, types.NamespacedName{Namespace: "ns", Name: "b"}
-	pa, _, err := book.assign(a, nil, 0, nil, nil)
+	pa, _, err := book.assignPort(a, nil, 0, nil, nil)
 	require.NoError(t, err)
-	again, _, err := book.assign(a, nil, pa, nil, nil)
+	again, _, err := book.assignPort(a, nil, pa, nil, nil)
 	require.NoError(t, err)
 	assert.Equal(t, pa, again, "a mirror's own reservation does not block it")
-	_, conflict, err := book.assign(b, ptr.To(pa), 0, nil, nil)
+	_, conflict, err := book.assignPort(b, ptr.To(pa), 0, nil, nil)
 	require.NoError(t, err)
 	assert.Equal(t, "ns/a", conflict)
-	book.release(a)
-	_, conflict, err = book.assign(b, ptr.To(pa), 0, nil, nil)
+	book.releasePort(a)
+	_, conflict, err = book.assignPort(b, ptr.To(pa), 0, nil, nil)
 	require.NoError(t, err)
 	assert.Empty(t, conflict, "released with the mirror")
 
@@ -82,7 +82,7 @@ func TestPortBookReassignAndRelease(t *testing.T) {
 	for p := hostPortMin; p <= hostPortMax; p++ {
 		full[p] = "x/y"
 	}
-	_, _, err = book.assign(types.NamespacedName{Namespace: "ns", Name: "c"}, nil, 0, full, nil)
+	_, _, err = book.assignPort(types.NamespacedName{Namespace: "ns", Name: "c"}, nil, 0, full, nil)
 	assert.ErrorContains(t, err, "set spec.hostPort")
 }
 

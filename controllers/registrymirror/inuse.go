@@ -3,37 +3,37 @@ package registrymirror
 import (
 	"context"
 	"fmt"
+	"maps"
+	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/distribution/reference"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/quartet-operator/quartet/internal/operator"
+	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
+	"github.com/quartet-operator/quartet/internal/scope"
 )
 
-// A mirror with node access serves every node's pulls of its host, so the images the
-// cluster's pods run from that host are what an outage of the upstream link would stop.
-// The mirror pins them (never evicted) and its registry warms its cache with them, those
-// pulled before the mirror existed included (cmd/mirror-registry, --pinned-file). The
-// pins go into the registry's ConfigMap (pinnedImagesKey), re-read by the registry when
-// the kubelet updates the file.
+// A mirror with node access pins the images the pods run from its host, which its registry
+// never evicts and warms its cache with (cmd/mirror-registry, --pinned-file).
+const (
+	// maxPinnedImages bounds the list (about 100 bytes a line, well under a ConfigMap's
+	// 1 MiB); status.imagesInUse counts all of them.
+	maxPinnedImages = 5000
+	pinnedImagesKey = "pinned-images"
+	// podListTimeout bounds waiting for the pod cache: its first list starts a watch, which
+	// RBAC or a namespace-scoped install may refuse.
+	podListTimeout = 30 * time.Second
+)
 
-// maxPinnedImages bounds the pinned list (about 100 bytes a line, well under a
-// ConfigMap's 1 MiB). status.imagesInUse counts all of them.
-const maxPinnedImages = 5000
-
-// pinnedImagesKey is the registry ConfigMap's key holding the pinned images, mounted as
-// configMountPath/pinnedImagesKey.
-const pinnedImagesKey = "pinned-images"
-
-// imageInUse is an image a pod runs, by digest, in the mirror's terms: the repository
-// without the registry host, and the tag the pod's spec names, if any (the registry caches
-// it too, so the tag resolves while the upstream is down).
+// imageInUse is an image a pod runs, by digest, with the tag its spec names.
 type imageInUse struct {
 	repository string
 	tag        string
@@ -47,12 +47,8 @@ func (i imageInUse) String() string {
 	return i.repository + "@" + i.digest
 }
 
-// imagesInUse returns the distinct images by digest that the pods run from host (a
-// RegistryHostGrant's host: "docker.io", "registry.example:5000"), sorted. A container's
-// digest comes from its status' imageID (what the node resolved), or from its spec's image
-// when that names a digest; a container known only by tag (not started yet) has none. The
-// tag comes from the spec's image of the container of the status' name. Pods that ended
-// are skipped.
+// imagesInUse returns the distinct images the running pods run from host, sorted: digests
+// from the statuses' imageIDs and the specs, tags from the specs.
 func imagesInUse(pods []corev1.Pod, host string) []imageInUse {
 	seen := map[imageInUse]bool{}
 	for i := range pods {
@@ -77,17 +73,12 @@ func imagesInUse(pods []corev1.Pod, host string) []imageInUse {
 			}
 		}
 	}
-	out := make([]imageInUse, 0, len(seen))
-	for i := range seen {
-		out = append(out, i)
-	}
+	out := slices.Collect(maps.Keys(seen))
 	slices.SortFunc(out, func(a, b imageInUse) int { return strings.Compare(a.String(), b.String()) })
 	return out
 }
 
-// parseImageInUse reads an image reference with a digest ("nginx@sha256:…",
-// "docker.io/library/nginx:1.27@sha256:…", an imageID "docker-pullable://…@sha256:…")
-// and says whether it is from host. A bare image ID ("sha256:…") names no repository.
+// parseImageInUse reads a reference with a digest ("nginx@sha256:…", "docker-pullable://…").
 func parseImageInUse(ref, host string) (imageInUse, bool) {
 	if i := strings.Index(ref, "://"); i >= 0 {
 		ref = ref[i+3:]
@@ -122,8 +113,7 @@ func tagOf(image, host, repository string) string {
 	return ""
 }
 
-// renderPinnedImages is the pinned-images file: a header, then one
-// repository[:tag]@digest a line, at most maxPinnedImages of them.
+// renderPinnedImages is the pinned-images file: one repository[:tag]@digest a line.
 func renderPinnedImages(host string, images []imageInUse, granted bool) string {
 	var b strings.Builder
 	b.WriteString("# Written by Quartet: images by digest that pods run from ")
@@ -144,9 +134,7 @@ func renderPinnedImages(host string, images []imageInUse, granted bool) string {
 	return b.String()
 }
 
-// StripPodImages keeps of a Pod what imagesInUse reads: name, namespace, UID and
-// resourceVersion, the phase, the containers' names and images and the statuses' names and
-// imageIDs. The pod cache holds nothing else, about 300 bytes a pod.
+// StripPodImages keeps of a Pod what imagesInUse reads, about 300 bytes.
 func StripPodImages(in any) (any, error) {
 	p, ok := in.(*corev1.Pod)
 	if !ok {
@@ -182,31 +170,36 @@ func StripPodImages(in any) (any, error) {
 	return out, nil
 }
 
-// newPodCache builds the cache of pods for imagesInUse: pods that have not ended, in the
-// watched namespaces, stripped by StripPodImages. No informer runs until a mirror with
-// node access first lists pods, so a manager without one never watches pods for it.
-func newPodCache(mgr ctrl.Manager, watchNamespaces []string) (cache.Cache, error) {
+// newPodCache builds the cache of running pods for imagesInUse; its informer starts with
+// the first List.
+func newPodCache(mgr ctrl.Manager, ns scope.Namespaces) (cache.Cache, error) {
 	notEnded := fields.AndSelectors(
 		fields.OneTermNotEqualSelector("status.phase", string(corev1.PodSucceeded)),
 		fields.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed)))
-	c, err := cache.New(mgr.GetConfig(), cache.Options{
-		HTTPClient:        mgr.GetHTTPClient(),
-		Scheme:            mgr.GetScheme(),
-		Mapper:            mgr.GetRESTMapper(),
-		ByObject:          map[client.Object]cache.ByObject{&corev1.Pod{}: {Field: notEnded, Transform: StripPodImages}},
-		DefaultNamespaces: operator.CacheNamespaces(watchNamespaces),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("creating the pod cache: %w", err)
-	}
-	return c, nil
+	return scope.NewCache(mgr, ns, "pod", map[client.Object]cache.ByObject{&corev1.Pod{}: {Field: notEnded, Transform: StripPodImages}}, false)
 }
 
-// podsInUse lists the pods of the pod cache (starting its informer on first use).
-func (r *Reconciler) podsInUse(ctx context.Context) ([]corev1.Pod, error) {
-	var pods corev1.PodList
-	if err := r.Pods.List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing pods for the images in use: %w", err)
+// pinnedImages returns the pinned-images file and the count of images in use (nil: no node
+// access). While pods cannot be listed, the file and count stay (none would evict them).
+func (r *Reconciler) pinnedImages(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, host string, granted bool) (file string, inUse *int32) {
+	if !granted || r.Pods == nil {
+		return renderPinnedImages(host, nil, false), nil
 	}
-	return pods.Items, nil
+	listCtx, cancel := context.WithTimeout(ctx, podListTimeout)
+	var pods corev1.PodList
+	err := r.Pods.List(listCtx, &pods, client.UnsafeDisableDeepCopy)
+	cancel()
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Kept the pinned images as they are: listing pods failed")
+		live := &corev1.ConfigMap{}
+		if gerr := r.Children.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: configMapName(m)}, live); gerr == nil {
+			if f, ok := live.Data[pinnedImagesKey]; ok {
+				return f, m.Status.ImagesInUse
+			}
+		}
+		return renderPinnedImages(host, nil, true), m.Status.ImagesInUse
+	}
+	images := imagesInUse(pods.Items, host)
+	n := int32(min(len(images), math.MaxInt32))
+	return renderPinnedImages(host, images, true), &n
 }

@@ -1,15 +1,9 @@
 package registrymirror
 
 import (
-	"context"
 	"fmt"
-	"slices"
-	"sort"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,42 +11,30 @@ import (
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 )
 
-// A mirror reaches the nodes (node agents publishing it on every node's loopback address
-// and, with spec.configureNodes, containerd's hosts.toml) only with a cluster admin's
-// consent: a RegistryHostGrant that names the mirror for its upstream's host. Whoever may
-// edit a namespace can create a RegistryMirror there; only a cluster admin can create a
-// cluster-scoped grant. Without one, the mirror is an in-cluster cache.
+// A mirror reaches the nodes only with a cluster admin's consent: a RegistryHostGrant that
+// names it for its upstream's host. Without, it is an in-cluster cache.
 
 // nodeAccess is what the grants allow a mirror on the nodes.
 type nodeAccess struct {
-	// Granted: node agents run, and write hosts.toml when spec.configureNodes.
-	Granted bool
-	// Capabilities are hosts.toml's capabilities for the mirror (when Granted).
-	Capabilities []string
-	// Reason and Message are the NodeAccess condition's.
-	Reason, Message string
+	Granted         bool     // node agents run, and write hosts.toml with spec.configureNodes
+	Capabilities    []string // hosts.toml's, when Granted
+	Reason, Message string   // the NodeAccess condition's
 }
 
-// effectiveGrant returns the grant that counts for host: of the grants naming it, the
-// oldest (then the first by name), or nil.
+// effectiveGrant is the oldest grant of host (then the first by name), or nil.
 func effectiveGrant(host string, grants []mirrorsv1alpha1.RegistryHostGrant) *mirrorsv1alpha1.RegistryHostGrant {
-	var forHost []*mirrorsv1alpha1.RegistryHostGrant
+	var best *mirrorsv1alpha1.RegistryHostGrant
 	for i := range grants {
-		if grants[i].Spec.Host == host && grants[i].DeletionTimestamp.IsZero() {
-			forHost = append(forHost, &grants[i])
+		g := &grants[i]
+		if g.Spec.Host != host || !g.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if best == nil || g.CreationTimestamp.Before(&best.CreationTimestamp) ||
+			(g.CreationTimestamp.Equal(&best.CreationTimestamp) && g.Name < best.Name) {
+			best = g
 		}
 	}
-	if len(forHost) == 0 {
-		return nil
-	}
-	sort.Slice(forHost, func(i, j int) bool {
-		a, b := forHost[i], forHost[j]
-		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-			return a.CreationTimestamp.Before(&b.CreationTimestamp)
-		}
-		return a.Name < b.Name
-	})
-	return forHost[0]
+	return best
 }
 
 // decideNodeAccess says what the grants allow mirror m, whose upstream's host is host.
@@ -82,73 +64,25 @@ func decideNodeAccess(m *mirrorsv1alpha1.RegistryMirror, host string, grants []m
 		"RegistryHostGrant %s lets this mirror onto the nodes for host %s (capabilities %s)", g.Name, host, strings.Join(caps, ", "))}
 }
 
-// condition is the NodeAccess condition.
+// condition is the NodeAccess condition; Unknown while not decided (an invalid upstream).
 func (a nodeAccess) condition() metav1.Condition {
-	status := metav1.ConditionFalse
-	if a.Granted {
-		status = metav1.ConditionTrue
+	c := metav1.Condition{Type: mirrorsv1alpha1.ConditionNodeAccess, Status: metav1.ConditionFalse, Reason: a.Reason, Message: a.Message}
+	switch {
+	case a.Reason == "":
+		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, mirrorsv1alpha1.ReasonInvalidUpstream, "Not decided: the upstream is invalid"
+	case a.Granted:
+		c.Status = metav1.ConditionTrue
 	}
-	return metav1.Condition{Type: mirrorsv1alpha1.ConditionNodeAccess, Status: status, Reason: a.Reason, Message: a.Message}
+	return c
 }
 
-// reconcileNodeAccess reads the grants from the cache and decides.
-func (r *Reconciler) reconcileNodeAccess(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, host string) (nodeAccess, error) {
-	var grants mirrorsv1alpha1.RegistryHostGrantList
-	if err := r.Client.List(ctx, &grants); err != nil {
-		return nodeAccess{}, fmt.Errorf("listing RegistryHostGrants: %w", err)
-	}
-	return decideNodeAccess(m, host, grants.Items), nil
-}
-
-// removeNodeAgents deletes the mirror's node agent DaemonSet, if it has one (node access
-// withdrawn, or a mirror of Quartet 0.2 that never had a grant): each agent removes its
-// hosts.toml as its pod stops. Only the mirror's own DaemonSet, by UID.
-func (r *Reconciler) removeNodeAgents(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror) (bool, error) {
-	ds := &appsv1.DaemonSet{}
-	key := types.NamespacedName{Namespace: m.Namespace, Name: daemonSetName(m)}
-	if err := r.Children.Get(ctx, key, ds); err != nil {
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return false, fmt.Errorf("reading DaemonSet %s: %w", key, err)
-	}
-	if !metav1.IsControlledBy(ds, m) {
-		return false, nil
-	}
-	uid := ds.UID
-	if err := r.Client.Delete(ctx, ds, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return false, fmt.Errorf("deleting DaemonSet %s: %w", key, err)
-	}
-	objectWrites.WithLabelValues("DaemonSet", "deleted").Inc()
-	return true, nil
-}
-
-// removeNetworkPolicy deletes the mirror's NetworkPolicy, if it has one (its upstream no
-// longer needs credentials): its own only, by UID.
-func (r *Reconciler) removeNetworkPolicy(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror) error {
-	np := &networkingv1.NetworkPolicy{}
-	key := types.NamespacedName{Namespace: m.Namespace, Name: networkPolicyName(m)}
-	if err := r.Children.Get(ctx, key, np); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if !metav1.IsControlledBy(np, m) {
-		return nil
-	}
-	uid := np.UID
-	if err := r.Client.Delete(ctx, np, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("deleting NetworkPolicy %s: %w", key, err)
-	}
-	objectWrites.WithLabelValues("NetworkPolicy", "deleted").Inc()
-	return nil
-}
-
-// mirrorsOfHost returns the mirrors whose upstream's host is one a grant names, and the
-// mirror it names: a grant's change may give or take node access from any of them.
+// mirrorsOfHost returns the mirrors a grant's change may concern: named, or of its host.
 func mirrorsOfHost(grant *mirrorsv1alpha1.RegistryHostGrant, mirrors []mirrorsv1alpha1.RegistryMirror) []types.NamespacedName {
-	out := []types.NamespacedName{{Namespace: grant.Spec.Mirror.Namespace, Name: grant.Spec.Mirror.Name}}
+	var out []types.NamespacedName
 	for i := range mirrors {
 		key := client.ObjectKeyFromObject(&mirrors[i])
-		if host, err := HostsDir(mirrors[i].Spec.Upstream); err == nil && host == grant.Spec.Host && !slices.Contains(out, key) {
+		host, err := HostsDir(mirrors[i].Spec.Upstream)
+		if (key == types.NamespacedName{Namespace: grant.Spec.Mirror.Namespace, Name: grant.Spec.Mirror.Name}) || (err == nil && host == grant.Spec.Host) {
 			out = append(out, key)
 		}
 	}

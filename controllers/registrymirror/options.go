@@ -10,35 +10,23 @@ import (
 	"github.com/quartet-operator/quartet/internal/egress"
 )
 
-// Options are the manager flags of the registrymirror controller.
+// Options are the manager flags of the registrymirror controller (BindFlags says each).
 type Options struct {
-	// MaxConcurrentReconciles is the number of parallel workers.
 	MaxConcurrentReconciles int
-	// HostsRoot is the nodes' containerd registry config_path.
-	HostsRoot string
-	// Probes turns the manager's probes of registries and upstreams on.
-	Probes bool
-	// ProbeAllowedCIDRs are comma-separated ranges the probes may dial although they are
-	// loopback, link-local or metadata addresses (see probeAddressAllowed).
-	ProbeAllowedCIDRs string
-	// AssignedUIDs says whether the platform assigns pods their UIDs (Images.AssignedUIDs):
-	// "auto" (OpenShift's SecurityContextConstraints API is served), "true" or "false".
-	AssignedUIDs string
+	HostsRoot               string
+	Probes                  bool
+	ProbeAllowedCIDRs       string
+	AssignedUIDs            string // auto, true or false (Images.AssignedUIDs)
 }
 
-// DefaultOptions returns the flags' defaults. It is the only place they are written:
-// BindFlags registers them as the flags' defaults and complete fills an Options' zero fields
-// from them, so Options built in code (tests) and on the command line cannot disagree.
-//
-// Probes is the exception: false is a value its flag takes (probes off), so complete leaves
-// it alone and Options built in code probe only when they say so.
+// DefaultOptions returns the flags' defaults, written only here. complete leaves Probes
+// alone: false is a value of its flag, so Options built in code probe only when they say so.
 func DefaultOptions() Options {
 	return Options{
-		// A mirror's first pass makes seven writes one after the other: with 2 workers, the
-		// first passes of 100 new mirrors took 4.4× as long as writing their 600 objects with
-		// 32 workers (BenchmarkMirrorsToReady, x-raw-create-children-written, two runs on a
-		// busy 2-core machine); with 8, 1.35–3.4× (five runs); with 16, 2.7× (one run), no
-		// better than 8.
+		// A mirror's first pass makes seven writes one after the other: the first passes of
+		// 100 new mirrors took 4.4× as long as a raw create of their objects with 2 workers,
+		// 1.35–3.4× with 8, 2.7× with 16 (BenchmarkMirrorsToReady,
+		// x-raw-create-children-written, on a busy 2-core machine).
 		MaxConcurrentReconciles: 8,
 		HostsRoot:               DefaultHostsRoot,
 		Probes:                  true,
@@ -65,9 +53,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 			"Example: 127.0.0.0/8 for an upstream on the manager's own host.")
 }
 
-// complete fills the fields the flags and the caller left at zero (or, for the workers,
-// below 1) from DefaultOptions, except Probes (see there), and checks the values, with an
-// error naming the flag. Setup calls it first.
+// complete fills the zero fields (workers: below 1) but Probes from DefaultOptions and
+// checks the values, naming the flag.
 func (o *Options) complete() error {
 	d := DefaultOptions()
 	if o.MaxConcurrentReconciles < 1 {
@@ -92,8 +79,7 @@ func (o *Options) probeAllowedPrefixes() ([]netip.Prefix, error) {
 	return egress.ParseCIDRs("registrymirror-probe-allowed-cidrs", o.ProbeAllowedCIDRs)
 }
 
-// assignedUIDs decides --registrymirror-assigned-uids; hasSCC tells whether the cluster
-// serves OpenShift's SecurityContextConstraints.
+// assignedUIDs decides --registrymirror-assigned-uids (hasSCC: OpenShift's SCC API served).
 func (o *Options) assignedUIDs(hasSCC func() bool) (bool, error) {
 	switch o.AssignedUIDs {
 	case "", "auto":
@@ -106,9 +92,7 @@ func (o *Options) assignedUIDs(hasSCC func() bool) (bool, error) {
 	return false, fmt.Errorf("--registrymirror-assigned-uids: %q is not auto, true or false", o.AssignedUIDs)
 }
 
-// ImagesFromEnv reads the operand images from RELATED_IMAGE_REGISTRY and
-// RELATED_IMAGE_NODE_AGENT (OLM's convention for disconnected installs), with defaults.
-// Like the flags, they are read once when the manager starts.
+// ImagesFromEnv reads RELATED_IMAGE_REGISTRY and RELATED_IMAGE_NODE_AGENT (OLM's convention).
 func ImagesFromEnv() Images {
 	img := Images{Registry: defaultRegImage, NodeAgent: defaultNodeImage}
 	if v := strings.TrimSpace(os.Getenv("RELATED_IMAGE_REGISTRY")); v != "" {

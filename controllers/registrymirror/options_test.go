@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/internal/scope"
 	"github.com/quartet-operator/quartet/test/testenv"
 )
 
@@ -78,7 +78,7 @@ func TestProbeAllowedCIDRs(t *testing.T) {
 	for _, bad := range []string{"127.0.0.1", "10.0.0.0/33", "localhost/8", "127.0.0.0/8;10.0.0.0/8"} {
 		o, _ := parse("--registrymirror-probe-allowed-cidrs=" + bad)
 		// Setup refuses the value before it touches the manager (nil here).
-		err := o.Setup(nil, operator.Shared{})
+		err := o.Setup(nil, scope.Namespaces{})
 		assert.ErrorContains(t, err, "--registrymirror-probe-allowed-cidrs: ", bad)
 		assert.ErrorContains(t, err, "is not a CIDR", bad)
 	}

@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
-	"github.com/quartet-operator/quartet/controllers/registrymirror/nodeagent"
+	"github.com/quartet-operator/quartet/cmd/nodeagent"
 	"github.com/quartet-operator/quartet/test/podsecurity"
 )
 

@@ -6,98 +6,59 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	"github.com/quartet-operator/quartet/internal/egress"
 )
 
-// Prober checks, from the manager, what a mirror's users depend on: that its registry
-// answers through its Service, and that its upstream answers at all. The manager runs in
-// the cluster, so it sees the network the mirror's clients and registry see.
+// Prober checks from the manager, on its clients' network, what a mirror's users depend on.
 type Prober interface {
-	// Registry returns nil when GET /v2/ at the registry's Service address (host:port)
-	// answers 200 (a pull-through cache answers it without asking the upstream).
+	// Registry returns nil when GET /v2/ at addr answers 200 (without asking the upstream).
 	Registry(ctx context.Context, addr string) error
-	// Upstream returns nil when GET <upstream>/v2/ gets any HTTP answer (401 included: a
-	// registry that wants a login is reachable; a redirect is not followed, it is an
-	// answer too). An address probes may not dial is an error that is errAddressRefused.
+	// Upstream returns nil when GET <upstream>/v2/ gets any HTTP answer (401 and a redirect,
+	// not followed, included). An address probes may not dial is egress.ErrAddressRefused.
 	Upstream(ctx context.Context, upstream string) error
-	// Cache returns the registry's report on its cache (GET /quartet/cache at its Service
-	// address, cmd/mirror-registry): the pinned images and the volume's fill.
+	// Cache returns the registry's report on its cache (GET /quartet/cache).
 	Cache(ctx context.Context, addr string) (CacheReport, error)
 }
 
 // CacheReport is mirror-registry's answer at /quartet/cache.
 type CacheReport struct {
-	// Pinned is the number of images in its pinned file, Cached how many it holds whole.
-	Pinned int32 `json:"pinned"`
-	Cached int32 `json:"cached"`
-	// LastPass is when its warm pass ended; zero before the first.
-	LastPass metav1.Time `json:"lastPass,omitzero"`
-	// DiskUsedBytes of DiskCapacityBytes of the cache volume (statfs) at its last eviction
-	// pass; capacity 0 before the first.
-	DiskUsedBytes     uint64 `json:"diskUsedBytes"`
-	DiskCapacityBytes uint64 `json:"diskCapacityBytes"`
-	// The blob GETs (layers, configs) served since the registry started: from its cache
-	// (hits) or fetched from the upstream (misses), and their bytes.
-	BlobHits          uint64 `json:"blobHits"`
-	BlobMisses        uint64 `json:"blobMisses"`
-	BytesFromCache    uint64 `json:"bytesFromCache"`
-	BytesFromUpstream uint64 `json:"bytesFromUpstream"`
+	Pinned            int32       `json:"pinned"` // images in its pinned file
+	Cached            int32       `json:"cached"` // of them, held whole
+	LastPass          metav1.Time `json:"lastPass,omitzero"`
+	DiskUsedBytes     uint64      `json:"diskUsedBytes"`     // of the cache volume (statfs)
+	DiskCapacityBytes uint64      `json:"diskCapacityBytes"` // 0 before the first eviction pass
+	BlobHits          uint64      `json:"blobHits"`          // since the registry started
+	BlobMisses        uint64      `json:"blobMisses"`
+	BytesFromCache    uint64      `json:"bytesFromCache"`
+	BytesFromUpstream uint64      `json:"bytesFromUpstream"`
 }
 
-// probeTimeout bounds one probe: a mirror's status must not wait on a black hole.
+// probeTimeout bounds one probe: a status must not wait on a black hole.
 const probeTimeout = 5 * time.Second
 
-// upstreamCacheTTL is how long an upstream's answer serves every mirror of it, so many
-// mirrors of one upstream (or frequent passes) do not multiply requests to it.
-const upstreamCacheTTL = 20 * time.Second
-
-// NewHTTPProber probes over HTTP(S) with the manager's trust store. A namespace's
-// editor names the upstream, so the probes follow no redirect and never connect to an
-// address egress.AddressAllowed refuses, unless it lies in one of the allowed ranges
-// (--registrymirror-probe-allowed-cidrs): egress.NewClient.
-//
-// The registry probe goes through the same client. It dials the ClusterIP of the
-// mirror's own Service, which the API server allocates from the Service range, so the
-// rule never stands in its way in a real cluster; one client under one rule is simpler
-// to trust than two.
-func NewHTTPProber(clk clock.PassiveClock, allowed []netip.Prefix) Prober {
-	return &httpProber{
-		client:   egress.NewClient(probeTimeout, allowed),
-		allowed:  allowed,
-		clock:    clk,
-		upstream: map[string]probeResult{},
-	}
-}
-
-type probeResult struct {
-	err error
-	at  time.Time
+// NewHTTPProber probes through egress.NewClient: a namespace's editor names the upstream,
+// so no redirect is followed and no refused address dialed, the registry's under one rule.
+func NewHTTPProber(allowed []netip.Prefix) Prober {
+	return &httpProber{client: egress.NewClient(probeTimeout, allowed), allowed: allowed}
 }
 
 type httpProber struct {
 	client  *http.Client
 	allowed []netip.Prefix
-	clock   clock.PassiveClock
-
-	mu       sync.Mutex
-	upstream map[string]probeResult
-}
-
-func (p *httpProber) get(ctx context.Context, rawURL string) (int, error) {
-	return egress.Get(ctx, p.client, p.allowed, rawURL, probeTimeout)
 }
 
 func (p *httpProber) Registry(ctx context.Context, addr string) error {
-	code, err := p.get(ctx, "http://"+addr+"/v2/")
+	code, err := egress.Get(ctx, p.client, p.allowed, "http://"+addr+"/v2/", probeTimeout)
 	if err == nil && code != http.StatusOK {
-		err = statusError{Code: code}
+		err = egress.StatusError{Code: code}
 	}
 	if err != nil {
 		ctrl.LoggerFrom(ctx).V(1).Info("Registry probe failed", "address", addr, "error", err)
@@ -106,9 +67,9 @@ func (p *httpProber) Registry(ctx context.Context, addr string) error {
 }
 
 func (p *httpProber) Cache(ctx context.Context, addr string) (CacheReport, error) {
-	code, body, err := egress.GetBody(ctx, p.client, p.allowed, "http://"+addr+cacheReportPath, probeTimeout)
+	code, body, err := egress.GetBody(ctx, p.client, p.allowed, "http://"+addr+"/quartet/cache", probeTimeout)
 	if err == nil && code != http.StatusOK {
-		err = statusError{Code: code}
+		err = egress.StatusError{Code: code}
 	}
 	var rep CacheReport
 	if err == nil {
@@ -121,54 +82,34 @@ func (p *httpProber) Cache(ctx context.Context, addr string) (CacheReport, error
 	return rep, nil
 }
 
-// cacheReportPath is where mirror-registry reports on its cache.
-const cacheReportPath = "/quartet/cache"
-
 func (p *httpProber) Upstream(ctx context.Context, upstream string) error {
-	now := p.clock.Now()
-	p.mu.Lock()
-	if r, ok := p.upstream[upstream]; ok && now.Sub(r.at) < upstreamCacheTTL {
-		p.mu.Unlock()
-		return r.err
-	}
-	p.mu.Unlock()
-	_, err := p.get(ctx, strings.TrimSuffix(upstream, "/")+"/v2/")
+	_, err := egress.Get(ctx, p.client, p.allowed, strings.TrimSuffix(upstream, "/")+"/v2/", probeTimeout)
 	if err != nil {
-		// The error's text stays here: status and Events say only probeFailure(err).
+		// The text stays in the log: it can carry whatever the other end sent.
 		ctrl.LoggerFrom(ctx).V(1).Info("Upstream probe failed", "upstream", upstream, "error", err)
 	}
-	p.mu.Lock()
-	// Answers past their TTL serve nobody: drop them, so the memo holds the upstreams
-	// probed within the last upstreamCacheTTL, not every URL a spec has ever named.
-	for u, r := range p.upstream {
-		if now.Sub(r.at) >= upstreamCacheTTL {
-			delete(p.upstream, u)
-		}
-	}
-	p.upstream[upstream] = probeResult{err: err, at: now}
-	p.mu.Unlock()
 	return err
 }
 
-// statusError is a registry's answer other than 200.
-type statusError = egress.StatusError
-
-// What the status and Events say about a failed probe, in place of the error's text
-// (egress.Failure): the text can carry whatever the other end sent (a banner, an internal
-// host name), and a namespace's editor chooses the other end. The manager's log has the
-// text.
-const (
-	phraseAddressRefused = egress.PhraseAddressRefused
-	phraseNoName         = egress.PhraseNoName
-	phraseRefused        = egress.PhraseRefused
-	phraseNoRoute        = egress.PhraseNoRoute
-	phraseTimedOut       = egress.PhraseTimedOut
-	phraseTLS            = egress.PhraseTLS
-	phraseClosed         = egress.PhraseClosed
-	phraseNotHTTP        = egress.PhraseNotHTTP
-	phraseErrorStatus    = egress.PhraseErrorStatus
-	phraseOther          = egress.PhraseOther
-)
-
-// probeFailure is the phrase status and Events use for a failed probe's error.
-func probeFailure(err error) string { return egress.Failure(err) }
+// probe asks the upstream, the registry and its cache reports; and when to probe again.
+func (r *Reconciler) probe(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, w workloads, service *corev1.Service) (probeResults, time.Duration) {
+	var p probeResults
+	if r.Prober == nil {
+		p.off = true
+		return p, nextProbe(p)
+	}
+	p.upstreamProbed, p.upstreamErr = true, r.memory.probeUpstream(ctx, client.ObjectKeyFromObject(m), upstreamURL(m), r.Clock.Now(), r.Prober.Upstream)
+	if p.registryAddr, p.registryProbed = registryAddress(w.readyRegistries(), service); p.registryProbed {
+		p.registryErr = r.Prober.Registry(ctx, p.registryAddr)
+	}
+	if p.registryProbed && p.registryErr == nil {
+		var reports []CacheReport
+		for _, addr := range cacheReportAddresses(m, w, p.registryAddr) {
+			if rep, err := r.Prober.Cache(ctx, addr); err == nil { // else the prober logs why
+				reports = append(reports, rep)
+			}
+		}
+		p.cache = mergeCacheReports(reports)
+	}
+	return p, nextProbe(p)
+}

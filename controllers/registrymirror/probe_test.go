@@ -23,10 +23,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/internal/scope"
 	"github.com/quartet-operator/quartet/test/testenv"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
@@ -43,29 +43,29 @@ func TestProbeFailure(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"address refused at connect", dial(egress.AddressRefusedError{Addr: netip.MustParseAddr("169.254.169.254")}), phraseAddressRefused},
-		{"address refused before a proxy", get(egress.AddressRefusedError{Addr: netip.MustParseAddr("127.0.0.1")}), phraseAddressRefused},
-		{"name not found", dial(&net.DNSError{Err: "no such host", Name: "internal-secret.corp", IsNotFound: true}), phraseNoName},
-		{"name lookup timed out", dial(&net.DNSError{Err: "i/o timeout", Name: "internal-secret.corp", IsTimeout: true}), phraseNoName},
-		{"connection refused", dial(os.NewSyscallError("connect", syscall.ECONNREFUSED)), phraseRefused},
-		{"no route to host", dial(os.NewSyscallError("connect", syscall.EHOSTUNREACH)), phraseNoRoute},
-		{"network unreachable", dial(os.NewSyscallError("connect", syscall.ENETUNREACH)), phraseNoRoute},
-		{"dial timeout", dial(os.ErrDeadlineExceeded), phraseTimedOut},
-		{"context deadline", get(context.DeadlineExceeded), phraseTimedOut},
-		{"unknown authority", get(&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}), phraseTLS},
-		{"wrong host name", get(x509.HostnameError{Certificate: &x509.Certificate{}, Host: "internal-secret.corp"}), phraseTLS},
-		{"not TLS", get(tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}), phraseTLS},
-		{"alert from the server", get(&net.OpError{Op: "remote error", Err: errors.New("tls: handshake failure")}), phraseTLS},
-		{"plain HTTP behind https", get(errors.New("http: server gave HTTP response to HTTPS client")), phraseTLS},
-		{"reset", dial(os.NewSyscallError("read", syscall.ECONNRESET)), phraseClosed},
-		{"closed", get(io.EOF), phraseClosed},
+		{"address refused at connect", dial(egress.AddressRefusedError{Addr: netip.MustParseAddr("169.254.169.254")}), egress.PhraseAddressRefused},
+		{"address refused before a proxy", get(egress.AddressRefusedError{Addr: netip.MustParseAddr("127.0.0.1")}), egress.PhraseAddressRefused},
+		{"name not found", dial(&net.DNSError{Err: "no such host", Name: "internal-secret.corp", IsNotFound: true}), egress.PhraseNoName},
+		{"name lookup timed out", dial(&net.DNSError{Err: "i/o timeout", Name: "internal-secret.corp", IsTimeout: true}), egress.PhraseNoName},
+		{"connection refused", dial(os.NewSyscallError("connect", syscall.ECONNREFUSED)), egress.PhraseRefused},
+		{"no route to host", dial(os.NewSyscallError("connect", syscall.EHOSTUNREACH)), egress.PhraseNoRoute},
+		{"network unreachable", dial(os.NewSyscallError("connect", syscall.ENETUNREACH)), egress.PhraseNoRoute},
+		{"dial timeout", dial(os.ErrDeadlineExceeded), egress.PhraseTimedOut},
+		{"context deadline", get(context.DeadlineExceeded), egress.PhraseTimedOut},
+		{"unknown authority", get(&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}), egress.PhraseTLS},
+		{"wrong host name", get(x509.HostnameError{Certificate: &x509.Certificate{}, Host: "internal-secret.corp"}), egress.PhraseTLS},
+		{"not TLS", get(tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}), egress.PhraseTLS},
+		{"alert from the server", get(&net.OpError{Op: "remote error", Err: errors.New("tls: handshake failure")}), egress.PhraseTLS},
+		{"plain HTTP behind https", get(errors.New("http: server gave HTTP response to HTTPS client")), egress.PhraseTLS},
+		{"reset", dial(os.NewSyscallError("read", syscall.ECONNRESET)), egress.PhraseClosed},
+		{"closed", get(io.EOF), egress.PhraseClosed},
 		{"a banner", get(fmt.Errorf("net/http: HTTP/1.x transport connection broken: %w",
-			fmt.Errorf("malformed HTTP response %q", "SSH-2.0-OpenSSH_9.6 internal-secret"))), phraseNotHTTP},
-		{"registry answers 503", statusError{Code: 503}, phraseErrorStatus},
-		{"anything else", get(errors.New("proxyconnect tcp: internal-secret.corp said no")), phraseOther},
+			fmt.Errorf("malformed HTTP response %q", "SSH-2.0-OpenSSH_9.6 internal-secret"))), egress.PhraseNotHTTP},
+		{"registry answers 503", egress.StatusError{Code: 503}, egress.PhraseErrorStatus},
+		{"anything else", get(errors.New("proxyconnect tcp: internal-secret.corp said no")), egress.PhraseOther},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := probeFailure(tc.err)
+			got := egress.Failure(tc.err)
 			assert.Equal(t, tc.want, got)
 			assert.NotContains(t, got, "internal-secret")
 			assert.NotContains(t, got, "10.213.0.2")
@@ -78,7 +78,7 @@ var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustPa
 
 // newTestProber is the manager's prober, without the proxy the test's environment may name.
 func newTestProber(allowed []netip.Prefix) *httpProber {
-	p := NewHTTPProber(clocktesting.NewFakePassiveClock(time.Now()), allowed).(*httpProber)
+	p := NewHTTPProber(allowed).(*httpProber)
 	p.client.Transport.(*http.Transport).Proxy = nil
 	return p
 }
@@ -123,32 +123,36 @@ func TestUpstreamProbeFollowsNoRedirect(t *testing.T) {
 	registry, registryHits := redirectingServer(t, target)
 	err := newTestProber(loopback).Registry(context.Background(), strings.TrimPrefix(registry.URL, "http://"))
 	require.Error(t, err)
-	assert.Equal(t, phraseErrorStatus, probeFailure(err))
+	assert.Equal(t, egress.PhraseErrorStatus, egress.Failure(err))
 	assert.Equal(t, int32(1), registryHits.Load())
 	assert.Equal(t, int32(0), elsewhereHits.Load(), "the redirect was not followed")
 }
 
-// TestUpstreamProbeMemo: one upstream's answer serves for upstreamCacheTTL; then it is
-// asked again, and the answers of upstreams nobody asked about since are dropped.
+// TestUpstreamProbeMemo: one upstream's answer serves for upstreamCacheTTL, every mirror of
+// it; then it is asked again, and a mirror keeps no answer of an upstream it no longer has.
 func TestUpstreamProbeMemo(t *testing.T) {
 	a, aHits := countingServer(t, http.StatusOK)
 	b, bHits := countingServer(t, http.StatusOK)
-	clk := clocktesting.NewFakePassiveClock(time.Now())
-	p := newTestProber(loopback)
-	p.clock = clk
+	probe := newTestProber(loopback).Upstream
+	now := time.Now()
+	var mem memory
+	x, y := types.NamespacedName{Namespace: "ns", Name: "x"}, types.NamespacedName{Namespace: "ns", Name: "y"}
 	ctx := context.Background()
 
-	require.NoError(t, p.Upstream(ctx, a.URL))
-	require.NoError(t, p.Upstream(ctx, a.URL))
-	assert.Equal(t, int32(1), aHits.Load(), "the second pass within the TTL uses the first answer")
+	require.NoError(t, mem.probeUpstream(ctx, x, a.URL, now, probe))
+	require.NoError(t, mem.probeUpstream(ctx, x, a.URL, now, probe))
+	require.NoError(t, mem.probeUpstream(ctx, y, a.URL, now, probe))
+	assert.Equal(t, int32(1), aHits.Load(), "the second pass within the TTL, and another mirror of a, use the first answer")
 
-	clk.SetTime(clk.Now().Add(upstreamCacheTTL))
-	require.NoError(t, p.Upstream(ctx, b.URL))
+	now = now.Add(upstreamCacheTTL)
+	require.NoError(t, mem.probeUpstream(ctx, x, b.URL, now, probe))
 	assert.Equal(t, int32(1), bHits.Load())
-	assert.Len(t, p.upstream, 1, "a's answer is past its TTL: dropped")
-	require.NoError(t, p.Upstream(ctx, a.URL))
+	require.Len(t, mem.mirrors, 1, "y used x's answer")
+	assert.Equal(t, b.URL, mem.mirrors[x].probedURL, "one answer per mirror: x's answer of a is dropped")
+	require.NoError(t, mem.probeUpstream(ctx, y, a.URL, now, probe))
 	assert.Equal(t, int32(2), aHits.Load(), "asked again after the TTL")
-	assert.Len(t, p.upstream, 2)
+	mem.forget(x)
+	assert.Len(t, mem.mirrors, 1, "forgotten with the mirror")
 }
 
 // TestUpstreamProbeRefusesLoopback: an upstream on the manager's own host is not asked,
@@ -159,13 +163,13 @@ func TestUpstreamProbeRefusesLoopback(t *testing.T) {
 	byName := strings.Replace(server.URL, "127.0.0.1", "localhost", 1)
 	for _, upstream := range []string{server.URL, byName} {
 		err := newTestProber(nil).Upstream(context.Background(), upstream)
-		require.ErrorIs(t, err, errAddressRefused, upstream)
-		assert.Equal(t, phraseAddressRefused, probeFailure(err))
+		require.ErrorIs(t, err, egress.ErrAddressRefused, upstream)
+		assert.Equal(t, egress.PhraseAddressRefused, egress.Failure(err))
 	}
 	assert.Equal(t, int32(0), hits.Load(), "no request reached the server")
 	_, port, _ := strings.Cut(strings.TrimPrefix(server.URL, "http://"), ":")
 	err := newTestProber(nil).Registry(context.Background(), "127.0.0.1:"+port)
-	assert.ErrorIs(t, err, errAddressRefused, "the registry probe dials under the same rule")
+	assert.ErrorIs(t, err, egress.ErrAddressRefused, "the registry probe dials under the same rule")
 	assert.Equal(t, int32(0), hits.Load(), "no request reached the server")
 
 	for _, upstream := range []string{server.URL, byName} {
@@ -184,7 +188,7 @@ func TestUpstreamProbeChecksAddressesBeforeAProxy(t *testing.T) {
 	p.client.Transport.(*http.Transport).Proxy = http.ProxyURL(proxyURL)
 
 	for _, upstream := range []string{"http://169.254.169.254", "http://[fd00:ec2::254]", "http://100.100.100.200:80"} {
-		assert.ErrorIs(t, p.Upstream(context.Background(), upstream), errAddressRefused, upstream)
+		assert.ErrorIs(t, p.Upstream(context.Background(), upstream), egress.ErrAddressRefused, upstream)
 	}
 	assert.Equal(t, int32(0), proxyHits.Load(), "the proxy was not asked for a metadata address")
 	assert.NoError(t, p.Upstream(context.Background(), "http://10.213.0.2:5002"), "an allowed address goes through the proxy")
@@ -229,10 +233,10 @@ func TestUpstreamStatusCarriesNoErrorText(t *testing.T) {
 		reason   string
 		phrase   string
 	}{
-		{"nothing listens", closedPort(), loopback, mirrorsv1alpha1.ReasonNeverReached, phraseRefused},
-		{"an SSH server", ssh, loopback, mirrorsv1alpha1.ReasonNeverReached, phraseNotHTTP},
-		{"closes at once", closesAtOnce, loopback, mirrorsv1alpha1.ReasonNeverReached, phraseClosed},
-		{"loopback not allowed", closedPort(), nil, mirrorsv1alpha1.ReasonAddressRefused, phraseAddressRefused},
+		{"nothing listens", closedPort(), loopback, mirrorsv1alpha1.ReasonNeverReached, egress.PhraseRefused},
+		{"an SSH server", ssh, loopback, mirrorsv1alpha1.ReasonNeverReached, egress.PhraseNotHTTP},
+		{"closes at once", closesAtOnce, loopback, mirrorsv1alpha1.ReasonNeverReached, egress.PhraseClosed},
+		{"loopback not allowed", closedPort(), nil, mirrorsv1alpha1.ReasonAddressRefused, egress.PhraseAddressRefused},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := newTestProber(tc.allowed).Upstream(context.Background(), tc.upstream)
@@ -264,7 +268,7 @@ func TestManagerProbesOnlyAllowedUpstreams(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	upstream, hits := countingServer(t, http.StatusUnauthorized)
-	shared := operator.Shared{WatchNamespaces: []string{ns}}
+	shared := scope.Namespaces{Watched: []string{ns}}
 	opts := Options{MaxConcurrentReconciles: 2, Probes: true}
 	stop := testenv.StartManager(t, env.Config, shared, opts.Setup)
 
@@ -279,7 +283,7 @@ func TestManagerProbesOnlyAllowedUpstreams(t *testing.T) {
 		assert.Equal(c, 1, eventCounts(c, m)["Warning/UpstreamAddressRefused"])
 	}, wait, tick)
 	up := condition(m, mirrorsv1alpha1.ConditionUpstreamReachable)
-	assert.Contains(t, up.Message, phraseAddressRefused)
+	assert.Contains(t, up.Message, egress.PhraseAddressRefused)
 	assert.NotContains(t, up.Message, "dial tcp")
 	assert.Equal(t, metav1.ConditionFalse, condition(m, mirrorsv1alpha1.ConditionReady).Status)
 	for _, e := range testenv.Events(t, env.Client, ns, "RegistryMirror", m.Name) {

@@ -30,8 +30,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
-	"github.com/quartet-operator/quartet/internal/localcluster"
 	"github.com/quartet-operator/quartet/internal/registrycreds"
+	"github.com/quartet-operator/quartet/test/localcluster"
 )
 
 // registryVersion is the CNCF distribution registry hack/build-registry.sh builds: the

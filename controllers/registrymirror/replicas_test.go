@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
-	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/internal/scope"
 )
 
 func withReplicas(m *mirrorsv1alpha1.RegistryMirror, n int32) *mirrorsv1alpha1.RegistryMirror {
@@ -216,7 +216,7 @@ func TestMirrorGrowsAndShrinks(t *testing.T) {
 	}
 	require.NoError(t, env.Client.Create(ctx, second))
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), second) })
-	startManager(t, env.Config, operator.Shared{}, 2)
+	startManager(t, env.Config, scope.Namespaces{}, 2)
 
 	m := newMirror(ns, "hub", "https://registry-1.docker.io", class)
 	require.NoError(t, env.Client.Create(ctx, m))

@@ -22,12 +22,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
-	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/internal/scope"
+	"github.com/quartet-operator/quartet/internal/status"
 )
 
-// Setup registers the controller with the manager: the mirrors (spec changes only), the
-// children they own, and objects of a child's name that nobody controls.
-func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
+// Setup registers the controller: the mirrors, their children and the grants.
+func (o *Options) Setup(mgr ctrl.Manager, shared scope.Namespaces) error {
 	// Checked before anything else, so a bad value stops the manager at start.
 	if err := o.complete(); err != nil {
 		return err
@@ -43,51 +43,50 @@ func (o *Options) Setup(mgr ctrl.Manager, shared operator.Shared) error {
 	}); err != nil {
 		return err
 	}
-	children, err := newChildCache(mgr, shared.WatchNamespaces)
+	children, err := newChildCache(mgr, shared)
 	if err != nil {
 		return err
 	}
-	if err := mgr.Add(children); err != nil {
-		return fmt.Errorf("adding the child cache: %w", err)
-	}
-	pods, err := newPodCache(mgr, shared.WatchNamespaces)
+	pods, err := newPodCache(mgr, shared)
 	if err != nil {
 		return err
 	}
-	if err := mgr.Add(pods); err != nil {
-		return fmt.Errorf("adding the pod cache: %w", err)
-	}
+	c := client.WithFieldOwner(mgr.GetClient(), FieldOwner)
 	r := &Reconciler{
-		Client:    client.WithFieldOwner(mgr.GetClient(), FieldOwner),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder(FieldOwner),
-		Clock:     clock.RealClock{},
-		Shared:    shared,
-		Children:  children,
-		Pods:      pods,
-		Images:    images,
-		HostsRoot: o.HostsRoot,
+		Client:     c,
+		APIReader:  mgr.GetAPIReader(),
+		Recorder:   mgr.GetEventRecorder(FieldOwner),
+		Clock:      clock.RealClock{},
+		Namespaces: shared,
+		Children:   children,
+		Pods:       pods,
+		Images:     images,
+		HostsRoot:  o.HostsRoot,
+		writer:     newStatusWriter(c, mgr.GetAPIReader()),
 	}
 	if o.Probes {
-		r.Prober = NewHTTPProber(r.Clock, probeAllowed)
+		r.Prober = NewHTTPProber(probeAllowed)
 	}
-	inScope := predicate.NewPredicateFuncs(func(o client.Object) bool { return shared.Watches(o.GetNamespace()) })
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("registrymirror").
 		// Generation changes only: the controller's own status writes do not wake it.
-		For(&mirrorsv1alpha1.RegistryMirror{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}, inScope)).
+		For(&mirrorsv1alpha1.RegistryMirror{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles})
-	// A child's change wakes its mirror. An object of a child's name that someone else
-	// made is not watched (that would be a watch of every object of the kind in the
-	// cluster): a mirror that finds one looks again every conflictRecheck.
+	// A child's change wakes its mirror; someone else's object is not watched (conflictRecheck).
 	for _, obj := range childKinds() {
 		b = b.WatchesRawSource(source.Kind[client.Object](children, obj,
-			handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &mirrorsv1alpha1.RegistryMirror{}, handler.OnlyControllerOwner()),
-			inScope))
+			handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &mirrorsv1alpha1.RegistryMirror{}, handler.OnlyControllerOwner())))
 	}
 	// A grant's change may give or take node access from the mirrors of its host.
 	b = b.Watches(&mirrorsv1alpha1.RegistryHostGrant{}, handler.EnqueueRequestsFromMapFunc(r.mirrorsOfGrant))
 	return b.Complete(r)
+}
+
+// newStatusWriter remembers its writes: a child's event starts a pass right after a status
+// write, which the cache may not show yet.
+func newStatusWriter(c client.Client, apiReader client.Reader) *status.Writer[*mirrorsv1alpha1.RegistryMirror] {
+	return status.NewWriter(c, apiReader, func(m *mirrorsv1alpha1.RegistryMirror) *int64 { return &m.Status.ObservedGeneration },
+		status.WithMemory[*mirrorsv1alpha1.RegistryMirror]())
 }
 
 // mirrorsOfGrant maps a RegistryHostGrant to the mirrors it may concern.
@@ -103,9 +102,7 @@ func (r *Reconciler) mirrorsOfGrant(ctx context.Context, o client.Object) []reco
 	}
 	var out []reconcile.Request
 	for _, key := range mirrorsOfHost(grant, mirrors.Items) {
-		if r.Shared.Watches(key.Namespace) {
-			out = append(out, reconcile.Request{NamespacedName: key})
-		}
+		out = append(out, reconcile.Request{NamespacedName: key})
 	}
 	return out
 }
@@ -116,26 +113,17 @@ func childKinds() []client.Object {
 		&appsv1.DaemonSet{}, &networkingv1.NetworkPolicy{}}
 }
 
-// newChildCache builds the cache of the mirrors' children: objects of childKinds labelled
-// managed-by quartet-registrymirror only, in the watched namespaces, without the field sets
-// of managedFields (stripFieldSets). Memory follows the mirrors, never the cluster's ConfigMaps, Services or
-// StatefulSets; reading any other kind through it is a bug, not a reason to start a watch.
-func newChildCache(mgr ctrl.Manager, watchNamespaces []string) (cache.Cache, error) {
+// newChildCache builds the cache of the mirrors' children: childKinds labelled managed-by
+// quartet-registrymirror only, stripped (stripFieldSets); any other kind is refused.
+func newChildCache(mgr ctrl.Manager, ns scope.Namespaces) (cache.Cache, error) {
 	ours := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{labelManagedBy: managedBy}), Transform: stripFieldSets}
 	byObject := map[client.Object]cache.ByObject{}
 	for _, obj := range childKinds() {
 		byObject[obj] = ours
 	}
-	c, err := cache.New(mgr.GetConfig(), cache.Options{
-		HTTPClient:                  mgr.GetHTTPClient(),
-		Scheme:                      mgr.GetScheme(),
-		Mapper:                      mgr.GetRESTMapper(),
-		ByObject:                    byObject,
-		DefaultNamespaces:           operator.CacheNamespaces(watchNamespaces),
-		ReaderFailOnMissingInformer: true,
-	})
+	c, err := scope.NewCache(mgr, ns, "child", byObject, true)
 	if err != nil {
-		return nil, fmt.Errorf("creating the child cache: %w", err)
+		return nil, err
 	}
 	for _, obj := range childKinds() {
 		if _, err := c.GetInformer(context.Background(), obj); err != nil {
@@ -145,8 +133,7 @@ func newChildCache(mgr ctrl.Manager, watchNamespaces []string) (cache.Cache, err
 	return c, nil
 }
 
-// stripFieldSets drops the field sets of an object's managedFields, most of their size, and
-// keeps who manages it: ownedByLegacy reads the managers' names.
+// stripFieldSets drops managedFields' field sets, keeping the managers (ownedByLegacy).
 func stripFieldSets(in any) (any, error) {
 	if obj, ok := in.(metav1.Object); ok {
 		entries := obj.GetManagedFields()

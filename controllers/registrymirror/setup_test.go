@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"k8s.io/utils/ptr"
 
-	"github.com/quartet-operator/quartet/controllers/registrymirror/nodeagent"
+	"github.com/quartet-operator/quartet/cmd/nodeagent"
 )
 
 // TestChildCacheHoldsEveryChildKind: the child cache has an informer for every kind a

@@ -1,10 +1,14 @@
 package registrymirror
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -12,8 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
+	"github.com/quartet-operator/quartet/internal/egress"
+	"github.com/quartet-operator/quartet/internal/status"
 )
 
 // problem is one thing that kept a pass from applying everything.
@@ -22,11 +29,9 @@ type problem struct {
 	Message string
 }
 
-// workloads are the live children the status reports on (nil when absent or not this
-// mirror's).
+// workloads are the live children the status reports on (nil: absent or not the mirror's).
 type workloads struct {
-	// registries are the registry replicas, by index, spec.replicas of them.
-	registries []registryReplica
+	registries []registryReplica // by replica index, spec.replicas of them
 	daemonSet  *appsv1.DaemonSet
 }
 
@@ -47,54 +52,63 @@ func (w workloads) readyRegistries() int32 {
 	return n
 }
 
-// probeResults are what the manager's probes found (see Reconciler.probe).
+// probeResults are what the manager's probes found (Reconciler.probe).
 type probeResults struct {
-	// off: probing is disabled (--registrymirror-probes=false).
-	off bool
-	// upstreamProbed: the upstream was asked GET /v2/; upstreamErr is its answer.
-	upstreamProbed bool
+	off            bool // --registrymirror-probes=false
+	upstreamProbed bool // GET <upstream>/v2/ was asked; upstreamErr is its answer
 	upstreamErr    error
-	// registryProbed: the registry was asked GET /v2/ at registryAddr, its Service (once
-	// it had a ready replica); registryErr is its answer.
-	registryProbed bool
+	registryProbed bool // GET /v2/ was asked at registryAddr, the Service's
 	registryErr    error
 	registryAddr   string
-	// cache is the registry's report on its cache (asked when the registry answered); nil
-	// when not asked or it did not answer.
-	cache *CacheReport
+	cache          *CacheReport // the registry's report; nil when not asked or not answered
 }
 
-// outcome is what one pass found and did, assembled by Reconcile from its phases'
-// results: the input of computeStatus.
+// outcome is what one pass found and did, assembled by Reconcile: computeStatus's input.
 type outcome struct {
-	// hostPort is the node agent's host port (0 when none could be chosen).
-	hostPort int32
-	// workloads are the live StatefulSet, DaemonSet and cache PVC.
-	workloads workloads
-	// probes are the answers of the registry and the upstream.
-	probes probeResults
-	// problems kept the pass from applying everything, in the order met.
-	problems []problem
-	// complete is true when every object was applied or found up to date.
-	complete bool
-	// failed is true when the pass returned an error (an API error, retried): it did not act
-	// on the spec fully.
-	failed bool
-	// access is what the RegistryHostGrants allow the mirror on the nodes (Reason empty:
-	// not decided, the upstream being invalid).
-	access nodeAccess
-	// wantsNodes is spec.configureNodes.
-	wantsNodes bool
-	// imagesInUse is the number of images the pods run from the mirror's host (nil: no
-	// node access).
-	imagesInUse *int32
+	hostPort    int32 // the node agents' (0: none could be chosen)
+	workloads   workloads
+	probes      probeResults
+	problems    []problem  // what kept the pass from applying everything, in the order met
+	complete    bool       // every object was applied or found up to date
+	terminating bool       // the namespace is being deleted
+	access      nodeAccess // Reason empty: not decided, the upstream being invalid
+	wantsNodes  bool       // spec.configureNodes
+	imagesInUse *int32     // images the pods run from the mirror's host (nil: no node access)
 }
 
-// computeStatus returns the mirror's new status from the pass's outcome: endpoints,
-// counts, and the UpstreamReachable, Ready and Degraded conditions, all three set on
-// every pass (transition times from now); observedGeneration is m's generation unless
-// the pass failed (o.failed). The result equals the old status when nothing changed, so
-// the caller can skip the write.
+// finish ends a pass: the status computeStatus makes of o, written unless only progress
+// changed (held back up to progressHold; after: when to look again), then Events and series.
+func (r *Reconciler) finish(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, o outcome, acted bool) (after time.Duration, err error) {
+	key := client.ObjectKeyFromObject(m)
+	now := metav1.NewTime(r.Clock.Now())
+	heldFor := r.memory.heldFor(key, now.Time)
+	// The spec and generation the pass acted on, not a newer one a conflict finds.
+	read := m.DeepCopy()
+	var next mirrorsv1alpha1.RegistryMirrorStatus
+	prev, err := r.writer.Finish(ctx, m, acted, func(x *mirrorsv1alpha1.RegistryMirror) {
+		read.Status = x.Status
+		next = computeStatus(read, o, now)
+		write, wait := decideStatusWrite(x.Status, next, heldFor)
+		// A write that observes a generation carries the progress held back.
+		if write || (acted && x.Status.ObservedGeneration != read.Generation) {
+			x.Status, wait = next, 0
+		}
+		after = wait
+	})
+	recordStatus(key, next, o.probes.cache)
+	if err != nil {
+		return 0, err
+	}
+	if after > 0 {
+		r.memory.hold(key, now.Time)
+	} else {
+		r.memory.release(key)
+	}
+	r.recordEvents(prev, m)
+	return after, nil
+}
+
+// computeStatus returns the status the outcome makes, all four conditions set every pass.
 func computeStatus(m *mirrorsv1alpha1.RegistryMirror, o outcome, now metav1.Time) mirrorsv1alpha1.RegistryMirrorStatus {
 	st := *m.Status.DeepCopy()
 	st.Endpoint = Endpoint(m)
@@ -108,7 +122,6 @@ func computeStatus(m *mirrorsv1alpha1.RegistryMirror, o outcome, now metav1.Time
 		st.NodesReady = ds.Status.NumberReady
 		st.NodesDesired = ds.Status.DesiredNumberScheduled
 	}
-
 	st.ImagesInUse = o.imagesInUse
 	switch rep := o.probes.cache; {
 	case !o.access.Granted:
@@ -124,49 +137,31 @@ func computeStatus(m *mirrorsv1alpha1.RegistryMirror, o outcome, now metav1.Time
 		st.CacheHitPercent = ptr.To(usedPercent(rep.BlobHits, rep.BlobHits+rep.BlobMisses))
 	}
 
+	conds := status.NewConditions(&st.Conditions, m.Generation, now.Time)
 	upstream := upstreamCondition(m, o.probes)
-	upstream.ObservedGeneration = m.Generation
-	upstream.LastTransitionTime = now
-	meta.SetStatusCondition(&st.Conditions, upstream)
-
 	access := o.access.condition()
-	if o.access.Reason == "" {
-		access = metav1.Condition{Type: mirrorsv1alpha1.ConditionNodeAccess, Status: metav1.ConditionUnknown, Reason: mirrorsv1alpha1.ReasonInvalidUpstream,
-			Message: "Not decided: the upstream is invalid"}
-	}
-	access.ObservedGeneration = m.Generation
-	access.LastTransitionTime = now
-	meta.SetStatusCondition(&st.Conditions, access)
-
 	ready := readyCondition(o, upstream)
-	ready.ObservedGeneration = m.Generation
-	ready.LastTransitionTime = now
-	meta.SetStatusCondition(&st.Conditions, ready)
-
 	degraded := metav1.Condition{Type: mirrorsv1alpha1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: mirrorsv1alpha1.ReasonAsExpected,
-		Message: "All objects are applied and owned by this mirror", ObservedGeneration: m.Generation, LastTransitionTime: now}
+		Message: "All objects are applied and owned by this mirror"}
 	if len(o.problems) > 0 {
-		msgs := make([]string, len(o.problems))
-		for i, p := range o.problems {
-			msgs[i] = p.Message
-		}
-		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, o.problems[0].Reason, strings.Join(msgs, "; ")
+		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, o.problems[0].Reason, joinMessages(o.problems)
 	}
-	meta.SetStatusCondition(&st.Conditions, degraded)
-
-	// observedGeneration claims only a spec the pass acted on fully: one that returned no
-	// error (docs/STYLE.md, "Status writes and observedGeneration"). An invalid upstream, a
-	// child someone else owns, a change the API server refuses or a host port that cannot
-	// be had is no error of the pass (Degraded or Ready says so, and the pass waits for an
-	// edit); an API error is, and the pass is retried.
-	if !o.failed {
-		st.ObservedGeneration = m.Generation
+	for _, c := range []metav1.Condition{upstream, access, ready, degraded} {
+		conds.Set(c.Type, c.Status, c.Reason, c.Message)
 	}
 	return st
 }
 
-// usedPercent is used of capacity in whole percent, rounded down (so the status changes
-// once a percent, not with every pull), 0-100.
+// joinMessages is the problems' messages, in order.
+func joinMessages(problems []problem) string {
+	msgs := make([]string, len(problems))
+	for i, p := range problems {
+		msgs[i] = p.Message
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// usedPercent is used of capacity in whole percent, rounded down (a change per percent).
 func usedPercent(used, capacity uint64) int32 {
 	if capacity == 0 {
 		return 0
@@ -174,9 +169,8 @@ func usedPercent(used, capacity uint64) int32 {
 	return int32(min(used*100/capacity, 100))
 }
 
-// upstreamCondition says whether the upstream answers, and remembers (in the reason)
-// whether it ever did: an upstream that answered once may have filled the cache. The
-// message gives a fixed phrase for a failure (probeFailure), never the error's text.
+// upstreamCondition says whether the upstream answers, and whether it ever did (it may
+// have filled the cache); a failure is a fixed phrase, never the error's text.
 func upstreamCondition(m *mirrorsv1alpha1.RegistryMirror, p probeResults) metav1.Condition {
 	c := metav1.Condition{Type: mirrorsv1alpha1.ConditionUpstreamReachable}
 	up := upstreamURL(m)
@@ -187,17 +181,17 @@ func upstreamCondition(m *mirrorsv1alpha1.RegistryMirror, p probeResults) metav1
 		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, mirrorsv1alpha1.ReasonNotProbed, "The upstream has not been probed yet"
 	case p.upstreamErr == nil:
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, mirrorsv1alpha1.ReasonReachable, fmt.Sprintf("%s answers GET /v2/", up)
-	case errors.Is(p.upstreamErr, errAddressRefused):
+	case errors.Is(p.upstreamErr, egress.ErrAddressRefused):
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, mirrorsv1alpha1.ReasonAddressRefused,
-			fmt.Sprintf("%s is not probed: %s; a cluster admin can allow its range with --registrymirror-probe-allowed-cidrs", up, phraseAddressRefused)
+			fmt.Sprintf("%s is not probed: %s; a cluster admin can allow its range with --registrymirror-probe-allowed-cidrs", up, egress.PhraseAddressRefused)
 	default:
 		prev := meta.FindStatusCondition(m.Status.Conditions, mirrorsv1alpha1.ConditionUpstreamReachable)
 		reachedBefore := prev != nil && (prev.Status == metav1.ConditionTrue || prev.Reason == mirrorsv1alpha1.ReasonUnreachable)
 		c.Status = metav1.ConditionFalse
 		if reachedBefore {
-			c.Reason, c.Message = mirrorsv1alpha1.ReasonUnreachable, fmt.Sprintf("%s does not answer (%s); the mirror serves what its cache holds", up, probeFailure(p.upstreamErr))
+			c.Reason, c.Message = mirrorsv1alpha1.ReasonUnreachable, fmt.Sprintf("%s does not answer (%s); the mirror serves what its cache holds", up, egress.Failure(p.upstreamErr))
 		} else {
-			c.Reason, c.Message = mirrorsv1alpha1.ReasonNeverReached, fmt.Sprintf("%s has never answered (%s); the mirror has nothing to serve until it does", up, probeFailure(p.upstreamErr))
+			c.Reason, c.Message = mirrorsv1alpha1.ReasonNeverReached, fmt.Sprintf("%s has never answered (%s); the mirror has nothing to serve until it does", up, egress.Failure(p.upstreamErr))
 		}
 	}
 	return c
@@ -210,30 +204,24 @@ func replicaWaiting(r registryReplica) *problem {
 		return &problem{mirrorsv1alpha1.ReasonRegistryMissing, "the registry StatefulSet does not exist"}
 	case pvc != nil && pvc.Status.Phase != corev1.ClaimBound:
 		return &problem{mirrorsv1alpha1.ReasonCacheVolumePending,
-			fmt.Sprintf("cache volume %s is %s (no matching PersistentVolume or provisioner yet)", pvc.Name, phaseOr(pvc.Status.Phase, "Pending"))}
+			fmt.Sprintf("cache volume %s is %s (no matching PersistentVolume or provisioner yet)", pvc.Name, cmp.Or(string(pvc.Status.Phase), "Pending"))}
 	case !statefulSetRolledOut(sts):
 		return &problem{mirrorsv1alpha1.ReasonRegistryRollingOut,
-			fmt.Sprintf("registry %s is rolling out (%d/%d updated)", sts.Name, sts.Status.UpdatedReplicas, replicasOf(sts))}
-	case sts.Status.ReadyReplicas < replicasOf(sts):
+			fmt.Sprintf("registry %s is rolling out (%d/%d updated)", sts.Name, sts.Status.UpdatedReplicas, ptr.Deref(sts.Spec.Replicas, 1))}
+	case sts.Status.ReadyReplicas < ptr.Deref(sts.Spec.Replicas, 1):
 		return &problem{mirrorsv1alpha1.ReasonRegistryNotReady,
-			fmt.Sprintf("registry %s has %d/%d ready replicas", sts.Name, sts.Status.ReadyReplicas, replicasOf(sts))}
+			fmt.Sprintf("registry %s has %d/%d ready replicas", sts.Name, sts.Status.ReadyReplicas, ptr.Deref(sts.Spec.Replicas, 1))}
 	}
 	return nil
 }
 
-// readyCheck is one thing a mirror needs before it can serve a pull: the problems that
-// keep it from it in the pass's outcome o (upstream: the UpstreamReachable condition just
-// computed), none when it is met.
+// readyCheck is one thing a mirror needs before it serves a pull: the problems in the way.
 type readyCheck func(o outcome, upstream metav1.Condition) []problem
 
-// readyChecks are evaluated in order, every one of them (a person fixing the mirror wants
-// every missing piece at once): Ready's reason is the first problem's, its message all of
-// them. The order is what a mirror waits for first.
+// readyChecks are all evaluated (every missing piece at once), in the order they are met.
 var readyChecks = []readyCheck{registryServes, nodeAgentsReady, registryAnswers, upstreamAnswered}
 
-// registryServes: a registry replica whose StatefulSet is rolled out with its pod ready on a
-// bound volume. One is enough (the Service sends pulls to any ready replica); with none, each
-// replica's reason.
+// registryServes: one replica rolled out with its pod ready on a bound volume.
 func registryServes(o outcome, _ metav1.Condition) []problem {
 	if len(o.workloads.registries) == 0 {
 		return []problem{{mirrorsv1alpha1.ReasonRegistryMissing, "the registry StatefulSet does not exist"}}
@@ -245,15 +233,13 @@ func registryServes(o outcome, _ metav1.Condition) []problem {
 	return waiting
 }
 
-// nodeAgentsReady: with node access, the DaemonSet rolled out and ready on every node it is
-// scheduled to; without, nothing to wait for, unless spec.configureNodes asks for the nodes.
+// nodeAgentsReady: with node access, the DaemonSet rolled out and ready.
 func nodeAgentsReady(o outcome, _ metav1.Condition) []problem {
 	switch ds := o.workloads.daemonSet; {
 	case !o.access.Granted && o.wantsNodes:
 		return []problem{{mirrorsv1alpha1.ReasonNodeAccessNotGranted,
 			"no node access: spec.configureNodes asks for the nodes and no RegistryHostGrant allows this mirror there (see the NodeAccess condition)"}}
 	case !o.access.Granted:
-		// An in-cluster cache: no node agents to wait for.
 	case ds == nil:
 		return []problem{{mirrorsv1alpha1.ReasonNodeAgentMissing, "the node agent DaemonSet does not exist"}}
 	case ds.Status.ObservedGeneration < ds.Generation || ds.Status.UpdatedNumberScheduled < ds.Status.DesiredNumberScheduled:
@@ -266,18 +252,16 @@ func nodeAgentsReady(o outcome, _ metav1.Condition) []problem {
 	return nil
 }
 
-// registryAnswers: the registry answered the manager's GET /v2/ through its Service, when
-// it was asked.
+// registryAnswers: the registry answered GET /v2/ through its Service, when asked.
 func registryAnswers(o outcome, _ metav1.Condition) []problem {
 	if !o.probes.registryProbed || o.probes.registryErr == nil {
 		return nil
 	}
 	return []problem{{mirrorsv1alpha1.ReasonRegistryNotAnswering,
-		fmt.Sprintf("the registry does not answer GET /v2/ through its Service (%s): %s", o.probes.registryAddr, probeFailure(o.probes.registryErr))}}
+		fmt.Sprintf("the registry does not answer GET /v2/ through its Service (%s): %s", o.probes.registryAddr, egress.Failure(o.probes.registryErr))}}
 }
 
-// upstreamAnswered: the upstream has answered at least once (an upstream down now is no
-// reason: the mirror serves its cache) and may be probed.
+// upstreamAnswered: the upstream answered once (the cache serves) and may be probed.
 func upstreamAnswered(_ outcome, upstream metav1.Condition) []problem {
 	switch upstream.Reason {
 	case mirrorsv1alpha1.ReasonNeverReached:
@@ -288,8 +272,7 @@ func upstreamAnswered(_ outcome, upstream metav1.Condition) []problem {
 	return nil
 }
 
-// waitingReplicas are the problems of the registry replicas that do not serve, in replica
-// order (replicaWaiting).
+// waitingReplicas are the problems of the replicas that do not serve, in order.
 func (w workloads) waitingReplicas() []problem {
 	var out []problem
 	for _, r := range w.registries {
@@ -300,10 +283,7 @@ func (w workloads) waitingReplicas() []problem {
 	return out
 }
 
-// readyCondition evaluates readyChecks. Ready is True when none finds a problem, with a
-// message that says how the mirror serves (with several replicas, how many serve and what
-// the first other one waits for); else False with the problems, or Unknown when the pass
-// could not read a workload it waits for.
+// readyCondition evaluates readyChecks; Unknown when the pass could not look at a workload.
 func readyCondition(o outcome, upstream metav1.Condition) metav1.Condition {
 	var problems []problem
 	for _, check := range readyChecks {
@@ -338,41 +318,19 @@ func readyCondition(o outcome, upstream metav1.Condition) metav1.Condition {
 		}
 		return metav1.Condition{Type: mirrorsv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: mirrorsv1alpha1.ReasonMirrorReady, Message: msg}
 	}
-	msgs := make([]string, len(problems))
-	for i, p := range problems {
-		msgs[i] = p.Message
-	}
-	missing := len(w.registries) == 0
-	for _, r := range w.registries {
-		missing = missing || r.statefulSet == nil
-	}
+	missing := len(w.registries) == 0 || slices.ContainsFunc(w.registries, func(r registryReplica) bool { return r.statefulSet == nil })
 	status := metav1.ConditionFalse
 	if !o.complete && ((serving == 0 && missing) || (o.access.Granted && w.daemonSet == nil)) {
-		// The pass could not look at everything: say so instead of guessing.
 		status = metav1.ConditionUnknown
 	}
-	return metav1.Condition{Type: mirrorsv1alpha1.ConditionReady, Status: status, Reason: problems[0].Reason, Message: capitalize(strings.Join(msgs, "; "))}
+	return metav1.Condition{Type: mirrorsv1alpha1.ConditionReady, Status: status, Reason: problems[0].Reason, Message: capitalize(joinMessages(problems))}
 }
 
 func statefulSetRolledOut(sts *appsv1.StatefulSet) bool {
 	s := sts.Status
 	return s.ObservedGeneration >= sts.Generation &&
-		s.UpdatedReplicas >= replicasOf(sts) &&
+		s.UpdatedReplicas >= ptr.Deref(sts.Spec.Replicas, 1) &&
 		(s.UpdateRevision == "" || s.CurrentRevision == s.UpdateRevision)
-}
-
-func replicasOf(sts *appsv1.StatefulSet) int32 {
-	if sts.Spec.Replicas == nil {
-		return 1
-	}
-	return *sts.Spec.Replicas
-}
-
-func phaseOr(p corev1.PersistentVolumeClaimPhase, def string) string {
-	if p == "" {
-		return def
-	}
-	return string(p)
 }
 
 func capitalize(s string) string {

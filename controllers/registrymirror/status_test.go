@@ -1,6 +1,7 @@
 package registrymirror
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/netip"
@@ -19,7 +20,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	"github.com/quartet-operator/quartet/internal/egress"
@@ -117,7 +121,7 @@ func TestReadyCondition(t *testing.T) {
 		}, metav1.ConditionFalse, mirrorsv1alpha1.ReasonRegistryNotAnswering, "The registry does not answer GET /v2/ through its Service (10.0.0.7:5000): connection refused"},
 		{"probed: registry answers with an error", func() outcome {
 			o := probedOK()
-			o.probes.registryErr = statusError{Code: 503}
+			o.probes.registryErr = egress.StatusError{Code: 503}
 			return o
 		}, metav1.ConditionFalse, mirrorsv1alpha1.ReasonRegistryNotAnswering, "The registry does not answer GET /v2/ through its Service (10.0.0.7:5000): answered with an HTTP error status"},
 		{"probed: the upstream's address is refused", func() outcome {
@@ -235,7 +239,6 @@ func TestComputeStatus(t *testing.T) {
 	assert.Equal(t, int32(1), st.ReadyReplicas)
 	assert.Equal(t, int32(3), st.NodesReady)
 	assert.Equal(t, int32(3), st.NodesDesired)
-	assert.Equal(t, int64(4), st.ObservedGeneration)
 	require.Len(t, st.Conditions, 4, "Ready, Degraded, UpstreamReachable and NodeAccess are set on every pass")
 	assert.Equal(t, metav1.ConditionTrue, meta.FindStatusCondition(st.Conditions, mirrorsv1alpha1.ConditionNodeAccess).Status)
 	assert.Equal(t, metav1.ConditionUnknown, meta.FindStatusCondition(st.Conditions, mirrorsv1alpha1.ConditionUpstreamReachable).Status)
@@ -252,8 +255,8 @@ func TestComputeStatus(t *testing.T) {
 	assert.Equal(t, st, computeStatus(m, ok, t1))
 
 	// A conflict and a refused apply: Degraded with every problem listed, transition time
-	// moves; neither is an error of the pass (the user's to resolve), so the generation is
-	// observed.
+	// moves. (Neither is an error of the pass, so the generation is observed:
+	// TestFinishObservesTheGenerationActedOn.)
 	bad := ok
 	bad.problems = []problem{{mirrorsv1alpha1.ReasonObjectConflict, "Service mirrors/docker-hub-registry exists and is not controlled by this RegistryMirror"}, {mirrorsv1alpha1.ReasonApplyFailed, "applying X was refused"}}
 	m.Generation = 5
@@ -264,17 +267,45 @@ func TestComputeStatus(t *testing.T) {
 	assert.Equal(t, "Service mirrors/docker-hub-registry exists and is not controlled by this RegistryMirror; applying X was refused", degraded.Message)
 	assert.Equal(t, t1, degraded.LastTransitionTime)
 	assert.Equal(t, t0, meta.FindStatusCondition(st2.Conditions, mirrorsv1alpha1.ConditionReady).LastTransitionTime, "Ready did not change")
-	assert.Equal(t, int64(5), st2.ObservedGeneration)
-
-	// A pass that failed (an API error, retried) does not claim the generation.
-	failedPass := bad
-	failedPass.complete, failedPass.failed = false, true
-	assert.Equal(t, int64(4), computeStatus(m, failedPass, t1).ObservedGeneration)
 
 	// No host port: no node endpoint.
 	noPort := ok
 	noPort.hostPort = 0
 	assert.Empty(t, computeStatus(m, noPort, t1).NodeEndpoint)
+}
+
+// TestFinishObservesTheGenerationActedOn: observedGeneration (set by the status writer, not
+// by computeStatus) advances to the generation the pass read when the pass returned no
+// error, a conflict and a refused apply included (the user's to resolve); a pass that failed
+// (an API error, retried) does not claim the generation, while its conditions carry it.
+func TestFinishObservesTheGenerationActedOn(t *testing.T) {
+	env.Require(t)
+	ctx := context.Background()
+	m := newMirror(newNamespace(t), "docker-hub", "https://registry-1.docker.io", "")
+	require.NoError(t, env.Client.Create(ctx, m))
+	r := &Reconciler{Client: env.Client, Recorder: events.NewFakeRecorder(100), Clock: clock.RealClock{},
+		writer: newStatusWriter(env.Client, env.Client)}
+	ok := outcome{access: granted, workloads: workloads{registries: one(readySTS(), boundPVC()), daemonSet: readyDS()}, hostPort: 35002, complete: true}
+	_, err := r.finish(ctx, m, ok, true)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), getMirror(t, client.ObjectKeyFromObject(m)).Status.ObservedGeneration)
+
+	editSpec(t, client.ObjectKeyFromObject(m), func(m *mirrorsv1alpha1.RegistryMirror) { m.Spec.ConfigureNodes = true })
+	m = getMirror(t, client.ObjectKeyFromObject(m))
+	require.Equal(t, int64(2), m.Generation)
+	bad := ok
+	bad.problems = []problem{{mirrorsv1alpha1.ReasonObjectConflict, "Service x exists and is not controlled by this RegistryMirror"}, {mirrorsv1alpha1.ReasonApplyFailed, "applying X was refused"}}
+	failedPass := bad
+	failedPass.complete = false
+	_, err = r.finish(ctx, m, failedPass, false)
+	require.NoError(t, err)
+	got := getMirror(t, client.ObjectKeyFromObject(m))
+	assert.Equal(t, int64(1), got.Status.ObservedGeneration, "a failed pass does not claim the generation")
+	assert.Equal(t, int64(2), meta.FindStatusCondition(got.Status.Conditions, mirrorsv1alpha1.ConditionDegraded).ObservedGeneration)
+
+	_, err = r.finish(ctx, m, bad, true)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), getMirror(t, client.ObjectKeyFromObject(m)).Status.ObservedGeneration, "observed: the problems are the user's")
 }
 
 // TestComputeStatusReportsTheCache: the images in use and cached, and the cache volume's

@@ -26,7 +26,7 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/quartet-operator/quartet/internal/localcluster"
+	"github.com/quartet-operator/quartet/test/localcluster"
 )
 
 const module = "github.com/quartet-operator/quartet"
@@ -270,7 +270,7 @@ var whyNot = map[[2]string]string{
 	{"BenchmarkBigCluster", "x-growth-per-owned-MB"}: "The live heap the manager keeps grows by x-heap-growth-per-owned-MB times the " +
 		"copies' data: Copyrator caches each copy (a ConfigMap without its data but with its metadata, labels, annotations, the " +
 		"cached content hash and size among them, and its index entry; about 2 KB a copy in heap profiles of 2026-11-25, twice the " +
-		"1 KiB of data it stands for), and keeps the ledger of copies and the rules' cache. RSS grows further: the Go runtime " +
+		"1 KiB of data it stands for), and keeps per rule its copy counts and the rules' cache. RSS grows further: the Go runtime " +
 		"(GOGC=100) lets the heap reach twice the live heap before it collects, and what the burst of 10,000 writes used and freed " +
 		"goes back to the system only gradually (the runtime's background scavenger), so 20 s after the copies exist RSS is still " +
 		"well above twice the live heap. The cache holds no data, so the ratio falls as copies grow: with copies of 1 KiB the " +

@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/quartet-operator/quartet/controllers/exchangerate/fakeupstream"
+	"github.com/quartet-operator/quartet/test/fakeupstream"
 )
 
 func main() {

@@ -11,7 +11,7 @@ import (
 )
 
 // csvSetFlags are the manager flags the CSV's Deployment sets on the command line. A flag
-// set there cannot be changed through QUARTET_<FLAG> (operator.SetFlagsFromEnv skips
+// set there cannot be changed through QUARTET_<FLAG> (manager.SetFlagsFromEnv skips
 // flags the command line set), so README.md, docs/INSTALL.md and docs/OLM.md name them.
 var csvSetFlags = []string{"health-probe-bind-address", "leader-elect", "metrics-bind-address"}
 

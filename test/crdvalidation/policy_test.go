@@ -20,7 +20,7 @@ import (
 
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 
-	"github.com/quartet-operator/quartet/internal/localcluster"
+	"github.com/quartet-operator/quartet/test/localcluster"
 	"github.com/quartet-operator/quartet/test/testenv"
 )
 

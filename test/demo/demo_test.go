@@ -8,6 +8,8 @@ package demo
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"os/exec"
 	"strings"
 	"sync"
@@ -17,7 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/quartet-operator/quartet/internal/localcluster"
+	"github.com/quartet-operator/quartet/test/localcluster"
 	"github.com/quartet-operator/quartet/test/realnode"
 )
 
@@ -39,14 +41,30 @@ func (o *output) String() string {
 	return o.buf.String()
 }
 
+// demo is `go run ./hack/demoreal args...` in a process group of its own, bounded in time:
+// it is interrupted as Ctrl-C would (SIGINT to the group, so it stops the node and restores
+// the host) when the test binary's -timeout is a minute away, or after 20 minutes, and killed
+// if it has not ended two minutes later. A hung demo fails the test instead of outliving it.
 func demo(t *testing.T, args ...string) (*exec.Cmd, *output) {
 	t.Helper()
 	root, err := localcluster.RepoRoot()
 	require.NoError(t, err)
+	deadline := time.Now().Add(20 * time.Minute)
+	if d, ok := t.Deadline(); ok && d.Add(-3*time.Minute).Before(deadline) {
+		deadline = d.Add(-3 * time.Minute)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	t.Cleanup(cancel)
 	out := &output{}
-	cmd := exec.Command("go", append([]string{"run", "./hack/demoreal"}, args...)...)
+	cmd := exec.CommandContext(ctx, "go", append([]string{"run", "./hack/demoreal"}, args...)...)
 	cmd.Dir = root
 	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		fmt.Fprintf(out, "\ntest: the demo is still running at its deadline (%s): interrupting it\n", deadline.Format(time.TimeOnly))
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+	}
+	cmd.WaitDelay = 2 * time.Minute
 	return cmd, out
 }
 
@@ -94,7 +112,6 @@ func TestDemoCtrlCRestoresTheHost(t *testing.T) {
 	before, err := localcluster.SnapshotHost()
 	require.NoError(t, err)
 	cmd, out := demo(t)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	require.NoError(t, cmd.Start())
 	deadline := time.Now().Add(5 * time.Minute)
 	for !strings.Contains(out.String(), "installing OLM") {

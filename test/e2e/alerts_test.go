@@ -29,8 +29,8 @@ import (
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
-	"github.com/quartet-operator/quartet/internal/localcluster"
 	"github.com/quartet-operator/quartet/test/alerts"
+	"github.com/quartet-operator/quartet/test/localcluster"
 	"github.com/quartet-operator/quartet/test/realnode"
 	"github.com/quartet-operator/quartet/test/testenv"
 )

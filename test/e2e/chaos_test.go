@@ -228,6 +228,7 @@ func budgetedDeployment(t *testing.T, ns, app string, budget int32) []types.UID 
 // Ready; the evictions the budget refuses are recorded as skipped.
 func TestChaosEvictionKeepsTheBudget(t *testing.T) {
 	requireEnv(t)
+	t.Parallel() // isolated by namespace (main_test.go: which tests run in parallel)
 	ctx := context.Background()
 	const ns, app, budget = "chaos-evict", "web", 3
 	before := budgetedDeployment(t, ns, app, budget)
@@ -275,6 +276,7 @@ func TestChaosEvictionKeepsTheBudget(t *testing.T) {
 // the same shape: it may and does go below the budget, and every pod comes back for real.
 func TestChaosDeleteIgnoresTheBudget(t *testing.T) {
 	requireEnv(t)
+	t.Parallel() // isolated by namespace (main_test.go: which tests run in parallel)
 	ctx := context.Background()
 	const ns, app, budget = "chaos-delete", "web", 3
 	before := budgetedDeployment(t, ns, app, budget)
@@ -315,6 +317,7 @@ func lastLine(t *testing.T, ns, pod string) string {
 // sees its original data again.
 func TestChaosCancerAndIpsumAreUndone(t *testing.T) {
 	requireEnv(t)
+	t.Parallel() // isolated by namespace (main_test.go: which tests run in parallel)
 	ctx := context.Background()
 	const ns, app, greeting = "chaos-undo", "web", "hello from the original ConfigMap"
 	chaosNamespace(t, ns)

@@ -49,6 +49,7 @@ func waitSecretCopies(t *testing.T, rule *flantv1.CopyratorRule, src *corev1.Sec
 // rule's status, its Events or any ConfigMap.
 func TestCopyratorCopiesSecretsToNewNamespaces(t *testing.T) {
 	requireEnv(t)
+	t.Parallel() // isolated by namespace (main_test.go: which tests run in parallel)
 	ctx := context.Background()
 	const src, label = "copy-src", "e2e.quartet.dev/copy"
 	pw1, pw2 := "copy-Passw0rd-one", "copy-Passw0rd-two"
@@ -119,16 +120,16 @@ func listOf(t *testing.T, l client.ObjectList) client.ObjectList {
 // ExchangeRate over HTTPS from the imitation ECB upstream, whose certificate only the test
 // CA given to the manager (SSL_CERT_DIR next to the image's own bundle) vouches for, and
 // keeps it fresh: a new publication upstream reaches the status within the refresh
-// interval.
+// interval (the manager's, rateRefresh).
 func TestExchangeRateOverHTTPSFromTheCluster(t *testing.T) {
 	requireEnv(t)
+	t.Parallel() // isolated by namespace (main_test.go: which tests run in parallel)
 	ctx := context.Background()
 	require.True(t, strings.HasPrefix(ratesURL, "https://"), ratesURL)
 	const ns = "rates"
 	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	er := &operatorsv1.ExchangeRate{}
 	require.NoError(t, env.Sample("operators_v1_exchangerate.yaml", er, ns))
-	er.Spec.RefreshInterval = &metav1.Duration{Duration: time.Minute}
 	since := time.Now()
 	require.NoError(t, env.Client.Create(ctx, er))
 	rate, err := env.WaitExchangeRate(ctx, ns, er.Name, 2*time.Minute)
@@ -156,5 +157,5 @@ func TestExchangeRateOverHTTPSFromTheCluster(t *testing.T) {
 		}
 		return er.Status.PublicationDate == newDate && cm.Data["rate"] == "1.2345", fmt.Sprintf("%s %s %v", er.Status.PublicationDate, cm.Data, er.Status.Conditions), nil
 	}))
-	timing("new upstream publication to the ExchangeRate's ConfigMap (refresh 1m)", since)
+	timing("new upstream publication to the ExchangeRate's ConfigMap (refresh "+rateRefresh.String()+")", since)
 }

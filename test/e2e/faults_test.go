@@ -19,7 +19,7 @@ import (
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	"github.com/quartet-operator/quartet/controllers/copyratorrule"
-	"github.com/quartet-operator/quartet/internal/localcluster"
+	"github.com/quartet-operator/quartet/test/localcluster"
 	"github.com/quartet-operator/quartet/test/realnode"
 )
 

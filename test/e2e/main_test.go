@@ -34,6 +34,11 @@ const (
 	// extraCAMount is where the manager finds the test CA (SSL_CERT_DIR): the image's own
 	// CA bundle plus this one.
 	extraCAMount = "/etc/quartet/extra-ca"
+	// rateRefresh is the manager's --exchangerate-refresh-interval here (set through the
+	// Subscription, as an admin sets any flag under OLM): ExchangeRates without
+	// spec.refreshInterval, whose API minimum is a minute, are refreshed this often, so a
+	// new publication upstream reaches them within seconds (the default is 6 h).
+	rateRefresh = 10 * time.Second
 )
 
 var (
@@ -42,6 +47,21 @@ var (
 	ratesURL string
 	timings  realnode.Timings
 )
+
+// Which tests run in parallel. The tests that call t.Parallel are isolated
+// by namespace (their own objects, agents that select only their own namespaces, upstream
+// registries on ports of their own, hosts.toml of their own hosts); go test runs them, two
+// at a time (-parallel defaults to the 2 cores), only after every other test of the package
+// has ended. The others stay serial, because they are about the whole node or about time:
+//   - TestAlertsFireOnTheManagersMetrics needs a manager that has fetched no rate yet;
+//   - TestFaultsOnTheRealNode restarts containerd, the kubelet and the manager;
+//   - TestChaosGuardStopsAndRestores counts on a pause being shorter than pods' readiness;
+//   - TestMirrorDownFallsBackToTheUpstreamFast measures pull times against a direct pull;
+//   - TestMirrorServesWithAReplicaKilledMidPull counts the pulls the kubelet's node-wide
+//     pull rate limit refuses;
+//   - TestMirrorServesPullsAndOutlivesItsUpstream and TestMirrorNodeAccessOnlyWithTheAdminsGrant
+//     require every hosts.toml on the node to be as it was before them, which another
+//     mirror's test running beside them changes (the first failed so, 2026-12-06).
 
 func timing(what string, since time.Time) { timings.Add(what, since) }
 
@@ -91,6 +111,7 @@ func setUp(ctx context.Context) error {
 	config := &operatorsv1alpha1.SubscriptionConfig{
 		Env: []corev1.EnvVar{
 			{Name: "QUARTET_EXCHANGERATE_URL", Value: ratesURL},
+			{Name: "QUARTET_EXCHANGERATE_REFRESH_INTERVAL", Value: rateRefresh.String()},
 			{Name: "QUARTET_REGISTRYMIRROR_CONTAINERD_HOSTS_DIR", Value: env.Cluster.Node.CertsDir},
 			{Name: "SSL_CERT_DIR", Value: extraCAMount},
 		},

@@ -35,6 +35,7 @@ import (
 // waits for the eviction it logs, and checks the times it measured around the pulls.
 func TestMirrorRegistryKeepsWhatWasPulledSinceItsFirstFetch(t *testing.T) {
 	requireEnv(t)
+	t.Parallel() // isolated by namespace (main_test.go: which tests run in parallel)
 	ctx := context.Background()
 	const ns, retention = "mirror-retention-clock", 60 * time.Second
 	up, err := env.StartUpstreamRegistry(5009, "", "", "")

@@ -35,6 +35,7 @@ import (
 // the cache. The mirror is deleted at the end, its hosts.toml with it.
 func TestMirrorKeepsLastUsesAcrossARestart(t *testing.T) {
 	requireEnv(t)
+	t.Parallel() // isolated by namespace (main_test.go: which tests run in parallel)
 	ctx := context.Background()
 	const ns, name = "mirror-retention", "kept"
 	up, ref, layer := upstreamWithImage(t, 5008, "", "", "", "library/kept", 512<<10)

@@ -342,6 +342,7 @@ func TestMirrorServesPullsAndOutlivesItsUpstream(t *testing.T) {
 // mirror, and then finds the password nowhere the operator writes.
 func TestMirrorCredentialsFromSecret(t *testing.T) {
 	requireEnv(t)
+	t.Parallel() // isolated by namespace (main_test.go: which tests run in parallel)
 	ctx := context.Background()
 	const ns = "mirror-private"
 	hash := func(pw string) string {
@@ -428,6 +429,7 @@ func TestMirrorCredentialsFromSecret(t *testing.T) {
 // the mirror: containerd picks the amd64 manifest, by digest, through the mirror.
 func TestMirrorPullsMultiArchIndex(t *testing.T) {
 	requireEnv(t)
+	t.Parallel() // isolated by namespace (main_test.go: which tests run in parallel)
 	const ns = "mirror-multiarch"
 	up, err := env.StartUpstreamRegistry(5004, "", "", "")
 	require.NoError(t, err)

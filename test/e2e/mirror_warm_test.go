@@ -27,6 +27,7 @@ import (
 // fail.
 func TestMirrorWarmsImagesPulledBeforeItExisted(t *testing.T) {
 	requireEnv(t)
+	t.Parallel() // isolated by namespace (main_test.go: which tests run in parallel)
 	ctx := context.Background()
 	const ns, name, repo = "mirror-warm", "warm", "library/early"
 	up, ref, layer := upstreamWithImage(t, 5010, "", "", "", repo, 256<<10)

@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
-	"github.com/quartet-operator/quartet/internal/localcluster"
+	"github.com/quartet-operator/quartet/test/localcluster"
 	"github.com/quartet-operator/quartet/test/realnode"
 )
 

@@ -188,15 +188,36 @@ func TestInstallUpgradeAndTheFourControllers(t *testing.T) {
 		}
 		return cp.Data["greeting"] == "hello from 0.3.0", fmt.Sprint(cp.Data), nil
 	}))
-	_, err = env.WaitExchangeRate(ctx, targetNS, rate.Name, time.Minute)
-	require.NoError(t, err)
+	// Ready=True and the rate are there from 0.1.0's manager, so waiting for them would
+	// prove nothing of 0.3.0's: wait for its own status write, the first with a Divergent
+	// condition (0.1.0 has none), and the rate kept in it and in the ConfigMap.
+	require.NoError(t, realnode.WaitFor(ctx, "0.3.0's status of ExchangeRate "+rate.Name+", the rate kept", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+		er := &operatorsv1.ExchangeRate{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(rate), er); err != nil {
+			return false, "", err
+		}
+		cm := &corev1.ConfigMap{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(rate), cm); err != nil {
+			return false, "", err
+		}
+		written := meta.FindStatusCondition(er.Status.Conditions, operatorsv1.ConditionDivergent) != nil
+		ready := meta.FindStatusCondition(er.Status.Conditions, operatorsv1.ConditionReady)
+		ok := written && ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == er.Generation &&
+			er.Status.Rate == usd && cm.Data["rate"] == usd
+		return ok, fmt.Sprintf("conditions %+v; status rate %q, ConfigMap %v", er.Status.Conditions, er.Status.Rate, cm.Data), nil
+	}))
 	require.NoError(t, env.WaitMirrorOfflineUpstream(ctx, targetNS, mirror.Name, 2*time.Minute))
-	_, err = env.WaitChaosRounds(ctx, agent.GetName(), 1, 2*time.Minute)
+	// 0.1.0's manager ran the agent's rounds too: wait for one more, 0.3.0's (edmund was read
+	// once 0.1.0's manager was gone).
+	_, err = env.WaitChaosRounds(ctx, agent.GetName(), edmund.Status.Rounds+1, 2*time.Minute)
 	require.NoError(t, err)
 
 	// A chaos round in dry run: every action recorded, none taken. The upgrade changed the
 	// mirror's operator image (node agent, credential helper init container), so its pods
-	// roll first: wait until that is over, or the rollout would look like kills.
+	// roll first: wait until that is over, or the rollout would look like kills. The
+	// workloads look settled before 0.3.0's manager has changed them too (0.1.0's pods, all
+	// ready): wait for its change of their templates first.
+	waitTemplatesUse(t, targetNS, realnode.OperatorImage, realnode.OldOperatorImage)
 	waitSettled(t, targetNS)
 	// The operands were upgraded with the operator: every pod of the mirror now runs
 	// 0.3.0's operator image, none 0.1.0's, and the cache is the same PVC.
@@ -320,6 +341,37 @@ func waitSettled(t *testing.T, ns string) {
 			}
 		}
 		return true, "", nil
+	}))
+}
+
+// waitTemplatesUse waits until some StatefulSet or DaemonSet of ns has a container or init
+// container of image in its pod template, and none of old.
+func waitTemplatesUse(t *testing.T, ns, image, old string) {
+	t.Helper()
+	require.NoError(t, realnode.WaitFor(context.Background(), "the workloads in "+ns+" changed to "+image, 3*time.Minute, func(ctx context.Context) (bool, string, error) {
+		stss := &appsv1.StatefulSetList{}
+		dss := &appsv1.DaemonSetList{}
+		if err := env.Client.List(ctx, stss, client.InNamespace(ns)); err != nil {
+			return false, "", err
+		}
+		if err := env.Client.List(ctx, dss, client.InNamespace(ns)); err != nil {
+			return false, "", err
+		}
+		var specs []corev1.PodSpec
+		for _, s := range stss.Items {
+			specs = append(specs, s.Spec.Template.Spec)
+		}
+		for _, d := range dss.Items {
+			specs = append(specs, d.Spec.Template.Spec)
+		}
+		uses, stale := false, false
+		for _, p := range specs {
+			for _, c := range append(p.InitContainers, p.Containers...) {
+				uses = uses || c.Image == image
+				stale = stale || c.Image == old
+			}
+		}
+		return uses && !stale, fmt.Sprintf("%d StatefulSets, %d DaemonSets; new image used %t, old image used %t", len(stss.Items), len(dss.Items), uses, stale), nil
 	}))
 }
 

@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/quartet-operator/quartet/internal/localcluster"
+	"github.com/quartet-operator/quartet/test/localcluster"
 	"github.com/quartet-operator/quartet/test/realnode"
 )
 

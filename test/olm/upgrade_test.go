@@ -57,9 +57,13 @@ func TestUpgradeFrom020AsksForConsent(t *testing.T) {
 
 	require.NoError(t, env.DeleteQuartetCRDs(ctx), "a cluster that runs 0.2.0 has 0.2.0's CRDs")
 	since := time.Now()
-	// The node agents write containerd's hosts.toml into the real node's own directory.
+	// The node agents write containerd's hosts.toml into the real node's own directory. A
+	// refused namespace is asked again every 5 s instead of every minute (the flag
+	// --copyratorrule-consent-recheck, as an admin would set it through the Subscription;
+	// 0.2.0 has no such flag and ignores it): the consent below takes effect within that.
 	cfg := &operatorsv1alpha1.SubscriptionConfig{Env: []corev1.EnvVar{
-		{Name: "QUARTET_REGISTRYMIRROR_CONTAINERD_HOSTS_DIR", Value: env.Cluster.Node.CertsDir}}}
+		{Name: "QUARTET_REGISTRYMIRROR_CONTAINERD_HOSTS_DIR", Value: env.Cluster.Node.CertsDir},
+		{Name: "QUARTET_COPYRATORRULE_CONSENT_RECHECK", Value: "5s"}}}
 	require.NoError(t, env.Subscribe(ctx, realnode.Install{Namespace: upgradeNS, Targets: []string{tenantA, tenantB, tenantC, "kube-system"},
 		StartingCSV: realnode.ReleasedCSV, Manual: true, Config: cfg}))
 	_, err := env.ApproveInstallPlan(ctx, upgradeNS, realnode.ReleasedCSV)

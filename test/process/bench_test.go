@@ -22,8 +22,8 @@ import (
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
 	"github.com/quartet-operator/quartet/controllers/copyratorrule"
-	"github.com/quartet-operator/quartet/controllers/exchangerate/fakeupstream"
 	"github.com/quartet-operator/quartet/test/benchutil"
+	"github.com/quartet-operator/quartet/test/fakeupstream"
 	"github.com/quartet-operator/quartet/test/testenv"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quartet-operator/quartet/internal/localcluster"
+	"github.com/quartet-operator/quartet/test/localcluster"
 	"github.com/quartet-operator/quartet/test/testenv"
 )
 

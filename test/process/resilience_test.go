@@ -21,7 +21,7 @@ import (
 
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 	"github.com/quartet-operator/quartet/controllers/copyratorrule"
-	"github.com/quartet-operator/quartet/controllers/exchangerate/fakeupstream"
+	"github.com/quartet-operator/quartet/test/fakeupstream"
 	"github.com/quartet-operator/quartet/test/testenv"
 )
 

@@ -26,8 +26,8 @@ import (
 	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 	"github.com/quartet-operator/quartet/controllers/copyratorrule"
-	"github.com/quartet-operator/quartet/internal/localcluster"
 	"github.com/quartet-operator/quartet/test/benchutil"
+	"github.com/quartet-operator/quartet/test/localcluster"
 	"github.com/quartet-operator/quartet/test/testenv"
 )
 

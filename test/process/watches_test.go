@@ -26,8 +26,8 @@ import (
 var quartetGroups = map[string]bool{"blackadder.io": true, "flant.com": true, "mirrors.quartet.dev": true, "operators.brennerm.github.io": true}
 
 // strippedKinds are the kinds a ChaosAgent's rounds list whole, across the namespaces they
-// act in, and whose cache drops all but what a round decides on (operator.StripDeployment,
-// operator.StripHPA): the manager keeps no bodies of them. They are read only once an agent
+// act in, and whose cache drops all but what a round decides on (chaosagent.StripDeployment,
+// chaosagent.StripHPA): the manager keeps no bodies of them. They are read only once an agent
 // asks for cancer mode.
 var strippedKinds = map[string]bool{"deployments": true, "horizontalpodautoscalers": true}
 

@@ -1,5 +1,5 @@
 // Package realnode is the shared plumbing of the end-to-end tests that run on the local
-// cluster's real node (internal/localcluster with NodeReal): start and stop it, deploy OLM
+// cluster's real node (test/localcluster with NodeReal): start and stop it, deploy OLM
 // from its own release manifests with the images `make images` built, install Quartet
 // through a CatalogSource and a Subscription, and say clearly why an install is stuck.
 // The tests using it need root, `make node-deps node-tools images olm-tools`; only one
@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/quartet-operator/quartet/internal/localcluster"
+	"github.com/quartet-operator/quartet/test/localcluster"
 	"github.com/quartet-operator/quartet/test/testenv"
 )
 

@@ -6,12 +6,17 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
-// Timings collects the phase durations the docs quote; Main prints them at the end.
-type Timings struct{ lines []string }
+// Timings collects the phase durations the docs quote; Main prints them at the end. Tests
+// running in parallel may record at once.
+type Timings struct {
+	mu    sync.Mutex
+	lines []string
+}
 
 // Add records the time since since.
 func (l *Timings) Add(what string, since time.Time) { l.Record(what, time.Since(since)) }
@@ -19,8 +24,16 @@ func (l *Timings) Add(what string, since time.Time) { l.Record(what, time.Since(
 // Record records a duration.
 func (l *Timings) Record(what string, d time.Duration) {
 	d = d.Round(100 * time.Millisecond)
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.lines = append(l.lines, fmt.Sprintf("%-70s %7s", what, d))
 	fmt.Printf("TIMING %s: %s\n", what, d)
+}
+
+func (l *Timings) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
 }
 
 // Main is the TestMain of a real-node test package. Without QUARTET_REAL_NODE the tests
@@ -56,7 +69,7 @@ func runMain(m *testing.M, name string, timeout time.Duration, env **Env, timing
 			code = 1
 		}
 		timings.Add("real node stop and host restore", since)
-		fmt.Printf("timings:\n%s\n", strings.Join(timings.lines, "\n"))
+		fmt.Printf("timings:\n%s\n", timings)
 	}()
 	if setUp != nil {
 		if err := setUp(ctx); err != nil {

@@ -11,18 +11,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/quartet-operator/quartet/internal/operator"
+	"github.com/quartet-operator/quartet/internal/manager"
+	"github.com/quartet-operator/quartet/internal/scope"
 )
 
-// StartManager runs a manager configured like main.go (operator.ManagerOptions: the same
+// StartManager runs a manager configured like main.go (manager.Options: the same
 // cache, WATCH_NAMESPACE scoping and uncached Secrets), with metrics and probes off, until
 // the test ends; setup registers the controller under test. modify, when given, adjusts the
 // options first (a test of a cache broader than the watch, say). It returns an idempotent
 // stop function that fails the test if the manager stopped with an error.
-func StartManager(t testing.TB, cfg *rest.Config, shared operator.Shared,
-	setup func(ctrl.Manager, operator.Shared) error, modify ...func(*ctrl.Options)) (stop func()) {
+func StartManager(t testing.TB, cfg *rest.Config, shared scope.Namespaces,
+	setup func(ctrl.Manager, scope.Namespaces) error, modify ...func(*ctrl.Options)) (stop func()) {
 	t.Helper()
-	opts := operator.ManagerOptions(Scheme(), shared)
+	opts := manager.Options(Scheme(), shared)
 	opts.Metrics = metricsserver.Options{BindAddress: "0"}
 	opts.HealthProbeBindAddress = "0"
 	// Tests start several managers with the same controller names in one process.

@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	quartetapi "github.com/quartet-operator/quartet/api"
-	"github.com/quartet-operator/quartet/internal/localcluster"
+	"github.com/quartet-operator/quartet/test/localcluster"
 )
 
 // Scheme returns a scheme with the built-in kinds and every Quartet API.

@@ -182,6 +182,23 @@ func (k *Keeper) Evict(ctx context.Context) (Result, error) {
 		content = append(content, e.Content)
 		byDigest[e.Digest] = e
 	}
+	disk := k.measureDisk()
+	decision := Decide(Input{Now: now, Retention: k.opts.Retention, Content: content,
+		Pinned: pins, Disk: disk, MaxDiskPercent: k.opts.MaxDiskPercent, MinAge: k.opts.DiskEvictionMinAge})
+	pinnedGauge.Set(float64(decision.Pinned))
+	res := k.deleteEvicted(ctx, decision, byDigest)
+	if decision.StillAboveThreshold {
+		k.opts.Log.WithFields(logrus.Fields{"diskPercent": fmt.Sprintf("%.1f", disk.Percent()), "maxDiskPercent": k.opts.MaxDiskPercent,
+			"pinned": decision.Pinned, "minAge": k.opts.DiskEvictionMinAge.String()}).
+			Warn("Disk stays above the threshold: the rest is pinned, used within the minimum age, or not the cache's")
+	}
+	recordsGauge.Set(float64(k.records.Len()))
+	return res, nil
+}
+
+// measureDisk reads the disk's usage for a pass (zero when it cannot be read: the pass then
+// evicts by retention only) and publishes it.
+func (k *Keeper) measureDisk() DiskUsage {
 	disk, err := k.opts.DiskUsage()
 	if err != nil {
 		k.opts.Log.WithError(err).Warn("Could not measure the disk; evicting by retention only")
@@ -192,10 +209,12 @@ func (k *Keeper) Evict(ctx context.Context) (Result, error) {
 	k.diskMu.Unlock()
 	diskUsedBytes.Set(float64(disk.UsedBytes))
 	diskCapacityBytes.Set(float64(disk.CapacityBytes))
+	return disk
+}
 
-	decision := Decide(Input{Now: now, Retention: k.opts.Retention, Content: content,
-		Pinned: pins, Disk: disk, MaxDiskPercent: k.opts.MaxDiskPercent, MinAge: k.opts.DiskEvictionMinAge})
-	pinnedGauge.Set(float64(decision.Pinned))
+// deleteEvicted deletes what decision evicts, except what a manifest kept (or failing to
+// go) still references.
+func (k *Keeper) deleteEvicted(ctx context.Context, decision Decision, byDigest map[digest.Digest]Entry) Result {
 	res := Result{Decision: decision}
 	var kept []digest.Digest // failed, or referenced by what was kept
 	for _, ev := range decision.Evict {
@@ -220,13 +239,7 @@ func (k *Keeper) Evict(ctx context.Context) (Result, error) {
 		res.Evicted = append(res.Evicted, ev)
 		log.Info("Evicted cached content")
 	}
-	if decision.StillAboveThreshold {
-		k.opts.Log.WithFields(logrus.Fields{"diskPercent": fmt.Sprintf("%.1f", disk.Percent()), "maxDiskPercent": k.opts.MaxDiskPercent,
-			"pinned": decision.Pinned, "minAge": k.opts.DiskEvictionMinAge.String()}).
-			Warn("Disk stays above the threshold: the rest is pinned, used within the minimum age, or not the cache's")
-	}
-	recordsGauge.Set(float64(k.records.Len()))
-	return res, nil
+	return res
 }
 
 // IsRestored says whether Restore has finished.

@@ -1,0 +1,802 @@
+package copyratorrule
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
+	kcache "k8s.io/apimachinery/pkg/util/cache"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
+	"github.com/quartet-operator/quartet/internal/scope"
+)
+
+// observe reads the namespaces a step of a pass plans, their consent and copies, in scope s.
+func (r *Reconciler) observe(ctx context.Context, rule types.NamespacedName, kind string, sa types.NamespacedName,
+	sources []source, f namespaceFilter, s passScope) (planInput, []refusal, error) {
+	in := planInput{Rule: rule, Kind: kind, Sources: sources}
+	candidates, refused, terminating, err := r.targetNamespaces(ctx, f, s)
+	if err != nil {
+		return in, nil, err
+	}
+	in.Terminating = terminating
+	targets, denied, err := r.access.consenting(ctx, sa, resourceOf(kind), candidates)
+	if err != nil {
+		return in, nil, fmt.Errorf("checking consent: %w", err)
+	}
+	in.Targets, in.Frozen = targets, map[string]bool{}
+	for _, d := range denied {
+		in.Frozen[d.Namespace] = true
+	}
+	if in.Owned, err = r.copies.owned(ctx, rule, s); err != nil {
+		return in, nil, err
+	}
+	if in.Occupied, err = r.copies.occupied(ctx, rule, kind, in.Targets, in.Sources, in.Owned); err != nil {
+		return in, nil, err
+	}
+	return in, append(refused, denied...), nil
+}
+
+// targetNamespaces reads the namespaces in scope from the cache and selects the rule's.
+func (r *Reconciler) targetNamespaces(ctx context.Context, f namespaceFilter, s passScope) ([]string, []refusal, map[string]bool, error) {
+	var namespaces []metav1.PartialObjectMetadata
+	if s.rest {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
+		// Read-only: the cached objects are not copied.
+		if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, nil, nil, fmt.Errorf("listing namespaces: %w", err)
+		}
+		namespaces = list.Items
+	} else {
+		for name := range s.namespaces {
+			ns, err := r.namespace(ctx, name)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			if ns != nil { // gone: copies left in it are planned like those of any vanished namespace
+				namespaces = append(namespaces, *ns)
+			}
+		}
+	}
+	candidates, protected, terminating := selectTargets(f, s, namespaces)
+	return candidates, protected, terminating, nil
+}
+
+// namespace reads the metadata of namespace name from the cache; nil when it is gone.
+func (r *Reconciler) namespace(ctx context.Context, name string) (*metav1.PartialObjectMetadata, error) {
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	switch err := r.Client.Get(ctx, types.NamespacedName{Name: name}, ns); {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading namespace %s: %w", name, err)
+	}
+	return ns, nil
+}
+
+// passScope is what a step of a pass reads: the named namespaces, or (rest) all others.
+// Namespaces are planned independently: two steps plan what one over all would.
+type passScope struct {
+	namespaces map[string]bool
+	rest       bool
+}
+
+var everyNamespace = passScope{rest: true}
+
+// passScopes returns the steps of a pass: the fresh namespaces, then the rest; or one.
+func passScopes(fresh []string) []passScope {
+	if len(fresh) == 0 {
+		return []passScope{everyNamespace}
+	}
+	named := make(map[string]bool, len(fresh))
+	for _, ns := range fresh {
+		named[ns] = true
+	}
+	return []passScope{{namespaces: named}, {namespaces: named, rest: true}}
+}
+
+func (s passScope) covers(ns string) bool { return s.namespaces[ns] != s.rest }
+
+// namespaceFilter is the rule's choice of namespaces, and the protected ones.
+type namespaceFilter struct {
+	rule      *flantv1.CopyratorRule
+	selector  labels.Selector // nil when the rule has no namespaceSelector
+	watches   func(string) bool
+	protected sets.Set[string]
+}
+
+// newNamespaceFilter compiles the rule's namespace choice; an invalid namespaceSelector is
+// the user's mistake. watches is needed although the caches are limited to the watched
+// namespaces: Namespaces are cluster-scoped, and the manager caches all of them.
+func newNamespaceFilter(rule *flantv1.CopyratorRule, watches func(string) bool, protected sets.Set[string]) (namespaceFilter, error) {
+	f := namespaceFilter{rule: rule, watches: watches, protected: protected}
+	if rule.Spec.NamespaceSelector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(rule.Spec.NamespaceSelector)
+		if err != nil {
+			return f, fmt.Errorf("spec.namespaceSelector: %w", err)
+		}
+		f.selector = sel
+	}
+	return f, nil
+}
+
+// selects reports whether the rule wants copies in namespace ns: not its own, watched,
+// active, not opted out, and chosen by spec.namespaces or spec.namespaceSelector when set.
+func (f namespaceFilter) selects(ns metav1.Object) bool {
+	name := ns.GetName()
+	switch {
+	case name == f.rule.Namespace, !f.watches(name), ns.GetDeletionTimestamp() != nil,
+		ns.GetLabels()[LabelIgnore] == "true":
+		return false
+	case len(f.rule.Spec.Namespaces) > 0:
+		return slices.Contains(f.rule.Spec.Namespaces, name)
+	case f.selector != nil:
+		return f.selector.Matches(labels.Set(ns.GetLabels()))
+	}
+	return true
+}
+
+// selectTargets returns the candidates in scope (sorted), the protected refused, the terminating.
+func selectTargets(f namespaceFilter, s passScope, namespaces []metav1.PartialObjectMetadata) (candidates []string, protected []refusal, terminating map[string]bool) {
+	terminating = map[string]bool{}
+	for i := range namespaces {
+		ns := &namespaces[i]
+		if !s.covers(ns.Name) {
+			continue
+		}
+		if ns.DeletionTimestamp != nil {
+			terminating[ns.Name] = true
+		}
+		switch {
+		case !f.selects(ns):
+		case f.protected.Has(ns.Name) && !accepts(ns):
+			protected = append(protected, protectedRefusal(ns.Name))
+		default:
+			candidates = append(candidates, ns.Name)
+		}
+	}
+	sort.Strings(candidates)
+	sort.Slice(protected, func(i, j int) bool { return protected[i].Namespace < protected[j].Namespace })
+	return candidates, protected, terminating
+}
+
+// ruleIndex is the copy cache index from a copy to its rule ("namespace/name").
+const ruleIndex = "copyrator.rule"
+
+func indexByRule(obj client.Object) []string {
+	if rule, ok := ruleOfCopy(obj); ok {
+		return []string{rule.String()}
+	}
+	return nil
+}
+
+func ruleOfCopy(obj client.Object) (types.NamespacedName, bool) {
+	l := obj.GetLabels()
+	if l[LabelManagedBy] != ManagedByValue || l[LabelRule] == "" || l[LabelRuleNamespace] == "" {
+		return types.NamespacedName{}, false
+	}
+	return types.NamespacedName{Namespace: l[LabelRuleNamespace], Name: l[LabelRule]}, true
+}
+
+// stateOf turns a cached copy (stripBody keeps its hash and size) into a copyState.
+func stateOf(obj client.Object) copyState {
+	ann := obj.GetAnnotations()
+	s := copyState{
+		Key:             keyOf(obj),
+		UID:             obj.GetUID(),
+		ResourceVersion: obj.GetResourceVersion(),
+		Source:          ann[AnnotationSource],
+		WrittenAs:       ann[AnnotationContentHash],
+		Hash:            ann[cachedHashAnnotation],
+		Carried:         copyCarriedFingerprint(obj.GetLabels(), ann),
+		Labels:          obj.GetLabels(),
+		Annotations:     ann,
+	}
+	s.Rule, _ = ruleOfCopy(obj)
+	s.Size, _ = strconv.ParseInt(ann[cachedSizeAnnotation], 10, 64)
+	// Annotations besides the two only the cache has (a copy read live has neither).
+	s.HasAnnotations = len(ann) > 2 || len(ann) > 0 && !has(ann, cachedHashAnnotation)
+	s.Type, s.Immutable = typeOf(obj)
+	return s
+}
+
+func keyOf(obj client.Object) copyKey {
+	return copyKey{Kind: kindOf(obj), Namespace: obj.GetNamespace(), Name: obj.GetName()}
+}
+
+func kindOf(obj client.Object) string {
+	if _, ok := obj.(*corev1.Secret); ok {
+		return kindSecret
+	}
+	return kindConfigMap
+}
+
+func newObject(kind string) client.Object {
+	if kind == kindSecret {
+		return &corev1.Secret{}
+	}
+	return &corev1.ConfigMap{}
+}
+
+// copyReader reads the copy cache. Cached copies are read in place: stateOf only reads.
+type copyReader struct {
+	cache client.Reader
+}
+
+// list calls each for every cached copy of both kinds that opts select.
+func (r copyReader) list(ctx context.Context, each func(client.Object), opts ...client.ListOption) error {
+	for _, l := range []client.ObjectList{&corev1.SecretList{}, &corev1.ConfigMapList{}} {
+		if err := r.cache.List(ctx, l, append(opts, client.UnsafeDisableDeepCopy)...); err != nil {
+			return fmt.Errorf("listing copies: %w", err)
+		}
+		_ = meta.EachListItem(l, func(o runtime.Object) error {
+			each(o.(client.Object))
+			return nil
+		})
+	}
+	return nil
+}
+
+// owned returns the rule's copies of both kinds in scope.
+func (r copyReader) owned(ctx context.Context, rule types.NamespacedName, s passScope) ([]copyState, error) {
+	var out []copyState
+	keep := func(obj client.Object) {
+		if s.covers(obj.GetNamespace()) {
+			out = append(out, stateOf(obj))
+		}
+	}
+	byRule := client.MatchingFields{ruleIndex: rule.String()}
+	if s.rest {
+		return out, r.list(ctx, keep, byRule)
+	}
+	for ns := range s.namespaces {
+		if err := r.list(ctx, keep, byRule, client.InNamespace(ns)); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// occupied returns the copies of other rules at the keys the rule wants and does not own.
+func (r copyReader) occupied(ctx context.Context, rule types.NamespacedName, kind string, targets []string, sources []source, owned []copyState) (map[copyKey]copyState, error) {
+	have := make(map[copyKey]bool, len(owned))
+	for _, c := range owned {
+		have[c.Key] = true
+	}
+	out := map[copyKey]copyState{}
+	for _, ns := range targets {
+		for _, src := range sources {
+			key := copyKey{Kind: kind, Namespace: ns, Name: src.Name}
+			if have[key] {
+				continue
+			}
+			obj := newObject(kind)
+			err := r.cache.Get(ctx, types.NamespacedName{Namespace: ns, Name: src.Name}, obj)
+			switch {
+			case apierrors.IsNotFound(err):
+				continue
+			case err != nil:
+				return nil, fmt.Errorf("reading %s from the copy cache: %w", key, err)
+			}
+			if st := stateOf(obj); st.Rule != rule {
+				out[key] = st
+			}
+		}
+	}
+	return out, nil
+}
+
+// tallies counts the copies the copy cache holds and their bytes, the rule's and all.
+func (r copyReader) tallies(ctx context.Context, rule types.NamespacedName) (ruleCopies, all tally, err error) {
+	err = r.list(ctx, func(obj client.Object) {
+		size, _ := strconv.ParseInt(obj.GetAnnotations()[cachedSizeAnnotation], 10, 64)
+		all = tally{all.copies + 1, all.bytes + size}
+		if owner, _ := ruleOfCopy(obj); owner == rule {
+			ruleCopies = tally{ruleCopies.copies + 1, ruleCopies.bytes + size}
+		}
+	})
+	return ruleCopies, all, err
+}
+
+// sourceSyncTimeout bounds the wait for the first list of a namespace's sources.
+const sourceSyncTimeout = 30 * time.Second
+
+// sourceKey names one source informer: the ConfigMaps or the Secrets of one namespace.
+type sourceKey struct{ namespace, kind string }
+
+// sourceWatcher follows what rules copy from, at a cost that follows their namespaces and
+// sources, not their number: a metadata-only informer per namespace and kind (copies
+// excluded on the API server) shared by the rules there, and the version last read of each
+// source picked, body included: one GET per version, whatever the rules' key filters, and
+// none for a pass that writes a known version (docs/copyratorrule.md, "Source bodies in
+// memory"). A change to a source wakes the rules that pick it. A manager Runnable: the
+// informers stop with the manager.
+type sourceWatcher struct {
+	reader    client.Reader
+	metadata  metadata.Interface
+	ctx       context.Context
+	cancel    context.CancelFunc
+	mu        sync.Mutex
+	queue     workqueue.TypedRateLimitingInterface[reconcile.Request]
+	rules     map[types.NamespacedName]ruleSelection
+	informers map[sourceKey]*namespaceSources
+}
+
+// namespaceSources is the informer of one sourceKey and the versions held, by UID.
+type namespaceSources struct {
+	informer toolscache.SharedIndexInformer
+	stop     context.CancelFunc
+	versions map[types.UID]*sourceVersion
+}
+
+// sourceVersion is a source as read (never changed) and its content by view id.
+type sourceVersion struct {
+	resourceVersion string
+	body            client.Object
+	views           map[string]source
+}
+
+// ruleSelection is where a rule's sources are, how they are picked, and how it sees them.
+type ruleSelection struct {
+	key    sourceKey
+	picker picker
+	view   view
+}
+
+// picker picks a rule's sources by label (spec.selector) or name (spec.sourceNames).
+type picker struct {
+	selector labels.Selector
+	names    sets.Set[string]
+}
+
+func pickerOf(rule *flantv1.CopyratorRule) (picker, error) {
+	if len(rule.Spec.SourceNames) > 0 {
+		return picker{names: sets.New(rule.Spec.SourceNames...)}, nil
+	}
+	sel, err := sourceSelector(rule)
+	return picker{selector: sel}, err
+}
+
+func (p picker) picks(m metav1.Object) bool {
+	if p.names != nil {
+		return p.names.Has(m.GetName())
+	}
+	return p.selector.Matches(labels.Set(m.GetLabels()))
+}
+
+// notCopies selects objects that are not Copyrator's copies (a copy is never a source).
+var notCopies = func() labels.Selector {
+	r, err := labels.NewRequirement(LabelManagedBy, selection.NotEquals, []string{ManagedByValue})
+	if err != nil {
+		panic(err)
+	}
+	return labels.NewSelector().Add(*r)
+}()
+
+// sourceSelector picks a rule's sources: the rule's selector, excluding Copyrator's own copies.
+func sourceSelector(rule *flantv1.CopyratorRule) (labels.Selector, error) {
+	sel, err := labels.ValidatedSelectorFromSet(rule.Spec.SelectorLabels())
+	if err != nil {
+		return nil, fmt.Errorf("spec.selector: %w", err)
+	}
+	reqs, _ := notCopies.Requirements()
+	return sel.Add(reqs...), nil
+}
+
+func newSourceWatcher(reader client.Reader, md metadata.Interface) *sourceWatcher {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &sourceWatcher{reader: reader, metadata: md, ctx: ctx, cancel: cancel,
+		rules: map[types.NamespacedName]ruleSelection{}, informers: map[sourceKey]*namespaceSources{}}
+}
+
+// Start implements manager.Runnable: it waits for the manager to stop, then stops every informer.
+func (w *sourceWatcher) Start(ctx context.Context) error {
+	<-ctx.Done()
+	w.cancel()
+	return nil
+}
+
+// setQueue is the controller source (source.Func) that hands the watcher the work queue.
+func (w *sourceWatcher) setQueue(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.queue = q
+	return nil
+}
+
+// changed handles the informer of key: an object added, changed or deleted (dropVersion:
+// the version held is no longer its) wakes the rules that pick it.
+func (w *sourceWatcher) changed(key sourceKey, dropVersion bool, objs ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for rule, sel := range w.rules {
+		if sel.key == key && w.queue != nil && slices.ContainsFunc(objs, func(o any) bool {
+			m, ok := metaOf(o)
+			return ok && sel.picker.picks(m)
+		}) {
+			w.queue.Add(reconcile.Request{NamespacedName: rule})
+		}
+	}
+	if m, ok := metaOf(objs[len(objs)-1]); ok && dropVersion && w.informers[key] != nil {
+		delete(w.informers[key].versions, m.GetUID())
+	}
+}
+
+func metaOf(o any) (metav1.Object, bool) {
+	if tomb, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+		o = tomb.Obj
+	}
+	m, ok := o.(metav1.Object)
+	return m, ok
+}
+
+// sourceSet is what a rule picks: sources it copies, skipped (forbiddenType) and missing.
+type sourceSet struct {
+	copyable []source
+	skipped  []string
+	missing  []string
+}
+
+// picked returns the rule's sources as its view sees them, from its informer (ensure).
+func (w *sourceWatcher) picked(ctx context.Context, rule *flantv1.CopyratorRule, parallelism int) (sourceSet, error) {
+	p, err := pickerOf(rule)
+	if err != nil {
+		return sourceSet{}, err
+	}
+	key := sourceKey{namespace: rule.Namespace, kind: ruleKind(rule.Spec.RuleType)}
+	v := viewOf(rule.Spec)
+	inf := w.ensure(client.ObjectKeyFromObject(rule), ruleSelection{key: key, picker: p, view: v})
+	waitCtx, cancel := context.WithTimeout(ctx, sourceSyncTimeout)
+	defer cancel()
+	if !toolscache.WaitFor(waitCtx, "", inf.HasSyncedChecker()) {
+		return sourceSet{}, fmt.Errorf("the list of %ss in namespace %s did not arrive within %s", key.kind, key.namespace, sourceSyncTimeout)
+	}
+	var picked []metav1.Object
+	for _, item := range inf.GetStore().List() {
+		if m, ok := item.(metav1.Object); ok && p.picks(m) {
+			picked = append(picked, m)
+		}
+	}
+	srcs := make([]*source, len(picked))
+	var g errgroup.Group
+	g.SetLimit(max(parallelism, 1))
+	for i, m := range picked {
+		g.Go(func() error {
+			s, err := w.sourceOf(ctx, key, m, v)
+			if apierrors.IsNotFound(err) {
+				return nil // deleted since the informer saw it: its delete event brings another pass
+			}
+			srcs[i] = &s
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return sourceSet{}, err
+	}
+	return setOf(srcs, picked, p), nil
+}
+
+// setOf sorts the sources read (nil: gone) into a sourceSet.
+func setOf(srcs []*source, picked []metav1.Object, p picker) sourceSet {
+	var out sourceSet
+	found := sets.New[string]()
+	for i, s := range srcs {
+		found.Insert(picked[i].GetName())
+		switch {
+		case s == nil:
+		case forbiddenType(s.Type):
+			out.skipped = append(out.skipped, s.Name)
+		default:
+			out.copyable = append(out.copyable, *s)
+		}
+	}
+	sort.Slice(out.copyable, func(i, j int) bool { return out.copyable[i].Name < out.copyable[j].Name })
+	sort.Strings(out.skipped)
+	if p.names != nil {
+		out.missing = sets.List(p.names.Difference(found))
+	}
+	return out
+}
+
+// sourceOf returns the source m as view v sees it, from the version held or read now.
+func (w *sourceWatcher) sourceOf(ctx context.Context, key sourceKey, m metav1.Object, v view) (source, error) {
+	ver := w.held(key, m)
+	if ver == nil {
+		obj, err := w.get(ctx, key.kind, key.namespace, m.GetName())
+		if err != nil {
+			return source{}, err
+		}
+		obj.SetManagedFields(nil)
+		ver = &sourceVersion{resourceVersion: obj.GetResourceVersion(), body: obj, views: map[string]source{}}
+		w.mu.Lock()
+		if s, ok := w.informers[key]; ok {
+			s.versions[obj.GetUID()] = ver
+		}
+		w.mu.Unlock()
+	}
+	return w.as(ver, v), nil
+}
+
+func (w *sourceWatcher) held(key sourceKey, m metav1.Object) *sourceVersion {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s, ok := w.informers[key]; ok {
+		if ver := s.versions[m.GetUID()]; ver != nil && ver.resourceVersion == m.GetResourceVersion() {
+			return ver
+		}
+	}
+	return nil
+}
+
+// as returns ver as view v sees it, its content computed once per view id.
+func (w *sourceWatcher) as(ver *sourceVersion, v view) source {
+	w.mu.Lock()
+	s, ok := ver.views[v.id]
+	w.mu.Unlock()
+	if !ok {
+		s = v.source(ver.body)
+		w.mu.Lock()
+		ver.views[v.id] = s
+		w.mu.Unlock()
+	}
+	s.Carried = v.carried(ver.body)
+	return s
+}
+
+// wanted returns what the rule wants its copy of kind and name to be, from the version held.
+func (w *sourceWatcher) wanted(rule types.NamespacedName, kind, name string) (source, bool) {
+	w.mu.Lock()
+	sel, ok := w.rules[rule]
+	s := w.informers[sel.key]
+	w.mu.Unlock()
+	if !ok || s == nil || sel.key.kind != kind {
+		return source{}, false
+	}
+	item, _, _ := s.informer.GetStore().GetByKey(sel.key.namespace + "/" + name)
+	if m, isMeta := item.(metav1.Object); isMeta && sel.picker.picks(m) {
+		if ver := w.held(sel.key, m); ver != nil {
+			return w.as(ver, sel.view), true
+		}
+	}
+	return source{}, false
+}
+
+// rulesPicking returns the rules that pick a source of this kind and name, in any namespace.
+func (w *sourceWatcher) rulesPicking(kind, name string) []types.NamespacedName {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []types.NamespacedName
+	for rule, sel := range w.rules {
+		if s := w.informers[sel.key]; s != nil && sel.key.kind == kind {
+			item, _, _ := s.informer.GetStore().GetByKey(sel.key.namespace + "/" + name)
+			if m, ok := item.(metav1.Object); ok && sel.picker.picks(m) {
+				out = append(out, rule)
+			}
+		}
+	}
+	return out
+}
+
+// ensure notes sel as the rule's and returns the informer of sel.key, started if need be.
+func (w *sourceWatcher) ensure(rule types.NamespacedName, sel ruleSelection) toolscache.SharedIndexInformer {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	key := sel.key
+	old, had := w.rules[rule]
+	w.rules[rule] = sel
+	if had && old.key != key {
+		w.stopUnused(old.key)
+	}
+	if s, ok := w.informers[key]; ok {
+		return s.informer
+	}
+	inf := metadatainformer.NewFilteredMetadataInformer(w.metadata, corev1.SchemeGroupVersion.WithResource(resourceOf(key.kind)), key.namespace, 0,
+		toolscache.Indexers{}, func(o *metav1.ListOptions) { o.LabelSelector = notCopies.String() }).Informer()
+	_ = inf.SetTransform(func(in any) (any, error) {
+		if m, ok := in.(metav1.Object); ok {
+			m.SetManagedFields(nil)
+		}
+		return in, nil
+	})
+	_, _ = inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+		// The first list is read by the pass that started the informer.
+		AddFunc: func(o any, initial bool) {
+			if !initial {
+				w.changed(key, false, o)
+			}
+		},
+		UpdateFunc: func(old, o any) { w.changed(key, true, old, o) },
+		DeleteFunc: func(o any) { w.changed(key, true, o) },
+	})
+	ctx, stop := context.WithCancel(w.ctx)
+	go inf.RunWithContext(ctx)
+	w.informers[key] = &namespaceSources{informer: inf, stop: stop, versions: map[types.UID]*sourceVersion{}}
+	return inf
+}
+
+// stopUnused stops the informer of key when no rule uses it. w.mu is held.
+func (w *sourceWatcher) stopUnused(key sourceKey) {
+	for _, sel := range w.rules {
+		if sel.key == key {
+			return
+		}
+	}
+	if s, ok := w.informers[key]; ok {
+		s.stop()
+		delete(w.informers, key)
+	}
+}
+
+func (w *sourceWatcher) forget(rule types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if sel, ok := w.rules[rule]; ok {
+		delete(w.rules, rule)
+		w.stopUnused(sel.key)
+	}
+}
+
+// get reads one source from the API server (the manager's API reader speaks protobuf).
+func (w *sourceWatcher) get(ctx context.Context, kind, namespace, name string) (client.Object, error) {
+	obj := newObject(kind)
+	return obj, w.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, obj)
+}
+
+// A rule writes copies only where someone who may write there agreed (docs/copyratorrule.md,
+// "Who may copy where"): the rule acts as a ServiceAccount of its own namespace, and a
+// namespace consents when RBAC lets that ServiceAccount create the copied kind there (a
+// SubjectAccessReview); protected namespaces also need LabelAcceptCopies=true, which only
+// a cluster admin can set.
+
+// DefaultServiceAccountName is spec.serviceAccountName's default (the CRD sets it too).
+const DefaultServiceAccountName = "copyrator"
+
+// TargetClusterRole is the ClusterRole the installs ship for consenting to copies.
+const TargetClusterRole = "quartet-copyrator-target"
+
+func serviceAccountOf(rule *flantv1.CopyratorRule) types.NamespacedName {
+	return types.NamespacedName{Namespace: rule.Namespace, Name: cmp.Or(rule.Spec.ServiceAccountName, DefaultServiceAccountName)}
+}
+
+func resourceOf(kind string) string {
+	return map[string]string{kindSecret: "secrets", kindConfigMap: "configmaps"}[kind]
+}
+
+// refusal is a namespace the rule selects that receives no copies, and why.
+type refusal struct {
+	Namespace string
+	Reason    string
+	// Protected: refused because the namespace is protected (its copies are removed);
+	// otherwise RBAC refused (existing copies are left as they are, no longer updated).
+	Protected bool
+}
+
+func protectedRefusal(ns string) refusal {
+	return refusal{Namespace: ns, Protected: true,
+		Reason: fmt.Sprintf("namespace %s is protected: it receives copies only when a cluster admin labels it %s=true", ns, LabelAcceptCopies)}
+}
+
+func rbacRefusal(ns string, sa types.NamespacedName, resource string) refusal {
+	return refusal{Namespace: ns,
+		Reason: fmt.Sprintf("ServiceAccount %s may not create %s in namespace %s", sa, resource, ns)}
+}
+
+// accessKey is one question; Namespace "" asks about every namespace.
+type accessKey struct{ SA, Resource, Namespace string }
+
+// accessReviewer asks the authorizer whether a ServiceAccount may create a kind in a
+// namespace, and remembers granted answers for refresh, refused ones for recheck.
+type accessReviewer struct {
+	client           client.Client
+	answers          *kcache.LRUExpireCache
+	recheck, refresh time.Duration
+	parallelism      int
+}
+
+// maxAccessAnswers bounds the remembered answers (about 200 bytes each).
+const maxAccessAnswers = 100_000
+
+func newAccessReviewer(c client.Client, clk kcache.Clock, recheck, refresh time.Duration, parallelism int) *accessReviewer {
+	return &accessReviewer{client: c, answers: kcache.NewLRUExpireCacheWithClock(maxAccessAnswers, clk),
+		recheck: recheck, refresh: refresh, parallelism: max(parallelism, 1)}
+}
+
+// mayCreate reports whether sa may create resource objects in namespace ns ("" for every
+// namespace), from a remembered answer or a SubjectAccessReview.
+func (a *accessReviewer) mayCreate(ctx context.Context, sa types.NamespacedName, resource, ns string) (bool, error) {
+	key := accessKey{SA: sa.String(), Resource: resource, Namespace: ns}
+	if v, ok := a.answers.Get(key); ok {
+		return v.(bool), nil
+	}
+	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:   serviceaccount.MakeUsername(sa.Namespace, sa.Name),
+		Groups: append(serviceaccount.MakeGroupNames(sa.Namespace), user.AllAuthenticated),
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: ns, Verb: "create", Resource: resource, Version: "v1",
+		},
+	}}
+	if err := a.client.Create(ctx, review); err != nil {
+		return false, fmt.Errorf("asking whether ServiceAccount %s may create %s in namespace %q: %w", sa, resource, ns, err)
+	}
+	ttl := a.recheck
+	if review.Status.Allowed {
+		ttl = a.refresh
+	}
+	a.answers.Add(key, review.Status.Allowed, ttl)
+	return review.Status.Allowed, nil
+}
+
+// consenting splits candidates into those where sa may create resource objects and the
+// refusals. One question about every namespace answers for all when a cluster admin
+// granted it; otherwise each namespace is asked, in parallel.
+func (a *accessReviewer) consenting(ctx context.Context, sa types.NamespacedName, resource string, candidates []string) ([]string, []refusal, error) {
+	if len(candidates) == 0 {
+		return nil, nil, nil
+	}
+	everywhere, err := a.mayCreate(ctx, sa, resource, metav1.NamespaceAll)
+	if err != nil || everywhere {
+		return candidates, nil, err
+	}
+	allowed := make([]bool, len(candidates))
+	var g errgroup.Group
+	g.SetLimit(a.parallelism)
+	for i, ns := range candidates {
+		g.Go(func() error {
+			ok, err := a.mayCreate(ctx, sa, resource, ns)
+			allowed[i] = ok
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, nil, err
+	}
+	var yes []string
+	var no []refusal
+	for i, ns := range candidates {
+		if allowed[i] {
+			yes = append(yes, ns)
+		} else {
+			no = append(no, rbacRefusal(ns, sa, resource))
+		}
+	}
+	return yes, no, nil
+}
+
+// protectedNamespaces are the cluster's own, the operator's and the flag's namespaces.
+func protectedNamespaces(operatorNamespace string, extra []string) sets.Set[string] {
+	return scope.Namespaces{Operator: operatorNamespace}.Protected(extra...)
+}
+
+func accepts(ns metav1.Object) bool { return ns.GetLabels()[LabelAcceptCopies] == "true" }
+
+// forbiddenSecretTypes grant access to the cluster itself (a bootstrap token is a node
+// login on kubeadm clusters): never copied.
+var forbiddenSecretTypes = []corev1.SecretType{corev1.SecretTypeServiceAccountToken, corev1.SecretTypeBootstrapToken}
+
+func forbiddenType(t corev1.SecretType) bool { return slices.Contains(forbiddenSecretTypes, t) }
