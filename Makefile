@@ -25,7 +25,7 @@ TOOLBIN ?= $(LOCALBIN)/tools
 # The Kubernetes release is written once: the k8s.io/kubernetes requirement the control
 # plane and the real node's kubelet are built from. Scripts are handed it (or the paths
 # derived from it) by the targets below; Go code reads the same go.mod
-# (internal/localcluster.KubernetesVersion).
+# (test/localcluster.KubernetesVersion).
 K8S_VERSION := $(shell awk '$$1 == "k8s.io/kubernetes" { print $$2 }' hack/tools/controlplane/go.mod)
 ifeq ($(K8S_VERSION),)
 $(error no k8s.io/kubernetes requirement in hack/tools/controlplane/go.mod)
@@ -61,6 +61,17 @@ HELM ?= $(TOOLBIN)/helm-$(HELM_VERSION)
 PROMTOOL ?= $(TOOLBIN)/promtool-$(PROMETHEUS_VERSION)
 PROMETHEUS ?= $(TOOLBIN)/prometheus-$(PROMETHEUS_VERSION)
 GOLANGCI_LINT ?= $(TOOLBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)-kal-$(KUBE_API_LINTER_VERSION)
+# The list make images writes last: the real-node targets' stamp (see IMAGES_INPUTS).
+IMAGES_DIR := $(or $(QUARTET_IMAGES_DIR),$(LOCALBIN)/images)
+IMAGES_STAMP := $(IMAGES_DIR)/images.txt
+
+# One compile of each library: the tests, go run, go vet, the tools and hack/images (the
+# images' binaries, as the Dockerfiles build them) all build with cgo off and -trimpath, so Go's
+# build cache holds one copy of each package instead of two. Nothing in the repository uses
+# cgo or -race; opm, the one tool that needs cgo, sets CGO_ENABLED=1 itself
+# (hack/build-olm-tools.sh). GOFLAGS keeps what `go env GOFLAGS` already says.
+export CGO_ENABLED := 0
+export GOFLAGS := $(strip -trimpath $(filter-out -trimpath,$(shell go env GOFLAGS)))
 
 # Tests: integration suites start their own control plane; give them room on 2 cores.
 TEST_TIMEOUT ?= 40m
@@ -99,21 +110,32 @@ lint: $(GOLANGCI_LINT) ## golangci-lint (.golangci.yml): errcheck, govet, ineffa
 	cd cmd/mirror-registry && $(GOLANGCI_LINT) run ./...
 
 .PHONY: test
-test: controlplane registry mirror-registry vet $(KUSTOMIZE) $(HELM) $(PROMTOOL) ## go vet, unit tests and integration tests against the real API server; cmd/mirror-registry's own tests.
-	HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) PROMTOOL=$(PROMTOOL) go test $(GO_TEST_FLAGS) ./...
-	cd cmd/mirror-registry && go vet ./... && go test $(GO_TEST_FLAGS) ./...
+# What make test needs, built two at a time (on a fresh machine the control plane's one go
+# build beside the smaller tools and go vet), then the tests. go test runs no vet of its own
+# (-vet=off): go vet ran already.
+.PHONY: test-deps
+test-deps: controlplane registry mirror-registry vet $(KUSTOMIZE) $(HELM) $(PROMTOOL)
+test: ## go vet, unit tests and integration tests against the real API server; cmd/mirror-registry's own tests.
+	$(MAKE) --no-print-directory -j2 -Oline test-deps
+	HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) PROMTOOL=$(PROMTOOL) go test -vet=off $(GO_TEST_FLAGS) ./...
+	cd cmd/mirror-registry && go vet ./... && go test -vet=off $(GO_TEST_FLAGS) ./...
 
 FUZZTIME ?= 15s
-# fuzz-target runs one fuzz target and fails when go test finds no such target in the package
-# (go test passes with "no fuzz tests to fuzz", which would hide a moved target).
-fuzz-target = out=$$(go test -run '^$$' -fuzz '^$(1)$$' -fuzztime $(FUZZTIME) $(2) 2>&1); rc=$$?; echo "$$out"; \
-	if echo "$$out" | grep -q 'no fuzz tests to fuzz'; then echo "fuzz target $(1) not found in $(2)" >&2; exit 1; fi; exit $$rc
+# go test turns its -timeout off while fuzzing unless it is given: a hung fuzz run panics
+# with its stacks after FUZZ_TIMEOUT (raise it with a FUZZTIME of minutes).
+FUZZ_TIMEOUT ?= 10m
+# fuzz-target runs one fuzz target, its output shown as it comes, and fails when go test finds
+# no such target in the package (go test passes with "no fuzz tests to fuzz", which would
+# hide a moved target).
+fuzz-target = log=$$(mktemp); rc=0; \
+	go test -run '^$$' -fuzz '^$(1)$$' -fuzztime $(FUZZTIME) -timeout $(FUZZ_TIMEOUT) $(2) 2>&1 | tee $$log || rc=$$?; \
+	if grep -q 'no fuzz tests to fuzz' $$log; then echo "fuzz target $(1) not found in $(2)" >&2; rc=1; fi; rm -f $$log; exit $$rc
 .PHONY: fuzz
 fuzz: ## Run every fuzz target of a parser of outside data for FUZZTIME each.
 	$(call fuzz-target,FuzzParseECB,./controllers/exchangerate/)
 	$(call fuzz-target,FuzzParseFrankfurter,./controllers/exchangerate/)
 	$(call fuzz-target,FuzzHostsDir,./controllers/registrymirror/)
-	$(call fuzz-target,FuzzHostsTOMLOwner,./controllers/registrymirror/nodeagent/)
+	$(call fuzz-target,FuzzHostsTOMLOwner,./cmd/nodeagent/)
 	$(call fuzz-target,FuzzRestoreAnnotations,./controllers/chaosagent/)
 	$(call fuzz-target,FuzzSchedule,./controllers/chaosagent/)
 
@@ -126,7 +148,7 @@ test-unit: ## Unit tests only (no API server).
 # shows each figure's median and spread. The timeouts grow with it.
 BENCH_COUNT ?= 1
 .PHONY: bench
-bench: controlplane $(if $(filter real,$(NODE)),registry node-deps node-tools olm-tools $(HELM) images) ## Benchmarks against the local cluster; NODE=real adds the real node's (root); QUARTET_PEER_* name peer binaries (docs/PERFORMANCE.md, Peers); BENCH_COUNT=n runs n rounds, reported as median ± spread; figures go to docs/PERFORMANCE.md.
+bench: controlplane $(if $(filter real,$(NODE)),registry node-deps node-tools olm-tools $(HELM) $(IMAGES_STAMP)) ## Benchmarks against the local cluster; NODE=real adds the real node's (root); QUARTET_PEER_* name peer binaries (docs/PERFORMANCE.md, Peers); BENCH_COUNT=n runs n rounds, reported as median ± spread; figures go to docs/PERFORMANCE.md.
 	{ go test -run '^$$' -bench . -benchtime 1x -count $(BENCH_COUNT) -timeout $$((120 * $(BENCH_COUNT)))m ./test/benchutil/ ./controllers/... ./test/process/ && \
 	  $(if $(filter real,$(NODE)),QUARTET_REAL_NODE=1 OPM=$(OPM) OPERATOR_SDK=$(OPERATOR_SDK) HELM=$(HELM) go test -run '^$$' -bench . -benchtime 1x -count $(BENCH_COUNT) -timeout $$((60 * $(BENCH_COUNT)))m ./test/e2e/,true); } | tee bin/bench.txt
 	go run ./hack/benchreport bin/bench.txt docs/PERFORMANCE.md
@@ -134,12 +156,15 @@ bench: controlplane $(if $(filter real,$(NODE)),registry node-deps node-tools ol
 ##@ Local cluster
 
 .PHONY: controlplane
-controlplane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok (skips what exists).
-	K8S_VERSION=$(K8S_VERSION) KWOK_VERSION=$(KWOK_VERSION) hack/build-controlplane.sh
+controlplane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok (skips what exists); WITH_NODE=1 adds the real node's kubelet and kube-proxy to the same go build.
+	K8S_VERSION=$(K8S_VERSION) KWOK_VERSION=$(KWOK_VERSION) hack/build-controlplane.sh $(if $(WITH_NODE),node)
 
+REGISTRY_VERSION ?= v3.0.0
+REGISTRY_BIN := $(LOCALBIN)/registry/$(REGISTRY_VERSION)/registry
 .PHONY: registry
-registry: ## Build the CNCF distribution registry (for the RegistryMirror proof test; skips when present).
-	hack/build-registry.sh
+registry: $(REGISTRY_BIN) ## Build the CNCF distribution registry (for the RegistryMirror proof test; skips when present).
+$(REGISTRY_BIN):
+	REGISTRY_VERSION=$(REGISTRY_VERSION) hack/build-registry.sh
 
 .PHONY: mirror-registry
 mirror-registry: ## Build the RegistryMirror's registry, cmd/mirror-registry, into bin/mirror-registry/v$(VERSION)/ (the tests run it).
@@ -148,7 +173,7 @@ mirror-registry: ## Build the RegistryMirror's registry, cmd/mirror-registry, in
 # NODE=kwok: fake nodes (pods never run; scale tests). NODE=real: one real node (kubelet,
 # kube-proxy, containerd, runc, CNI bridge) in a network namespace of its own; needs root.
 NODE ?= kwok
-REAL_NODE_DEPS := $(if $(filter real,$(NODE)),node-deps node-tools images)
+REAL_NODE_DEPS := $(if $(filter real,$(NODE)),node-deps node-tools $(IMAGES_STAMP))
 
 .PHONY: cluster-up
 cluster-up: controlplane $(REAL_NODE_DEPS) ## Start the local cluster in the background (idempotent; NODE=kwok|real); kubeconfig in bin/dev-cluster/kubeconfig.
@@ -159,8 +184,16 @@ cluster-down: ## Stop the local cluster and restore everything a real node chang
 	go run ./hack/cluster -dir $(DEV_CLUSTER) down
 
 .PHONY: node-tools
-node-tools: ## Build the real node's add-ons (CoreDNS, hostPath volume provisioner) into bin/tools (skips what exists).
-	hack/build-node-tools.sh
+node-tools: node-addons ## Build the real node's kubelet and kube-proxy (bin/k8s) and add-ons (CoreDNS, hostPath volume provisioner; bin/tools), skipping what exists.
+	K8S_VERSION=$(K8S_VERSION) hack/build-controlplane.sh only-node
+
+COREDNS_VERSION ?= v1.12.4
+COREDNS := $(TOOLBIN)/coredns-$(COREDNS_VERSION)
+HOSTPATH_PROVISIONER := $(TOOLBIN)/hostpath-provisioner
+.PHONY: node-addons
+node-addons: $(COREDNS) $(HOSTPATH_PROVISIONER) ## Build the real node's add-ons (CoreDNS, hostPath volume provisioner) into bin/tools (skips what exists); their images need them.
+$(COREDNS) $(HOSTPATH_PROVISIONER) &:
+	COREDNS_VERSION=$(COREDNS_VERSION) hack/build-node-tools.sh
 
 .PHONY: node-deps
 node-deps: ## Install the Debian packages a real node needs (containerd, runc, CNI plugins, iptables, conntrack) when missing.
@@ -168,10 +201,11 @@ node-deps: ## Install the Debian packages a real node needs (containerd, runc, C
 
 .PHONY: demo
 ifeq ($(NODE),real)
-demo: controlplane registry node-deps node-tools olm-tools $(HELM) images ## Run everything on the local cluster and show what happened; NODE=real: on a real node, Quartet installed by OLM (root); Ctrl-C stops all.
+demo: controlplane registry node-deps node-tools olm-tools $(HELM) $(IMAGES_STAMP) ## Run everything on the local cluster and show what happened; NODE=real: on a real node, Quartet installed by OLM (root); Ctrl-C stops all.
 	OPM=$(OPM) OPERATOR_SDK=$(OPERATOR_SDK) HELM=$(HELM) go run ./hack/demoreal $(DEMO_ARGS)
 else
-demo: controlplane manifests
+demo:
+	$(MAKE) --no-print-directory -j2 -Oline controlplane manifests
 	KUBECTL=$(KUBECTL) hack/demo.sh
 endif
 
@@ -211,9 +245,21 @@ IMAGES_ENV = GRPC_HEALTH_PROBE=$(GRPC_HEALTH_PROBE) OPM=$(OPM) SCORECARD_TEST=$(
 	OPM_VERSION=$(OPM_VERSION) OLM_VERSION=$(OLM_VERSION) OPERATOR_SDK_VERSION=$(OPERATOR_SDK_VERSION) IMAGE_TAG_BASE=$(IMAGE_TAG_BASE) \
 	IMG=$(IMG) BUNDLE_IMG=$(BUNDLE_IMG) CATALOG_IMG=$(CATALOG_IMG) REGISTRY_IMG=$(REGISTRY_IMG) MIRROR_REGISTRY_IMG=$(MIRROR_REGISTRY_IMG)
 
+IMAGES_TOOLS = $(REGISTRY_BIN) $(COREDNS) $(HOSTPATH_PROVISIONER) $(GRPC_HEALTH_PROBE) $(OPM) $(OLM_IMAGE_BINS) $(SCORECARD_TEST)
+.PHONY: images-tools
+images-tools: $(IMAGES_TOOLS) ## Build the binaries make images puts in images (make -j2 builds two at a time).
+
 .PHONY: images
-images: registry node-tools $(GRPC_HEALTH_PROBE) $(OPM) $(OLM_IMAGE_BINS) $(SCORECARD_TEST) ## Build all images of the real-node cluster offline into bin/images/registry (list: bin/images/images.txt).
+images: $(IMAGES_TOOLS) ## Build all images of the real-node cluster offline into bin/images/registry (list: bin/images/images.txt).
 	$(IMAGES_ENV) go run ./hack/images
+
+# The real-node targets need the images built from the current tree, not a rebuild each time
+# (13-22 s when nothing changed): the list hack/images writes last is the stamp, older than
+# none of the files the images are made of (everything but docs and tests; the tools' binaries).
+IMAGES_INPUTS = $(wildcard $(shell git ls-files -co --exclude-standard -- . ':!docs/' ':!*.md' ':!*_test.go' ':!**/testdata/**' ':!bin'))
+$(IMAGES_STAMP): $(IMAGES_INPUTS) $(IMAGES_TOOLS)
+	$(IMAGES_ENV) go run ./hack/images
+	touch $@
 
 .PHONY: images-check
 images-check: images ## Build the images again and fail unless every digest equals the previous build's.
@@ -256,14 +302,18 @@ $(KUSTOMIZE):
 
 $(HELM):
 	mkdir -p $(TOOLBIN)
-	cd hack/tools/helm && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$(HELM_VERSION)" -o $@ helm.sh/helm/v4/cmd/helm
+	cd hack/tools/helm && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$(HELM_VERSION)" -o $@.tmp helm.sh/helm/v4/cmd/helm
+	mv $@.tmp $@
 
 # Without the service discovery plugins (remove_all_sd): Nomad's client is not on the module
 # proxy, and the manager is scraped at a static address.
-$(PROMTOOL) $(PROMETHEUS):
+# Both from one go install (one compile of what they share).
+$(PROMTOOL) $(PROMETHEUS) &:
 	mkdir -p $(TOOLBIN)/prometheus-build
-	GOBIN=$(TOOLBIN)/prometheus-build CGO_ENABLED=0 go install -trimpath -tags remove_all_sd github.com/prometheus/prometheus/cmd/$(firstword $(subst -, ,$(notdir $@)))@$(PROMETHEUS_VERSION)
-	mv $(TOOLBIN)/prometheus-build/$(firstword $(subst -, ,$(notdir $@))) $@
+	GOBIN=$(TOOLBIN)/prometheus-build CGO_ENABLED=0 go install -trimpath -tags remove_all_sd \
+		github.com/prometheus/prometheus/cmd/promtool@$(PROMETHEUS_VERSION) github.com/prometheus/prometheus/cmd/prometheus@$(PROMETHEUS_VERSION)
+	mv $(TOOLBIN)/prometheus-build/promtool $(PROMTOOL)
+	mv $(TOOLBIN)/prometheus-build/prometheus $(PROMETHEUS)
 
 .PHONY: controller-gen kustomize
 controller-gen: $(CONTROLLER_GEN) ## Build controller-gen.
@@ -282,18 +332,22 @@ golangci-lint: $(GOLANGCI_LINT) ## Build golangci-lint with kube-api-linter (hac
 .PHONY: helm-tool
 helm-tool: $(HELM) ## Build Helm (hack/tools/helm).
 
+.PHONY: prometheus-tools
+prometheus-tools: $(PROMTOOL) $(PROMETHEUS) ## Build promtool and Prometheus.
+
 # The opm image's grpc_health_probe, pinned by hack/tools/images/go.mod.
 $(GRPC_HEALTH_PROBE):
 	mkdir -p $(TOOLBIN)
 	cd hack/tools/images && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o $@.tmp github.com/grpc-ecosystem/grpc-health-probe
 	mv $@.tmp $@
 
-# OLM's package-server, copy-content and cpb (the olm image) and operator-sdk's scorecard-test.
-$(filter-out $(TOOLBIN)/olm-% $(TOOLBIN)/catalog-%,$(OLM_IMAGE_BINS)):
-	OLM_VERSION=$(OLM_VERSION) hack/build-olm-tools.sh olm-image
+# OLM's olm and catalog operators with package-server, copy-content and cpb (the rest of the
+# olm image), and operator-sdk with its scorecard-test: one go build per tools module.
+$(OLM_IMAGE_BINS) &:
+	OLM_VERSION=$(OLM_VERSION) hack/build-olm-tools.sh olm-all
 
-$(SCORECARD_TEST):
-	OPERATOR_SDK_VERSION=$(OPERATOR_SDK_VERSION) hack/build-olm-tools.sh scorecard-test
+$(OPERATOR_SDK) $(SCORECARD_TEST) &:
+	OPERATOR_SDK_VERSION=$(OPERATOR_SDK_VERSION) hack/build-olm-tools.sh operator-sdk-all
 
 ##@ OLM
 
@@ -307,6 +361,7 @@ PREVIOUS_VERSION ?= $(lastword $(shell awk '!/^\#/ && NF { print $$1 }' hack/olm
 BUNDLE_PREVIOUS_CSV := $(LOCALBIN)/bundle-previous-csv.yaml
 # OpenShift 4.18 and later (Kubernetes 1.31 and later, the CSV's minKubeVersion).
 OPENSHIFT_VERSIONS ?= v4.18
+TEST_NODE_TIMEOUT ?= 20m
 OLM_E2E_TIMEOUT ?= 45m
 E2E_TIMEOUT ?= 60m
 
@@ -372,25 +427,22 @@ catalog-push: ## Push the catalog image.
 REAL_NODE_TEST = QUARTET_REAL_NODE=1 OPM=$(OPM) OPERATOR_SDK=$(OPERATOR_SDK) HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) PROMETHEUS=$(PROMETHEUS) go test -count=1 -p 1 -v
 
 .PHONY: test-node
-test-node: controlplane registry node-deps node-tools images ## Real node tests (root): pods run, the network stays inside, the host is restored after every stop.
-	$(REAL_NODE_TEST) -timeout 20m -run RealNode ./internal/localcluster/
+test-node: controlplane registry node-deps node-tools $(IMAGES_STAMP) ## Real node tests (root): pods run, the network stays inside, the host is restored after every stop.
+	$(REAL_NODE_TEST) -timeout $(TEST_NODE_TIMEOUT) -run RealNode ./test/localcluster/
 
 .PHONY: e2e
-e2e: controlplane registry node-deps node-tools olm-tools $(HELM) $(KUSTOMIZE) $(PROMETHEUS) images ## The four controllers' purpose on the real node, installed by OLM: mirror pulls, real chaos, copies, rates, faults; Helm and kustomize installs (root).
-	$(REAL_NODE_TEST) -timeout $(E2E_TIMEOUT) ./test/e2e/ ./test/install/ ./test/demo/
+# E2E_PACKAGES: .ci/run runs each package as a stage of its own.
+E2E_PACKAGES ?= ./test/e2e/ ./test/install/ ./test/demo/
+e2e: controlplane registry node-deps node-tools olm-tools $(HELM) $(KUSTOMIZE) $(PROMETHEUS) $(IMAGES_STAMP) ## The four controllers' purpose on the real node, installed by OLM: mirror pulls, real chaos, copies, rates, faults; Helm and kustomize installs; the real-node demo (root).
+	$(REAL_NODE_TEST) -timeout $(E2E_TIMEOUT) $(E2E_PACKAGES)
 
 .PHONY: olm-e2e
-olm-e2e: controlplane registry node-deps node-tools olm-tools $(HELM) images ## OLM on the real node, nothing emulated: install, upgrade, install modes, operator-sdk run bundle and scorecard, bad inputs (docs/OLM.md; root).
+olm-e2e: controlplane registry node-deps node-tools olm-tools $(HELM) $(IMAGES_STAMP) ## OLM on the real node, nothing emulated: install, upgrade, install modes, operator-sdk run bundle and scorecard, bad inputs (docs/OLM.md; root).
 	$(REAL_NODE_TEST) -timeout $(OLM_E2E_TIMEOUT) ./test/olm/
 
 .PHONY: olm-tools
 olm-tools: $(OPERATOR_SDK) $(OPM) $(OLM) $(OLM_CATALOG) ## Build operator-sdk, opm and OLM's olm and catalog operators into bin/tools (skips what exists).
 
-$(OPERATOR_SDK):
-	OPERATOR_SDK_VERSION=$(OPERATOR_SDK_VERSION) hack/build-olm-tools.sh operator-sdk
-
 $(OPM):
 	OPM_VERSION=$(OPM_VERSION) hack/build-olm-tools.sh opm
 
-$(OLM) $(OLM_CATALOG):
-	OLM_VERSION=$(OLM_VERSION) hack/build-olm-tools.sh olm

@@ -22,6 +22,7 @@ fi
 echo "node-deps: installing ${need[*]}"
 start=$SECONDS
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+# Bounded: a stalled mirror fails here, naming apt, instead of hanging the caller.
+timeout --kill-after=10 300 apt-get update -qq
+timeout --kill-after=10 600 apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 echo "node-deps: installed in $((SECONDS - start))s"

@@ -140,8 +140,8 @@ func run(ctx context.Context, s settings) error {
 	}
 	defer lock.Close()
 	if syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
-		say("waiting for another make images to finish")
-		if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		say("waiting for another make images to finish (at most %s)", lockWait)
+		if err := waitLock(ctx, lock, lockWait); err != nil {
 			return err
 		}
 	}
@@ -200,6 +200,26 @@ func run(ctx context.Context, s settings) error {
 	return writeList(s.out, list)
 }
 
+// lockWait bounds the wait for another make images: a build that holds the lock longer is
+// stuck, and this one fails saying so instead of waiting with it.
+const lockWait = 30 * time.Minute
+
+// waitLock takes the exclusive lock on f, trying every second until timeout.
+func waitLock(ctx context.Context, f *os.File, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("another make images has held %s for over %s", f.Name(), timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	return nil
+}
+
 // checkTools fails when a tool is missing, or when opm is not static (the opm image is FROM
 // scratch; an older bin/tools/opm-* may predate hack/build-olm-tools.sh's static build).
 func checkTools(s settings) error {
@@ -244,12 +264,15 @@ func deb(ctx context.Context, work, pkg string) (string, error) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return "", err
 		}
-		if _, err := command(ctx, "", nil, "apt-cache", "show", pkg); err != nil {
-			if _, err := command(ctx, "", nil, "apt-get", "update", "-qq"); err != nil {
+		// apt is bounded: a stalled mirror fails the build, naming apt.
+		actx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+		defer cancel()
+		if _, err := command(actx, "", nil, "apt-cache", "show", pkg); err != nil {
+			if _, err := command(actx, "", nil, "apt-get", "update", "-qq"); err != nil {
 				return "", err
 			}
 		}
-		if _, err := command(ctx, dir, nil, "apt-get", "download", "-qq", pkg); err != nil {
+		if _, err := command(actx, dir, nil, "apt-get", "download", "-qq", pkg); err != nil {
 			return "", err
 		}
 		if debFile, _ = filepath.Glob(filepath.Join(dir, "*.deb")); len(debFile) != 1 {

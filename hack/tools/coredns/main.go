@@ -1,6 +1,6 @@
 // Command coredns is CoreDNS v1.12.4 with only the plugins a cluster's DNS needs
 // (kubernetes, cache, errors, health, ready, log, loop, reload, loadbalance), built from
-// the Go module proxy for the real node's cluster DNS (internal/localcluster). It has no
+// the Go module proxy for the real node's cluster DNS (test/localcluster). It has no
 // forward plugin: names outside the cluster do not resolve, so nothing leaves the machine.
 package main
 
