@@ -433,8 +433,11 @@ test-node: controlplane registry node-deps node-tools $(IMAGES_STAMP) ## Real no
 .PHONY: e2e
 # E2E_PACKAGES: .ci/run runs each package as a stage of its own.
 E2E_PACKAGES ?= ./test/e2e/ ./test/install/ ./test/demo/
+# E2E_PARALLEL: how many of test/e2e's namespace-isolated tests run at once; they mostly wait
+# for the node (pulls, pods, the manager's passes), not for the 2 cores.
+E2E_PARALLEL ?= 4
 e2e: controlplane registry node-deps node-tools olm-tools $(HELM) $(KUSTOMIZE) $(PROMETHEUS) $(IMAGES_STAMP) ## The four controllers' purpose on the real node, installed by OLM: mirror pulls, real chaos, copies, rates, faults; Helm and kustomize installs; the real-node demo (root).
-	$(REAL_NODE_TEST) -timeout $(E2E_TIMEOUT) $(E2E_PACKAGES)
+	$(REAL_NODE_TEST) -parallel $(E2E_PARALLEL) -timeout $(E2E_TIMEOUT) $(E2E_PACKAGES)
 
 .PHONY: olm-e2e
 olm-e2e: controlplane registry node-deps node-tools olm-tools $(HELM) $(IMAGES_STAMP) ## OLM on the real node, nothing emulated: install, upgrade, install modes, operator-sdk run bundle and scorecard, bad inputs (docs/OLM.md; root).

@@ -50,9 +50,9 @@ var (
 
 // Which tests run in parallel. The tests that call t.Parallel are isolated
 // by namespace (their own objects, agents that select only their own namespaces, upstream
-// registries on ports of their own, hosts.toml of their own hosts); go test runs them, two
-// at a time (-parallel defaults to the 2 cores), only after every other test of the package
-// has ended. The others stay serial, because they are about the whole node or about time:
+// registries on ports of their own, hosts.toml of their own hosts); go test runs them, four
+// at a time (`make e2e` passes -parallel $(E2E_PARALLEL); they mostly wait for the node),
+// only after every other test of the package has ended. The others stay serial, because they are about the whole node or about time:
 //   - TestAlertsFireOnTheManagersMetrics needs a manager that has fetched no rate yet;
 //   - TestFaultsOnTheRealNode restarts containerd, the kubelet and the manager;
 //   - TestChaosGuardStopsAndRestores counts on a pause being shorter than pods' readiness;

@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
@@ -119,7 +120,19 @@ func TestMissingPermissionFails(t *testing.T) {
 	rate := &operatorsv1.ExchangeRate{}
 	require.NoError(t, env.Sample("operators_v1_exchangerate.yaml", rate, ns))
 	require.NoError(t, env.Client.Create(ctx, rate))
-	_, err := env.WaitExchangeRate(ctx, ns, rate.Name, 45*time.Second)
+	// First the controller's own verdict (it tries once the rate is fetched), then the
+	// install test's sample check, which must fail on it: waiting for the failure to be
+	// reported instead of for the check's whole timeout to pass.
+	require.NoError(t, realnode.WaitFor(ctx, "ExchangeRate "+rate.Name+" reporting ConfigMapWriteFailed", 2*time.Minute,
+		func(ctx context.Context) (bool, string, error) {
+			er := &operatorsv1.ExchangeRate{}
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(rate), er); err != nil {
+				return false, "", err
+			}
+			s := fmt.Sprint(er.Status.Conditions)
+			return strings.Contains(s, "ConfigMapWriteFailed"), s, nil
+		}))
+	_, err := env.WaitExchangeRate(ctx, ns, rate.Name, 10*time.Second)
 	require.Error(t, err, "the sample check must fail without the permission")
 	t.Logf("sample check without `create configmaps`: %v", err)
 	require.Contains(t, err.Error(), "forbidden")
