@@ -352,6 +352,19 @@ func RenderECB(date string, rates map[string]string) []byte {
 	return b.Bytes()
 }
 
+// perEuro is currency c's units per euro in rates (EUR itself is 1); false when c is not
+// in the table.
+func perEuro(rates map[string]string, c string) (*big.Rat, bool) {
+	if c == "EUR" {
+		return big.NewRat(1, 1), true
+	}
+	v, ok := rates[c]
+	if !ok {
+		return nil, false
+	}
+	return new(big.Rat).SetString(v)
+}
+
 // renderFrankfurter answers /v1/latest?base=…&symbols=… like Frankfurter: rates against
 // another base are cross rates rounded to five significant digits; an unknown base or
 // symbol is 404 {"message":"not found"}, a malformed one 422.
@@ -362,17 +375,7 @@ func renderFrankfurter(date string, rates map[string]string, base, symbols strin
 	if !code.MatchString(base) {
 		return nil, http.StatusUnprocessableEntity, "invalid base"
 	}
-	perEuro := func(c string) (*big.Rat, bool) {
-		if c == "EUR" {
-			return big.NewRat(1, 1), true
-		}
-		v, ok := rates[c]
-		if !ok {
-			return nil, false
-		}
-		return new(big.Rat).SetString(v)
-	}
-	b, ok := perEuro(base)
+	b, ok := perEuro(rates, base)
 	if !ok {
 		return nil, http.StatusNotFound, "not found"
 	}
@@ -382,7 +385,7 @@ func renderFrankfurter(date string, rates map[string]string, base, symbols strin
 			if !code.MatchString(c) {
 				return nil, http.StatusUnprocessableEntity, "invalid symbols"
 			}
-			if _, ok := perEuro(c); !ok {
+			if _, ok := perEuro(rates, c); !ok {
 				return nil, http.StatusNotFound, "not found"
 			}
 			wanted = append(wanted, c)
@@ -404,7 +407,7 @@ func renderFrankfurter(date string, rates map[string]string, base, symbols strin
 		if base == "EUR" {
 			num = rates[c]
 		} else {
-			r, _ := perEuro(c)
+			r, _ := perEuro(rates, c)
 			f, _ := new(big.Rat).Quo(r, b).Float64()
 			num = fmt.Sprintf("%.5g", f)
 		}
@@ -442,16 +445,6 @@ func renderFrankfurterV2(date string, rates map[string]string, providers []strin
 	if base == "" {
 		base = "EUR"
 	}
-	perEuro := func(c string) (*big.Rat, bool) {
-		if c == "EUR" {
-			return big.NewRat(1, 1), true
-		}
-		v, ok := rates[c]
-		if !ok {
-			return nil, false
-		}
-		return new(big.Rat).SetString(v)
-	}
 	var wanted []string
 	if quotes := q.Get("quotes"); quotes != "" {
 		for _, c := range strings.Split(strings.ToUpper(quotes), ",") {
@@ -464,7 +457,7 @@ func renderFrankfurterV2(date string, rates map[string]string, providers []strin
 	if !code.MatchString(base) {
 		return nil, http.StatusUnprocessableEntity, "invalid currency: " + base
 	}
-	b, known := perEuro(base)
+	b, known := perEuro(rates, base)
 	published := true
 	if p := q.Get("providers"); p != "" {
 		published = false
@@ -492,7 +485,7 @@ func renderFrankfurterV2(date string, rates map[string]string, providers []strin
 		case base == "EUR":
 			num = rates[c]
 		default:
-			r, _ := perEuro(c)
+			r, _ := perEuro(rates, c)
 			f, _ := new(big.Rat).Quo(r, b).Float64()
 			num = fmt.Sprintf("%.5g", f)
 		}
