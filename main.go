@@ -168,7 +168,7 @@ func run() error {
 }
 
 // newManager makes the manager the flags ask for: manager.Options (with ChaosAgent's cache
-// transforms when it runs), metrics, probes and leader election.
+// options, transforms and a pod field selector, when it runs), metrics, probes and leader election.
 func newManager(f managerFlags, ns scope.Namespaces, chaos bool) (ctrl.Manager, error) {
 	cfg, err := ctrl.GetConfig()
 	if err != nil {

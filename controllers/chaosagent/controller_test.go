@@ -56,6 +56,7 @@ func TestChaosAgentOnCluster(t *testing.T) {
 		t.Run("DeploymentGuardTripsStopsAndRestoresWithinOneRound", func(t *testing.T) { t.Parallel(); testDeploymentGuardTrips(t) })
 		t.Run("HTTPGuardTripsStopsAndRestores", func(t *testing.T) { t.Parallel(); testHTTPGuardTrips(t) })
 		t.Run("DurationElapsedPausesAndRestores", func(t *testing.T) { t.Parallel(); testDurationElapsed(t) })
+		t.Run("OnlyRunningPodsCountTowardTolerance", func(t *testing.T) { t.Parallel(); testOnlyRunningPodsCount(t) })
 	})
 }
 
@@ -102,6 +103,76 @@ func testKill(t *testing.T, method blackadderv1beta1.KillMethod) {
 	var m dto.Metric
 	require.NoError(t, actionsTotal.WithLabelValues(agent.Name, string(blackadderv1beta1.ActionKillPod), "succeeded").Write(&m))
 	assert.GreaterOrEqual(t, m.GetCounter().GetValue(), 1.0, "quartet_chaosagent_actions_total counted the kill")
+}
+
+// testOnlyRunningPodsCount reproduces finding 5 of the security review of 2026-12-06: a
+// tenant in the agent's scope creates unschedulable pods matching podSelector to push the
+// agent past its podTolerance, so that kills start on another tenant's pods. Pending pods do
+// not count (nor are they killed): with 2 Running pods in one namespace, 10 Pending ones in
+// the tenant's and a tolerance of 3, rounds kill nothing; a third Running pod reaches the
+// tolerance, and kills start, in the namespace with the Running pods only.
+func testOnlyRunningPodsCount(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	sel := selectorFor(t)
+	victim := testenv.Namespace(t, env.Client, "running", selectedBy(sel))
+	tenant := testenv.Namespace(t, env.Client, "pending", selectedBy(sel))
+	web := testenv.Deployment(victim, "web", 2)
+	require.NoError(t, env.Client.Create(ctx, web))
+	running := readyPods(t, victim, "web", 2)
+	pending := pendingPods(t, tenant, "web", 10)
+
+	agent := agentFor("tolerance", sel, func(s *blackadderv1beta1.ChaosAgentSpec) {
+		s.TantrumMode, s.PodTolerance, s.MaxActionsPerRound, s.KillMethod = true, 3, 1, blackadderv1beta1.KillMethodDelete
+		s.PodSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+	})
+	createAgent(t, agent)
+	// Eagerness 100: had the 12 pods counted, the first round would have killed one.
+	got := waitAgent(t, agent.Name, func(a *blackadderv1beta1.ChaosAgent) bool { return a.Status.Rounds >= 3 }, "three rounds")
+	assert.Zero(t, got.Status.Counts.PodsKilled, "2 Running pods are below the tolerance of 3, whatever is Pending")
+	assert.Empty(t, got.Status.LastActions)
+	assert.Equal(t, running, readyPods(t, victim, "web", 2), "the same pods still run")
+	assert.Equal(t, pending, pendingPods(t, tenant, "web", 0), "the Pending pods are left alone")
+
+	// A third Running pod reaches the tolerance: a controller that never kills fails here.
+	patch := client.MergeFrom(web.DeepCopy())
+	web.Spec.Replicas = ptr.To[int32](3)
+	require.NoError(t, env.Client.Patch(ctx, web, patch))
+	got = waitAgent(t, agent.Name, func(a *blackadderv1beta1.ChaosAgent) bool { return a.Status.Counts.PodsKilled >= 1 }, "a pod killed at the tolerance")
+	for _, act := range got.Status.LastActions {
+		assert.Equal(t, blackadderv1beta1.ActionKillPod, act.Kind)
+		assert.True(t, strings.HasPrefix(act.Target, victim+"/"), "killed %s: only Running pods are candidates", act.Target)
+	}
+	assert.Equal(t, pending, pendingPods(t, tenant, "web", 0), "the Pending pods are still left alone")
+}
+
+// pendingPods creates n pods labelled app=app in ns that no scheduler binds (a tenant's
+// unschedulable pods), when n > 0, and returns the UIDs of the Pending pods labelled app=app
+// in ns, after checking that each is Pending.
+func pendingPods(t *testing.T, ns, app string, n int) map[string]bool {
+	t.Helper()
+	ctx := context.Background()
+	for i := range n {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%d", app, i), Labels: map[string]string{"app": app}},
+			Spec: corev1.PodSpec{SchedulerName: "nobody", AutomountServiceAccountToken: ptr.To(false),
+				Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/fake:1"}}},
+		}
+		// The ServiceAccount admission plugin refuses pods until the namespace has its default account.
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			err := env.Client.Create(ctx, pod)
+			assert.True(c, err == nil || apierrors.IsAlreadyExists(err), "creating %s/%s: %v", ns, pod.Name, err)
+		}, 30*time.Second, 200*time.Millisecond)
+	}
+	pods := &corev1.PodList{}
+	require.NoError(t, env.Client.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"app": app}))
+	uids := map[string]bool{}
+	for _, p := range pods.Items {
+		require.Equal(t, corev1.PodPending, p.Status.Phase, "%s/%s", p.Namespace, p.Name)
+		require.Nil(t, p.DeletionTimestamp, "%s/%s", p.Namespace, p.Name)
+		uids[string(p.UID)] = true
+	}
+	return uids
 }
 
 func testDisruptionBudget(t *testing.T) {

@@ -48,9 +48,10 @@ func replicasOf(d *appsv1.Deployment) int32 { return ptr.Deref(d.Spec.Replicas, 
 
 // decide is one round of the original loop, as a pure function of a spec with defaults:
 // every candidate is hit with probability eagerness/100; a tantrum needs at least podTolerance
-// candidate pods, or is paced per workload with meanSecondsBetweenKills (paceKills); cancer
-// leaves out the Deployments it cannot double (growable). Of more than maxActionsPerRound
-// hits, a uniformly random subset of that size is kept, in candidate order.
+// candidate pods (Running ones: the cache holds no others, see runningPods), or is paced per
+// workload with meanSecondsBetweenKills (paceKills); cancer leaves out the Deployments it
+// cannot double (growable). Of more than maxActionsPerRound hits, a uniformly random subset
+// of that size is kept, in candidate order.
 func decide(spec blackadderv1beta1.ChaosAgentSpec, c Candidates, rng *rand.Rand) []Action {
 	hit := func() bool { return rng.IntN(100) < int(spec.Eagerness) }
 	var actions []Action

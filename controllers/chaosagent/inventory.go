@@ -19,7 +19,8 @@ import (
 // cacheSyncTimeout bounds how long a round waits for an informer started on first use.
 const cacheSyncTimeout = 2 * time.Minute
 
-// Inventory is what the cache holds for one round: the lists the agent's modes need.
+// Inventory is what the cache holds for one round: the lists the agent's modes need. Pods are
+// Running pods only: the cache holds no others (CacheOptions, runningPods).
 type Inventory struct {
 	Namespaces  []metav1.PartialObjectMetadata
 	Pods        []metav1.PartialObjectMetadata

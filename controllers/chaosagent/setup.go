@@ -3,6 +3,8 @@ package chaosagent
 import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -66,15 +68,27 @@ func (o *Options) register(mgr ctrl.Manager, r *Reconciler) error {
 }
 
 // CacheOptions are what a round's reads of the manager's shared cache need, for
-// manager.Options: Deployments and HorizontalPodAutoscalers stripped to what a round
-// decides on. main.go adds them when this controller runs; any other reader of those kinds
-// in the same manager would see the stripped objects too.
+// manager.Options: only Running pods, and Deployments and HorizontalPodAutoscalers stripped
+// to what a round decides on. main.go adds them when this controller runs; any other reader
+// of those kinds in the same manager (none today: RegistryMirror's pods are in a cache of
+// its own) would see only Running pods and the stripped objects too.
 func CacheOptions() map[client.Object]cache.ByObject {
 	return map[client.Object]cache.ByObject{
+		// Keyed by kind, so it also selects the metadata-only informer a round lists pods from.
+		&corev1.Pod{}:                            {Field: runningPods},
 		&appsv1.Deployment{}:                     {Transform: StripDeployment},
 		&autoscalingv2.HorizontalPodAutoscaler{}: {Transform: StripHPA},
 	}
 }
+
+// runningPods is the field selector of the pods a round sees: only Running pods count toward
+// podTolerance and only they are killed. Pending pods must not count, or a tenant in an
+// agent's scope could push it past its tolerance with unschedulable pods and start kills on
+// other tenants' pods; and killing a pod that does not run tests nobody's resilience. The API
+// server filters (the metadata the cache holds has no phase, so no check after the cache
+// could), so pods that are not Running never reach the cache: no memory for them, and a pod
+// leaving Running leaves the cache as its watch event arrives.
+var runningPods = fields.OneTermEqualSelector("status.phase", string(corev1.PodRunning))
 
 // StripDeployment keeps of a Deployment what a round reads: metadata, replicas and selector.
 func StripDeployment(in any) (any, error) {

@@ -2,6 +2,7 @@ package chaosagent
 
 import (
 	"bytes"
+	"cmp"
 	"strings"
 	"testing"
 
@@ -11,8 +12,10 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	crzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -81,4 +84,35 @@ func TestStripDeploymentAndHPA(t *testing.T) {
 	out, err = StripDeployment(tomb)
 	require.NoError(t, err)
 	assert.Equal(t, tomb, out)
+}
+
+// TestCacheOptionsHoldOnlyRunningPods pins the pod cache's field selector: a pod of any other
+// phase never reaches a round, so it neither counts toward podTolerance nor is killed
+// (OnlyRunningPodsCountTowardTolerance shows it on the API server).
+func TestCacheOptionsHoldOnlyRunningPods(t *testing.T) {
+	var pods cache.ByObject
+	found := false
+	for obj, by := range CacheOptions() { // keyed by pointer: found by type
+		if _, isPod := obj.(*corev1.Pod); isPod {
+			pods, found = by, true
+		}
+	}
+	require.True(t, found, "CacheOptions selects pods")
+	require.NotNil(t, pods.Field)
+	assert.Equal(t, "status.phase=Running", pods.Field.String(), "what the API server is asked for")
+	for _, tc := range []struct {
+		phase  corev1.PodPhase
+		cached bool
+	}{
+		{corev1.PodRunning, true},
+		{corev1.PodPending, false},
+		{corev1.PodSucceeded, false},
+		{corev1.PodFailed, false},
+		{corev1.PodUnknown, false},
+		{"", false},
+	} {
+		t.Run(cmp.Or(string(tc.phase), "NoPhase"), func(t *testing.T) {
+			assert.Equal(t, tc.cached, pods.Field.Matches(fields.Set{"status.phase": string(tc.phase)}))
+		})
+	}
 }

@@ -21,7 +21,7 @@ import (
 // own). The shared cache holds Quartet's custom resources and the metadata of namespaces;
 // the objects other controllers read across namespaces are in caches of their own,
 // selected by label (scope.NewCache). byObject adds what a controller's reads of the shared
-// cache need (ChaosAgent's transforms, chaosagent.CacheOptions).
+// cache need (ChaosAgent's transforms and its Running-pods field selector, chaosagent.CacheOptions).
 func Options(scheme *runtime.Scheme, ns scope.Namespaces, byObject ...map[client.Object]cache.ByObject) ctrl.Options {
 	cacheOpts := cache.Options{
 		DefaultTransform:  cache.TransformStripManagedFields(),
