@@ -54,7 +54,8 @@ import (
 //	         | upstream probe              | forget                   | again                       | writes/mirror, 3.5 without
 //	         |                             |                          |                             | the hold; a probe/20 s/URL
 //	Children | the six child kinds, ours   | informers / the phases   | a fresh list before workers | correctness: the children
-//	Pods     | running pods, their images  | informer / pinnedImages  | listed at the first pinning | correctness: pinned images
+//	Pods     | pods not ended: images,     | informer / pinnedImages  | listed at the first pinning | correctness: pinned images
+//	         | phase, node if not running  |                          |                             |
 //
 // Not memory: the shared cache, the metric series, the work queue's timers, configuration.
 type Reconciler struct {
@@ -68,6 +69,8 @@ type Reconciler struct {
 	Images     Images
 	Prober     Prober // nil: probing is off
 	HostsRoot  string // the nodes' containerd config_path
+	// MaxPinnedImages caps each mirror's pinned list (--registrymirror-max-pinned-images).
+	MaxPinnedImages int
 
 	writer *status.Writer[*mirrorsv1alpha1.RegistryMirror]
 	memory memory
@@ -116,14 +119,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, fmt.Errorf("listing RegistryHostGrants: %w", err)
 	}
 	out.access = decideNodeAccess(m, hostsDir, grants.Items)
-	if out.hostPort, out.problems, err = r.reconcileNodeAgents(ctx, m, out.access); err != nil {
+	if out.hostPort, out.problems, err = r.reconcileNodeAgents(ctx, m, out.access, grants.Items); err != nil {
 		return ctrl.Result{}, err
 	}
 	if err := r.removeNetworkPolicy(ctx, m); err != nil {
 		return ctrl.Result{}, err
 	}
-	pinned, inUse := r.pinnedImages(ctx, m, hostsDir, out.access.Granted)
-	out.imagesInUse = inUse
+	pinned, inUse, chosen := r.pinnedImages(ctx, m, hostsDir, out.access.Granted)
+	out.imagesInUse, out.pinned = inUse, chosen
 	service, err := r.reconcileChildren(ctx, m, reach{hostPort: out.hostPort, hostsPath: hostsPath(r.HostsRoot, hostsDir),
 		capabilities: out.access.Capabilities, operatorNamespace: r.Namespaces.Operator, pinnedImages: pinned}, &out)
 	if err != nil {
@@ -145,9 +148,9 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 }
 
 // reconcileNodeAgents gives a mirror with node access its port, or removes its agents.
-func (r *Reconciler) reconcileNodeAgents(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, access nodeAccess) (int32, []problem, error) {
+func (r *Reconciler) reconcileNodeAgents(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, access nodeAccess, grants []mirrorsv1alpha1.RegistryHostGrant) (int32, []problem, error) {
 	if access.Granted {
-		port, problems, err := r.reconcileHostPort(ctx, m)
+		port, problems, err := r.reconcileHostPort(ctx, m, grants)
 		if err != nil {
 			return 0, nil, fmt.Errorf("choosing the host port: %w", err)
 		}

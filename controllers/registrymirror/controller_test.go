@@ -720,9 +720,9 @@ func runningPod(t *testing.T, ns, name, image, imageID string, phase corev1.PodP
 
 // TestGrantedMirrorPinsThePodsImages (issue 22, part 2): a mirror with node access pins,
 // in its registry's ConfigMap, the images by digest that pods of any namespace run from
-// its host, and counts them in status.imagesInUse; ended pods and other hosts' images do
-// not count. Without node access it pins nothing: it does not serve the nodes, and its
-// namespace's editors learn nothing of other namespaces' pods.
+// its host, and counts them in status.imagesInUse; ended pods, pods no node accepted and
+// other hosts' images do not count. Without node access it pins nothing: it does not
+// serve the nodes, and its namespace's editors learn nothing of other namespaces' pods.
 func TestGrantedMirrorPinsThePodsImages(t *testing.T) {
 	env.Require(t)
 	ctx := context.Background()
@@ -763,8 +763,9 @@ func TestGrantedMirrorPinsThePodsImages(t *testing.T) {
 				lines = append(lines, l)
 			}
 		}
-		assert.Equal(c, []string{"team/app:v1@" + digestA, "tools/cli@" + digestB}, lines, "with the tag the pods name")
-		assert.Equal(c, ptr.To[int32](2), got.Status.ImagesInUse)
+		// tools/cli is named by a pod no node accepted (issue 37): not pinned.
+		assert.Equal(c, []string{"team/app:v1@" + digestA}, lines, "with the tag the pods name")
+		assert.Equal(c, ptr.To[int32](1), got.Status.ImagesInUse)
 		assert.Nil(c, got.Status.ImagesCached, "no registry answers in this cluster")
 	}, wait, tick)
 
@@ -773,5 +774,139 @@ func TestGrantedMirrorPinsThePodsImages(t *testing.T) {
 		file, got := pinned(c)
 		assert.NotContains(c, file, "@sha256:")
 		assert.Nil(c, got.Status.ImagesInUse)
+	}, wait, tick)
+}
+
+// scheduledPod creates a pod in ns that the scheduler gives the kwok node, which runs it:
+// one container per image.
+func scheduledPod(t *testing.T, ns, name string, images ...string) *corev1.Pod {
+	t.Helper()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr.To[int64](0)}}
+	for i, img := range images {
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: fmt.Sprintf("c%d", i), Image: img})
+	}
+	require.NoError(t, env.Client.Create(context.Background(), p))
+	return p
+}
+
+// TestPinnedImagesSharedFairly (issue 37, review 2026-12-06 finding 3): a tenant cannot
+// push another namespace's images off a granted mirror's pinned list. Her pods that no
+// node accepts (no scheduler takes them) pin nothing, however their images sort; her
+// running pods get an equal share of the cap, and the other namespace's running pods'
+// images are pinned. The cap (--registrymirror-max-pinned-images) is 4 here.
+func TestPinnedImagesSharedFairly(t *testing.T) {
+	env.Require(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	tenant := testenv.Namespace(t, env.Client, "rm-tenant", nil)
+	victim := testenv.Namespace(t, env.Client, "rm-victim", nil)
+	host := ns + ".example"
+	opts := Options{MaxConcurrentReconciles: 2, MaxPinnedImages: 4}
+	testenv.StartManager(t, env.Config, scope.Namespaces{}, opts.Setup)
+
+	// The tenant: three pods no scheduler takes, 12 images whose names sort first, and one
+	// running pod of 4 images.
+	for i := range 3 {
+		var imgs []string
+		for j := range 4 {
+			imgs = append(imgs, fmt.Sprintf("%s/0000/pending-%d-%d@%s", host, i, j, digestA))
+		}
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: fmt.Sprintf("stuck-%d", i)},
+			Spec: corev1.PodSpec{SchedulerName: "nobody"}}
+		for j, img := range imgs {
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: fmt.Sprintf("c%d", j), Image: img})
+		}
+		require.NoError(t, env.Client.Create(ctx, p))
+	}
+	var tenantRunning, victimRunning []string
+	for j := range 4 {
+		tenantRunning = append(tenantRunning, fmt.Sprintf("%s/0000/run-%d@%s", host, j, digestB))
+	}
+	for j := range 2 {
+		victimRunning = append(victimRunning, fmt.Sprintf("%s/zzz/app-%d@%s", host, j, digestC))
+	}
+	pods := []*corev1.Pod{scheduledPod(t, tenant, "web", tenantRunning...), scheduledPod(t, victim, "web", victimRunning...)}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, p := range pods {
+			got := &corev1.Pod{}
+			require.NoError(c, env.Client.Get(ctx, client.ObjectKeyFromObject(p), got))
+			assert.Equal(c, corev1.PodRunning, got.Status.Phase, "%s/%s", p.Namespace, p.Name)
+		}
+	}, wait, tick)
+
+	newVolume(t, "rm-fair-"+ns, "10Gi", false)
+	m := newMirror(ns, "pins", "https://"+host, "rm-fair-"+ns)
+	testenv.GrantNodes(t, env.Client, host, ns, "pins")
+	require.NoError(t, env.Client.Create(ctx, m))
+	key := client.ObjectKeyFromObject(m)
+	// Each namespace's running pods get 2 of the 4: the first of each in its sorted order.
+	want := []string{"0000/run-0@" + digestB, "0000/run-1@" + digestB, "zzz/app-0@" + digestC, "zzz/app-1@" + digestC}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := getMirror(c, key)
+		cm, ok := children(c, got)["ConfigMap/pins-registry-config"].(*corev1.ConfigMap)
+		require.True(c, ok, "the registry's ConfigMap")
+		var lines []string
+		for l := range strings.SplitSeq(cm.Data[pinnedImagesKey], "\n") {
+			if l != "" && !strings.HasPrefix(l, "#") {
+				lines = append(lines, l)
+			}
+		}
+		assert.Equal(c, want, lines)
+		assert.Contains(c, cm.Data[pinnedImagesKey], "# 6 images in use; 4 are pinned, shared fairly among 2 namespaces.")
+		assert.Equal(c, ptr.To[int32](6), got.Status.ImagesInUse, "the stuck pods' images are not in use")
+		// The series are set right after the status write.
+		assert.Equal(c, 4.0, testutil.ToFloat64(pinnedImagesGauge.WithLabelValues(ns, "pins")))
+		assert.Equal(c, 2.0, testutil.ToFloat64(namespacesInUseGauge.WithLabelValues(ns, "pins")))
+		assert.Equal(c, 2.0, testutil.ToFloat64(pinnedByNamespaceGauge.WithLabelValues(ns, "pins", tenant)))
+		assert.Equal(c, 2.0, testutil.ToFloat64(pinnedByNamespaceGauge.WithLabelValues(ns, "pins", victim)))
+	}, wait, tick)
+}
+
+// TestLookAlikeDaemonSetHoldsNoHostPort (issue 37, review 2026-12-06 finding 4): a
+// tenant's DaemonSets with the node agents' labels and a "mirror" host port, one with no
+// owner and one controlled by her mirror without node access, do not keep a granted mirror
+// from that port.
+func TestLookAlikeDaemonSetHoldsNoHostPort(t *testing.T) {
+	env.Require(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	tenant := testenv.Namespace(t, env.Client, "rm-tenant", nil)
+	startManager(t, env.Config, scope.Namespaces{}, 2)
+	const port int32 = 34567
+
+	hers := newMirror(tenant, "hers", "https://"+tenant+".example", "")
+	hers.Spec.HostPort = ptr.To(port)
+	require.NoError(t, env.Client.Create(ctx, hers))
+	lookAlike := func(name string, owner *mirrorsv1alpha1.RegistryMirror) {
+		labels := map[string]string{labelManagedBy: managedBy, labelComponent: componentAgent, labelInstance: "hub", labelName: "registrymirror"}
+		ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: name, Labels: labels},
+			Spec: appsv1.DaemonSetSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"squat": name}},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"squat": name}},
+					Spec: corev1.PodSpec{NodeSelector: map[string]string{"none": "none"}, Containers: []corev1.Container{{Name: "agent", Image: "registry.invalid/x:1",
+						Ports: []corev1.ContainerPort{{Name: "mirror", ContainerPort: 5000, HostPort: port, HostIP: "127.0.0.1"}}}}}}}}
+		if owner != nil {
+			ds.OwnerReferences = []metav1.OwnerReference{{APIVersion: mirrorsv1alpha1.GroupVersion.String(), Kind: "RegistryMirror",
+				Name: owner.Name, UID: owner.UID, Controller: ptr.To(true)}}
+		}
+		require.NoError(t, env.Client.Create(ctx, ds))
+	}
+	lookAlike("squat", nil)
+	lookAlike("decoy", hers)
+
+	m := newMirror(ns, "hub", "https://"+ns+".example", "")
+	m.Spec.HostPort = ptr.To(port)
+	testenv.GrantNodes(t, env.Client, ns+".example", ns, "hub")
+	require.NoError(t, env.Client.Create(ctx, m))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := getMirror(c, client.ObjectKeyFromObject(m))
+		assert.NotEqual(c, mirrorsv1alpha1.ReasonHostPortConflict, condition(got, mirrorsv1alpha1.ConditionDegraded).Reason,
+			condition(got, mirrorsv1alpha1.ConditionDegraded).Message)
+		assert.Equal(c, fmt.Sprintf("http://127.0.0.1:%d", port), got.Status.NodeEndpoint)
+		ds, ok := children(c, got)["DaemonSet/hub-node"].(*appsv1.DaemonSet)
+		if assert.True(c, ok, "the node agents") {
+			assert.Equal(c, port, hostPortOf(&ds.Spec.Template.Spec))
+		}
 	}, wait, tick)
 }

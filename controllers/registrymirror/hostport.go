@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -47,7 +48,7 @@ func keepsHostPort(explicit *int32, current int32) bool {
 }
 
 // reconcileHostPort chooses the node agents' host port; none (0) is a problem.
-func (r *Reconciler) reconcileHostPort(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror) (int32, []problem, error) {
+func (r *Reconciler) reconcileHostPort(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, grants []mirrorsv1alpha1.RegistryHostGrant) (int32, []problem, error) {
 	var current int32
 	ds := &appsv1.DaemonSet{}
 	if err := r.Children.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: daemonSetName(m)}, ds); err == nil {
@@ -60,7 +61,7 @@ func (r *Reconciler) reconcileHostPort(ctx context.Context, m *mirrorsv1alpha1.R
 	held, requested := map[int32]string{}, map[int32]string{}
 	if !keepsHostPort(m.Spec.HostPort, current) {
 		var err error
-		if held, requested, err = r.portsOfOthers(ctx, m); err != nil {
+		if held, requested, err = r.portsOfOthers(ctx, m, grants); err != nil {
 			return 0, nil, err
 		}
 	}
@@ -75,30 +76,69 @@ func (r *Reconciler) reconcileHostPort(ctx context.Context, m *mirrorsv1alpha1.R
 	return port, nil, nil
 }
 
-// portsOfOthers reads from the caches the ports other mirrors' node agents hold and ask for.
-func (r *Reconciler) portsOfOthers(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror) (held, requested map[int32]string, err error) {
-	held, requested = map[int32]string{}, map[int32]string{}
+// portsOfOthers reads from the caches the DaemonSets and mirrors othersPorts looks at.
+func (r *Reconciler) portsOfOthers(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, grants []mirrorsv1alpha1.RegistryHostGrant) (held, requested map[int32]string, err error) {
 	var dss appsv1.DaemonSetList
 	if err := r.Children.List(ctx, &dss, client.MatchingLabels{labelManagedBy: managedBy, labelComponent: componentAgent}); err != nil {
 		return nil, nil, fmt.Errorf("listing node agent DaemonSets: %w", err)
-	}
-	for i := range dss.Items {
-		ds := &dss.Items[i]
-		if p := hostPortOf(&ds.Spec.Template.Spec); p != 0 && (ds.Namespace != m.Namespace || ds.Name != daemonSetName(m)) {
-			held[p] = ds.Namespace + "/" + ds.Labels[labelInstance]
-		}
 	}
 	var mirrors mirrorsv1alpha1.RegistryMirrorList
 	if err := r.Client.List(ctx, &mirrors); err != nil {
 		return nil, nil, fmt.Errorf("listing RegistryMirrors: %w", err)
 	}
-	for i := range mirrors.Items {
-		o := &mirrors.Items[i]
-		if o.Spec.HostPort != nil && (o.Namespace != m.Namespace || o.Name != m.Name) {
+	held, requested = othersPorts(m, dss.Items, mirrors.Items, grants)
+	return held, requested, nil
+}
+
+// othersPorts returns the host ports other mirrors with node access hold with their node
+// agents and ask for in spec.hostPort, each with the mirror's namespace/name. A DaemonSet
+// holds a port only when it is a granted mirror's node agents: controlled by that mirror
+// (its UID) and of its name. Labels anyone who may create a DaemonSet can copy, so a
+// look-alike holds nothing; nor does spec.hostPort of a mirror without node access, which
+// anyone who may create a mirror can set.
+func othersPorts(m *mirrorsv1alpha1.RegistryMirror, daemonSets []appsv1.DaemonSet, mirrors []mirrorsv1alpha1.RegistryMirror,
+	grants []mirrorsv1alpha1.RegistryHostGrant) (held, requested map[int32]string) {
+	granted := map[types.UID]*mirrorsv1alpha1.RegistryMirror{}
+	for i := range mirrors {
+		o := &mirrors[i]
+		if o.Namespace == m.Namespace && o.Name == m.Name {
+			continue
+		}
+		if host, err := HostsDir(o.Spec.Upstream); err == nil && decideNodeAccess(o, host, grants).Granted {
+			granted[o.UID] = o
+		}
+	}
+	held, requested = map[int32]string{}, map[int32]string{}
+	for i := range daemonSets {
+		ds := &daemonSets[i]
+		ref := metav1.GetControllerOf(ds)
+		if ref == nil {
+			continue
+		}
+		o := granted[ref.UID]
+		if o == nil || ref.Kind != "RegistryMirror" || refGroup(ref) != mirrorsv1alpha1.GroupVersion.Group ||
+			o.Namespace != ds.Namespace || o.Name != ref.Name || ds.Name != daemonSetName(o) {
+			continue
+		}
+		if p := hostPortOf(&ds.Spec.Template.Spec); p != 0 {
+			held[p] = o.Namespace + "/" + o.Name
+		}
+	}
+	for _, o := range granted {
+		if o.Spec.HostPort != nil {
 			requested[*o.Spec.HostPort] = o.Namespace + "/" + o.Name
 		}
 	}
-	return held, requested, nil
+	return held, requested
+}
+
+// refGroup is the API group of an owner reference.
+func refGroup(ref *metav1.OwnerReference) string {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return ""
+	}
+	return gv.Group
 }
 
 // hostPortOf reads the node agents' host port from a live DaemonSet's pod spec (0: none).

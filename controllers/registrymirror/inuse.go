@@ -25,9 +25,12 @@ import (
 // never evicts and warms its cache with (cmd/mirror-registry, --pinned-file).
 const (
 	// maxPinnedImages bounds the list (about 100 bytes a line, well under a ConfigMap's
-	// 1 MiB); status.imagesInUse counts all of them.
+	// 1 MiB): --registrymirror-max-pinned-images is at most this, and this by default.
 	maxPinnedImages = 5000
-	pinnedImagesKey = "pinned-images"
+	// maxNamespaceSeries bounds quartet_registrymirror_pinned_images_by_namespace: a
+	// series for each of the namespaces with the most images pinned, per mirror.
+	maxNamespaceSeries = 10
+	pinnedImagesKey    = "pinned-images"
 	// podListTimeout bounds waiting for the pod cache: its first list starts a watch, which
 	// RBAC or a namespace-scoped install may refuse.
 	podListTimeout = 30 * time.Second
@@ -47,34 +50,153 @@ func (i imageInUse) String() string {
 	return i.repository + "@" + i.digest
 }
 
-// imagesInUse returns the distinct images the running pods run from host, sorted: digests
-// from the statuses' imageIDs and the specs, tags from the specs.
-func imagesInUse(pods []corev1.Pod, host string) []imageInUse {
-	seen := map[imageInUse]bool{}
+// namespaceImages are the images one namespace's pods run from the mirror's host.
+type namespaceImages struct {
+	namespace string
+	running   []imageInUse // of its running pods, sorted
+	waiting   []imageInUse // of its pods a node accepted that do not run yet, sorted; none of running
+}
+
+// podCounts says whether a pod's images count and whether it runs. A pod that has ended
+// does not count; nor does one that no node has accepted (no spec.nodeName: Pending,
+// unschedulable or waiting for a scheduler), which anyone who may create pods can make
+// by the thousand. A pod a node accepted counts before it runs (its images are being
+// pulled), after the running ones.
+func podCounts(p *corev1.Pod) (counts, running bool) {
+	switch p.Status.Phase {
+	case corev1.PodSucceeded, corev1.PodFailed:
+		return false, false
+	case corev1.PodRunning:
+		return true, true
+	}
+	return p.Spec.NodeName != "", false
+}
+
+// imagesInUse returns, by namespace (sorted; those with any), the distinct images the pods
+// that count (podCounts) run from host: digests from the statuses' imageIDs and the specs,
+// tags from the specs.
+func imagesInUse(pods []corev1.Pod, host string) []namespaceImages {
+	type sets struct{ running, waiting map[imageInUse]bool }
+	byNamespace := map[string]*sets{}
 	for i := range pods {
 		p := &pods[i]
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		counts, running := podCounts(p)
+		if !counts {
 			continue
 		}
-		specImage := map[string]string{}
-		for _, c := range slices.Concat(p.Spec.InitContainers, p.Spec.Containers) {
-			specImage[c.Name] = c.Image
-			if img, ok := parseImageInUse(c.Image, host); ok {
-				seen[img] = true
+		for _, img := range podImages(p, host) {
+			ns := byNamespace[p.Namespace]
+			if ns == nil {
+				ns = &sets{running: map[imageInUse]bool{}, waiting: map[imageInUse]bool{}}
+				byNamespace[p.Namespace] = ns
 			}
-		}
-		for _, c := range p.Spec.EphemeralContainers {
-			specImage[c.Name] = c.Image
-		}
-		for _, cs := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses, p.Status.EphemeralContainerStatuses) {
-			if img, ok := parseImageInUse(cs.ImageID, host); ok {
-				img.tag = tagOf(specImage[cs.Name], host, img.repository)
-				seen[img] = true
+			if running {
+				ns.running[img] = true
+			} else {
+				ns.waiting[img] = true
 			}
 		}
 	}
-	out := slices.Collect(maps.Keys(seen))
+	out := make([]namespaceImages, 0, len(byNamespace))
+	for ns, s := range byNamespace {
+		for img := range s.running {
+			delete(s.waiting, img)
+		}
+		out = append(out, namespaceImages{namespace: ns, running: sortedImages(s.running), waiting: sortedImages(s.waiting)})
+	}
+	slices.SortFunc(out, func(a, b namespaceImages) int { return strings.Compare(a.namespace, b.namespace) })
+	return out
+}
+
+// podImages returns the images pod p runs from host (repeats possible).
+func podImages(p *corev1.Pod, host string) []imageInUse {
+	var out []imageInUse
+	specImage := map[string]string{}
+	for _, c := range slices.Concat(p.Spec.InitContainers, p.Spec.Containers) {
+		specImage[c.Name] = c.Image
+		if img, ok := parseImageInUse(c.Image, host); ok {
+			out = append(out, img)
+		}
+	}
+	for _, c := range p.Spec.EphemeralContainers {
+		specImage[c.Name] = c.Image
+	}
+	for _, cs := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses, p.Status.EphemeralContainerStatuses) {
+		if img, ok := parseImageInUse(cs.ImageID, host); ok {
+			img.tag = tagOf(specImage[cs.Name], host, img.repository)
+			out = append(out, img)
+		}
+	}
+	return out
+}
+
+// sortedImages returns the set's images sorted by their line in the pinned list.
+func sortedImages(set map[imageInUse]bool) []imageInUse {
+	out := slices.Collect(maps.Keys(set))
 	slices.SortFunc(out, func(a, b imageInUse) int { return strings.Compare(a.String(), b.String()) })
+	return out
+}
+
+// pinnedList is the list of pinned images and what it came to.
+type pinnedList struct {
+	images      []imageInUse   // sorted, at most the cap
+	inUse       int            // distinct images the pods that count run (status.imagesInUse)
+	byNamespace map[string]int // per namespace with images in use: how many of them are pinned
+}
+
+// pinFairly chooses at most limit images to pin, shared fairly among the namespaces:
+// first the images of running pods, in rounds in which every namespace that has any left
+// adds its next one (in its sorted order; the namespaces in name order), then, while
+// room is left, those of pods still waiting on a node, in rounds again. An image already
+// pinned for another namespace costs no turn. So each namespace gets an equal share of
+// the list, and what a namespace does not use goes to the others in equal parts (a
+// max-min fair split): no namespace's pods, whatever they are named, can push another's
+// images off beyond its share. The last round may end part-way: namespaces earlier by
+// name then have one image more.
+func pinFairly(byNamespace []namespaceImages, limit int) pinnedList {
+	pinned := map[imageInUse]bool{}
+	var chosen []imageInUse
+	for _, tier := range []func(namespaceImages) []imageInUse{
+		func(n namespaceImages) []imageInUse { return n.running },
+		func(n namespaceImages) []imageInUse { return n.waiting },
+	} {
+		next := make([]int, len(byNamespace))
+		active := make([]int, 0, len(byNamespace))
+		for i := range byNamespace {
+			active = append(active, i)
+		}
+		for len(active) > 0 && len(chosen) < limit {
+			left := active[:0]
+			for _, i := range active {
+				list := tier(byNamespace[i])
+				for next[i] < len(list) && pinned[list[next[i]]] {
+					next[i]++
+				}
+				if next[i] == len(list) || len(chosen) == limit {
+					continue
+				}
+				pinned[list[next[i]]] = true
+				chosen = append(chosen, list[next[i]])
+				next[i]++
+				left = append(left, i)
+			}
+			active = left
+		}
+	}
+	out := pinnedList{images: chosen, byNamespace: make(map[string]int, len(byNamespace))}
+	inUse := map[imageInUse]bool{}
+	for _, n := range byNamespace {
+		count := 0
+		for _, img := range slices.Concat(n.running, n.waiting) {
+			inUse[img] = true
+			if pinned[img] {
+				count++
+			}
+		}
+		out.byNamespace[n.namespace] = count
+	}
+	out.inUse = len(inUse)
+	slices.SortFunc(out.images, func(a, b imageInUse) int { return strings.Compare(a.String(), b.String()) })
 	return out
 }
 
@@ -114,7 +236,7 @@ func tagOf(image, host, repository string) string {
 }
 
 // renderPinnedImages is the pinned-images file: one repository[:tag]@digest a line.
-func renderPinnedImages(host string, images []imageInUse, granted bool) string {
+func renderPinnedImages(host string, list pinnedList, granted bool) string {
 	var b strings.Builder
 	b.WriteString("# Written by Quartet: images by digest that pods run from ")
 	b.WriteString(host)
@@ -123,18 +245,18 @@ func renderPinnedImages(host string, images []imageInUse, granted bool) string {
 		b.WriteString("# None: the mirror has no node access (RegistryHostGrant), so it does not serve the nodes.\n")
 		return b.String()
 	}
-	if len(images) > maxPinnedImages {
-		fmt.Fprintf(&b, "# %d images in use; the first %d are pinned.\n", len(images), maxPinnedImages)
-		images = images[:maxPinnedImages]
+	if list.inUse > len(list.images) {
+		fmt.Fprintf(&b, "# %d images in use; %d are pinned, shared fairly among %d namespaces.\n", list.inUse, len(list.images), len(list.byNamespace))
 	}
-	for _, i := range images {
+	for _, i := range list.images {
 		b.WriteString(i.String())
 		b.WriteByte('\n')
 	}
 	return b.String()
 }
 
-// StripPodImages keeps of a Pod what imagesInUse reads, about 300 bytes.
+// StripPodImages keeps of a Pod what imagesInUse reads, about 300 bytes: of a pod that
+// does not run, its node too (podCounts); a running pod's is not needed.
 func StripPodImages(in any) (any, error) {
 	p, ok := in.(*corev1.Pod)
 	if !ok {
@@ -143,6 +265,9 @@ func StripPodImages(in any) (any, error) {
 	out := &corev1.Pod{}
 	out.Name, out.Namespace, out.UID, out.ResourceVersion = p.Name, p.Namespace, p.UID, p.ResourceVersion
 	out.Status.Phase = p.Status.Phase
+	if p.Status.Phase != corev1.PodRunning {
+		out.Spec.NodeName = p.Spec.NodeName
+	}
 	images := func(cs []corev1.Container) []corev1.Container {
 		r := make([]corev1.Container, len(cs))
 		for i, c := range cs {
@@ -179,11 +304,12 @@ func newPodCache(mgr ctrl.Manager, ns scope.Namespaces) (cache.Cache, error) {
 	return scope.NewCache(mgr, ns, "pod", map[client.Object]cache.ByObject{&corev1.Pod{}: {Field: notEnded, Transform: StripPodImages}}, false)
 }
 
-// pinnedImages returns the pinned-images file and the count of images in use (nil: no node
-// access). While pods cannot be listed, the file and count stay (none would evict them).
-func (r *Reconciler) pinnedImages(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, host string, granted bool) (file string, inUse *int32) {
+// pinnedImages returns the pinned-images file, the count of images in use (nil: no node
+// access) and the list chosen (nil: none this pass). While pods cannot be listed, the file
+// and count stay (none would evict them).
+func (r *Reconciler) pinnedImages(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, host string, granted bool) (file string, inUse *int32, list *pinnedList) {
 	if !granted || r.Pods == nil {
-		return renderPinnedImages(host, nil, false), nil
+		return renderPinnedImages(host, pinnedList{}, false), nil, nil
 	}
 	listCtx, cancel := context.WithTimeout(ctx, podListTimeout)
 	var pods corev1.PodList
@@ -194,12 +320,12 @@ func (r *Reconciler) pinnedImages(ctx context.Context, m *mirrorsv1alpha1.Regist
 		live := &corev1.ConfigMap{}
 		if gerr := r.Children.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: configMapName(m)}, live); gerr == nil {
 			if f, ok := live.Data[pinnedImagesKey]; ok {
-				return f, m.Status.ImagesInUse
+				return f, m.Status.ImagesInUse, nil
 			}
 		}
-		return renderPinnedImages(host, nil, true), m.Status.ImagesInUse
+		return renderPinnedImages(host, pinnedList{}, true), m.Status.ImagesInUse, nil
 	}
-	images := imagesInUse(pods.Items, host)
-	n := int32(min(len(images), math.MaxInt32))
-	return renderPinnedImages(host, images, true), &n
+	chosen := pinFairly(imagesInUse(pods.Items, host), r.MaxPinnedImages)
+	n := int32(min(chosen.inUse, math.MaxInt32))
+	return renderPinnedImages(host, chosen, true), &n, &chosen
 }

@@ -1,6 +1,12 @@
 package registrymirror
 
 import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -25,6 +31,16 @@ var (
 	// No series without node access or a report (alert QuartetRegistryMirrorImagesNotCached).
 	imagesInUseGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "quartet_registrymirror_images_in_use",
 		Help: "Distinct images by digest that the cluster's pods run from the host of a RegistryMirror with node access (status.imagesInUse), by mirror."}, mirrorLabels)
+	// The pinned list (pinFairly): its length, and how the namespaces share it. A series
+	// per namespace only for the maxNamespaceSeries with the most images pinned, so a
+	// cluster of many namespaces adds at most that many series per mirror with node access.
+	pinnedImagesGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "quartet_registrymirror_pinned_images",
+		Help: "Images the RegistryMirror pins and warms (at most --registrymirror-max-pinned-images, shared fairly among namespaces), by mirror with node access."}, mirrorLabels)
+	namespacesInUseGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "quartet_registrymirror_namespaces_in_use",
+		Help: "Namespaces whose pods run images from the host of a RegistryMirror with node access, among which its pinned list is shared, by mirror."}, mirrorLabels)
+	pinnedByNamespaceGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "quartet_registrymirror_pinned_images_by_namespace",
+		Help: fmt.Sprintf("Of the images a namespace's pods run from the RegistryMirror's host, how many the mirror pins, for the %d namespaces with the most pinned (then by name), by mirror.", maxNamespaceSeries)},
+		[]string{"mirror_namespace", "mirror", "namespace"})
 	imagesCachedGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "quartet_registrymirror_images_cached",
 		Help: "Of those images, how many the mirror's registry holds whole, as it last reported (status.imagesCached), by mirror."}, mirrorLabels)
 	// The cache volume's fill, as last reported (alert QuartetRegistryMirrorCacheAlmostFull).
@@ -42,7 +58,8 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(objectWrites, readyGauge, imagesInUseGauge, imagesCachedGauge, cacheUsedGauge, cacheCapacityGauge, blobPulls, servedBytes)
+	metrics.Registry.MustRegister(objectWrites, readyGauge, imagesInUseGauge, pinnedImagesGauge, namespacesInUseGauge, pinnedByNamespaceGauge,
+		imagesCachedGauge, cacheUsedGauge, cacheCapacityGauge, blobPulls, servedBytes)
 }
 
 // recordStatus sets the mirror's series from the status and the cache report (nil: kept).
@@ -71,6 +88,68 @@ func recordStatus(m types.NamespacedName, st mirrorsv1alpha1.RegistryMirrorStatu
 	}
 }
 
+// recordPinned sets the pinned list's series from the pass's list (nil: kept, as the list
+// is); a mirror without node access has none.
+func recordPinned(m types.NamespacedName, granted bool, list *pinnedList) {
+	mirror := prometheus.Labels{"mirror_namespace": m.Namespace, "mirror": m.Name}
+	if !granted {
+		pinnedImagesGauge.DeleteLabelValues(m.Namespace, m.Name)
+		namespacesInUseGauge.DeleteLabelValues(m.Namespace, m.Name)
+		pinnedByNamespaceGauge.DeletePartialMatch(mirror)
+		return
+	}
+	if list == nil {
+		return
+	}
+	pinnedImagesGauge.WithLabelValues(m.Namespace, m.Name).Set(float64(len(list.images)))
+	namespacesInUseGauge.WithLabelValues(m.Namespace, m.Name).Set(float64(len(list.byNamespace)))
+	top := topNamespaces(list.byNamespace, maxNamespaceSeries)
+	for _, ns := range top {
+		pinnedByNamespaceGauge.WithLabelValues(m.Namespace, m.Name, ns).Set(float64(list.byNamespace[ns]))
+	}
+	// The namespaces that left the top: their series go (after the new ones are set, so a
+	// scrape never sees none).
+	for _, labels := range seriesOf(pinnedByNamespaceGauge, mirror) {
+		if !slices.Contains(top, labels["namespace"]) {
+			pinnedByNamespaceGauge.Delete(labels)
+		}
+	}
+}
+
+// topNamespaces returns the n namespaces with the most images pinned, then by name.
+func topNamespaces(byNamespace map[string]int, n int) []string {
+	names := slices.Collect(maps.Keys(byNamespace))
+	slices.SortFunc(names, func(a, b string) int {
+		return cmp.Or(cmp.Compare(byNamespace[b], byNamespace[a]), strings.Compare(a, b))
+	})
+	return names[:min(n, len(names))]
+}
+
+// seriesOf returns the label sets of vec's series that include every pair of want.
+func seriesOf(vec prometheus.Collector, want prometheus.Labels) []prometheus.Labels {
+	ch := make(chan prometheus.Metric)
+	go func() { vec.Collect(ch); close(ch) }()
+	var out []prometheus.Labels
+	for metric := range ch {
+		var d dto.Metric
+		if metric.Write(&d) != nil {
+			continue
+		}
+		labels := prometheus.Labels{}
+		for _, l := range d.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		match := true
+		for k, v := range want {
+			match = match && labels[k] == v
+		}
+		if match {
+			out = append(out, labels)
+		}
+	}
+	return out
+}
+
 // setCounter sets a counter to v, from v again (a reset) when the registry restarted.
 func setCounter(vec *prometheus.CounterVec, v uint64, labels ...string) {
 	c := vec.WithLabelValues(labels...)
@@ -84,10 +163,12 @@ func setCounter(vec *prometheus.CounterVec, v uint64, labels ...string) {
 
 // forgetMirror drops the series of a mirror that is gone.
 func forgetMirror(m types.NamespacedName) {
-	for _, g := range []*prometheus.GaugeVec{readyGauge, imagesInUseGauge, imagesCachedGauge, cacheUsedGauge, cacheCapacityGauge} {
+	for _, g := range []*prometheus.GaugeVec{readyGauge, imagesInUseGauge, pinnedImagesGauge, namespacesInUseGauge, imagesCachedGauge, cacheUsedGauge, cacheCapacityGauge} {
 		g.DeleteLabelValues(m.Namespace, m.Name)
 	}
+	mirror := prometheus.Labels{"mirror_namespace": m.Namespace, "mirror": m.Name}
+	pinnedByNamespaceGauge.DeletePartialMatch(mirror)
 	for _, c := range []*prometheus.CounterVec{blobPulls, servedBytes} {
-		c.DeletePartialMatch(prometheus.Labels{"mirror_namespace": m.Namespace, "mirror": m.Name})
+		c.DeletePartialMatch(mirror)
 	}
 }

@@ -1,6 +1,7 @@
 package registrymirror
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -28,4 +29,40 @@ func TestCacheReportSeries(t *testing.T) {
 	forgetMirror(key)
 	mirror := map[string]string{"mirror_namespace": key.Namespace, "mirror": key.Name}
 	assert.Zero(t, testenv.Series(blobPulls, mirror)+testenv.Series(servedBytes, mirror), "forgotten with the mirror")
+}
+
+// TestPinnedSeries: the pinned list's length and the namespaces it is shared among, per
+// mirror; per namespace only for the maxNamespaceSeries namespaces with the most pinned,
+// so many namespaces cannot multiply the series; none without node access; kept while the
+// list is (pods not listed); gone with the mirror.
+func TestPinnedSeries(t *testing.T) {
+	key := types.NamespacedName{Namespace: "metrics-test", Name: "pins"}
+	mirror := map[string]string{"mirror_namespace": key.Namespace, "mirror": key.Name}
+	byNamespace := map[string]int{}
+	for i := range 50 {
+		byNamespace[fmt.Sprintf("ns-%02d", i)] = 1
+	}
+	byNamespace["big"], byNamespace["bigger"] = 40, 41
+	recordPinned(key, true, &pinnedList{images: make([]imageInUse, 131), inUse: 500, byNamespace: byNamespace})
+	assert.Equal(t, 131.0, testutil.ToFloat64(pinnedImagesGauge.WithLabelValues(key.Namespace, key.Name)))
+	assert.Equal(t, 52.0, testutil.ToFloat64(namespacesInUseGauge.WithLabelValues(key.Namespace, key.Name)))
+	assert.Equal(t, maxNamespaceSeries, testenv.Series(pinnedByNamespaceGauge, mirror), "bounded")
+	assert.Equal(t, 41.0, testutil.ToFloat64(pinnedByNamespaceGauge.WithLabelValues(key.Namespace, key.Name, "bigger")))
+	assert.Equal(t, 1, testenv.Series(pinnedByNamespaceGauge, map[string]string{"mirror": key.Name, "namespace": "ns-07"}), "then by name")
+	assert.Zero(t, testenv.Series(pinnedByNamespaceGauge, map[string]string{"mirror": key.Name, "namespace": "ns-08"}))
+
+	recordPinned(key, true, &pinnedList{images: make([]imageInUse, 3), inUse: 3, byNamespace: map[string]int{"ns-49": 3}})
+	assert.Equal(t, 1, testenv.Series(pinnedByNamespaceGauge, mirror), "the namespaces that left the top are gone")
+	assert.Equal(t, 3.0, testutil.ToFloat64(pinnedByNamespaceGauge.WithLabelValues(key.Namespace, key.Name, "ns-49")))
+	recordPinned(key, true, nil)
+	assert.Equal(t, 1, testenv.Series(pinnedByNamespaceGauge, mirror), "kept while the list is")
+	assert.Equal(t, 1, testenv.Series(pinnedImagesGauge, mirror))
+
+	recordPinned(key, false, nil)
+	assert.Zero(t, testenv.Series(pinnedByNamespaceGauge, mirror)+testenv.Series(pinnedImagesGauge, mirror)+testenv.Series(namespacesInUseGauge, mirror),
+		"none without node access")
+	recordPinned(key, true, &pinnedList{images: make([]imageInUse, 1), inUse: 1, byNamespace: map[string]int{"a": 1}})
+	forgetMirror(key)
+	assert.Zero(t, testenv.Series(pinnedByNamespaceGauge, mirror)+testenv.Series(pinnedImagesGauge, mirror)+testenv.Series(namespacesInUseGauge, mirror),
+		"forgotten with the mirror")
 }

@@ -17,6 +17,7 @@ type Options struct {
 	Probes                  bool
 	ProbeAllowedCIDRs       string
 	AssignedUIDs            string // auto, true or false (Images.AssignedUIDs)
+	MaxPinnedImages         int
 }
 
 // DefaultOptions returns the flags' defaults, written only here. complete leaves Probes
@@ -31,6 +32,8 @@ func DefaultOptions() Options {
 		HostsRoot:               DefaultHostsRoot,
 		Probes:                  true,
 		AssignedUIDs:            "auto",
+		// As many as a ConfigMap holds safely; shared fairly among namespaces (pinFairly).
+		MaxPinnedImages: maxPinnedImages,
 		// ProbeAllowedCIDRs: none beyond the rule.
 	}
 }
@@ -51,6 +54,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Comma-separated CIDRs the probes may connect to although they are loopback, link-local, unspecified, multicast or a cloud metadata address "+
 			"(169.254.169.254, fd00:ec2::254, 100.100.100.200), which a mirror's upstream otherwise may not resolve to; private ranges need no entry. "+
 			"Example: 127.0.0.0/8 for an upstream on the manager's own host.")
+	fs.IntVar(&o.MaxPinnedImages, "registrymirror-max-pinned-images", d.MaxPinnedImages,
+		fmt.Sprintf("The most images a mirror with node access pins and warms, shared fairly among the namespaces whose pods run them, running pods' first (1 to %d).", maxPinnedImages))
 }
 
 // complete fills the zero fields (workers: below 1) but Probes from DefaultOptions and
@@ -65,6 +70,12 @@ func (o *Options) complete() error {
 	}
 	if o.AssignedUIDs == "" {
 		o.AssignedUIDs = d.AssignedUIDs
+	}
+	if o.MaxPinnedImages == 0 {
+		o.MaxPinnedImages = d.MaxPinnedImages
+	}
+	if o.MaxPinnedImages < 1 || o.MaxPinnedImages > maxPinnedImages {
+		return fmt.Errorf("--registrymirror-max-pinned-images must be between 1 and %d (the pinned list fits a ConfigMap), got %d", maxPinnedImages, o.MaxPinnedImages)
 	}
 	if _, err := o.probeAllowedPrefixes(); err != nil {
 		return err

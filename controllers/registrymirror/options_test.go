@@ -26,9 +26,10 @@ func TestFlagDefaults(t *testing.T) {
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	o.BindFlags(fs)
 	assert.NoError(t, fs.Parse(nil))
-	assert.Equal(t, Options{MaxConcurrentReconciles: 8, HostsRoot: DefaultHostsRoot, Probes: true, AssignedUIDs: "auto"}, o)
-	assert.NoError(t, fs.Parse([]string{"--registrymirror-workers=3"}))
+	assert.Equal(t, Options{MaxConcurrentReconciles: 8, HostsRoot: DefaultHostsRoot, Probes: true, AssignedUIDs: "auto", MaxPinnedImages: 5000}, o)
+	assert.NoError(t, fs.Parse([]string{"--registrymirror-workers=3", "--registrymirror-max-pinned-images=500"}))
 	assert.Equal(t, 3, o.MaxConcurrentReconciles)
+	assert.Equal(t, 500, o.MaxPinnedImages)
 }
 
 // TestOptionsDefaultsWrittenOnce: the flags' defaults are DefaultOptions, and complete gives
@@ -40,7 +41,7 @@ func TestOptionsDefaultsWrittenOnce(t *testing.T) {
 
 	noProbes := fromFlags
 	noProbes.Probes = false
-	set := Options{MaxConcurrentReconciles: 3, HostsRoot: "/etc/k3s/certs.d", Probes: true, ProbeAllowedCIDRs: "127.0.0.0/8", AssignedUIDs: "false"}
+	set := Options{MaxConcurrentReconciles: 3, HostsRoot: "/etc/k3s/certs.d", Probes: true, ProbeAllowedCIDRs: "127.0.0.0/8", AssignedUIDs: "false", MaxPinnedImages: 20}
 	testenv.CheckComplete(t, (*Options).complete, []testenv.OptionsCase[Options]{
 		testenv.Case("zero Options: the defaults, probes off", Options{}, noProbes, ""),
 		testenv.Case("flag defaults", fromFlags, fromFlags, ""),
@@ -48,6 +49,8 @@ func TestOptionsDefaultsWrittenOnce(t *testing.T) {
 		testenv.Case("set values kept", set, set, ""),
 		testenv.Case("bad CIDR", Options{ProbeAllowedCIDRs: "localhost"}, Options{}, `--registrymirror-probe-allowed-cidrs: "localhost" is not a CIDR`),
 		testenv.Case("bad assigned UIDs", Options{AssignedUIDs: "yes"}, Options{}, `--registrymirror-assigned-uids: "yes" is not auto, true or false`),
+		testenv.Case("negative pinned images", Options{MaxPinnedImages: -1}, Options{}, `--registrymirror-max-pinned-images must be between 1 and 5000 (the pinned list fits a ConfigMap), got -1`),
+		testenv.Case("too many pinned images", Options{MaxPinnedImages: 5001}, Options{}, `--registrymirror-max-pinned-images must be between 1 and 5000 (the pinned list fits a ConfigMap), got 5001`),
 	})
 }
 

@@ -576,11 +576,11 @@ http: {addr: "127.0.0.1:%d"}
 	require.NoError(t, err)
 	running := pod("apps", "web", corev1.PodRunning, []string{host + "/" + img.repo + ":" + img.tag},
 		host+"/"+img.repo+"@"+img.manifestDigest)
-	images := imagesInUse([]corev1.Pod{running}, host)
-	require.Len(t, images, 1)
+	pinned := pinFairly(imagesInUse([]corev1.Pod{running}, host), maxPinnedImages)
+	require.Len(t, pinned.images, 1)
 
 	rendered := renderMirror(t, m, mirrorPort, t.TempDir(), "")
-	require.NoError(t, os.WriteFile(rendered.pinnedFile, []byte(renderPinnedImages(host, images, true)), 0o600))
+	require.NoError(t, os.WriteFile(rendered.pinnedFile, []byte(renderPinnedImages(host, pinned, true)), 0o600))
 	mirror := startProcess(t, "mirror", rendered.argv, nil, "http://"+mirrorAddr, rendered.container.ReadinessProbe.HTTPGet.Path, http.StatusOK)
 	defer mirror.kill()
 

@@ -53,16 +53,17 @@ func (o *Options) Setup(mgr ctrl.Manager, shared scope.Namespaces) error {
 	}
 	c := client.WithFieldOwner(mgr.GetClient(), FieldOwner)
 	r := &Reconciler{
-		Client:     c,
-		APIReader:  mgr.GetAPIReader(),
-		Recorder:   mgr.GetEventRecorder(FieldOwner),
-		Clock:      clock.RealClock{},
-		Namespaces: shared,
-		Children:   children,
-		Pods:       pods,
-		Images:     images,
-		HostsRoot:  o.HostsRoot,
-		writer:     newStatusWriter(c, mgr.GetAPIReader()),
+		Client:          c,
+		APIReader:       mgr.GetAPIReader(),
+		Recorder:        mgr.GetEventRecorder(FieldOwner),
+		Clock:           clock.RealClock{},
+		Namespaces:      shared,
+		Children:        children,
+		Pods:            pods,
+		Images:          images,
+		HostsRoot:       o.HostsRoot,
+		MaxPinnedImages: o.MaxPinnedImages,
+		writer:          newStatusWriter(c, mgr.GetAPIReader()),
 	}
 	if o.Probes {
 		r.Prober = NewHTTPProber(probeAllowed)

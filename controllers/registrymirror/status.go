@@ -68,12 +68,13 @@ type outcome struct {
 	hostPort    int32 // the node agents' (0: none could be chosen)
 	workloads   workloads
 	probes      probeResults
-	problems    []problem  // what kept the pass from applying everything, in the order met
-	complete    bool       // every object was applied or found up to date
-	terminating bool       // the namespace is being deleted
-	access      nodeAccess // Reason empty: not decided, the upstream being invalid
-	wantsNodes  bool       // spec.configureNodes
-	imagesInUse *int32     // images the pods run from the mirror's host (nil: no node access)
+	problems    []problem   // what kept the pass from applying everything, in the order met
+	complete    bool        // every object was applied or found up to date
+	terminating bool        // the namespace is being deleted
+	access      nodeAccess  // Reason empty: not decided, the upstream being invalid
+	wantsNodes  bool        // spec.configureNodes
+	imagesInUse *int32      // images the pods run from the mirror's host (nil: no node access)
+	pinned      *pinnedList // the images pinned this pass (nil: none chosen, the list kept or no node access)
 }
 
 // finish ends a pass: the status computeStatus makes of o, written unless only progress
@@ -96,6 +97,7 @@ func (r *Reconciler) finish(ctx context.Context, m *mirrorsv1alpha1.RegistryMirr
 		after = wait
 	})
 	recordStatus(key, next, o.probes.cache)
+	recordPinned(key, o.access.Granted, o.pinned)
 	if err != nil {
 		return 0, err
 	}

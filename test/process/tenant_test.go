@@ -191,7 +191,7 @@ func TestTenantReachesOnlyWhatTheyCouldWithoutQuartet(t *testing.T) {
 	// A pod of bob's runs an image from Docker Hub, by digest.
 	bobImage := "docker.io/library/bob-app:1@sha256:" + strings.Repeat("b0", 32)
 	bobPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: bob.namespace},
-		Spec: corev1.PodSpec{SchedulerName: "quartet-test-nobody", Containers: []corev1.Container{{Name: "app", Image: bobImage}}}}
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: bobImage}}}}
 	create(t, bobPod)
 	// A platform mirror of Docker Hub with the admin's grant; alice's mirror of the same host.
 	platform := namespace(t, "tenant-platform", nil)
