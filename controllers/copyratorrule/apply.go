@@ -37,7 +37,7 @@ type writeResult struct {
 }
 
 // execute runs the actions in parallel and returns their results, in their order.
-func (w writer) execute(ctx context.Context, rule types.NamespacedName, actions []action) []writeResult {
+func (w writer) execute(ctx context.Context, rule ruleID, actions []action) []writeResult {
 	results := make([]writeResult, len(actions))
 	var g errgroup.Group
 	g.SetLimit(max(w.parallelism, 1))
@@ -51,7 +51,7 @@ func (w writer) execute(ctx context.Context, rule types.NamespacedName, actions 
 	return results
 }
 
-func (w writer) do(ctx context.Context, rule types.NamespacedName, a action) writeResult {
+func (w writer) do(ctx context.Context, rule ruleID, a action) writeResult {
 	if err := ctx.Err(); err != nil {
 		return writeResult{Action: a, Err: err}
 	}
@@ -70,7 +70,7 @@ func (w writer) do(ctx context.Context, rule types.NamespacedName, a action) wri
 			return writeResult{Action: a} // deleted meanwhile: the copy cache reports it, the next pass creates it
 		}
 	case opRelease:
-		err = client.IgnoreNotFound(w.patch(ctx, a.Key, releasePatch(rule, a.Existing.Annotations, rule.Namespace+"/"+a.Key.Name)))
+		err = client.IgnoreNotFound(w.patch(ctx, a.Key, releasePatch(rule, a.Existing.Labels, a.Existing.Annotations, rule.Namespace+"/"+a.Key.Name)))
 	case opDelete:
 		err = w.delete(ctx, a.Existing)
 	default:
@@ -94,7 +94,7 @@ func objectAt(key copyKey) client.Object {
 }
 
 // create POSTs the copy: a write that fails when the name is taken, never merges into it.
-func (w writer) create(ctx context.Context, rule types.NamespacedName, a action) writeResult {
+func (w writer) create(ctx context.Context, rule ruleID, a action) writeResult {
 	res := writeResult{Action: a}
 	switch err := w.client.Create(ctx, desiredCopy(rule, *a.Source, a.Key.Namespace), client.FieldOwner(FieldOwner)); {
 	case err == nil:
@@ -108,7 +108,7 @@ func (w writer) create(ctx context.Context, rule types.NamespacedName, a action)
 }
 
 // classify reads the metadata of the object that blocked a create and tells what it is.
-func (w writer) classify(ctx context.Context, rule types.NamespacedName, a action) (*conflict, bool, error) {
+func (w writer) classify(ctx context.Context, rule ruleID, a action) (*conflict, bool, error) {
 	meta, err := w.live(ctx, a.Key)
 	if err != nil {
 		return nil, false, fmt.Errorf("reading %s after its create failed: %w", a.Key, err)
@@ -126,12 +126,14 @@ func (w writer) live(ctx context.Context, key copyKey) (*metav1.PartialObjectMet
 // blockedBy tells what blocked the create of action a: the rule's own copy the copy cache
 // has not reported yet (found when it has the source's content; else its event brings a
 // pass), another rule's copy, or a foreign object.
-func blockedBy(rule types.NamespacedName, a action, obj client.Object) (c *conflict, found bool) {
+func blockedBy(rule ruleID, a action, obj client.Object) (c *conflict, found bool) {
 	owner, managed := ruleOfCopy(obj)
 	switch {
-	case managed && owner == rule:
+	case managed && owner == rule.NamespacedName && obj.GetLabels()[LabelRuleUID] == "":
+		return ptr.To(foreignConflict(a.Key)), false // of its name, not written by it
+	case managed && owner == rule.NamespacedName:
 		ann := obj.GetAnnotations()
-		return nil, ann[AnnotationContentHash] == a.Source.Hash && ann[AnnotationSource] == rule.Namespace+"/"+a.Source.Name &&
+		return nil, obj.GetLabels()[LabelRuleUID] == string(rule.UID) && ann[AnnotationContentHash] == a.Source.Hash && ann[AnnotationSource] == rule.Namespace+"/"+a.Source.Name &&
 			copyCarriedFingerprint(obj.GetLabels(), ann) == a.Source.Carried.fingerprint()
 	case managed:
 		return ptr.To(otherRuleConflict(a.Key, owner)), false
@@ -175,7 +177,7 @@ func (w writer) deleteExact(ctx context.Context, key copyKey, uid types.UID, rv 
 
 // withWrites adds a plan and the results of its writes (in any order) to what the pass found.
 func (o outcome) withWrites(p plan, results []writeResult) outcome {
-	o.Desired, o.InSync, o.Frozen = p.Desired, p.InSync, p.Frozen
+	o.Desired, o.InSync, o.Frozen, o.Unadopted = p.Desired, p.InSync, p.Frozen, p.Unadopted
 	o.Conflicts = slices.Clone(p.Conflicts)
 	o.Checked = map[copyKey]bool{}
 	o.Written = map[op][]copyKey{}

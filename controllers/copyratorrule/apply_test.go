@@ -22,7 +22,7 @@ func TestOwnWritesEcho(t *testing.T) {
 	src := newSource(secret("reg", corev1.SecretTypeOpaque, map[string]string{"k": "v"}))
 	key := copyKey{kindSecret, "team-a", "reg"}
 	inCache := func(f func(*copyState)) copyState {
-		c := copyState{Key: key, Rule: testRule, Source: "src/reg", WrittenAs: src.Hash, Hash: src.Hash}
+		c := copyState{Key: key, Rule: testRule, RuleUID: string(testID.UID), Source: "src/reg", WrittenAs: src.Hash, Hash: src.Hash}
 		if f != nil {
 			f(&c)
 		}
@@ -59,7 +59,7 @@ func TestBlockedBy(t *testing.T) {
 			Labels: labels, Annotations: annotations}}
 	}
 	current := map[string]string{AnnotationSource: "src/reg", AnnotationContentHash: src.Hash}
-	otherRule := types.NamespacedName{Namespace: "src", Name: "other"}
+	otherRule := ruleID{NamespacedName: types.NamespacedName{Namespace: "src", Name: "other"}, UID: "uid-other"}
 	for _, tc := range []struct {
 		name      string
 		obj       *metav1.PartialObjectMetadata
@@ -68,15 +68,19 @@ func TestBlockedBy(t *testing.T) {
 		wantConflict string
 		foreign      bool
 	}{
-		{name: "own copy of the current content: in sync", obj: obj(copyLabels(testRule), current), wantFound: true},
+		{name: "own copy of the current content: in sync", obj: obj(copyLabels(testID), current), wantFound: true},
 		{name: "own copy of older content: the cache's event brings the update",
-			obj: obj(copyLabels(testRule), map[string]string{AnnotationSource: "src/reg", AnnotationContentHash: "old"})},
-		{name: "own copy of another source's name", obj: obj(copyLabels(testRule), map[string]string{AnnotationSource: "src/x", AnnotationContentHash: src.Hash})},
+			obj: obj(copyLabels(testID), map[string]string{AnnotationSource: "src/reg", AnnotationContentHash: "old"})},
+		{name: "a copy of this rule's name and another UID: its event brings the pass that replaces it",
+			obj: obj(copyLabels(ruleID{NamespacedName: testRule, UID: "uid-earlier"}), current)},
+		{name: "of this rule's name and no UID: not written by it", obj: obj(ruleLabels(testRule), current),
+			wantConflict: flantv1.ConflictReasonExistsNotManaged, foreign: true},
+		{name: "own copy of another source's name", obj: obj(copyLabels(testID), map[string]string{AnnotationSource: "src/x", AnnotationContentHash: src.Hash})},
 		{name: "another rule's copy", obj: obj(copyLabels(otherRule), current), wantConflict: flantv1.ConflictReasonManagedByOtherRule},
 		{name: "foreign object", obj: obj(map[string]string{"app": "x"}, current), wantConflict: flantv1.ConflictReasonExistsNotManaged, foreign: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, found := blockedBy(testRule, a, tc.obj)
+			c, found := blockedBy(testID, a, tc.obj)
 			assert.Equal(t, tc.wantFound, found)
 			if tc.wantConflict == "" {
 				assert.Nil(t, c)
@@ -98,7 +102,7 @@ func TestDeleteOnlyWhileStillTheRulesCopy(t *testing.T) {
 	env.Require(t)
 	ctx := context.Background()
 	ns := testenv.Namespace(t, env.Client, "del", nil)
-	rule := types.NamespacedName{Namespace: "src", Name: "r"}
+	rule := ruleID{NamespacedName: types.NamespacedName{Namespace: "src", Name: "r"}, UID: "uid-r"}
 	w := writer{client: env.Client, apiReader: env.Client}
 	copyOf := func(name string) (*corev1.Secret, copyState) {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: copyLabels(rule)},

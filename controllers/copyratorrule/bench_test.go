@@ -526,7 +526,7 @@ func BenchmarkFanOut1000(b *testing.B) {
 			// The copy the manager creates (its labels, annotations and data), created by
 			// the tuned loop in protobuf, disguised so that no cache selects it.
 			sameName := fmt.Sprintf("raw-same-%d-%d", i, r)
-			rawSame := createAll(b, rawNS, disguised(b, desiredCopy(types.NamespacedName{Namespace: be.src, Name: sameName},
+			rawSame := createAll(b, rawNS, disguised(b, desiredCopy(benchRuleID(be.src, sameName),
 				view{}.source(be.source(sameName)), ""))).Seconds()
 			d, writes := be.fanOut(b, shippedLimits, fmt.Sprintf("fanout-%d-%d", i, r))
 			old, _ := be.fanOut(b, qps200Limits, fmt.Sprintf("fanout-qps200-%d-%d", i, r))
@@ -588,7 +588,7 @@ func BenchmarkFanOutScale(b *testing.B) {
 			for r := range nRounds {
 				raw := rawCreate(b, rawNS, fmt.Sprintf("raw-%d-%d", i, r), true).Seconds()
 				sameName := fmt.Sprintf("raw-same-%d-%d", i, r)
-				same := createAll(b, rawNS, disguised(b, desiredCopy(types.NamespacedName{Namespace: be.src, Name: sameName},
+				same := createAll(b, rawNS, disguised(b, desiredCopy(benchRuleID(be.src, sameName),
 					view{}.source(be.source(sameName)), ""))).Seconds()
 				rule, d, writes := be.copyInto(b, fmt.Sprintf("scale-%d-%d-%d", i, n, r), label, targets, 10*time.Minute)
 				m.add(fmt.Sprintf("s-fanout-%d", n), d)
@@ -686,7 +686,7 @@ func BenchmarkUpdatePropagation1000(b *testing.B) {
 			m.add("x-raw-patch-writes-only", last.Sub(first).Seconds()/rawD)
 			// The same JSON patch the manager sent (its ownership tests, annotations and
 			// data), sent by the tuned loop to look-alike Secrets no cache selects.
-			samePatch := updatePatch(client.ObjectKeyFromObject(rule), desiredCopy(client.ObjectKeyFromObject(rule),
+			samePatch := updatePatch(idOf(rule), desiredCopy(idOf(rule),
 				view{}.source(live), be.targets[0]), ptr.To(stateOf(before)))
 			sameD := patchAll(b, be, sameNS, name, disguise(samePatch)).Seconds()
 			m.add("s-raw-same-patch-1000-secrets", sameD)
@@ -999,4 +999,9 @@ func BenchmarkKeyFilterRules(b *testing.B) {
 		}
 		m.report(b)
 	}
+}
+
+// benchRuleID names a rule for the raw baselines' copies, with a UID as long as a real one.
+func benchRuleID(namespace, name string) ruleID {
+	return ruleID{NamespacedName: types.NamespacedName{Namespace: namespace, Name: name}, UID: "00000000-0000-4000-8000-000000000000"}
 }

@@ -56,11 +56,14 @@ import (
 //	        | informer; rules' selections;   | (wake rules), wanted (the   | informers and  | reads per new namespace (1
 //	        | the version last read of each  | echo), rulesPicking (a      | read each      | without), Secrets included
 //	        | picked source: body, view hash | freed name)                 | source once    | (docs/SECURITY.md)
-//	access  | SubjectAccessReview answers,   | mayCreate / consenting      | asked again    | work: 1 request per new
-//	        | LRU with TTLs                  |                             |                | namespace, not 2
+//	access  | per namespace of the asking    | mayCreate / consenting      | asked again    | work: 1 request per new
+//	        | rules: SubjectAccessReview     |                             |                | namespace, not 2; fairness:
+//	        | answers (LRU with TTLs) and a  |                             |                | one namespace's questions
+//	        | budget of reviews              |                             |                | evict no other's answers
 //	rules   | per rule: fresh namespaces,    | namespaceEvents, the pass / | first passes   | a new namespace's copy in one
 //	        | what the last full pass saw,   | the pass (shape, admit-     | are full       | request, no scan; one failed
-//	        | copy counts, foreign names     | Counted, foreign)           |                | create per ConflictRecheck
+//	        | copy counts, foreign names;    | Counted, foreign)           |                | create per ConflictRecheck
+//	        | per namespace: copy counts     |                             |                |
 //	copy    | Copyrator's copies, bodies     | its informers / observe,    | rebuilt from a | correctness: which copies
 //	cache   | replaced by hash and size      | copyEvents                  | fresh list     | exist, what they hold
 //
@@ -77,6 +80,8 @@ type Reconciler struct {
 	// Protected are the namespaces that need LabelAcceptCopies besides RBAC's consent.
 	Protected sets.Set[string]
 	Limits    limits
+	// MaxServiceAccounts bounds the distinct ServiceAccounts of one namespace's rules.
+	MaxServiceAccounts int
 	// statuses ends every pass that writes the status (Finish).
 	statuses *status.Writer[*flantv1.CopyratorRule]
 	copies   copyReader
@@ -90,17 +95,22 @@ type Reconciler struct {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
 	rule := &flantv1.CopyratorRule{}
 	if err := r.Client.Get(ctx, req.NamespacedName, rule); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.forget(req.NamespacedName)
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
 		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		r.forget(req.NamespacedName)
+		return ctrl.Result{}, r.sweep(ctx, req.NamespacedName)
 	}
 	if !rule.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.reconcileDelete(ctx, rule)
 	}
 	if !controllerutil.ContainsFinalizer(rule, Finalizer) {
-		// Added and carried on: the finalizer patch would not wake the controller again.
-		if err := r.patchFinalizer(ctx, rule, controllerutil.AddFinalizer); err != nil {
+		// Added and carried on: the finalizer patch would not wake the controller again. A
+		// rule that had no finalizer wrote no copy: they all carry its UID.
+		if err := r.patchMetadata(ctx, rule, func(x *flantv1.CopyratorRule) {
+			controllerutil.AddFinalizer(x, Finalizer)
+			metav1.SetMetaDataAnnotation(&x.ObjectMeta, AnnotationCopiesCarryUID, "true")
+		}); err != nil {
 			return ctrl.Result{}, fmt.Errorf("adding the finalizer: %w", err)
 		}
 	}
@@ -125,6 +135,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if !o.FreshOnly {
 		r.rules.settle(key, o, seen, now)
 	}
+	// Adopted once a full pass wrote every copy it wanted and left none of no UID frozen.
+	if adopting(rule) && !o.FreshOnly && o.err() == nil && o.SpecErr == nil && o.Dropped == 0 && o.Unadopted == 0 {
+		if err := r.patchMetadata(ctx, rule, func(x *flantv1.CopyratorRule) {
+			metav1.SetMetaDataAnnotation(&x.ObjectMeta, AnnotationCopiesCarryUID, "true")
+		}); err != nil {
+			return ctrl.Result{}, fmt.Errorf("noting that the rule's copies carry its UID: %w", err)
+		}
+	}
 	switch err := o.err(); {
 	case err != nil:
 		return ctrl.Result{}, err
@@ -133,18 +151,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{RequeueAfter: echoDelay}, nil
 	}
 	_, recheck := r.rules.foreign(key, now)
-	return ctrl.Result{RequeueAfter: nextPass(recheck, o, r.access.recheck, r.access.refresh)}, nil
+	return ctrl.Result{RequeueAfter: nextPass(recheck, o, r.access.recheck, r.access.refresh, r.access.retry())}, nil
 }
 
 // reconcileCopies reads the rule's sources, chooses the pass's shape, then step by step
 // (the fresh namespaces first, then the rest) observes, plans and writes. A spec mistake or
 // a failed read ends the pass. It returns what the pass saw (sourcesSeen).
 func (r *Reconciler) reconcileCopies(ctx context.Context, rule *flantv1.CopyratorRule, o *outcome, now time.Time) string {
-	key := client.ObjectKeyFromObject(rule)
+	key, id := client.ObjectKeyFromObject(rule), idOf(rule)
 	knownForeign, _ := r.rules.foreign(key, now)
 	filter, err := newNamespaceFilter(rule, r.Namespaces.Watches, r.Protected)
 	if err != nil {
 		o.SpecErr = err
+		return ""
+	}
+	var neighbours flantv1.CopyratorRuleList
+	if err := r.Client.List(ctx, &neighbours, client.InNamespace(rule.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		o.SyncErr = fmt.Errorf("listing the CopyratorRules of namespace %s: %w", rule.Namespace, err)
+		return ""
+	}
+	if o.SpecErr = admittedServiceAccount(rule, neighbours.Items, r.MaxServiceAccounts); o.SpecErr != nil {
 		return ""
 	}
 	o.ServiceAccount = serviceAccountOf(rule)
@@ -164,7 +190,7 @@ func (r *Reconciler) reconcileCopies(ctx context.Context, rule *flantv1.Copyrato
 	var results []writeResult
 	counted := false
 	for _, s := range scopes {
-		in, refused, err := r.observe(ctx, key, o.Kind, o.ServiceAccount, sources.copyable, filter, s)
+		in, refused, err := r.observe(ctx, id, adopting(rule), o.Kind, o.ServiceAccount, sources.copyable, filter, s)
 		if err != nil {
 			o.SyncErr = err
 			break
@@ -179,7 +205,7 @@ func (r *Reconciler) reconcileCopies(ctx context.Context, rule *flantv1.Copyrato
 			counted = true
 		}
 		adm := r.rules.admitCounted(key, step.Actions, r.Limits)
-		results = append(results, r.writer.execute(ctx, key, adm.Actions)...)
+		results = append(results, r.writer.execute(ctx, id, adm.Actions)...)
 		p = p.merge(step)
 		o.Targets, o.Refused, o.Dropped = o.Targets+len(in.Targets), append(o.Refused, refused...), o.Dropped+adm.Dropped
 		if o.Limit == "" {
@@ -191,11 +217,15 @@ func (r *Reconciler) reconcileCopies(ctx context.Context, rule *flantv1.Copyrato
 }
 
 // nextPass says when a rule's next pass is due without an event (0: never): a foreign
-// name's recheck, and consent asked again (recheck when some refuse, refresh when it writes).
-func nextPass(conflictRecheck time.Duration, o outcome, recheck, refresh time.Duration) time.Duration {
+// name's recheck, and consent asked again (recheck when some refuse, refresh when it writes,
+// deferred when some were not asked for want of budget).
+func nextPass(conflictRecheck time.Duration, o outcome, recheck, refresh, deferred time.Duration) time.Duration {
 	due := []time.Duration{conflictRecheck}
 	if len(o.Refused) > 0 {
 		due = append(due, recheck)
+	}
+	if slices.ContainsFunc(o.Refused, func(r refusal) bool { return r.Deferred }) {
+		due = append(due, deferred)
 	}
 	if o.Targets > 0 {
 		due = append(due, refresh)
@@ -218,13 +248,15 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, rule *flantv1.Copyrato
 	if err != nil {
 		return err
 	}
+	// Its own and those of no UID (written before LabelRuleUID); another UID's are the sweep's.
+	copies = slices.DeleteFunc(copies, func(c copyState) bool { return claimedBy(idOf(rule), &c) == claimedStale })
 	var retainIn map[string]bool
 	if rule.Spec.DeletionPolicy == flantv1.DeletionPolicyRetain {
 		if retainIn, err = r.consentingNamespaces(ctx, rule, copies); err != nil {
 			return err
 		}
 	}
-	o := outcome{}.withWrites(plan{}, r.writer.execute(ctx, key, cleanupActions(copies, retainIn)))
+	o := outcome{}.withWrites(plan{}, r.writer.execute(ctx, idOf(rule), cleanupActions(copies, retainIn)))
 	recordPass(key, o, nil)
 	r.recordWrites(ctx, rule, o.Written, fmt.Sprintf(" (deletionPolicy %s)", rule.Spec.DeletionPolicy))
 	if len(o.WriteErrs) > 0 {
@@ -248,16 +280,51 @@ func (r *Reconciler) liveCopies(ctx context.Context, rule types.NamespacedName) 
 		for _, ns := range namespaces {
 			list := &metav1.PartialObjectMetadataList{}
 			list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kind + "List"))
-			if err := r.APIReader.List(ctx, list, client.InNamespace(ns), client.MatchingLabels(copyLabels(rule))); err != nil {
+			if err := r.APIReader.List(ctx, list, client.InNamespace(ns), client.MatchingLabels(ruleLabels(rule))); err != nil {
 				return nil, fmt.Errorf("listing %s copies: %w", kind, err)
 			}
 			for _, m := range list.Items {
 				out = append(out, copyState{Key: copyKey{Kind: kind, Namespace: m.Namespace, Name: m.Name},
-					UID: m.UID, ResourceVersion: m.ResourceVersion, Rule: rule, Annotations: m.Annotations})
+					UID: m.UID, ResourceVersion: m.ResourceVersion, Rule: rule, RuleUID: m.Labels[LabelRuleUID],
+					Labels: m.Labels, Annotations: m.Annotations})
 			}
 		}
 	}
 	return out, nil
+}
+
+// sweep deletes the copies, in the copy cache, that carry the name and a UID of a rule that
+// does not exist (deleted without its finalizer, or never created): what a rule's cleanup
+// would have deleted, in every namespace, consenting or not. The rule is looked up live
+// first (the manager's cache may not have a rule just created). Copies of no UID (written
+// before LabelRuleUID, or look-alikes) are left alone.
+func (r *Reconciler) sweep(ctx context.Context, key types.NamespacedName) error {
+	switch err := r.APIReader.Get(ctx, key, &flantv1.CopyratorRule{}); {
+	case err == nil:
+		return nil // it exists: its own pass comes
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("reading CopyratorRule %s before sweeping its copies: %w", key, err)
+	}
+	copies, err := r.copies.owned(ctx, key, everyNamespace)
+	if err != nil {
+		return err
+	}
+	gone := ruleID{NamespacedName: key}
+	var orphans []action
+	for i := range copies {
+		if claimedBy(gone, &copies[i]) == claimedStale {
+			orphans = append(orphans, action{Op: opDelete, Key: copies[i].Key, Existing: &copies[i]})
+		}
+	}
+	o := outcome{}.withWrites(plan{}, r.writer.execute(ctx, gone, orphans))
+	sweptTotal.Add(float64(len(o.Written[opDelete])))
+	if len(o.WriteErrs) > 0 {
+		return fmt.Errorf("sweeping %d copies of the deleted CopyratorRule %s failed: %s", len(o.WriteErrs), key, summarize(o.WriteErrs))
+	}
+	if n := len(o.Written[opDelete]); n > 0 {
+		ctrl.LoggerFrom(ctx).Info("Swept the copies of a deleted CopyratorRule", "copies", n)
+	}
+	return nil
 }
 
 // consentingNamespaces returns "<kind>/<namespace>" of the copies' namespaces that still
@@ -292,9 +359,20 @@ func (r *Reconciler) consentingNamespaces(ctx context.Context, rule *flantv1.Cop
 
 // patchFinalizer adds or removes the finalizer with an optimistic lock.
 func (r *Reconciler) patchFinalizer(ctx context.Context, rule *flantv1.CopyratorRule, change func(client.Object, string) bool) error {
+	return r.patchMetadata(ctx, rule, func(x *flantv1.CopyratorRule) { change(x, Finalizer) })
+}
+
+// patchMetadata changes the rule's metadata with an optimistic lock.
+func (r *Reconciler) patchMetadata(ctx context.Context, rule *flantv1.CopyratorRule, change func(*flantv1.CopyratorRule)) error {
 	patch := client.MergeFromWithOptions(rule.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	change(rule, Finalizer)
+	change(rule)
 	return r.Client.Patch(ctx, rule, patch)
+}
+
+// adopting reports whether the rule's pass treats copies of its name without a UID as its
+// own (written before LabelRuleUID): until AnnotationCopiesCarryUID says they carry it.
+func adopting(rule *flantv1.CopyratorRule) bool {
+	return rule.Annotations[AnnotationCopiesCarryUID] != "true"
 }
 
 // forget drops what the controller keeps in memory about a rule that is gone.
@@ -302,6 +380,10 @@ func (r *Reconciler) forget(rule types.NamespacedName) {
 	r.sources.forget(rule)
 	r.rules.forget(rule)
 	forgetMetrics(rule)
+	var left flantv1.CopyratorRuleList
+	if err := r.Client.List(context.Background(), &left, client.InNamespace(rule.Namespace), client.Limit(1)); err == nil && len(left.Items) == 0 {
+		r.access.forget(rule.Namespace)
+	}
 }
 
 // maxFreshNamespaces bounds the namespaces a pass plans before the others; beyond it one
@@ -317,8 +399,10 @@ type ruleStates struct {
 	recheck time.Duration
 	mu      sync.Mutex
 	rules   map[types.NamespacedName]*ruleState
-	// all counts every copy for the limits (admitCounted).
-	all tally
+	// all counts every copy for the limits (admitCounted), namespaces those of each
+	// namespace's rules.
+	all        tally
+	namespaces map[string]tally
 }
 
 type ruleState struct {
@@ -336,7 +420,7 @@ type ruleState struct {
 }
 
 func newRuleStates(recheck time.Duration) *ruleStates {
-	return &ruleStates{recheck: recheck, rules: map[types.NamespacedName]*ruleState{}}
+	return &ruleStates{recheck: recheck, rules: map[types.NamespacedName]*ruleState{}, namespaces: map[string]tally{}}
 }
 
 // state returns the rule's state, made when missing. s.mu is held.
@@ -443,12 +527,13 @@ func (s *ruleStates) recount(ctx context.Context, rule types.NamespacedName, cop
 	if counted && !full {
 		return nil
 	}
-	ruleCopies, all, err := copies.tallies(ctx, rule)
+	ruleCopies, namespace, all, err := copies.tallies(ctx, rule)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err == nil {
 		st := s.state(rule)
 		st.copies, st.counted, s.all = ruleCopies, true, all
+		s.namespaces[rule.Namespace] = namespace
 	}
 	return err
 }
@@ -460,8 +545,9 @@ func (s *ruleStates) admitCounted(rule types.NamespacedName, actions []action, l
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.state(rule)
-	adm := admit(actions, st.copies, s.all, l)
+	adm := admit(actions, st.copies, s.namespaces[rule.Namespace], s.all, l)
 	st.copies, s.all = st.copies.plus(adm.Grew), s.all.plus(adm.Grew)
+	s.namespaces[rule.Namespace] = s.namespaces[rule.Namespace].plus(adm.Grew)
 	return adm
 }
 
@@ -469,4 +555,10 @@ func (s *ruleStates) forget(rule types.NamespacedName) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.rules, rule)
+	for other := range s.rules {
+		if other.Namespace == rule.Namespace {
+			return
+		}
+	}
+	delete(s.namespaces, rule.Namespace)
 }

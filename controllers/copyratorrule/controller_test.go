@@ -104,8 +104,9 @@ func TestCopiesIntoTargetsAndNewNamespaces(t *testing.T) {
 		assert.Equal(c, metav1.ConditionFalse, testenv.Condition(st.Conditions, flantv1.ConditionDegraded).Status)
 	})
 	copy1 := getSecret(t, f.targets[0], src.Name)
-	assert.Equal(t, map[string]string{LabelManagedBy: "copyrator", LabelRule: rule.Name, LabelRuleNamespace: f.src}, copy1.Labels,
-		"a copy carries Copyrator's labels, not the source's (so it never matches a selector)")
+	assert.Equal(t, map[string]string{LabelManagedBy: "copyrator", LabelRule: rule.Name, LabelRuleNamespace: f.src,
+		LabelRuleUID: string(getRule(t, rule).UID)}, copy1.Labels,
+		"a copy carries Copyrator's labels and its rule's UID, not the source's (so it never matches a selector)")
 	assert.Equal(t, f.src+"/app-config", copy1.Annotations[AnnotationSource])
 	assert.Equal(t, contentHash(src), copy1.Annotations[AnnotationContentHash])
 	assert.Nil(t, getSecret(t, f.unrelated, src.Name), "a namespace the selector does not pick gets nothing")

@@ -15,7 +15,7 @@ import (
 func TestStripBody(t *testing.T) {
 	src := secret("reg", corev1.SecretTypeDockerConfigJson, map[string]string{".dockerconfigjson": "{}"})
 	src.Immutable = ptr.To(true)
-	c := desiredCopy(testRule, newSource(src), "team-a").(*corev1.Secret)
+	c := desiredCopy(testID, newSource(src), "team-a").(*corev1.Secret)
 	c.UID = "u1"
 	c.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "copyrator"}}
 	want := contentHash(c)
@@ -32,12 +32,12 @@ func TestStripBody(t *testing.T) {
 	assert.Equal(t, want, again.(*corev1.Secret).Annotations[cachedHashAnnotation], "idempotent: a second call keeps the hash of the body")
 
 	st := stateOf(s)
-	assert.Equal(t, copyState{Key: copyKey{kindSecret, "team-a", "reg"}, UID: "u1", Rule: testRule, Source: "src/reg",
+	assert.Equal(t, copyState{Key: copyKey{kindSecret, "team-a", "reg"}, UID: "u1", Rule: testRule, RuleUID: string(testID.UID), Source: "src/reg",
 		WrittenAs: want, Hash: want, Size: int64(len(".dockerconfigjson{}")), Type: corev1.SecretTypeDockerConfigJson, Immutable: true,
 		HasAnnotations: true, Labels: s.Labels, Annotations: s.Annotations}, st)
 
 	t.Run("configmap without annotations", func(t *testing.T) {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "n", Name: "c", Labels: copyLabels(testRule)},
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "n", Name: "c", Labels: copyLabels(testID)},
 			Data: map[string]string{"a": "b"}, BinaryData: map[string][]byte{"x": {1}}}
 		want := contentHash(cm)
 		out, err := stripBody(cm)
@@ -64,7 +64,7 @@ func TestRuleOfCopy(t *testing.T) {
 		want   types.NamespacedName
 		ok     bool
 	}{
-		{"copy", copyLabels(testRule), testRule, true},
+		{"copy", copyLabels(testID), testRule, true},
 		{"no managed-by", map[string]string{LabelRule: "r", LabelRuleNamespace: "n"}, types.NamespacedName{}, false},
 		{"managed by someone else", map[string]string{LabelManagedBy: "helm", LabelRule: "r", LabelRuleNamespace: "n"}, types.NamespacedName{}, false},
 		{"rule namespace missing", map[string]string{LabelManagedBy: ManagedByValue, LabelRule: "r"}, types.NamespacedName{}, false},

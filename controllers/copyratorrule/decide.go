@@ -20,6 +20,7 @@ type copyState struct {
 	UID             types.UID
 	ResourceVersion string               // as read: deletes are conditional on it
 	Rule            types.NamespacedName // from the copy's labels
+	RuleUID         string               // LabelRuleUID; "" on copies written before it
 	Source          string               // AnnotationSource
 	WrittenAs       string               // AnnotationContentHash
 	Hash            string               // hash of the content the copy really has
@@ -61,7 +62,7 @@ type conflict struct {
 
 // planInput is everything the planner looks at.
 type planInput struct {
-	Rule        types.NamespacedName
+	Rule        ruleID
 	Kind        string // kind the rule copies
 	Sources     []source
 	Targets     []string
@@ -69,7 +70,9 @@ type planInput struct {
 	// Frozen are selected namespaces RBAC refuses: copies there are left as they are, unless
 	// of a Secret type never copied.
 	Frozen map[string]bool
-	// Owned are the copies labelled with this rule, of any kind and namespace.
+	// Owned are the copies labelled with this rule's name, of any kind and namespace: its
+	// own (its UID), those of no UID while it adopts them (AnnotationCopiesCarryUID), and
+	// those of another UID (claimedBy says what each is to it).
 	Owned []copyState
 	// Occupied are copies of other rules found at keys this rule wants.
 	Occupied map[copyKey]copyState
@@ -77,11 +80,12 @@ type planInput struct {
 	KnownForeign map[copyKey]bool
 }
 
-// plan is the writes, the conflicts, and how many copies are wanted, in sync and Frozen.
+// plan is the writes, the conflicts, and how many copies are wanted, in sync and Frozen
+// (Unadopted: of those, written before LabelRuleUID).
 type plan struct {
-	Actions                 []action
-	Conflicts               []conflict
-	Desired, InSync, Frozen int
+	Actions                            []action
+	Conflicts                          []conflict
+	Desired, InSync, Frozen, Unadopted int
 }
 
 // planCopies compares sources × targets with the existing copies and returns the writes
@@ -101,6 +105,9 @@ func planCopies(in planInput) plan {
 			p.Desired++
 			if existing, ok := owned[key]; ok {
 				switch {
+				case claimedBy(in.Rule, existing) == claimedStale:
+					// Another rule's of this name, deleted since: re-created as this rule's.
+					p.Actions = append(p.Actions, action{Op: opRecreate, Key: key, Source: src, Existing: existing})
 				case copyInSync(in.Rule, existing, src):
 					p.InSync++
 				case needsRecreate(existing, src):
@@ -111,7 +118,11 @@ func planCopies(in planInput) plan {
 				continue
 			}
 			if other, ok := in.Occupied[key]; ok {
-				p.Conflicts = append(p.Conflicts, otherRuleConflict(key, other.Rule))
+				if other.Rule == in.Rule.NamespacedName { // of its name, no UID: not written by it
+					p.Conflicts = append(p.Conflicts, foreignConflict(key))
+				} else {
+					p.Conflicts = append(p.Conflicts, otherRuleConflict(key, other.Rule))
+				}
 				continue
 			}
 			if in.KnownForeign[key] {
@@ -121,17 +132,45 @@ func planCopies(in planInput) plan {
 			p.Actions = append(p.Actions, action{Op: opCreate, Key: key, Source: src})
 		}
 	}
-	for i := range in.Owned {
-		c := &in.Owned[i]
+	for _, c := range owned {
 		switch {
 		case wanted[c.Key], in.Terminating[c.Key.Namespace]:
-		case in.Frozen[c.Key.Namespace] && !forbiddenType(c.Type):
+		case in.Frozen[c.Key.Namespace] && !forbiddenType(c.Type) && claimedBy(in.Rule, c) != claimedStale:
 			p.Frozen++
+			if claimedBy(in.Rule, c) == claimedLegacy {
+				p.Unadopted++
+			}
 		default:
 			p.Actions = append(p.Actions, action{Op: opDelete, Key: c.Key, Existing: c})
 		}
 	}
 	return p.sorted()
+}
+
+// claim is what a copy labelled with a rule's name is to that rule.
+type claim int
+
+const (
+	// claimedOwn: the rule's UID: its copy.
+	claimedOwn claim = iota
+	// claimedLegacy: no UID label: written before LabelRuleUID, the rule's own until its
+	// first full pass adopted them (the update adds its UID; AnnotationCopiesCarryUID);
+	// afterwards a look-alike, which observe leaves out.
+	claimedLegacy
+	// claimedStale: another UID: written for a rule of this name that is gone; re-created
+	// where the rule wants a copy, deleted elsewhere (the sweep of a rule's earlier life).
+	claimedStale
+)
+
+// claimedBy says what copy c, labelled with rule's name, is to the rule.
+func claimedBy(rule ruleID, c *copyState) claim {
+	switch c.RuleUID {
+	case string(rule.UID):
+		return claimedOwn
+	case "":
+		return claimedLegacy
+	}
+	return claimedStale
 }
 
 // sorted sorts the plan's actions and conflicts by key.
@@ -151,7 +190,7 @@ func foreignConflict(key copyKey) conflict {
 
 // merge returns the plan of two steps of a pass over disjoint namespaces.
 func (p plan) merge(q plan) plan {
-	m := plan{Desired: p.Desired + q.Desired, InSync: p.InSync + q.InSync, Frozen: p.Frozen + q.Frozen}
+	m := plan{Desired: p.Desired + q.Desired, InSync: p.InSync + q.InSync, Frozen: p.Frozen + q.Frozen, Unadopted: p.Unadopted + q.Unadopted}
 	m.Actions = append(slices.Clone(p.Actions), q.Actions...)
 	m.Conflicts = append(slices.Clone(p.Conflicts), q.Conflicts...)
 	return m.sorted()
@@ -173,8 +212,8 @@ func cleanupActions(copies []copyState, retainIn map[string]bool) []action {
 }
 
 // copyInSync reports whether a copy has its source's content, annotations and carried metadata.
-func copyInSync(rule types.NamespacedName, c *copyState, src *source) bool {
-	return c.Hash == src.Hash && c.WrittenAs == src.Hash && c.Source == rule.Namespace+"/"+src.Name &&
+func copyInSync(rule ruleID, c *copyState, src *source) bool {
+	return c.RuleUID == string(rule.UID) && c.Hash == src.Hash && c.WrittenAs == src.Hash && c.Source == rule.Namespace+"/"+src.Name &&
 		c.Carried == src.Carried.fingerprint()
 }
 
@@ -191,8 +230,9 @@ func lessKey(a, b copyKey) bool {
 // limits bound the copies, per rule and in all, in number and bytes (--copyratorrule-max-*;
 // 0: none), so that no rule, nor all together, fill etcd or the namespaces they copy into.
 type limits struct {
-	perRuleCopies, perRuleBytes int64
-	copies, bytes               int64
+	perRuleCopies, perRuleBytes           int64
+	perNamespaceCopies, perNamespaceBytes int64 // of all the rules of one namespace
+	copies, bytes                         int64
 }
 
 type tally struct{ copies, bytes int64 }
@@ -225,10 +265,11 @@ type admitted struct {
 	Grew    tally
 }
 
-// admit keeps the actions that fit the limits, given the rule's and all copies: deletes
+// admit keeps the actions that fit the limits, given the rule's, its namespace's rules' and
+// all copies: deletes
 // (counted first), then updates and creates in order while no bound is passed; a write
 // that does not grow what is over a bound is kept.
-func admit(actions []action, rule, all tally, l limits) admitted {
+func admit(actions []action, rule, namespace, all tally, l limits) admitted {
 	delta := func(a action) tally {
 		switch a.Op {
 		case opCreate:
@@ -245,7 +286,7 @@ func admit(actions []action, rule, all tally, l limits) admitted {
 	defer func() { out.Grew = tally{rule.copies - before.copies, rule.bytes - before.bytes} }()
 	for _, a := range actions {
 		if a.Op == opDelete {
-			rule, all = rule.plus(delta(a)), all.plus(delta(a))
+			rule, namespace, all = rule.plus(delta(a)), namespace.plus(delta(a)), all.plus(delta(a))
 		}
 	}
 	for _, a := range actions {
@@ -254,11 +295,10 @@ func admit(actions []action, rule, all tally, l limits) admitted {
 			continue
 		}
 		d := delta(a)
-		r, c := rule.plus(d), all.plus(d)
-		over := r.exceeds(l.perRuleCopies, l.perRuleBytes, flagMaxCopiesPerRule, flagMaxBytesPerRule)
-		if over == "" {
-			over = c.exceeds(l.copies, l.bytes, flagMaxCopies, flagMaxBytes)
-		}
+		r, n, c := rule.plus(d), namespace.plus(d), all.plus(d)
+		over := cmp.Or(r.exceeds(l.perRuleCopies, l.perRuleBytes, flagMaxCopiesPerRule, flagMaxBytesPerRule),
+			n.exceeds(l.perNamespaceCopies, l.perNamespaceBytes, flagMaxCopiesPerNS, flagMaxBytesPerNS),
+			c.exceeds(l.copies, l.bytes, flagMaxCopies, flagMaxBytes))
 		if over != "" && (d.copies > 0 || d.bytes > 0) {
 			out.Dropped++
 			if out.Limit == "" {
@@ -266,7 +306,7 @@ func admit(actions []action, rule, all tally, l limits) admitted {
 			}
 			continue
 		}
-		rule, all = r, c
+		rule, namespace, all = r, n, c
 		out.Actions = append(out.Actions, a)
 	}
 	return out

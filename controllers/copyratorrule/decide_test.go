@@ -1,6 +1,9 @@
 package copyratorrule
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,8 +94,61 @@ func TestProtectedNamespacesAreAdditive(t *testing.T) {
 	assert.ElementsMatch(t, []string{"kube-system", "kube-public", "kube-node-lease"}, protectedNamespaces("", nil).UnsortedList())
 }
 
-func TestNextPass(t *testing.T) {
+// TestNextAnswer: a grant is asked again after refresh; refusals in a row back off from
+// recheck, doubling, to 8 × recheck and refresh at most; a grant ends the row.
+func TestNextAnswer(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
 	const recheck, refresh = time.Minute, 10 * time.Minute
+	a := nextAnswer(answer{}, true, now, recheck, refresh)
+	assert.Equal(t, answer{allowed: true, due: now.Add(refresh)}, a)
+	var waits []time.Duration
+	prev := a
+	for range 6 {
+		prev = nextAnswer(prev, false, now, recheck, refresh)
+		waits = append(waits, prev.due.Sub(now))
+	}
+	assert.Equal(t, []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 8 * time.Minute, 8 * time.Minute}, waits)
+	assert.Equal(t, 5*time.Minute, nextAnswer(answer{refusals: 5}, false, now, time.Minute, 5*time.Minute).due.Sub(now), "refresh below 8 × recheck: refresh")
+	assert.Equal(t, 6, prev.refusals)
+	assert.Equal(t, 1, nextAnswer(answer{allowed: true}, false, now, recheck, refresh).refusals, "a refusal after a grant starts a new row")
+	assert.Equal(t, time.Minute, nextAnswer(answer{refusals: 3}, false, now, time.Minute, 0).due.Sub(now), "refresh below recheck: recheck")
+}
+
+// TestAdmittedServiceAccount: the oldest rules of a namespace claim its ServiceAccounts
+// up to the cap; a rule naming one already claimed is always admitted.
+func TestAdmittedServiceAccount(t *testing.T) {
+	at := func(name, sa string, sec int64) flantv1.CopyratorRule {
+		return flantv1.CopyratorRule{ObjectMeta: metav1.ObjectMeta{Namespace: "t1", Name: name, CreationTimestamp: metav1.Unix(sec, 0)},
+			Spec: flantv1.CopyratorRuleSpec{ServiceAccountName: sa}}
+	}
+	rules := []flantv1.CopyratorRule{at("c", "sa-c", 3), at("a", "", 1), at("b", "sa-b", 2), at("d", "sa-b", 4), at("e", "sa-e", 3)}
+	for _, tc := range []struct {
+		rule    flantv1.CopyratorRule
+		most    int
+		wantErr string
+	}{
+		{rule: rules[1], most: 2},
+		{rule: rules[2], most: 2},
+		{rule: rules[3], most: 2, wantErr: ""},
+		{rule: rules[0], most: 2, wantErr: "already act as 2 ServiceAccounts (copyrator, sa-b), the most --copyratorrule-max-service-accounts-per-namespace allows"},
+		{rule: rules[0], most: 3},
+		{rule: rules[4], most: 3, wantErr: "(copyrator, sa-b, sa-c)"},
+	} {
+		t.Run(fmt.Sprintf("%s of %d", tc.rule.Name, tc.most), func(t *testing.T) {
+			err := admittedServiceAccount(&tc.rule, slices.Clone(rules), tc.most)
+			if tc.wantErr == "" {
+				assert.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.wantErr)
+			assert.True(t, strings.HasPrefix(err.Error(), "spec.serviceAccountName: "), "the message names the field")
+		})
+	}
+}
+
+func TestNextPass(t *testing.T) {
+	const recheck, refresh, deferred = time.Minute, 10 * time.Minute, 10 * time.Second
 	refused := []refusal{{Namespace: "t2"}}
 	for _, tc := range []struct {
 		name     string
@@ -106,9 +162,11 @@ func TestNextPass(t *testing.T) {
 		{name: "a conflict due sooner wins", conflict: 20 * time.Second, o: outcome{Refused: refused}, want: 20 * time.Second},
 		{name: "a conflict due later loses", conflict: 5 * time.Minute, o: outcome{Targets: 1}, want: 5 * time.Minute},
 		{name: "a conflict alone", conflict: 5 * time.Minute, want: 5 * time.Minute},
+		{name: "not asked for want of budget: asked once it refilled", o: outcome{Targets: 3,
+			Refused: []refusal{{Namespace: "t2"}, {Namespace: "t3", Deferred: true}}}, want: deferred},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, nextPass(tc.conflict, tc.o, recheck, refresh))
+			assert.Equal(t, tc.want, nextPass(tc.conflict, tc.o, recheck, refresh, deferred))
 		})
 	}
 }
@@ -124,10 +182,12 @@ func TestPlanCopies(t *testing.T) {
 
 	// inSync is a cached copy equal to src in ns.
 	inSync := func(kind, ns string, src source) copyState {
-		return copyState{Key: copyKey{kind, ns, src.Name}, UID: types.UID("uid-" + ns), Rule: testRule,
+		return copyState{Key: copyKey{kind, ns, src.Name}, UID: types.UID("uid-" + ns), Rule: testRule, RuleUID: string(testID.UID),
 			Source: "src/" + src.Name, WrittenAs: src.Hash, Hash: src.Hash, Type: src.Type, Immutable: src.Immutable, HasAnnotations: true}
 	}
 	with := func(c copyState, f func(*copyState)) copyState { f(&c); return c }
+	legacy := func(c copyState) copyState { c.RuleUID = ""; return c }
+	earlier := func(c copyState) copyState { c.RuleUID = "uid-earlier"; return c }
 	key := func(kind, ns, name string) copyKey { return copyKey{kind, ns, name} }
 
 	type want struct {
@@ -136,6 +196,7 @@ func TestPlanCopies(t *testing.T) {
 		desired   int
 		inSync    int
 		frozen    int
+		unadopted int
 	}
 	for _, tc := range []struct {
 		name string
@@ -257,9 +318,31 @@ func TestPlanCopies(t *testing.T) {
 					with(inSync(kindSecret, "b", reg), func(c *copyState) { c.Hash = "edited" })}},
 			want: want{actions: map[copyKey]op{key(kindSecret, "b", "reg"): opUpdate, key(kindSecret, "b", "frozen"): opCreate}, desired: 4, inSync: 2},
 		},
+		{
+			name: "written before rule UIDs (adopting): updated where wanted, kept frozen, deleted elsewhere",
+			in: planInput{Kind: kindConfigMap, Sources: []source{cfg}, Targets: []string{"a"}, Frozen: map[string]bool{"refusing": true},
+				Owned: []copyState{legacy(inSync(kindConfigMap, "a", cfg)), legacy(inSync(kindConfigMap, "refusing", cfg)),
+					legacy(inSync(kindConfigMap, "gone", cfg))}},
+			want: want{actions: map[copyKey]op{key(kindConfigMap, "a", "cfg"): opUpdate, key(kindConfigMap, "gone", "cfg"): opDelete},
+				desired: 1, frozen: 1, unadopted: 1},
+		},
+		{
+			name: "another UID (a rule of this name before): re-created where wanted, deleted elsewhere, frozen or not",
+			in: planInput{Kind: kindConfigMap, Sources: []source{cfg}, Targets: []string{"a"}, Frozen: map[string]bool{"refusing": true},
+				Owned: []copyState{earlier(inSync(kindConfigMap, "a", cfg)), earlier(inSync(kindConfigMap, "refusing", cfg)),
+					earlier(inSync(kindConfigMap, "gone", cfg))}},
+			want: want{actions: map[copyKey]op{key(kindConfigMap, "a", "cfg"): opRecreate, key(kindConfigMap, "refusing", "cfg"): opDelete,
+				key(kindConfigMap, "gone", "cfg"): opDelete}, desired: 1},
+		},
+		{
+			name: "of this rule's name and no UID, once adopted: an object it did not write",
+			in: planInput{Kind: kindConfigMap, Sources: []source{cfg}, Targets: []string{"a"},
+				Occupied: map[copyKey]copyState{key(kindConfigMap, "a", "cfg"): legacy(inSync(kindConfigMap, "a", cfg))}},
+			want: want{conflicts: map[copyKey]bool{key(kindConfigMap, "a", "cfg"): true}, desired: 1},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.in.Rule = testRule
+			tc.in.Rule = testID
 			p := planCopies(tc.in)
 			gotActions := map[copyKey]op{}
 			for _, a := range p.Actions {
@@ -288,6 +371,7 @@ func TestPlanCopies(t *testing.T) {
 			assert.Equal(t, tc.want.desired, p.Desired, "desired")
 			assert.Equal(t, tc.want.inSync, p.InSync, "in sync")
 			assert.Equal(t, tc.want.frozen, p.Frozen, "frozen")
+			assert.Equal(t, tc.want.unadopted, p.Unadopted, "unadopted")
 		})
 	}
 }
@@ -340,7 +424,7 @@ func TestPlanCopiesInStepsEqualsOnePass(t *testing.T) {
 	cfgOld := newSource(configMap("cfg", map[string]string{"k": "v1"}))
 	other := newSource(configMap("other", map[string]string{"k": "o"}))
 	state := func(ns string, src source) copyState {
-		return copyState{Key: copyKey{kindConfigMap, ns, src.Name}, Rule: testRule, Source: "src/" + src.Name,
+		return copyState{Key: copyKey{kindConfigMap, ns, src.Name}, Rule: testRule, RuleUID: string(testID.UID), Source: "src/" + src.Name,
 			WrittenAs: src.Hash, Hash: src.Hash}
 	}
 	namespaces := []metav1.PartialObjectMetadata{
@@ -356,7 +440,7 @@ func TestPlanCopiesInStepsEqualsOnePass(t *testing.T) {
 	require.NoError(t, err)
 	// input is what observe reads in scope s.
 	input := func(s passScope) planInput {
-		in := planInput{Rule: testRule, Kind: kindConfigMap, Sources: []source{cfg, other}, KnownForeign: foreign,
+		in := planInput{Rule: testID, Kind: kindConfigMap, Sources: []source{cfg, other}, KnownForeign: foreign,
 			Occupied: map[copyKey]copyState{}}
 		in.Targets, _, in.Terminating = selectTargets(f, s, namespaces)
 		for _, c := range owned {
@@ -402,7 +486,7 @@ func TestPlanCopiesIsDeterministic(t *testing.T) {
 	for _, n := range []string{"c", "a", "b"} {
 		sources = append(sources, newSource(configMap(n, map[string]string{"k": n})))
 	}
-	in := planInput{Rule: testRule, Kind: kindConfigMap, Sources: sources, Targets: []string{"z", "x", "y"}}
+	in := planInput{Rule: testID, Kind: kindConfigMap, Sources: sources, Targets: []string{"z", "x", "y"}}
 	first := planCopies(in)
 	require.Len(t, first.Actions, 9)
 	for i := 1; i < len(first.Actions); i++ {

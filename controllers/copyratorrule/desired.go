@@ -28,6 +28,9 @@ const (
 	ManagedByValue     = "copyrator"
 	LabelRule          = "copyrator.flant.com/rule"
 	LabelRuleNamespace = "copyrator.flant.com/rule-namespace"
+	// LabelRuleUID is the UID of the rule that wrote the copy: a copy counts (limits, passes,
+	// events) only while a rule of that name has that UID; anything else is a look-alike.
+	LabelRuleUID = "copyrator.flant.com/rule-uid"
 	// LabelIgnore "true" opts a namespace out of every rule; LabelAcceptCopies "true" lets a
 	// protected namespace receive copies (only a cluster admin can label namespaces).
 	LabelIgnore       = "copyrator.flant.com/ignore"
@@ -45,6 +48,12 @@ const (
 	// server never returns them, and they are never written.
 	cachedHashAnnotation = "copyrator.flant.com/cache:content-hash"
 	cachedSizeAnnotation = "copyrator.flant.com/cache:content-size"
+	// cachedOthersAnnotation "true": the copy has annotations the cache dropped (stripBody).
+	cachedOthersAnnotation = "copyrator.flant.com/cache:other-annotations"
+	// AnnotationCopiesCarryUID "true" on a rule: its copies carry LabelRuleUID (set when
+	// it is created, or after the first full pass that adopted the copies written before
+	// the label); from then on an object of its name without its UID is not its copy.
+	AnnotationCopiesCarryUID = "copyrator.flant.com/copies-carry-uid"
 	// Finalizer lets a rule's copies be cleaned up (or released) before the rule goes.
 	Finalizer = "copyrator.flant.com/cleanup"
 )
@@ -298,12 +307,32 @@ func contentHash(obj client.Object) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-func copyLabels(rule types.NamespacedName) map[string]string {
+// ruleID is a rule by name and UID: a rule deleted and created again under its name is another.
+type ruleID struct {
+	types.NamespacedName
+	UID types.UID
+}
+
+func idOf(rule *flantv1.CopyratorRule) ruleID {
+	return ruleID{NamespacedName: client.ObjectKeyFromObject(rule), UID: rule.UID}
+}
+
+// ruleLabels select every object labelled with the rule's name, whatever its UID label.
+func ruleLabels(rule types.NamespacedName) map[string]string {
 	return map[string]string{LabelManagedBy: ManagedByValue, LabelRule: rule.Name, LabelRuleNamespace: rule.Namespace}
 }
 
+// copyLabels are Copyrator's labels of the rule's copies: its name and UID.
+func copyLabels(rule ruleID) map[string]string {
+	l := ruleLabels(rule.NamespacedName)
+	if rule.UID != "" {
+		l[LabelRuleUID] = string(rule.UID)
+	}
+	return l
+}
+
 // copyAnnotations are Copyrator's annotations of a copy and the ones it carries.
-func copyAnnotations(rule types.NamespacedName, src source) map[string]string {
+func copyAnnotations(rule ruleID, src source) map[string]string {
 	ann := map[string]string{}
 	for k, v := range src.Carried.Annotations {
 		if !ownMetadataKey(k) {
@@ -322,7 +351,7 @@ func copyAnnotations(rule types.NamespacedName, src source) map[string]string {
 
 // desiredCopy builds the copy of src in namespace ns: its content and carried metadata, and
 // Copyrator's labels and annotations (so a copy never matches a selector by accident).
-func desiredCopy(rule types.NamespacedName, src source, ns string) client.Object {
+func desiredCopy(rule ruleID, src source, ns string) client.Object {
 	labels := copyLabels(rule)
 	for k, v := range src.Carried.Labels {
 		if !ownMetadataKey(k) {
@@ -380,7 +409,7 @@ var (
 )
 
 // ownershipTests make a patch fail unless the object still carries the rule's labels.
-func ownershipTests(rule types.NamespacedName) []jsonPatchOp {
+func ownershipTests(rule ruleID) []jsonPatchOp {
 	return []jsonPatchOp{
 		{Op: "test", Path: pathManagedBy, Value: ManagedByValue},
 		{Op: "test", Path: pathRule, Value: rule.Name},
@@ -394,8 +423,11 @@ func ownershipTests(rule types.NamespacedName) []jsonPatchOp {
 // removes the carried keys the copy's record annotations name that desired no longer
 // carries, and leaves every other label and annotation alone. (Why not Server-Side Apply:
 // docs/copyratorrule.md, "How it stays lean and fast".)
-func updatePatch(rule types.NamespacedName, desired client.Object, existing *copyState) []byte {
+func updatePatch(rule ruleID, desired client.Object, existing *copyState) []byte {
 	ops := ownershipTests(rule)
+	if existing.RuleUID != string(rule.UID) { // a copy written before rule UIDs, adopted
+		ops = append(ops, jsonPatchOp{Op: "add", Path: pointer("metadata", "labels", LabelRuleUID), Value: string(rule.UID)})
+	}
 	want := desired.GetAnnotations()
 	if existing.HasAnnotations {
 		have := existing.Annotations
@@ -445,10 +477,12 @@ func updatePatch(rule types.NamespacedName, desired client.Object, existing *cop
 
 // releasePatch turns a copy into an ordinary object (deletionPolicy Retain): Copyrator's
 // labels and hash go; AnnotationSource is set again, to say where it came from.
-func releasePatch(rule types.NamespacedName, annotations map[string]string, source string) []byte {
+func releasePatch(rule ruleID, labels, annotations map[string]string, source string) []byte {
 	ops := ownershipTests(rule)
-	for _, k := range []string{LabelManagedBy, LabelRule, LabelRuleNamespace} {
-		ops = append(ops, jsonPatchOp{Op: "remove", Path: pointer("metadata", "labels", k)})
+	for _, k := range []string{LabelManagedBy, LabelRule, LabelRuleNamespace, LabelRuleUID} {
+		if has(labels, k) {
+			ops = append(ops, jsonPatchOp{Op: "remove", Path: pointer("metadata", "labels", k)})
+		}
 	}
 	for _, k := range []string{AnnotationContentHash, AnnotationCarriedLabels, AnnotationCarriedAnnotations} {
 		if has(annotations, k) {

@@ -19,6 +19,9 @@ import (
 
 var testRule = types.NamespacedName{Namespace: "src", Name: "main-rule"}
 
+// testID is testRule with its UID.
+var testID = ruleID{NamespacedName: testRule, UID: "uid-main-rule"}
+
 func secret(name string, typ corev1.SecretType, data map[string]string) *corev1.Secret {
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "src", Name: name, Labels: map[string]string{"copyrator": "true"},
 		Annotations: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{}"}}, Type: typ, Data: map[string][]byte{}}
@@ -78,13 +81,14 @@ func TestDesiredCopy(t *testing.T) {
 		src := secret("registry", corev1.SecretTypeDockerConfigJson, map[string]string{".dockerconfigjson": `{"auths":{}}`})
 		src.Immutable = ptr.To(true)
 		s := newSource(src)
-		got := desiredCopy(testRule, s, "team-a").(*corev1.Secret)
+		got := desiredCopy(testID, s, "team-a").(*corev1.Secret)
 		assert.Equal(t, "team-a", got.Namespace)
 		assert.Equal(t, "registry", got.Name)
 		assert.Equal(t, corev1.SecretTypeDockerConfigJson, got.Type)
 		assert.Equal(t, src.Data, got.Data)
 		assert.Equal(t, ptr.To(true), got.Immutable)
-		assert.Equal(t, map[string]string{LabelManagedBy: "copyrator", LabelRule: "main-rule", LabelRuleNamespace: "src"}, got.Labels)
+		assert.Equal(t, map[string]string{LabelManagedBy: "copyrator", LabelRule: "main-rule", LabelRuleNamespace: "src",
+			LabelRuleUID: "uid-main-rule"}, got.Labels)
 		assert.Equal(t, map[string]string{AnnotationSource: "src/registry", AnnotationContentHash: s.Hash}, got.Annotations)
 		assert.Empty(t, got.UID)
 		assert.Empty(t, got.ResourceVersion)
@@ -94,7 +98,7 @@ func TestDesiredCopy(t *testing.T) {
 		src := configMap("settings", map[string]string{"a": "1"})
 		src.BinaryData = map[string][]byte{"b": {0, 1, 2}}
 		src.Immutable = ptr.To(false)
-		got := desiredCopy(testRule, newSource(src), "team-b").(*corev1.ConfigMap)
+		got := desiredCopy(testID, newSource(src), "team-b").(*corev1.ConfigMap)
 		assert.Equal(t, src.Data, got.Data)
 		assert.Equal(t, src.BinaryData, got.BinaryData)
 		assert.Nil(t, got.Immutable)
@@ -120,9 +124,9 @@ func applyPatch(t *testing.T, obj client.Object, patch []byte) (client.Object, e
 
 func TestUpdatePatch(t *testing.T) {
 	src := newSource(configMap("settings", map[string]string{"a": "2", "c": "3"}))
-	desired := desiredCopy(testRule, src, "team-a")
+	desired := desiredCopy(testID, src, "team-a")
 
-	existing := desiredCopy(testRule, newSource(configMap("settings", map[string]string{"a": "1", "b": "gone"})), "team-a").(*corev1.ConfigMap)
+	existing := desiredCopy(testID, newSource(configMap("settings", map[string]string{"a": "1", "b": "gone"})), "team-a").(*corev1.ConfigMap)
 	existing.Labels["team"] = "kept"
 	existing.Annotations["note"] = "kept"
 	existing.BinaryData = map[string][]byte{"x": []byte("added by a person")}
@@ -144,7 +148,7 @@ func TestUpdatePatch(t *testing.T) {
 				tc.mutate(obj)
 			}
 			st := stateOf(obj)
-			got, err := applyPatch(t, obj, updatePatch(testRule, desired, &st))
+			got, err := applyPatch(t, obj, updatePatch(testID, desired, &st))
 			if tc.wantErr {
 				require.Error(t, err)
 				return
@@ -167,10 +171,10 @@ func TestUpdatePatch(t *testing.T) {
 	t.Run("secret data and immutability", func(t *testing.T) {
 		s := secret("reg", corev1.SecretTypeOpaque, map[string]string{"k": "new"})
 		s.Immutable = ptr.To(true)
-		d := desiredCopy(testRule, newSource(s), "team-a")
-		old := desiredCopy(testRule, newSource(secret("reg", corev1.SecretTypeOpaque, map[string]string{"k": "old", "x": "y"})), "team-a")
+		d := desiredCopy(testID, newSource(s), "team-a")
+		old := desiredCopy(testID, newSource(secret("reg", corev1.SecretTypeOpaque, map[string]string{"k": "old", "x": "y"})), "team-a")
 		st := stateOf(old)
-		got, err := applyPatch(t, old, updatePatch(testRule, d, &st))
+		got, err := applyPatch(t, old, updatePatch(testID, d, &st))
 		require.NoError(t, err)
 		assert.Equal(t, map[string][]byte{"k": []byte("new")}, got.(*corev1.Secret).Data)
 		assert.Equal(t, ptr.To(true), got.(*corev1.Secret).Immutable)
@@ -179,12 +183,12 @@ func TestUpdatePatch(t *testing.T) {
 }
 
 func TestReleasePatch(t *testing.T) {
-	c := desiredCopy(testRule, newSource(configMap("settings", map[string]string{"a": "1"})), "team-a").(*corev1.ConfigMap)
+	c := desiredCopy(testID, newSource(configMap("settings", map[string]string{"a": "1"})), "team-a").(*corev1.ConfigMap)
 	c.Labels["team"] = "kept"
 	c.Annotations["note"] = "kept"
 
 	source := testRule.Namespace + "/settings"
-	got, err := applyPatch(t, c, releasePatch(testRule, c.Annotations, source))
+	got, err := applyPatch(t, c, releasePatch(testID, c.Labels, c.Annotations, source))
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"team": "kept"}, got.GetLabels())
 	assert.Equal(t, map[string]string{"note": "kept", AnnotationSource: source}, got.GetAnnotations(),
@@ -194,14 +198,14 @@ func TestReleasePatch(t *testing.T) {
 	t.Run("annotations removed by someone", func(t *testing.T) {
 		bare := c.DeepCopy()
 		bare.Annotations = nil
-		got, err := applyPatch(t, bare, releasePatch(testRule, nil, source))
+		got, err := applyPatch(t, bare, releasePatch(testID, bare.Labels, nil, source))
 		require.NoError(t, err)
 		assert.Equal(t, map[string]string{AnnotationSource: source}, got.GetAnnotations(), "the provenance is put back")
 	})
 	t.Run("not ours any more", func(t *testing.T) {
 		other := c.DeepCopy()
 		other.Labels[LabelRule] = "other"
-		_, err := applyPatch(t, other, releasePatch(testRule, other.Annotations, source))
+		_, err := applyPatch(t, other, releasePatch(testID, other.Labels, other.Annotations, source))
 		require.Error(t, err)
 	})
 }
@@ -240,7 +244,7 @@ func TestRuleKind(t *testing.T) {
 // writes, and a source's body is shared by the copies written in parallel and remembered
 // for later passes: a copy's maps must not be the source's.
 func TestDesiredCopyOwnsItsMaps(t *testing.T) {
-	rule := types.NamespacedName{Namespace: "src", Name: "r"}
+	rule := ruleID{NamespacedName: types.NamespacedName{Namespace: "src", Name: "r"}}
 	sec := secret("s", corev1.SecretTypeOpaque, map[string]string{"k": "v"})
 	c := desiredCopy(rule, viewOf(flantv1.CopyratorRuleSpec{}).source(sec), "team-a").(*corev1.Secret)
 	c.Data["k"], c.Data["added"] = []byte("decoded"), []byte("x")

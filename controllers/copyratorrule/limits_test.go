@@ -33,6 +33,7 @@ func TestAdmit(t *testing.T) {
 		name        string
 		actions     []action
 		rule, all   tally
+		namespace   tally
 		limits      limits
 		wantKept    int
 		wantDropped int
@@ -49,13 +50,18 @@ func TestAdmit(t *testing.T) {
 			rule: tally{1, 10}, limits: limits{perRuleBytes: 500}, wantDropped: 1, wantLimit: "--copyratorrule-max-bytes-per-rule=500"},
 		{name: "an update that does not grow is kept even over a limit", actions: []action{update("a", small)},
 			rule: tally{5, 5000}, limits: limits{perRuleBytes: 500}, wantKept: 1},
+		{name: "copies of the namespace's rules", actions: []action{create("a", small), create("b", small)},
+			rule: tally{1, 10}, namespace: tally{9, 90}, limits: limits{perRuleCopies: 100, perNamespaceCopies: 10}, wantKept: 1, wantDropped: 1,
+			wantLimit: "--copyratorrule-max-copies-per-namespace=10"},
+		{name: "bytes of the namespace's rules", actions: []action{create("a", big)},
+			namespace: tally{1, 100}, limits: limits{perNamespaceBytes: 1000}, wantDropped: 1, wantLimit: "--copyratorrule-max-bytes-per-namespace=1k"},
 		{name: "all copies", actions: []action{create("a", small), create("b", small)},
 			all: tally{99, 990}, limits: limits{copies: 100}, wantKept: 1, wantDropped: 1, wantLimit: "--copyratorrule-max-copies=100"},
 		{name: "all bytes, as a quantity", actions: []action{create("a", big)},
 			all: tally{1, 1 << 30}, limits: limits{bytes: 1 << 30}, wantDropped: 1, wantLimit: "--copyratorrule-max-bytes=1Gi"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := admit(tc.actions, tc.rule, tc.all, tc.limits)
+			got := admit(tc.actions, tc.rule, tc.namespace, tc.all, tc.limits)
 			assert.Len(t, got.Actions, tc.wantKept)
 			assert.Equal(t, tc.wantDropped, got.Dropped)
 			assert.Equal(t, tc.wantLimit, got.Limit)
@@ -67,41 +73,55 @@ func TestAdmit(t *testing.T) {
 // copy cache holds (here a fake client holding the cache's stripped objects).
 func TestLedger(t *testing.T) {
 	ctx := context.Background()
-	r1 := types.NamespacedName{Namespace: "src", Name: "a"}
-	r2 := types.NamespacedName{Namespace: "src", Name: "b"}
-	cm := func(ns, name string, rule types.NamespacedName, size int) *corev1.ConfigMap {
+	r1 := ruleID{NamespacedName: types.NamespacedName{Namespace: "src", Name: "a"}, UID: "uid-a"}
+	r2 := ruleID{NamespacedName: types.NamespacedName{Namespace: "src", Name: "b"}, UID: "uid-b"}
+	r3 := ruleID{NamespacedName: types.NamespacedName{Namespace: "other", Name: "c"}, UID: "uid-c"}
+	ghost := ruleID{NamespacedName: types.NamespacedName{Namespace: "t1", Name: "ghost"}, UID: "uid-ghost"}
+	cm := func(ns, name string, rule ruleID, size int) *corev1.ConfigMap {
 		c := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: copyLabels(rule)},
 			Data: map[string]string{"k": string(make([]byte, size-1))}}
 		out, err := stripBody(c)
 		require.NoError(t, err)
 		return out.(*corev1.ConfigMap)
 	}
-	c := fake.NewClientBuilder().WithObjects(cm("x", "c", r1, 100), cm("y", "c", r1, 100), cm("x", "d", r2, 50)).Build()
-	l := copyReader{cache: c}
-	tallies := func(rule types.NamespacedName) (tally, tally) {
+	rules := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(
+		&flantv1.CopyratorRule{ObjectMeta: metav1.ObjectMeta{Namespace: "src", Name: "a", UID: "uid-a"}},
+		&flantv1.CopyratorRule{ObjectMeta: metav1.ObjectMeta{Namespace: "src", Name: "b", UID: "uid-b"}},
+		&flantv1.CopyratorRule{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "c", UID: "uid-c"}}).Build()
+	// Look-alikes count nowhere: a rule that does not exist, the rule's name with another
+	// UID (or none: written before rule UIDs, counted once a pass adopts it).
+	c := fake.NewClientBuilder().WithObjects(cm("x", "c", r1, 100), cm("y", "c", r1, 100), cm("x", "d", r2, 50), cm("x", "e", r3, 70),
+		cm("t1", "fake", ghost, 1<<20), cm("t1", "fake-a", ruleID{NamespacedName: r1.NamespacedName, UID: "uid-forged"}, 1<<20),
+		cm("t1", "old-a", ruleID{NamespacedName: r1.NamespacedName}, 1<<20)).Build()
+	l := copyReader{cache: c, rules: rules}
+	tallies := func(rule ruleID) (tally, tally, tally) {
 		t.Helper()
-		ruleCopies, all, err := l.tallies(ctx, rule)
+		ruleCopies, namespace, all, err := l.tallies(ctx, rule.NamespacedName)
 		require.NoError(t, err)
-		return ruleCopies, all
+		return ruleCopies, namespace, all
 	}
-	rule, all := tallies(r1)
+	rule, namespace, all := tallies(r1)
 	assert.Equal(t, tally{2, 200}, rule)
-	assert.Equal(t, tally{3, 250}, all)
+	assert.Equal(t, tally{3, 250}, namespace, "the rules of src")
+	assert.Equal(t, tally{4, 320}, all)
 	updated := cm("x", "c", r1, 300) // an update
 	live := &corev1.ConfigMap{}
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(updated), live))
 	updated.ResourceVersion = live.ResourceVersion
 	require.NoError(t, c.Update(ctx, updated))
-	rule, all = tallies(r1)
+	rule, namespace, all = tallies(r1)
 	assert.Equal(t, tally{2, 400}, rule)
-	assert.Equal(t, tally{3, 450}, all)
+	assert.Equal(t, tally{3, 450}, namespace)
+	assert.Equal(t, tally{4, 520}, all)
 	require.NoError(t, c.Delete(ctx, cm("y", "c", r1, 1)))
-	rule, all = tallies(r1)
+	rule, _, all = tallies(r1)
 	assert.Equal(t, tally{1, 300}, rule)
-	assert.Equal(t, tally{2, 350}, all)
+	assert.Equal(t, tally{3, 420}, all)
 	require.Error(t, c.Delete(ctx, cm("nope", "c", r1, 1)))
-	_, all = tallies(r1)
-	assert.Equal(t, tally{2, 350}, all, "removing what is not there changes nothing")
+	_, _, all = tallies(r1)
+	assert.Equal(t, tally{3, 420}, all, "removing what is not there changes nothing")
+	_, namespace, _ = tallies(r3)
+	assert.Equal(t, tally{1, 70}, namespace, "the rules of other")
 }
 
 func TestLimitFlags(t *testing.T) {
@@ -111,7 +131,7 @@ func TestLimitFlags(t *testing.T) {
 	require.NoError(t, o.complete())
 	l, err := o.limits()
 	require.NoError(t, err)
-	assert.Equal(t, limits{perRuleCopies: 5, perRuleBytes: 256 << 20, bytes: 1 << 30}, l)
+	assert.Equal(t, limits{perRuleCopies: 5, perRuleBytes: 256 << 20, perNamespaceBytes: 256 << 20, bytes: 1 << 30}, l)
 }
 
 // TestRuleStopsAtItsLimit: a rule whose copies would pass a limit writes those that fit

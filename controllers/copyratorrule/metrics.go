@@ -24,10 +24,19 @@ var (
 		Name: "quartet_copyrator_copies_in_sync",
 		Help: "Copies of a rule that equal their source.",
 	}, []string{"rule_namespace", "rule"})
+	// lookalikesTotal has no rule labels: look-alikes name rules at will.
+	lookalikesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quartet_copyrator_lookalikes_total",
+		Help: "Events on objects labelled as Copyrator's copies that no existing rule wrote, by namespace of the object; ignored.",
+	}, []string{"namespace"})
+	sweptTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "quartet_copyrator_orphans_swept_total",
+		Help: "Copies deleted because the rule that wrote them is gone (deleted without its finalizer).",
+	})
 )
 
 func init() {
-	metrics.Registry.MustRegister(copiesTotal, conflictsGauge, copiesInSyncGauge)
+	metrics.Registry.MustRegister(copiesTotal, conflictsGauge, copiesInSyncGauge, lookalikesTotal, sweptTotal)
 }
 
 // writeActions name the kinds of copy write in quartet_copyrator_copies_total.

@@ -3,14 +3,17 @@ package copyratorrule
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/time/rate"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -36,7 +39,7 @@ import (
 )
 
 // observe reads the namespaces a step of a pass plans, their consent and copies, in scope s.
-func (r *Reconciler) observe(ctx context.Context, rule types.NamespacedName, kind string, sa types.NamespacedName,
+func (r *Reconciler) observe(ctx context.Context, rule ruleID, adopting bool, kind string, sa types.NamespacedName,
 	sources []source, f namespaceFilter, s passScope) (planInput, []refusal, error) {
 	in := planInput{Rule: rule, Kind: kind, Sources: sources}
 	candidates, refused, terminating, err := r.targetNamespaces(ctx, f, s)
@@ -44,6 +47,18 @@ func (r *Reconciler) observe(ctx context.Context, rule types.NamespacedName, kin
 		return in, nil, err
 	}
 	in.Terminating = terminating
+	if in.Owned, err = r.copies.owned(ctx, rule.NamespacedName, s); err != nil {
+		return in, nil, err
+	}
+	if !adopting {
+		in.Owned = slices.DeleteFunc(in.Owned, func(c copyState) bool { return claimedBy(rule, &c) == claimedLegacy })
+	}
+	if len(sources) == 0 {
+		// Nothing to copy: consent matters only where copies are (left as they are, or gone).
+		candidates = slices.DeleteFunc(candidates, func(ns string) bool {
+			return !slices.ContainsFunc(in.Owned, func(c copyState) bool { return c.Key.Namespace == ns })
+		})
+	}
 	targets, denied, err := r.access.consenting(ctx, sa, resourceOf(kind), candidates)
 	if err != nil {
 		return in, nil, fmt.Errorf("checking consent: %w", err)
@@ -52,10 +67,7 @@ func (r *Reconciler) observe(ctx context.Context, rule types.NamespacedName, kin
 	for _, d := range denied {
 		in.Frozen[d.Namespace] = true
 	}
-	if in.Owned, err = r.copies.owned(ctx, rule, s); err != nil {
-		return in, nil, err
-	}
-	if in.Occupied, err = r.copies.occupied(ctx, rule, kind, in.Targets, in.Sources, in.Owned); err != nil {
+	if in.Occupied, err = r.copies.occupied(ctx, rule.NamespacedName, kind, in.Targets, in.Sources, in.Owned); err != nil {
 		return in, nil, err
 	}
 	return in, append(refused, denied...), nil
@@ -219,6 +231,7 @@ func stateOf(obj client.Object) copyState {
 		Annotations:     ann,
 	}
 	s.Rule, _ = ruleOfCopy(obj)
+	s.RuleUID = obj.GetLabels()[LabelRuleUID]
 	s.Size, _ = strconv.ParseInt(ann[cachedSizeAnnotation], 10, 64)
 	// Annotations besides the two only the cache has (a copy read live has neither).
 	s.HasAnnotations = len(ann) > 2 || len(ann) > 0 && !has(ann, cachedHashAnnotation)
@@ -244,9 +257,11 @@ func newObject(kind string) client.Object {
 	return &corev1.ConfigMap{}
 }
 
-// copyReader reads the copy cache. Cached copies are read in place: stateOf only reads.
+// copyReader reads the copy cache (cached copies are read in place: stateOf only reads),
+// and rules the rules (the manager's cache).
 type copyReader struct {
 	cache client.Reader
+	rules client.Reader
 }
 
 // list calls each for every cached copy of both kinds that opts select.
@@ -304,24 +319,42 @@ func (r copyReader) occupied(ctx context.Context, rule types.NamespacedName, kin
 			case err != nil:
 				return nil, fmt.Errorf("reading %s from the copy cache: %w", key, err)
 			}
-			if st := stateOf(obj); st.Rule != rule {
-				out[key] = st
+			if st := stateOf(obj); st.Rule != rule || st.RuleUID == "" {
+				out[key] = st // another rule's, or of this rule's name and no UID (not owned)
 			}
 		}
 	}
 	return out, nil
 }
 
-// tallies counts the copies the copy cache holds and their bytes, the rule's and all.
-func (r copyReader) tallies(ctx context.Context, rule types.NamespacedName) (ruleCopies, all tally, err error) {
+// tallies counts the copies the copy cache holds and their bytes: the rule's, its
+// namespace's rules' and all; only copies that carry the UID of an existing rule of their
+// name (look-alikes count nowhere).
+func (r copyReader) tallies(ctx context.Context, rule types.NamespacedName) (ruleCopies, namespace, all tally, err error) {
+	var rules flantv1.CopyratorRuleList
+	if err := r.rules.List(ctx, &rules, client.UnsafeDisableDeepCopy); err != nil {
+		return tally{}, tally{}, tally{}, fmt.Errorf("listing CopyratorRules: %w", err)
+	}
+	uids := make(map[types.NamespacedName]string, len(rules.Items))
+	for i := range rules.Items {
+		uids[client.ObjectKeyFromObject(&rules.Items[i])] = string(rules.Items[i].UID)
+	}
 	err = r.list(ctx, func(obj client.Object) {
+		owner, _ := ruleOfCopy(obj)
+		if uid := obj.GetLabels()[LabelRuleUID]; uid == "" || uids[owner] != uid {
+			return
+		}
 		size, _ := strconv.ParseInt(obj.GetAnnotations()[cachedSizeAnnotation], 10, 64)
-		all = tally{all.copies + 1, all.bytes + size}
-		if owner, _ := ruleOfCopy(obj); owner == rule {
-			ruleCopies = tally{ruleCopies.copies + 1, ruleCopies.bytes + size}
+		one := tally{1, size}
+		all = all.plus(one)
+		if owner.Namespace == rule.Namespace {
+			namespace = namespace.plus(one)
+		}
+		if owner == rule {
+			ruleCopies = ruleCopies.plus(one)
 		}
 	})
-	return ruleCopies, all, err
+	return ruleCopies, namespace, all, err
 }
 
 // sourceSyncTimeout bounds the wait for the first list of a namespace's sources.
@@ -355,10 +388,14 @@ type namespaceSources struct {
 	versions map[types.UID]*sourceVersion
 }
 
-// sourceVersion is a source as read (never changed) and its content by view id.
+// sourceVersion is a source as read (never changed) and its content by view id. Of its
+// annotations the body keeps only those the rules here carry (kept, when it was read): a
+// Secret's other annotations (kubectl's last-applied-configuration holds its data) are
+// never held.
 type sourceVersion struct {
 	resourceVersion string
 	body            client.Object
+	kept            sets.Set[string]
 	views           map[string]source
 }
 
@@ -526,14 +563,16 @@ func setOf(srcs []*source, picked []metav1.Object, p picker) sourceSet {
 
 // sourceOf returns the source m as view v sees it, from the version held or read now.
 func (w *sourceWatcher) sourceOf(ctx context.Context, key sourceKey, m metav1.Object, v view) (source, error) {
-	ver := w.held(key, m)
+	ver := w.held(key, m, v)
 	if ver == nil {
 		obj, err := w.get(ctx, key.kind, key.namespace, m.GetName())
 		if err != nil {
 			return source{}, err
 		}
 		obj.SetManagedFields(nil)
-		ver = &sourceVersion{resourceVersion: obj.GetResourceVersion(), body: obj, views: map[string]source{}}
+		kept := w.carriedAnnotations(key).Insert(v.annotations...)
+		obj.SetAnnotations(keepKeys(obj.GetAnnotations(), kept))
+		ver = &sourceVersion{resourceVersion: obj.GetResourceVersion(), body: obj, kept: kept, views: map[string]source{}}
 		w.mu.Lock()
 		if s, ok := w.informers[key]; ok {
 			s.versions[obj.GetUID()] = ver
@@ -543,15 +582,43 @@ func (w *sourceWatcher) sourceOf(ctx context.Context, key sourceKey, m metav1.Ob
 	return w.as(ver, v), nil
 }
 
-func (w *sourceWatcher) held(key sourceKey, m metav1.Object) *sourceVersion {
+// held returns the version of m held, when it is m's and kept the annotations v carries.
+func (w *sourceWatcher) held(key sourceKey, m metav1.Object, v view) *sourceVersion {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if s, ok := w.informers[key]; ok {
-		if ver := s.versions[m.GetUID()]; ver != nil && ver.resourceVersion == m.GetResourceVersion() {
+		if ver := s.versions[m.GetUID()]; ver != nil && ver.resourceVersion == m.GetResourceVersion() && ver.kept.HasAll(v.annotations...) {
 			return ver
 		}
 	}
 	return nil
+}
+
+// carriedAnnotations returns the annotation keys the rules reading key carry.
+func (w *sourceWatcher) carriedAnnotations(key sourceKey) sets.Set[string] {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := sets.New[string]()
+	for _, sel := range w.rules {
+		if sel.key == key {
+			out.Insert(sel.view.annotations...)
+		}
+	}
+	return out
+}
+
+// keepKeys returns the entries of m whose keys are in keep; nil when none.
+func keepKeys(m map[string]string, keep sets.Set[string]) map[string]string {
+	var out map[string]string
+	for k, v := range m {
+		if keep.Has(k) {
+			if out == nil {
+				out = make(map[string]string, len(keep))
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // as returns ver as view v sees it, its content computed once per view id.
@@ -580,7 +647,7 @@ func (w *sourceWatcher) wanted(rule types.NamespacedName, kind, name string) (so
 	}
 	item, _, _ := s.informer.GetStore().GetByKey(sel.key.namespace + "/" + name)
 	if m, isMeta := item.(metav1.Object); isMeta && sel.picker.picks(m) {
-		if ver := w.held(sel.key, m); ver != nil {
+		if ver := w.held(sel.key, m, sel.view); ver != nil {
 			return w.as(ver, sel.view), true
 		}
 	}
@@ -618,9 +685,12 @@ func (w *sourceWatcher) ensure(rule types.NamespacedName, sel ruleSelection) too
 	}
 	inf := metadatainformer.NewFilteredMetadataInformer(w.metadata, corev1.SchemeGroupVersion.WithResource(resourceOf(key.kind)), key.namespace, 0,
 		toolscache.Indexers{}, func(o *metav1.ListOptions) { o.LabelSelector = notCopies.String() }).Informer()
+	// Sources are picked by labels and name: no annotation is kept (a Secret's
+	// last-applied-configuration holds its data).
 	_ = inf.SetTransform(func(in any) (any, error) {
 		if m, ok := in.(metav1.Object); ok {
 			m.SetManagedFields(nil)
+			m.SetAnnotations(nil)
 		}
 		return in, nil
 	})
@@ -693,8 +763,9 @@ type refusal struct {
 	Namespace string
 	Reason    string
 	// Protected: refused because the namespace is protected (its copies are removed);
-	// otherwise RBAC refused (existing copies are left as they are, no longer updated).
-	Protected bool
+	// otherwise RBAC refused, or (Deferred) not asked yet: existing copies are left as they
+	// are, no longer updated.
+	Protected, Deferred bool
 }
 
 func protectedRefusal(ns string) refusal {
@@ -711,28 +782,90 @@ func rbacRefusal(ns string, sa types.NamespacedName, resource string) refusal {
 type accessKey struct{ SA, Resource, Namespace string }
 
 // accessReviewer asks the authorizer whether a ServiceAccount may create a kind in a
-// namespace, and remembers granted answers for refresh, refused ones for recheck.
+// namespace, and remembers granted answers for refresh, refused ones for recheck, doubled
+// at each refusal in a row up to refresh. Answers and a budget of reviews are kept per
+// namespace of the rules that ask (their ServiceAccounts'): one namespace's questions
+// neither push another's answers out nor use its budget.
 type accessReviewer struct {
 	client           client.Client
-	answers          *kcache.LRUExpireCache
+	clock            kcache.Clock
 	recheck, refresh time.Duration
 	parallelism      int
+	perSecond        int
+	mu               sync.Mutex
+	namespaces       map[string]*namespaceAccess
 }
 
-// maxAccessAnswers bounds the remembered answers (about 200 bytes each).
-const maxAccessAnswers = 100_000
-
-func newAccessReviewer(c client.Client, clk kcache.Clock, recheck, refresh time.Duration, parallelism int) *accessReviewer {
-	return &accessReviewer{client: c, answers: kcache.NewLRUExpireCacheWithClock(maxAccessAnswers, clk),
-		recheck: recheck, refresh: refresh, parallelism: max(parallelism, 1)}
+// namespaceAccess is what one namespace's rules asked, and the reviews they may still ask.
+type namespaceAccess struct {
+	answers *kcache.LRUExpireCache // accessKey → answer
+	budget  *rate.Limiter
 }
+
+// answer is a review remembered: granted, or refused refusals times in a row; due is when
+// it is asked again.
+type answer struct {
+	allowed  bool
+	refusals int
+	due      time.Time
+}
+
+// maxAccessAnswersPerNamespace bounds the answers remembered for one namespace's rules
+// (about 200 bytes each): its rules acting as 2 ServiceAccounts on both kinds in 5,000
+// namespaces fit.
+const maxAccessAnswersPerNamespace = 20_000
+
+// reviewBurst is how many reviews a namespace's rules may ask at once, in seconds of its rate.
+const reviewBurst = 10
+
+func newAccessReviewer(c client.Client, clk kcache.Clock, recheck, refresh time.Duration, parallelism, perSecond int) *accessReviewer {
+	return &accessReviewer{client: c, clock: clk, recheck: recheck, refresh: refresh, parallelism: max(parallelism, 1),
+		perSecond: max(perSecond, 1), namespaces: map[string]*namespaceAccess{}}
+}
+
+// of returns the answers and budget of namespace ns's rules, made on first use.
+func (a *accessReviewer) of(ns string) *namespaceAccess {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	na := a.namespaces[ns]
+	if na == nil {
+		na = &namespaceAccess{answers: kcache.NewLRUExpireCacheWithClock(maxAccessAnswersPerNamespace, a.clock),
+			budget: rate.NewLimiter(rate.Limit(a.perSecond), reviewBurst*a.perSecond)}
+		a.namespaces[ns] = na
+	}
+	return na
+}
+
+// retry is how long a pass whose reviews were deferred waits: the budget's refill of a burst.
+func (a *accessReviewer) retry() time.Duration {
+	return min(a.recheck, time.Duration(reviewBurst)*time.Second)
+}
+
+// forget drops what namespace ns's rules asked, when it has no rule left.
+func (a *accessReviewer) forget(ns string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.namespaces, ns)
+}
+
+// errDeferred: the namespace's rules spent their budget of reviews; asked at a later pass.
+var errDeferred = errors.New("review budget spent")
 
 // mayCreate reports whether sa may create resource objects in namespace ns ("" for every
-// namespace), from a remembered answer or a SubjectAccessReview.
+// namespace), from an answer not yet due or a SubjectAccessReview; errDeferred when the
+// budget of sa's namespace is spent.
 func (a *accessReviewer) mayCreate(ctx context.Context, sa types.NamespacedName, resource, ns string) (bool, error) {
+	na := a.of(sa.Namespace)
 	key := accessKey{SA: sa.String(), Resource: resource, Namespace: ns}
-	if v, ok := a.answers.Get(key); ok {
-		return v.(bool), nil
+	now := a.clock.Now()
+	var prev answer
+	if v, ok := na.answers.Get(key); ok {
+		if prev = v.(answer); now.Before(prev.due) {
+			return prev.allowed, nil
+		}
+	}
+	if !na.budget.AllowN(now, 1) {
+		return false, errDeferred
 	}
 	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 		User:   serviceaccount.MakeUsername(sa.Namespace, sa.Name),
@@ -744,31 +877,59 @@ func (a *accessReviewer) mayCreate(ctx context.Context, sa types.NamespacedName,
 	if err := a.client.Create(ctx, review); err != nil {
 		return false, fmt.Errorf("asking whether ServiceAccount %s may create %s in namespace %q: %w", sa, resource, ns, err)
 	}
-	ttl := a.recheck
-	if review.Status.Allowed {
-		ttl = a.refresh
+	next := nextAnswer(prev, review.Status.Allowed, now, a.recheck, a.refresh)
+	// Kept past due, so that the refusals in a row are still known when it is asked again.
+	na.answers.Add(key, next, 2*next.due.Sub(now))
+	return next.allowed, nil
+}
+
+// maxBackoffDoublings bounds the back-off of refusals: 8 × recheck (and refresh at most).
+const maxBackoffDoublings = 3
+
+// nextAnswer is the answer remembered after a review: a grant is asked again after
+// refresh; a refusal after recheck, doubled for each refusal in a row before it, at most
+// 8 × recheck and refresh.
+func nextAnswer(prev answer, allowed bool, now time.Time, recheck, refresh time.Duration) answer {
+	if allowed {
+		return answer{allowed: true, due: now.Add(refresh)}
 	}
-	a.answers.Add(key, review.Status.Allowed, ttl)
-	return review.Status.Allowed, nil
+	n := 1
+	if !prev.allowed {
+		n = prev.refusals + 1
+	}
+	wait := recheck
+	for range min(n-1, maxBackoffDoublings) {
+		wait *= 2
+	}
+	return answer{refusals: n, due: now.Add(min(wait, max(refresh, recheck)))}
 }
 
 // consenting splits candidates into those where sa may create resource objects and the
-// refusals. One question about every namespace answers for all when a cluster admin
+// refusals: RBAC's, and those not asked because the budget of sa's namespace is spent
+// (Deferred). One question about every namespace answers for all when a cluster admin
 // granted it; otherwise each namespace is asked, in parallel.
 func (a *accessReviewer) consenting(ctx context.Context, sa types.NamespacedName, resource string, candidates []string) ([]string, []refusal, error) {
 	if len(candidates) == 0 {
 		return nil, nil, nil
 	}
 	everywhere, err := a.mayCreate(ctx, sa, resource, metav1.NamespaceAll)
-	if err != nil || everywhere {
+	switch {
+	case errors.Is(err, errDeferred):
+		return nil, deferredRefusals(candidates, sa), nil
+	case err != nil || everywhere:
 		return candidates, nil, err
 	}
 	allowed := make([]bool, len(candidates))
+	deferred := make([]bool, len(candidates))
 	var g errgroup.Group
 	g.SetLimit(a.parallelism)
 	for i, ns := range candidates {
 		g.Go(func() error {
 			ok, err := a.mayCreate(ctx, sa, resource, ns)
+			if errors.Is(err, errDeferred) {
+				deferred[i] = true
+				return nil
+			}
 			allowed[i] = ok
 			return err
 		})
@@ -779,13 +940,46 @@ func (a *accessReviewer) consenting(ctx context.Context, sa types.NamespacedName
 	var yes []string
 	var no []refusal
 	for i, ns := range candidates {
-		if allowed[i] {
+		switch {
+		case deferred[i]:
+			no = append(no, deferredRefusals([]string{ns}, sa)...)
+		case allowed[i]:
 			yes = append(yes, ns)
-		} else {
+		default:
 			no = append(no, rbacRefusal(ns, sa, resource))
 		}
 	}
 	return yes, no, nil
+}
+
+func deferredRefusals(namespaces []string, sa types.NamespacedName) []refusal {
+	out := make([]refusal, 0, len(namespaces))
+	for _, ns := range namespaces {
+		out = append(out, refusal{Namespace: ns, Deferred: true, Reason: fmt.Sprintf(
+			"not asked yet: the CopyratorRules of namespace %s used their SubjectAccessReviews for now (--copyratorrule-consent-reviews-per-second); copies there are left as they are until a later pass", sa.Namespace)})
+	}
+	return out
+}
+
+// admittedServiceAccount refuses a rule that would make its namespace's rules act as more
+// than most distinct ServiceAccounts: the namespace's rules, oldest first, claim theirs
+// until most are claimed; a rule naming another is a spec mistake (no review is asked).
+func admittedServiceAccount(rule *flantv1.CopyratorRule, rules []flantv1.CopyratorRule, most int) error {
+	slices.SortFunc(rules, func(a, b flantv1.CopyratorRule) int {
+		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), strings.Compare(a.Name, b.Name))
+	})
+	claimed := sets.New[string]()
+	for i := range rules {
+		sa := serviceAccountOf(&rules[i]).Name
+		if claimed.Has(sa) || claimed.Len() < most {
+			claimed.Insert(sa)
+		}
+	}
+	if sa := serviceAccountOf(rule).Name; !claimed.Has(sa) {
+		return fmt.Errorf("spec.serviceAccountName: the CopyratorRules of namespace %s already act as %d ServiceAccounts (%s), the most --%s allows; use one of them",
+			rule.Namespace, claimed.Len(), strings.Join(sets.List(claimed), ", "), flagMaxSAsPerNS)
+	}
+	return nil
 }
 
 // protectedNamespaces are the cluster's own, the operator's and the flag's namespaces.

@@ -12,17 +12,21 @@ import (
 // Options are the manager flags of the copyratorrule controller (BindFlags says what each
 // means). MaxBytesPerRule and MaxBytes are quantities (256Mi).
 type Options struct {
-	MaxConcurrentReconciles, WriteParallelism       int
-	ConflictRecheck, ConsentRecheck, ConsentRefresh time.Duration
-	ProtectedNamespaces                             string
-	MaxCopiesPerRule, MaxCopies                     int64
-	MaxBytesPerRule, MaxBytes                       string
+	MaxConcurrentReconciles, WriteParallelism               int
+	ConflictRecheck, ConsentRecheck, ConsentRefresh         time.Duration
+	ProtectedNamespaces                                     string
+	MaxCopiesPerRule, MaxCopiesPerNamespace, MaxCopies      int64
+	MaxBytesPerRule, MaxBytesPerNamespace, MaxBytes         string
+	MaxServiceAccountsPerNamespace, ConsentReviewsPerSecond int
 }
 
 // Flag names of the limits, also named in the status when a limit is reached.
 const (
 	flagMaxCopiesPerRule = "copyratorrule-max-copies-per-rule"
 	flagMaxBytesPerRule  = "copyratorrule-max-bytes-per-rule"
+	flagMaxCopiesPerNS   = "copyratorrule-max-copies-per-namespace"
+	flagMaxBytesPerNS    = "copyratorrule-max-bytes-per-namespace"
+	flagMaxSAsPerNS      = "copyratorrule-max-service-accounts-per-namespace"
 	flagMaxCopies        = "copyratorrule-max-copies"
 	flagMaxBytes         = "copyratorrule-max-bytes"
 )
@@ -39,8 +43,13 @@ func DefaultOptions() Options {
 		ConsentRefresh:          10 * time.Minute,
 		MaxCopiesPerRule:        20_000,
 		MaxBytesPerRule:         "256Mi",
+		MaxCopiesPerNamespace:   50_000,
+		MaxBytesPerNamespace:    "256Mi",
 		MaxCopies:               200_000,
 		MaxBytes:                "1Gi",
+
+		MaxServiceAccountsPerNamespace: 8,
+		ConsentReviewsPerSecond:        50,
 	}
 }
 
@@ -58,6 +67,14 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Most copies one CopyratorRule may have; beyond it the rule writes no more copies and says so (0: no limit).")
 	fs.StringVar(&o.MaxBytesPerRule, flagMaxBytesPerRule, d.MaxBytesPerRule,
 		"Most bytes of content the copies of one CopyratorRule may hold, a quantity (0: no limit).")
+	fs.Int64Var(&o.MaxCopiesPerNamespace, flagMaxCopiesPerNS, d.MaxCopiesPerNamespace,
+		"Most copies the CopyratorRules of one namespace may have together, so that no namespace uses up --copyratorrule-max-copies (0: no limit).")
+	fs.StringVar(&o.MaxBytesPerNamespace, flagMaxBytesPerNS, d.MaxBytesPerNamespace,
+		"Most bytes of content the copies of one namespace's CopyratorRules may hold together, a quantity (0: no limit).")
+	fs.IntVar(&o.MaxServiceAccountsPerNamespace, flagMaxSAsPerNS, d.MaxServiceAccountsPerNamespace,
+		"Most distinct ServiceAccounts the CopyratorRules of one namespace may act as; a rule naming one more (the newest rules first) is refused and asks no SubjectAccessReview.")
+	fs.IntVar(&o.ConsentReviewsPerSecond, "copyratorrule-consent-reviews-per-second", d.ConsentReviewsPerSecond,
+		"SubjectAccessReviews the CopyratorRules of one namespace may ask per second (bursts of ten times as many); namespaces not asked yet keep their copies as they are until the next pass.")
 	fs.Int64Var(&o.MaxCopies, flagMaxCopies, d.MaxCopies,
 		"Most copies all CopyratorRules together may have (0: no limit).")
 	fs.StringVar(&o.MaxBytes, flagMaxBytes, d.MaxBytes,
@@ -75,7 +92,10 @@ func (o *Options) complete() error {
 	orDefault(&o.ConflictRecheck, d.ConflictRecheck)
 	orDefault(&o.ConsentRecheck, d.ConsentRecheck)
 	orDefault(&o.ConsentRefresh, d.ConsentRefresh)
+	orDefault(&o.MaxServiceAccountsPerNamespace, d.MaxServiceAccountsPerNamespace)
+	orDefault(&o.ConsentReviewsPerSecond, d.ConsentReviewsPerSecond)
 	o.MaxBytesPerRule, o.MaxBytes = cmp.Or(o.MaxBytesPerRule, d.MaxBytesPerRule), cmp.Or(o.MaxBytes, d.MaxBytes)
+	o.MaxBytesPerNamespace = cmp.Or(o.MaxBytesPerNamespace, d.MaxBytesPerNamespace)
 	_, err := o.limits()
 	return err
 }
@@ -89,19 +109,20 @@ func orDefault[T int | time.Duration](v *T, d T) {
 
 // limits parses the limit flags; a bad quantity is an error naming its flag.
 func (o *Options) limits() (limits, error) {
-	l := limits{perRuleCopies: o.MaxCopiesPerRule, copies: o.MaxCopies}
+	l := limits{perRuleCopies: o.MaxCopiesPerRule, perNamespaceCopies: o.MaxCopiesPerNamespace, copies: o.MaxCopies}
 	for _, q := range []struct {
 		flag, value string
 		into        *int64
-	}{{flagMaxBytesPerRule, o.MaxBytesPerRule, &l.perRuleBytes}, {flagMaxBytes, o.MaxBytes, &l.bytes}} {
+	}{{flagMaxBytesPerRule, o.MaxBytesPerRule, &l.perRuleBytes}, {flagMaxBytesPerNS, o.MaxBytesPerNamespace, &l.perNamespaceBytes},
+		{flagMaxBytes, o.MaxBytes, &l.bytes}} {
 		v, err := resource.ParseQuantity(q.value)
 		if err != nil || v.Sign() < 0 {
 			return l, fmt.Errorf("--%s: %q is not a quantity of bytes such as 256Mi", q.flag, q.value)
 		}
 		*q.into = v.Value()
 	}
-	if l.perRuleCopies < 0 || l.copies < 0 {
-		return l, fmt.Errorf("--%s and --%s must not be negative", flagMaxCopiesPerRule, flagMaxCopies)
+	if l.perRuleCopies < 0 || l.perNamespaceCopies < 0 || l.copies < 0 {
+		return l, fmt.Errorf("--%s, --%s and --%s must not be negative", flagMaxCopiesPerRule, flagMaxCopiesPerNS, flagMaxCopies)
 	}
 	return l, nil
 }

@@ -3,13 +3,13 @@ package copyratorrule
 import (
 	"context"
 	"fmt"
-	"maps"
 	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -55,12 +55,14 @@ func (o *Options) Setup(mgr ctrl.Manager, shared scope.Namespaces) error {
 		Namespaces: shared,
 		Protected:  protectedNamespaces(shared.Operator, scope.ParseList(o.ProtectedNamespaces)),
 		Limits:     lim,
+
+		MaxServiceAccounts: o.MaxServiceAccountsPerNamespace,
 		statuses: status.NewWriter(c, mgr.GetAPIReader(),
 			func(x *flantv1.CopyratorRule) *int64 { return &x.Status.ObservedGeneration }),
-		copies:  copyReader{cache: copyCache},
+		copies:  copyReader{cache: copyCache, rules: mgr.GetClient()},
 		writer:  writer{client: c, apiReader: mgr.GetAPIReader(), parallelism: o.WriteParallelism},
 		sources: sources,
-		access:  newAccessReviewer(c, clk, o.ConsentRecheck, o.ConsentRefresh, o.WriteParallelism),
+		access:  newAccessReviewer(c, clk, o.ConsentRecheck, o.ConsentRefresh, o.WriteParallelism, o.ConsentReviewsPerSecond),
 		rules:   newRuleStates(o.ConflictRecheck),
 	}
 	return ctrl.NewControllerManagedBy(mgr).
@@ -109,7 +111,7 @@ func newCopyCache(mgr ctrl.Manager, shared scope.Namespaces) (cache.Cache, error
 }
 
 // stripBody is the copy cache's transform: it keeps the hash and size of the content in
-// cache-only annotations and drops the body and managed fields. It is idempotent, as
+// cache-only annotations and drops the body, managed fields and others' annotations. It is idempotent, as
 // client-go asks: an object that has cachedHashAnnotation is returned as it is (a second
 // call used to hash the stripped body, and every copy looked out of sync to the first pass
 // after a start: TestRestartWritesNothing).
@@ -123,8 +125,19 @@ func stripBody(in any) (any, error) {
 	}
 	hash, size := contentHash(obj), contentSize(obj)
 	obj.SetManagedFields(nil)
-	ann := make(map[string]string, len(obj.GetAnnotations())+2)
-	maps.Copy(ann, obj.GetAnnotations())
+	// Of the annotations, Copyrator's own and those its record says it carried: anyone
+	// else's (kubectl's last-applied-configuration, a look-alike's megabytes) are dropped,
+	// their presence noted (a patch of the annotations map differs when it exists).
+	carried := sets.New(recordedKeys(obj.GetAnnotations()[AnnotationCarriedAnnotations])...)
+	ann := make(map[string]string, len(carried)+5)
+	for k, v := range obj.GetAnnotations() {
+		switch {
+		case ownMetadataKey(k), carried.Has(k):
+			ann[k] = v
+		default:
+			ann[cachedOthersAnnotation] = "true"
+		}
+	}
 	ann[cachedHashAnnotation] = hash
 	ann[cachedSizeAnnotation] = strconv.FormatInt(size, 10)
 	obj.SetAnnotations(ann)
@@ -188,17 +201,33 @@ func (r *Reconciler) namespaceEvents() handler.EventHandler {
 // its full pass: a burst's echoes cost one pass; any other event wakes the rule at once.
 const echoDelay = time.Second
 
-// copyEvents wakes the rule that owns a copy (the echo of its own write after echoDelay)
+// sweepDelay is how long an event on a copy of a rule gone, or of another UID, waits before
+// it wakes the rule's key (a sweep, or the pass that replaces it): however many such events
+// come, one pass per key and sweepDelay.
+const sweepDelay = 10 * time.Second
+
+// copyEvents wakes the rule that wrote a copy (the echo of its own write after echoDelay)
 // and, when a copy goes, the rules whose sources have its name (they found it taken).
+// Only a copy that carries the UID of the rule of its name is the rule's: events on
+// look-alikes (no rule of that name, or another UID) are counted in lookalikesTotal and wake
+// the key only after sweepDelay, for the sweep (no rule) or the pass that deletes them.
 func (r *Reconciler) copyEvents() handler.EventHandler {
-	owner := func(obj client.Object, q queue, echo bool) {
+	owner := func(ctx context.Context, obj client.Object, q queue, echo bool) {
 		rule, ok := ruleOfCopy(obj)
-		switch {
-		case !ok:
-		case echo:
-			q.AddAfter(reconcile.Request{NamespacedName: rule}, echoDelay)
+		if !ok {
+			return
+		}
+		req := reconcile.Request{NamespacedName: rule}
+		switch uid := obj.GetLabels()[LabelRuleUID]; {
+		case uid != "" && uid == r.uidOf(ctx, rule) && echo:
+			q.AddAfter(req, echoDelay)
+		case uid != "" && uid == r.uidOf(ctx, rule):
+			q.Add(req)
 		default:
-			q.Add(reconcile.Request{NamespacedName: rule})
+			lookalikesTotal.WithLabelValues(obj.GetNamespace()).Inc()
+			if uid != "" {
+				q.AddAfter(req, sweepDelay)
+			}
 		}
 	}
 	echo := func(obj client.Object) bool {
@@ -207,14 +236,14 @@ func (r *Reconciler) copyEvents() handler.EventHandler {
 		return ok && isEcho(st.Rule, src, st)
 	}
 	return handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q queue) { owner(e.Object, q, echo(e.Object)) },
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q queue) {
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) { owner(ctx, e.Object, q, echo(e.Object)) },
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
 			isEcho := echo(e.ObjectNew)
-			owner(e.ObjectOld, q, isEcho)
-			owner(e.ObjectNew, q, isEcho)
+			owner(ctx, e.ObjectOld, q, isEcho)
+			owner(ctx, e.ObjectNew, q, isEcho)
 		},
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q queue) {
-			owner(e.Object, q, false)
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) {
+			owner(ctx, e.Object, q, false)
 			key := keyOf(e.Object)
 			for _, rule := range r.sources.rulesPicking(key.Kind, key.Name) {
 				q.Add(reconcile.Request{NamespacedName: rule})
@@ -223,9 +252,18 @@ func (r *Reconciler) copyEvents() handler.EventHandler {
 	}
 }
 
+// uidOf returns the UID of the rule in the manager's cache; "" when it has none.
+func (r *Reconciler) uidOf(ctx context.Context, rule types.NamespacedName) string {
+	got := &flantv1.CopyratorRule{}
+	if err := r.Client.Get(ctx, rule, got); err != nil {
+		return ""
+	}
+	return string(got.UID)
+}
+
 // isEcho reports whether copy c is what rule wants, src as the rule sees it: its event is
 // the echo of the controller's own write. Anyone else's change to what a copy holds (data,
 // Copyrator's annotations, a carried label) makes it differ.
 func isEcho(rule types.NamespacedName, src source, c copyState) bool {
-	return c.Rule == rule && copyInSync(rule, &c, &src)
+	return c.Rule == rule && copyInSync(ruleID{NamespacedName: rule, UID: types.UID(c.RuleUID)}, &c, &src)
 }

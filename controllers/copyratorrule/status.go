@@ -35,8 +35,10 @@ type outcome struct {
 	Targets int
 	Refused []refusal
 	Frozen  int
-	Dropped int    // writes a limit left out (admit)
-	Limit   string // the first limit
+	// Unadopted of the Frozen copies have no LabelRuleUID yet (adopting).
+	Unadopted int
+	Dropped   int    // writes a limit left out (admit)
+	Limit     string // the first limit
 	// Desired copies (sources × targets), InSync after the pass's writes.
 	Desired, InSync int
 	// Conflicts are left alone (sorted); Checked foreign ones a failed create confirmed.

@@ -110,9 +110,9 @@ func TestViewContent(t *testing.T) {
 	})
 	t.Run("the written copy hashes like the view: in sync after a write", func(t *testing.T) {
 		s := viewOf(flantv1.CopyratorRuleSpec{Keys: keys("tls.crt", "")}).source(tlsSecret)
-		c := desiredCopy(testRule, s, "team-a")
+		c := desiredCopy(testID, s, "team-a")
 		st := cachedState(t, c)
-		assert.True(t, copyInSync(testRule, &st, &s))
+		assert.True(t, copyInSync(testID, &st, &s))
 	})
 }
 
@@ -125,7 +125,7 @@ func TestCarriedLabelsAndAnnotations(t *testing.T) {
 	src.Annotations = map[string]string{"owner": "ops", "note": "not carried"}
 
 	s := v.source(src)
-	c := desiredCopy(testRule, s, "team-a")
+	c := desiredCopy(testID, s, "team-a")
 	assert.Equal(t, "a", c.GetLabels()["team"])
 	assert.NotContains(t, c.GetLabels(), "other")
 	assert.NotContains(t, c.GetLabels(), "copyrator", "the source's selector label is not carried unless named")
@@ -139,7 +139,7 @@ func TestCarriedLabelsAndAnnotations(t *testing.T) {
 
 	inSync := func(obj *corev1.ConfigMap, s source) bool {
 		st := cachedState(t, obj)
-		return copyInSync(testRule, &st, &s)
+		return copyInSync(testID, &st, &s)
 	}
 	require.True(t, inSync(c.(*corev1.ConfigMap), s))
 
@@ -149,7 +149,7 @@ func TestCarriedLabelsAndAnnotations(t *testing.T) {
 		edited.Labels["mine"] = "kept"
 		require.False(t, inSync(edited, s))
 		st := stateOf(edited)
-		got, err := applyPatch(t, edited, updatePatch(testRule, c, &st))
+		got, err := applyPatch(t, edited, updatePatch(testID, c, &st))
 		require.NoError(t, err)
 		assert.True(t, inSync(got.(*corev1.ConfigMap), s))
 		assert.Equal(t, "kept", got.GetLabels()["mine"])
@@ -164,7 +164,7 @@ func TestCarriedLabelsAndAnnotations(t *testing.T) {
 		old.Labels["mine"] = "kept"
 		require.False(t, inSync(old, s2))
 		st := stateOf(old)
-		got, err := applyPatch(t, old, updatePatch(testRule, desiredCopy(testRule, s2, "team-a"), &st))
+		got, err := applyPatch(t, old, updatePatch(testID, desiredCopy(testID, s2, "team-a"), &st))
 		require.NoError(t, err)
 		assert.NotContains(t, got.GetLabels(), "team")
 		assert.Equal(t, "gold", got.GetLabels()["tier"])
@@ -178,9 +178,9 @@ func TestCarriedLabelsAndAnnotations(t *testing.T) {
 		old.Annotations["note"] = "a person's"
 		require.False(t, inSync(old, plain))
 		st := stateOf(old)
-		got, err := applyPatch(t, old, updatePatch(testRule, desiredCopy(testRule, plain, "team-a"), &st))
+		got, err := applyPatch(t, old, updatePatch(testID, desiredCopy(testID, plain, "team-a"), &st))
 		require.NoError(t, err)
-		assert.Equal(t, copyLabels(testRule), got.GetLabels())
+		assert.Equal(t, copyLabels(testID), got.GetLabels())
 		assert.Equal(t, map[string]string{AnnotationSource: "src/cfg", AnnotationContentHash: plain.Hash, "note": "a person's"}, got.GetAnnotations())
 		assert.True(t, inSync(got.(*corev1.ConfigMap), plain))
 	})
@@ -190,14 +190,14 @@ func TestCarriedLabelsAndAnnotations(t *testing.T) {
 		assert.False(t, inSync(edited, s))
 	})
 	t.Run("released copies lose the records, keep what they carry", func(t *testing.T) {
-		got, err := applyPatch(t, c, releasePatch(testRule, c.GetAnnotations(), "src/cfg"))
+		got, err := applyPatch(t, c, releasePatch(testID, c.GetLabels(), c.GetAnnotations(), "src/cfg"))
 		require.NoError(t, err)
 		assert.Equal(t, map[string]string{"team": "a"}, got.GetLabels())
 		assert.Equal(t, map[string]string{AnnotationSource: "src/cfg", "owner": "ops"}, got.GetAnnotations())
 	})
 	t.Run("a copy written without carried metadata is in sync with a rule that carries none", func(t *testing.T) {
 		plain := newSource(src)
-		c := desiredCopy(testRule, plain, "team-a").(*corev1.ConfigMap)
+		c := desiredCopy(testID, plain, "team-a").(*corev1.ConfigMap)
 		assert.NotContains(t, c.Annotations, AnnotationCarriedLabels)
 		assert.True(t, inSync(c, plain))
 	})
