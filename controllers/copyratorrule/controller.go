@@ -30,6 +30,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 	"github.com/quartet-operator/quartet/internal/scope"
@@ -63,7 +64,8 @@ import (
 //	rules   | per rule: fresh namespaces,    | namespaceEvents, the pass / | first passes   | a new namespace's copy in one
 //	        | what the last full pass saw,   | the pass (shape, admit-     | are full       | request, no scan; one failed
 //	        | copy counts, foreign names;    | Counted, foreign)           |                | create per ConflictRecheck
-//	        | per namespace: copy counts     |                             |                |
+//	        | per namespace: copy counts,    | enter, leave                |                | fairness: a namespace's rules
+//	        | busy, the rules waiting        |                             |                | take one worker at a time
 //	copy    | Copyrator's copies, bodies     | its informers / observe,    | rebuilt from a | correctness: which copies
 //	cache   | replaced by hash and size      | copyEvents                  | fresh list     | exist, what they hold
 //
@@ -93,6 +95,11 @@ type Reconciler struct {
 
 // Reconcile makes the copies of one rule equal to its sources.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
+	// One worker per namespace of rules: the others' rules always find one free.
+	if !r.rules.enter(req.NamespacedName) {
+		return ctrl.Result{}, nil // its turn comes when the namespace's pass ends (leave)
+	}
+	defer r.rules.leave(req.Namespace)
 	rule := &flantv1.CopyratorRule{}
 	if err := r.Client.Get(ctx, req.NamespacedName, rule); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -403,6 +410,11 @@ type ruleStates struct {
 	// namespace's rules.
 	all        tally
 	namespaces map[string]tally
+	// busy are the namespaces one of whose rules is in a pass, waiting the rules of theirs
+	// that came meanwhile (in order), queue the controller's work queue that takes them.
+	busy    map[string]bool
+	waiting map[string][]types.NamespacedName
+	queue   queue
 }
 
 type ruleState struct {
@@ -420,7 +432,49 @@ type ruleState struct {
 }
 
 func newRuleStates(recheck time.Duration) *ruleStates {
-	return &ruleStates{recheck: recheck, rules: map[types.NamespacedName]*ruleState{}, namespaces: map[string]tally{}}
+	return &ruleStates{recheck: recheck, rules: map[types.NamespacedName]*ruleState{}, namespaces: map[string]tally{},
+		busy: map[string]bool{}, waiting: map[string][]types.NamespacedName{}}
+}
+
+// setQueue is the controller source (source.Func) that hands over the work queue.
+func (s *ruleStates) setQueue(_ context.Context, q queue) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.queue = q
+	return nil
+}
+
+// enter takes the namespace of rule for its pass, or notes the rule as waiting for it: a
+// namespace's rules take one worker at a time, so one namespace with many rules slows its
+// own rules, not the others' (BenchmarkHostileTenant).
+func (s *ruleStates) enter(rule types.NamespacedName) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.busy[rule.Namespace] {
+		s.busy[rule.Namespace] = true
+		return true
+	}
+	if !slices.Contains(s.waiting[rule.Namespace], rule) {
+		s.waiting[rule.Namespace] = append(s.waiting[rule.Namespace], rule)
+	}
+	return false
+}
+
+// leave ends a pass in namespace ns and queues the first rule of ns that waited.
+func (s *ruleStates) leave(ns string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.busy, ns)
+	w := s.waiting[ns]
+	if len(w) == 0 {
+		return
+	}
+	if s.waiting[ns] = w[1:]; len(w) == 1 {
+		delete(s.waiting, ns)
+	}
+	if s.queue != nil {
+		s.queue.Add(reconcile.Request{NamespacedName: w[0]})
+	}
 }
 
 // state returns the rule's state, made when missing. s.mu is held.

@@ -1,6 +1,7 @@
 package copyratorrule
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -48,6 +49,21 @@ func TestStripBody(t *testing.T) {
 		assert.False(t, st.HasAnnotations)
 		assert.Nil(t, out.(*corev1.ConfigMap).Data)
 		assert.Nil(t, out.(*corev1.ConfigMap).BinaryData)
+	})
+	t.Run("only Copyrator's and the carried annotations are kept", func(t *testing.T) {
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "n", Name: "s", Labels: copyLabels(testID),
+			Annotations: map[string]string{AnnotationSource: "src/s", AnnotationCarriedAnnotations: "team", "team": "a",
+				lastAppliedAnnotation: `{"data":{"password":"c2VjcmV0"}}`, "padding": strings.Repeat("x", 1<<10)}},
+			Data: map[string][]byte{"password": []byte("secret")}}
+		out, err := stripBody(sec)
+		require.NoError(t, err)
+		ann := out.(*corev1.Secret).Annotations
+		assert.NotContains(t, ann, lastAppliedAnnotation, "a Secret's data in an annotation is not held")
+		assert.NotContains(t, ann, "padding")
+		assert.Equal(t, "a", ann["team"], "carried: its record names it")
+		assert.Equal(t, "src/s", ann[AnnotationSource])
+		assert.Equal(t, "true", ann[cachedOthersAnnotation], "others' annotations were there")
+		assert.True(t, stateOf(out.(*corev1.Secret)).HasAnnotations)
 	})
 	t.Run("tombstones pass through", func(t *testing.T) {
 		tomb := toolscache.DeletedFinalStateUnknown{Key: "a/b"}

@@ -1,12 +1,16 @@
 package copyratorrule
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 func TestFreshNamespaces(t *testing.T) {
@@ -73,4 +77,40 @@ func TestFullPasses(t *testing.T) {
 	f.settle(testRule, outcome{Generation: 2, WriteErrs: []string{"boom"}}, "v1", t0)
 	f.addFresh(testRule, "e", t0)
 	assert.True(t, full(testRule, "v1", t0), "the last full pass failed")
+}
+
+// TestOneWorkerPerNamespace: a namespace's rules take one worker at a time; a rule that
+// finds its namespace busy waits (once, in order) and is queued when the pass ends; other
+// namespaces are never held up.
+func TestOneWorkerPerNamespace(t *testing.T) {
+	s := newRuleStates(time.Minute)
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	require.NoError(t, s.setQueue(context.Background(), q))
+	a1, a2, a3 := types.NamespacedName{Namespace: "a", Name: "1"}, types.NamespacedName{Namespace: "a", Name: "2"}, types.NamespacedName{Namespace: "a", Name: "3"}
+	b1 := types.NamespacedName{Namespace: "b", Name: "1"}
+
+	require.True(t, s.enter(a1))
+	assert.False(t, s.enter(a2), "a is busy")
+	assert.False(t, s.enter(a3))
+	assert.False(t, s.enter(a2), "waiting once")
+	assert.True(t, s.enter(b1), "another namespace is not held up")
+	s.leave("b")
+	assert.Zero(t, q.Len(), "nothing of b waited")
+
+	s.leave("a")
+	require.Equal(t, 1, q.Len())
+	got, _ := q.Get()
+	assert.Equal(t, a2, got.NamespacedName, "the first that waited")
+	q.Done(got)
+	require.True(t, s.enter(a2))
+	s.leave("a")
+	got, _ = q.Get()
+	assert.Equal(t, a3, got.NamespacedName)
+	q.Done(got)
+	require.True(t, s.enter(a3))
+	s.leave("a")
+	assert.Zero(t, q.Len(), "no one waits any more")
+	assert.Empty(t, s.waiting)
+	assert.Empty(t, s.busy)
 }

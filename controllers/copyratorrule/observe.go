@@ -815,8 +815,12 @@ type answer struct {
 // namespaces fit.
 const maxAccessAnswersPerNamespace = 20_000
 
-// reviewBurst is how many reviews a namespace's rules may ask at once, in seconds of its rate.
-const reviewBurst = 10
+// reviewBurst is how many reviews a namespace's rules may ask at once, in seconds of its
+// rate: a pass that asks many holds a worker for no longer than that.
+const reviewBurst = 2
+
+// deferredRetry is how long a pass whose reviews were deferred waits before the next.
+const deferredRetry = 10 * time.Second
 
 func newAccessReviewer(c client.Client, clk kcache.Clock, recheck, refresh time.Duration, parallelism, perSecond int) *accessReviewer {
 	return &accessReviewer{client: c, clock: clk, recheck: recheck, refresh: refresh, parallelism: max(parallelism, 1),
@@ -836,9 +840,9 @@ func (a *accessReviewer) of(ns string) *namespaceAccess {
 	return na
 }
 
-// retry is how long a pass whose reviews were deferred waits: the budget's refill of a burst.
+// retry is how long a pass whose reviews were deferred waits (recheck at most).
 func (a *accessReviewer) retry() time.Duration {
-	return min(a.recheck, time.Duration(reviewBurst)*time.Second)
+	return min(a.recheck, deferredRetry)
 }
 
 // forget drops what namespace ns's rules asked, when it has no rule left.

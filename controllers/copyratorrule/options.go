@@ -49,7 +49,7 @@ func DefaultOptions() Options {
 		MaxBytes:                "1Gi",
 
 		MaxServiceAccountsPerNamespace: 8,
-		ConsentReviewsPerSecond:        50,
+		ConsentReviewsPerSecond:        20,
 	}
 }
 
@@ -74,7 +74,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.MaxServiceAccountsPerNamespace, flagMaxSAsPerNS, d.MaxServiceAccountsPerNamespace,
 		"Most distinct ServiceAccounts the CopyratorRules of one namespace may act as; a rule naming one more (the newest rules first) is refused and asks no SubjectAccessReview.")
 	fs.IntVar(&o.ConsentReviewsPerSecond, "copyratorrule-consent-reviews-per-second", d.ConsentReviewsPerSecond,
-		"SubjectAccessReviews the CopyratorRules of one namespace may ask per second (bursts of ten times as many); namespaces not asked yet keep their copies as they are until the next pass.")
+		"SubjectAccessReviews the CopyratorRules of one namespace may ask per second (bursts of twice as many); namespaces not asked yet keep their copies as they are until the next pass.")
 	fs.Int64Var(&o.MaxCopies, flagMaxCopies, d.MaxCopies,
 		"Most copies all CopyratorRules together may have (0: no limit).")
 	fs.StringVar(&o.MaxBytes, flagMaxBytes, d.MaxBytes,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -74,6 +75,7 @@ func (o *Options) Setup(mgr ctrl.Manager, shared scope.Namespaces) error {
 		WatchesRawSource(ctrlsource.Kind[client.Object](copyCache, &corev1.Secret{}, r.copyEvents())).
 		WatchesRawSource(ctrlsource.Kind[client.Object](copyCache, &corev1.ConfigMap{}, r.copyEvents())).
 		WatchesRawSource(ctrlsource.Func(sources.setQueue)).
+		WatchesRawSource(ctrlsource.Func(r.rules.setQueue)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}).
 		Complete(r)
 }
@@ -152,21 +154,32 @@ func stripBody(in any) (any, error) {
 
 type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 
-// rulesTargeting maps a namespace event to the rules that copy into that namespace.
+// rulesTargeting maps a namespace event to the rules that copy into that namespace, but
+// for those whose spec is a mistake (InvalidSpec at their generation): they wait for an edit.
 func (r *Reconciler) rulesTargeting(ctx context.Context, ns client.Object) []reconcile.Request {
 	var rules flantv1.CopyratorRuleList
-	if err := r.Client.List(ctx, &rules); err != nil {
+	// Read-only: the cached objects are not copied.
+	if err := r.Client.List(ctx, &rules, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Failed to list CopyratorRules for a namespace event", "namespace", ns.GetName())
 		return nil
 	}
 	var out []reconcile.Request
 	for i := range rules.Items {
+		if specMistake(&rules.Items[i]) {
+			continue
+		}
 		f, err := newNamespaceFilter(&rules.Items[i], r.Namespaces.Watches, r.Protected)
 		if err == nil && f.selects(ns) {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&rules.Items[i])})
 		}
 	}
 	return out
+}
+
+// specMistake reports whether the rule's status says its current spec is a mistake.
+func specMistake(rule *flantv1.CopyratorRule) bool {
+	ready := meta.FindStatusCondition(rule.Status.Conditions, flantv1.ConditionReady)
+	return rule.Status.ObservedGeneration == rule.Generation && ready != nil && ready.Reason == flantv1.ReasonInvalidSpec
 }
 
 // namespaceEvents maps namespace events to the rules that copy into the namespace (before

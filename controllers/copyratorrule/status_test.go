@@ -249,3 +249,16 @@ func TestSummarize(t *testing.T) {
 	assert.Equal(t, "a", summarize([]string{"a"}))
 	assert.Equal(t, "a; b; c; and 2 more", summarize([]string{"a", "b", "c", "d", "e"}))
 }
+
+// TestSpecMistake: namespace events skip a rule whose status says its current spec is a
+// mistake; an edit (a newer generation) or another reason wakes it as before.
+func TestSpecMistake(t *testing.T) {
+	rule := func(gen, observed int64, reason string) *flantv1.CopyratorRule {
+		return &flantv1.CopyratorRule{ObjectMeta: metav1.ObjectMeta{Generation: gen}, Status: flantv1.CopyratorRuleStatus{
+			ObservedGeneration: observed, Conditions: []metav1.Condition{{Type: flantv1.ConditionReady, Reason: reason}}}}
+	}
+	assert.True(t, specMistake(rule(2, 2, flantv1.ReasonInvalidSpec)))
+	assert.False(t, specMistake(rule(3, 2, flantv1.ReasonInvalidSpec)), "edited since: woken")
+	assert.False(t, specMistake(rule(2, 2, flantv1.ReasonTargetsRefused)))
+	assert.False(t, specMistake(&flantv1.CopyratorRule{}), "no status yet")
+}
