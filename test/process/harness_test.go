@@ -20,7 +20,16 @@ import (
 
 var env *testenv.Env
 
-func TestMain(m *testing.M) { os.Exit(testenv.RunSuite(m, testenv.Full, &env)) }
+func TestMain(m *testing.M) {
+	code := testenv.RunSuite(m, testenv.Full, &env)
+	if managerDir != "" {
+		_ = os.RemoveAll(managerDir) // 54 MB a run, left in /tmp before
+	}
+	os.Exit(code)
+}
+
+// managerDir holds the manager binary buildManager built; "" until it has.
+var managerDir string
 
 // buildManager builds the manager once per test binary, as the Dockerfile builds the
 // image's binary (no cgo, trimmed paths, no symbol table or DWARF): what runs in the
@@ -34,6 +43,7 @@ var buildManager = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	managerDir = dir
 	bin := filepath.Join(dir, "manager")
 	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, ".")
 	cmd.Dir = root
