@@ -63,10 +63,7 @@ func TestLookAlikesCountNowhere(t *testing.T) {
 	id := suffix()
 	src := sourceNamespace(t, "src")
 	tenant := testenv.Namespace(t, env.Client, "tenant", nil)
-	targets := []string{
-		testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": id}),
-		testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": id}),
-	}
+	targets := targetNamespaces(t, id, 2)
 	rule := ruleFor(src, id, flantv1.RuleTypeSecret)
 	ghost := types.NamespacedName{Namespace: tenant, Name: "ghost"}
 	// More fakes of no UID than the limit (never swept: no UID to tell whose), and some of a UID.
@@ -110,10 +107,7 @@ func TestSweepsCopiesOfARuleDeletedWithoutItsFinalizer(t *testing.T) {
 	ctx := context.Background()
 	id := suffix()
 	src := sourceNamespace(t, "src")
-	targets := []string{
-		testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": id}),
-		testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": id}),
-	}
+	targets := targetNamespaces(t, id, 2)
 	testenv.StartManager(t, env.Config, scope.Namespaces{}, (&Options{}).Setup)
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "token", Labels: map[string]string{"copytest": id}},
 		Data: map[string][]byte{"k": []byte("v")}}
@@ -290,10 +284,7 @@ func TestAdoptsCopiesWrittenBeforeRuleUIDs(t *testing.T) {
 	ctx := context.Background()
 	id := suffix()
 	src := sourceNamespace(t, "src")
-	targets := []string{
-		testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": id}),
-		testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": id}),
-	}
+	targets := targetNamespaces(t, id, 2)
 	unselected := testenv.Namespace(t, env.Client, "other", nil)
 	testenv.StartManager(t, env.Config, scope.Namespaces{}, (&Options{}).Setup)
 	require.NoError(t, env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "settings",

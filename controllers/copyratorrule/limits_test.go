@@ -141,10 +141,7 @@ func TestRuleStopsAtItsLimit(t *testing.T) {
 	ctx := context.Background()
 	id := suffix()
 	src := sourceNamespace(t, "src")
-	var targets []string
-	for range 3 {
-		targets = append(targets, testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": id}))
-	}
+	targets := targetNamespaces(t, id, 3)
 	opts := &Options{MaxCopiesPerRule: 2}
 	testenv.StartManager(t, env.Config, scope.Namespaces{}, opts.Setup)
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "capped", Labels: map[string]string{"copytest": id}},

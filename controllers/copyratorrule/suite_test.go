@@ -42,6 +42,16 @@ func sourceNamespace(t testing.TB, prefix string) string {
 	return ns
 }
 
+// targetNamespaces creates n namespaces labelled copytest=<id>, the targets of ruleFor(…, id, …).
+func targetNamespaces(t testing.TB, id string, n int) []string {
+	t.Helper()
+	out := make([]string, n)
+	for i := range out {
+		out[i] = testenv.Namespace(t, env.Client, "dst", map[string]string{"copytest": id})
+	}
+	return out
+}
+
 // suffix returns a short random DNS-label suffix.
 func suffix() string { return strings.ToLower(rand.String(5)) }
 
