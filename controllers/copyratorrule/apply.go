@@ -100,21 +100,15 @@ func (w writer) create(ctx context.Context, rule ruleID, a action) writeResult {
 	case err == nil:
 		res.Done = true
 	case apierrors.IsAlreadyExists(err):
-		res.Conflict, res.Found, res.Err = w.classify(ctx, rule, a)
+		if meta, err := w.live(ctx, a.Key); err != nil {
+			res.Err = fmt.Errorf("reading %s after its create failed: %w", a.Key, err)
+		} else {
+			res.Conflict, res.Found = blockedBy(rule, a, meta)
+		}
 	default:
 		res.Err = fmt.Errorf("creating %s: %w", a.Key, err)
 	}
 	return res
-}
-
-// classify reads the metadata of the object that blocked a create and tells what it is.
-func (w writer) classify(ctx context.Context, rule ruleID, a action) (*conflict, bool, error) {
-	meta, err := w.live(ctx, a.Key)
-	if err != nil {
-		return nil, false, fmt.Errorf("reading %s after its create failed: %w", a.Key, err)
-	}
-	c, found := blockedBy(rule, a, meta)
-	return c, found, nil
 }
 
 func (w writer) live(ctx context.Context, key copyKey) (*metav1.PartialObjectMetadata, error) {
@@ -127,18 +121,15 @@ func (w writer) live(ctx context.Context, key copyKey) (*metav1.PartialObjectMet
 // has not reported yet (found when it has the source's content; else its event brings a
 // pass), another rule's copy, or a foreign object.
 func blockedBy(rule ruleID, a action, obj client.Object) (c *conflict, found bool) {
-	owner, managed := ruleOfCopy(obj)
-	switch {
-	case managed && owner == rule.NamespacedName && obj.GetLabels()[LabelRuleUID] == "":
-		return ptr.To(foreignConflict(a.Key)), false // of its name, not written by it
-	case managed && owner == rule.NamespacedName:
-		ann := obj.GetAnnotations()
-		return nil, obj.GetLabels()[LabelRuleUID] == string(rule.UID) && ann[AnnotationContentHash] == a.Source.Hash && ann[AnnotationSource] == rule.Namespace+"/"+a.Source.Name &&
-			copyCarriedFingerprint(obj.GetLabels(), ann) == a.Source.Carried.fingerprint()
-	case managed:
-		return ptr.To(otherRuleConflict(a.Key, owner)), false
+	st := stateOf(obj)
+	st.Hash = st.WrittenAs // read live, without its body: taken to hold what it was written from
+	switch _, managed := ruleOfCopy(obj); {
+	case managed && st.Rule != rule.NamespacedName:
+		return ptr.To(otherRuleConflict(a.Key, st.Rule)), false
+	case !managed || st.RuleUID == "": // of its name and no UID: not written by it
+		return ptr.To(foreignConflict(a.Key)), false
 	}
-	return ptr.To(foreignConflict(a.Key)), false
+	return nil, copyInSync(rule, &st, a.Source)
 }
 
 // delete removes a copy only while it is the rule's: the object and version the cache saw

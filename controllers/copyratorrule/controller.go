@@ -1,14 +1,11 @@
 // Package copyratorrule implements the CopyratorRule controller: it copies the ConfigMaps
 // or Secrets of a rule's namespace that match the rule's labels into other namespaces and
-// keeps the copies equal to their sources.
-//
-// A pass reads top to bottom: observe (observe.go: the sources, the namespaces, consent,
-// the copies) → decide (decide.go: the writes, within the limits) → act (apply.go, with the
-// objects of desired.go) → report (status.go through status.Writer.Finish, then events.go
-// and metrics.go).
+// keeps the copies equal to their sources. A pass: observe.go → decide.go → apply.go (with
+// desired.go) → status.go (through status.Writer.Finish), events.go, metrics.go.
 package copyratorrule
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -72,25 +69,24 @@ import (
 // Not in the table: the manager's cache (rules, Namespace metadata), the Prometheus series
 // (forgetMetrics), the work queue's timers, configuration (Limits, Protected, Namespaces, Clock).
 type Reconciler struct {
-	// Client reads rules and namespace metadata from the manager's cache and writes.
-	Client client.Client
+	// Client reads rules and namespace metadata from the manager's cache and writes;
 	// APIReader reads past the caches: the copies of a rule being deleted (liveCopies).
+	Client     client.Client
 	APIReader  client.Reader
 	Recorder   events.EventRecorder
 	Clock      clock.PassiveClock
 	Namespaces scope.Namespaces
-	// Protected are the namespaces that need LabelAcceptCopies besides RBAC's consent.
-	Protected sets.Set[string]
-	Limits    limits
+	// Protected are the namespaces that need LabelAcceptCopies besides RBAC's consent;
 	// MaxServiceAccounts bounds the distinct ServiceAccounts of one namespace's rules.
+	Protected          sets.Set[string]
+	Limits             limits
 	MaxServiceAccounts int
-	// statuses ends every pass that writes the status (Finish).
-	statuses *status.Writer[*flantv1.CopyratorRule]
-	copies   copyReader
-	writer   writer
-	sources  *sourceWatcher
-	access   *accessReviewer
-	rules    *ruleStates
+	statuses           *status.Writer[*flantv1.CopyratorRule]
+	copies             copyReader
+	writer             writer
+	sources            *sourceWatcher
+	access             *accessReviewer
+	rules              *ruleStates
 }
 
 // Reconcile makes the copies of one rule equal to its sources.
@@ -215,9 +211,7 @@ func (r *Reconciler) reconcileCopies(ctx context.Context, rule *flantv1.Copyrato
 		results = append(results, r.writer.execute(ctx, id, adm.Actions)...)
 		p = p.merge(step)
 		o.Targets, o.Refused, o.Dropped = o.Targets+len(in.Targets), append(o.Refused, refused...), o.Dropped+adm.Dropped
-		if o.Limit == "" {
-			o.Limit = adm.Limit
-		}
+		o.Limit = cmp.Or(o.Limit, adm.Limit)
 	}
 	*o = o.withWrites(p, results)
 	return seen
@@ -269,7 +263,8 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, rule *flantv1.Copyrato
 	if len(o.WriteErrs) > 0 {
 		return fmt.Errorf("cleaning up %d copies failed: %s", len(o.WriteErrs), summarize(o.WriteErrs))
 	}
-	if err := r.patchFinalizer(ctx, rule, controllerutil.RemoveFinalizer); err != nil && !apierrors.IsNotFound(err) {
+	err = r.patchMetadata(ctx, rule, func(x *flantv1.CopyratorRule) { controllerutil.RemoveFinalizer(x, Finalizer) })
+	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("removing the finalizer: %w", err)
 	}
 	r.forget(key)
@@ -290,10 +285,10 @@ func (r *Reconciler) liveCopies(ctx context.Context, rule types.NamespacedName) 
 			if err := r.APIReader.List(ctx, list, client.InNamespace(ns), client.MatchingLabels(ruleLabels(rule))); err != nil {
 				return nil, fmt.Errorf("listing %s copies: %w", kind, err)
 			}
-			for _, m := range list.Items {
-				out = append(out, copyState{Key: copyKey{Kind: kind, Namespace: m.Namespace, Name: m.Name},
-					UID: m.UID, ResourceVersion: m.ResourceVersion, Rule: rule, RuleUID: m.Labels[LabelRuleUID],
-					Labels: m.Labels, Annotations: m.Annotations})
+			for i := range list.Items {
+				c := stateOf(&list.Items[i])
+				c.Key.Kind = kind // metadata alone does not tell
+				out = append(out, c)
 			}
 		}
 	}
@@ -317,13 +312,8 @@ func (r *Reconciler) sweep(ctx context.Context, key types.NamespacedName) error 
 		return err
 	}
 	gone := ruleID{NamespacedName: key}
-	var orphans []action
-	for i := range copies {
-		if claimedBy(gone, &copies[i]) == claimedStale {
-			orphans = append(orphans, action{Op: opDelete, Key: copies[i].Key, Existing: &copies[i]})
-		}
-	}
-	o := outcome{}.withWrites(plan{}, r.writer.execute(ctx, gone, orphans))
+	copies = slices.DeleteFunc(copies, func(c copyState) bool { return claimedBy(gone, &c) != claimedStale })
+	o := outcome{}.withWrites(plan{}, r.writer.execute(ctx, gone, cleanupActions(copies, nil)))
 	sweptTotal.Add(float64(len(o.Written[opDelete])))
 	if len(o.WriteErrs) > 0 {
 		return fmt.Errorf("sweeping %d copies of the deleted CopyratorRule %s failed: %s", len(o.WriteErrs), key, summarize(o.WriteErrs))
@@ -364,11 +354,6 @@ func (r *Reconciler) consentingNamespaces(ctx context.Context, rule *flantv1.Cop
 	return out, nil
 }
 
-// patchFinalizer adds or removes the finalizer with an optimistic lock.
-func (r *Reconciler) patchFinalizer(ctx context.Context, rule *flantv1.CopyratorRule, change func(client.Object, string) bool) error {
-	return r.patchMetadata(ctx, rule, func(x *flantv1.CopyratorRule) { change(x, Finalizer) })
-}
-
 // patchMetadata changes the rule's metadata with an optimistic lock.
 func (r *Reconciler) patchMetadata(ctx context.Context, rule *flantv1.CopyratorRule, change func(*flantv1.CopyratorRule)) error {
 	patch := client.MergeFromWithOptions(rule.DeepCopy(), client.MergeFromWithOptimisticLock{})
@@ -393,12 +378,10 @@ func (r *Reconciler) forget(rule types.NamespacedName) {
 	}
 }
 
-// maxFreshNamespaces bounds the namespaces a pass plans before the others; beyond it one
-// step over all namespaces reads no more than reading them one by one.
-const maxFreshNamespaces = 32
-
-// maxFreshWait bounds how long namespaces that keep coming hold off a rule's full pass.
-const maxFreshWait = time.Minute
+// maxFreshNamespaces bounds the namespaces a pass plans before the others (beyond it one
+// step over all reads no more than reading them one by one); maxFreshWait bounds how long
+// namespaces that keep coming hold off a rule's full pass.
+const maxFreshNamespaces, maxFreshWait = 32, time.Minute
 
 // ruleStates is what the controller keeps per rule between passes (the "rules" row).
 type ruleStates struct {

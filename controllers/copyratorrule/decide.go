@@ -70,9 +70,8 @@ type planInput struct {
 	// Frozen are selected namespaces RBAC refuses: copies there are left as they are, unless
 	// of a Secret type never copied.
 	Frozen map[string]bool
-	// Owned are the copies labelled with this rule's name, of any kind and namespace: its
-	// own (its UID), those of no UID while it adopts them (AnnotationCopiesCarryUID), and
-	// those of another UID (claimedBy says what each is to it).
+	// Owned are the copies labelled with this rule's name, of any kind and namespace
+	// (claimedBy says what each is to it).
 	Owned []copyState
 	// Occupied are copies of other rules found at keys this rule wants.
 	Occupied map[copyKey]copyState
@@ -103,33 +102,23 @@ func planCopies(in planInput) plan {
 			key := copyKey{Kind: in.Kind, Namespace: ns, Name: src.Name}
 			wanted[key] = true
 			p.Desired++
-			if existing, ok := owned[key]; ok {
-				switch {
-				case claimedBy(in.Rule, existing) == claimedStale:
-					// Another rule's of this name, deleted since: re-created as this rule's.
-					p.Actions = append(p.Actions, action{Op: opRecreate, Key: key, Source: src, Existing: existing})
-				case copyInSync(in.Rule, existing, src):
-					p.InSync++
-				case needsRecreate(existing, src):
-					p.Actions = append(p.Actions, action{Op: opRecreate, Key: key, Source: src, Existing: existing})
-				default:
-					p.Actions = append(p.Actions, action{Op: opUpdate, Key: key, Source: src, Existing: existing})
-				}
-				continue
-			}
-			if other, ok := in.Occupied[key]; ok {
-				if other.Rule == in.Rule.NamespacedName { // of its name, no UID: not written by it
-					p.Conflicts = append(p.Conflicts, foreignConflict(key))
-				} else {
-					p.Conflicts = append(p.Conflicts, otherRuleConflict(key, other.Rule))
-				}
-				continue
-			}
-			if in.KnownForeign[key] {
+			existing, own := owned[key]
+			other, occupied := in.Occupied[key]
+			switch {
+			case own && copyInSync(in.Rule, existing, src): // never a stale one: another UID
+				p.InSync++
+			case own && (claimedBy(in.Rule, existing) == claimedStale || needsRecreate(existing, src)):
+				// A stale one (another rule's of this name, deleted since) is re-created as this rule's.
+				p.Actions = append(p.Actions, action{Op: opRecreate, Key: key, Source: src, Existing: existing})
+			case own:
+				p.Actions = append(p.Actions, action{Op: opUpdate, Key: key, Source: src, Existing: existing})
+			case occupied && other.Rule != in.Rule.NamespacedName:
+				p.Conflicts = append(p.Conflicts, otherRuleConflict(key, other.Rule))
+			case occupied || in.KnownForeign[key]: // occupied: of its name, no UID, not written by it
 				p.Conflicts = append(p.Conflicts, foreignConflict(key))
-				continue
+			default:
+				p.Actions = append(p.Actions, action{Op: opCreate, Key: key, Source: src})
 			}
-			p.Actions = append(p.Actions, action{Op: opCreate, Key: key, Source: src})
 		}
 	}
 	for _, c := range owned {
@@ -190,10 +179,9 @@ func foreignConflict(key copyKey) conflict {
 
 // merge returns the plan of two steps of a pass over disjoint namespaces.
 func (p plan) merge(q plan) plan {
-	m := plan{Desired: p.Desired + q.Desired, InSync: p.InSync + q.InSync, Frozen: p.Frozen + q.Frozen, Unadopted: p.Unadopted + q.Unadopted}
-	m.Actions = append(slices.Clone(p.Actions), q.Actions...)
-	m.Conflicts = append(slices.Clone(p.Conflicts), q.Conflicts...)
-	return m.sorted()
+	return plan{Actions: slices.Concat(p.Actions, q.Actions), Conflicts: slices.Concat(p.Conflicts, q.Conflicts),
+		Desired: p.Desired + q.Desired, InSync: p.InSync + q.InSync,
+		Frozen: p.Frozen + q.Frozen, Unadopted: p.Unadopted + q.Unadopted}.sorted()
 }
 
 // cleanupActions returns the writes that clean up a deleted rule's copies: release those
@@ -266,9 +254,8 @@ type admitted struct {
 }
 
 // admit keeps the actions that fit the limits, given the rule's, its namespace's rules' and
-// all copies: deletes
-// (counted first), then updates and creates in order while no bound is passed; a write
-// that does not grow what is over a bound is kept.
+// all copies: deletes (counted first), then updates and creates in order while no bound is
+// passed; a write that does not grow what is over a bound is kept.
 func admit(actions []action, rule, namespace, all tally, l limits) admitted {
 	delta := func(a action) tally {
 		switch a.Op {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -106,13 +105,11 @@ func viewOf(spec flantv1.CopyratorRuleSpec) view {
 			v.annotations = append(v.annotations, string(k))
 		}
 	}
-	if len(v.keys) > 0 {
-		parts := make([]string, 0, len(v.keys))
-		for _, k := range v.keys {
-			parts = append(parts, k.Key+"="+k.Target())
-		}
-		v.id = strings.Join(parts, ",")
+	ids := make([]string, len(v.keys))
+	for i, k := range v.keys {
+		ids[i] = k.Key + "=" + k.Target()
 	}
+	v.id = strings.Join(ids, ",")
 	return v
 }
 
@@ -187,19 +184,21 @@ type carried struct {
 }
 
 func (v view) carried(m metav1.Object) carried {
-	pick := func(from map[string]string, keys []string) map[string]string {
-		var out map[string]string
-		for _, k := range keys {
-			if val, ok := from[k]; ok {
-				if out == nil {
-					out = map[string]string{}
-				}
-				out[k] = val
-			}
-		}
-		return out
-	}
 	return carried{Labels: pick(m.GetLabels(), v.labels), Annotations: pick(m.GetAnnotations(), v.annotations)}
+}
+
+// pick returns the entries of from that keys name; nil when none.
+func pick(from map[string]string, keys []string) map[string]string {
+	var out map[string]string
+	for _, k := range keys {
+		if val, ok := from[k]; ok {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = val
+		}
+	}
+	return out
 }
 
 // fingerprint identifies the carried labels and annotations: "" when there are none.
@@ -242,7 +241,7 @@ func recordedKeys(v string) []string {
 		return nil
 	}
 	keys := strings.Split(v, ",")
-	sort.Strings(keys)
+	slices.Sort(keys)
 	return keys
 }
 
@@ -250,10 +249,10 @@ func keysOf(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
 
 // typeOf returns the Secret type (none for a ConfigMap) and the immutability of obj.
 func typeOf(obj client.Object) (corev1.SecretType, bool) {
-	if o, ok := obj.(*corev1.Secret); ok {
+	switch o := obj.(type) {
+	case *corev1.Secret:
 		return o.Type, ptrTrue(o.Immutable)
-	}
-	if o, ok := obj.(*corev1.ConfigMap); ok {
+	case *corev1.ConfigMap:
 		return "", ptrTrue(o.Immutable)
 	}
 	return "", false
@@ -428,22 +427,13 @@ func updatePatch(rule ruleID, desired client.Object, existing *copyState) []byte
 	if existing.RuleUID != string(rule.UID) { // a copy written before rule UIDs, adopted
 		ops = append(ops, jsonPatchOp{Op: "add", Path: pointer("metadata", "labels", LabelRuleUID), Value: string(rule.UID)})
 	}
-	want := desired.GetAnnotations()
+	want, have := desired.GetAnnotations(), existing.Annotations
 	if existing.HasAnnotations {
-		have := existing.Annotations
 		for _, k := range keysOf(want) {
 			ops = append(ops, jsonPatchOp{Op: "add", Path: pointer("metadata", "annotations", k), Value: want[k]})
 		}
-		for _, k := range recordedKeys(have[AnnotationCarriedAnnotations]) {
-			if !has(want, k) && has(have, k) && !ownMetadataKey(k) {
-				ops = append(ops, jsonPatchOp{Op: "remove", Path: pointer("metadata", "annotations", k)})
-			}
-		}
-		for _, k := range []string{AnnotationCarriedLabels, AnnotationCarriedAnnotations} {
-			if !has(want, k) && has(have, k) {
-				ops = append(ops, jsonPatchOp{Op: "remove", Path: pointer("metadata", "annotations", k)})
-			}
-		}
+		ops = append(ops, removals("annotations", carriedKeys(have[AnnotationCarriedAnnotations]), have, want)...)
+		ops = append(ops, removals("annotations", []string{AnnotationCarriedLabels, AnnotationCarriedAnnotations}, have, want)...)
 	} else {
 		ops = append(ops, jsonPatchOp{Op: "add", Path: "/metadata/annotations", Value: want})
 	}
@@ -453,42 +443,43 @@ func updatePatch(rule ruleID, desired client.Object, existing *copyState) []byte
 			ops = append(ops, jsonPatchOp{Op: "add", Path: pointer("metadata", "labels", k), Value: wantLabels[k]})
 		}
 	}
-	for _, k := range recordedKeys(existing.Annotations[AnnotationCarriedLabels]) {
-		if !has(wantLabels, k) && has(existing.Labels, k) && !ownMetadataKey(k) {
-			ops = append(ops, jsonPatchOp{Op: "remove", Path: pointer("metadata", "labels", k)})
-		}
-	}
-	var immutable *bool
+	ops = append(ops, removals("labels", carriedKeys(have[AnnotationCarriedLabels]), existing.Labels, wantLabels)...)
 	switch o := desired.(type) {
 	case *corev1.Secret:
 		ops = append(ops, jsonPatchOp{Op: "add", Path: "/data", Value: nonNil(o.Data)})
-		immutable = o.Immutable
 	case *corev1.ConfigMap:
 		ops = append(ops,
 			jsonPatchOp{Op: "add", Path: "/data", Value: nonNil(o.Data)},
 			jsonPatchOp{Op: "add", Path: "/binaryData", Value: nonNil(o.BinaryData)})
-		immutable = o.Immutable
 	}
-	if ptrTrue(immutable) {
+	if _, immutable := typeOf(desired); immutable {
 		ops = append(ops, jsonPatchOp{Op: "add", Path: "/immutable", Value: true})
 	}
 	return mustJSON(ops)
 }
 
+// carriedKeys are the keys a record annotation names, but Copyrator's own (never carried).
+func carriedKeys(record string) []string {
+	return slices.DeleteFunc(recordedKeys(record), ownMetadataKey)
+}
+
+// removals remove from metadata.<field> the keys that have has and want has not.
+func removals(field string, keys []string, have, want map[string]string) (ops []jsonPatchOp) {
+	for _, k := range keys {
+		if has(have, k) && !has(want, k) {
+			ops = append(ops, jsonPatchOp{Op: "remove", Path: pointer("metadata", field, k)})
+		}
+	}
+	return ops
+}
+
 // releasePatch turns a copy into an ordinary object (deletionPolicy Retain): Copyrator's
 // labels and hash go; AnnotationSource is set again, to say where it came from.
 func releasePatch(rule ruleID, labels, annotations map[string]string, source string) []byte {
-	ops := ownershipTests(rule)
-	for _, k := range []string{LabelManagedBy, LabelRule, LabelRuleNamespace, LabelRuleUID} {
-		if has(labels, k) {
-			ops = append(ops, jsonPatchOp{Op: "remove", Path: pointer("metadata", "labels", k)})
-		}
-	}
-	for _, k := range []string{AnnotationContentHash, AnnotationCarriedLabels, AnnotationCarriedAnnotations} {
-		if has(annotations, k) {
-			ops = append(ops, jsonPatchOp{Op: "remove", Path: pointer("metadata", "annotations", k)})
-		}
-	}
+	ownLabels, ownAnnotations := []string{LabelManagedBy, LabelRule, LabelRuleNamespace, LabelRuleUID},
+		[]string{AnnotationContentHash, AnnotationCarriedLabels, AnnotationCarriedAnnotations}
+	ops := append(ownershipTests(rule), removals("labels", ownLabels, labels, nil)...)
+	ops = append(ops, removals("annotations", ownAnnotations, annotations, nil)...)
 	if annotations == nil {
 		ops = append(ops, jsonPatchOp{Op: "add", Path: "/metadata/annotations", Value: map[string]string{AnnotationSource: source}})
 	} else {

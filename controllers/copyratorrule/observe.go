@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	kcache "k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -30,7 +28,6 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -42,10 +39,11 @@ import (
 func (r *Reconciler) observe(ctx context.Context, rule ruleID, adopting bool, kind string, sa types.NamespacedName,
 	sources []source, f namespaceFilter, s passScope) (planInput, []refusal, error) {
 	in := planInput{Rule: rule, Kind: kind, Sources: sources}
-	candidates, refused, terminating, err := r.targetNamespaces(ctx, f, s)
+	namespaces, err := r.targetNamespaces(ctx, s)
 	if err != nil {
 		return in, nil, err
 	}
+	candidates, refused, terminating := selectTargets(f, s, namespaces)
 	in.Terminating = terminating
 	if in.Owned, err = r.copies.owned(ctx, rule.NamespacedName, s); err != nil {
 		return in, nil, err
@@ -73,30 +71,28 @@ func (r *Reconciler) observe(ctx context.Context, rule ruleID, adopting bool, ki
 	return in, append(refused, denied...), nil
 }
 
-// targetNamespaces reads the namespaces in scope from the cache and selects the rule's.
-func (r *Reconciler) targetNamespaces(ctx context.Context, f namespaceFilter, s passScope) ([]string, []refusal, map[string]bool, error) {
-	var namespaces []metav1.PartialObjectMetadata
+// targetNamespaces reads the metadata of the namespaces in scope from the cache.
+func (r *Reconciler) targetNamespaces(ctx context.Context, s passScope) ([]metav1.PartialObjectMetadata, error) {
 	if s.rest {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
 		// Read-only: the cached objects are not copied.
 		if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, nil, nil, fmt.Errorf("listing namespaces: %w", err)
+			return nil, fmt.Errorf("listing namespaces: %w", err)
 		}
-		namespaces = list.Items
-	} else {
-		for name := range s.namespaces {
-			ns, err := r.namespace(ctx, name)
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			if ns != nil { // gone: copies left in it are planned like those of any vanished namespace
-				namespaces = append(namespaces, *ns)
-			}
+		return list.Items, nil
+	}
+	var namespaces []metav1.PartialObjectMetadata
+	for name := range s.namespaces {
+		ns, err := r.namespace(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if ns != nil { // gone: copies left in it are planned like those of any vanished namespace
+			namespaces = append(namespaces, *ns)
 		}
 	}
-	candidates, protected, terminating := selectTargets(f, s, namespaces)
-	return candidates, protected, terminating, nil
+	return namespaces, nil
 }
 
 // namespace reads the metadata of namespace name from the cache; nil when it is gone.
@@ -115,7 +111,7 @@ func (r *Reconciler) namespace(ctx context.Context, name string) (*metav1.Partia
 // passScope is what a step of a pass reads: the named namespaces, or (rest) all others.
 // Namespaces are planned independently: two steps plan what one over all would.
 type passScope struct {
-	namespaces map[string]bool
+	namespaces sets.Set[string]
 	rest       bool
 }
 
@@ -126,14 +122,11 @@ func passScopes(fresh []string) []passScope {
 	if len(fresh) == 0 {
 		return []passScope{everyNamespace}
 	}
-	named := make(map[string]bool, len(fresh))
-	for _, ns := range fresh {
-		named[ns] = true
-	}
+	named := sets.New(fresh...)
 	return []passScope{{namespaces: named}, {namespaces: named, rest: true}}
 }
 
-func (s passScope) covers(ns string) bool { return s.namespaces[ns] != s.rest }
+func (s passScope) covers(ns string) bool { return s.namespaces.Has(ns) != s.rest }
 
 // namespaceFilter is the rule's choice of namespaces, and the protected ones.
 type namespaceFilter struct {
@@ -144,8 +137,7 @@ type namespaceFilter struct {
 }
 
 // newNamespaceFilter compiles the rule's namespace choice; an invalid namespaceSelector is
-// the user's mistake. watches is needed although the caches are limited to the watched
-// namespaces: Namespaces are cluster-scoped, and the manager caches all of them.
+// the user's mistake. watches is needed: Namespaces are cluster-scoped, all cached.
 func newNamespaceFilter(rule *flantv1.CopyratorRule, watches func(string) bool, protected sets.Set[string]) (namespaceFilter, error) {
 	f := namespaceFilter{rule: rule, watches: watches, protected: protected}
 	if rule.Spec.NamespaceSelector != nil {
@@ -193,8 +185,8 @@ func selectTargets(f namespaceFilter, s passScope, namespaces []metav1.PartialOb
 			candidates = append(candidates, ns.Name)
 		}
 	}
-	sort.Strings(candidates)
-	sort.Slice(protected, func(i, j int) bool { return protected[i].Namespace < protected[j].Namespace })
+	slices.Sort(candidates)
+	slices.SortFunc(protected, func(a, b refusal) int { return strings.Compare(a.Namespace, b.Namespace) })
 	return candidates, protected, terminating
 }
 
@@ -257,8 +249,7 @@ func newObject(kind string) client.Object {
 	return &corev1.ConfigMap{}
 }
 
-// copyReader reads the copy cache (cached copies are read in place: stateOf only reads),
-// and rules the rules (the manager's cache).
+// copyReader reads the copy cache in place (stateOf only reads), rules the manager's cache.
 type copyReader struct {
 	cache client.Reader
 	rules client.Reader
@@ -328,8 +319,7 @@ func (r copyReader) occupied(ctx context.Context, rule types.NamespacedName, kin
 }
 
 // tallies counts the copies the copy cache holds and their bytes: the rule's, its
-// namespace's rules' and all; only copies that carry the UID of an existing rule of their
-// name (look-alikes count nowhere).
+// namespace's rules' and all; look-alikes (no UID of an existing rule) count nowhere.
 func (r copyReader) tallies(ctx context.Context, rule types.NamespacedName) (ruleCopies, namespace, all tally, err error) {
 	var rules flantv1.CopyratorRuleList
 	if err := r.rules.List(ctx, &rules, client.UnsafeDisableDeepCopy); err != nil {
@@ -366,17 +356,15 @@ type sourceKey struct{ namespace, kind string }
 // sourceWatcher follows what rules copy from, at a cost that follows their namespaces and
 // sources, not their number: a metadata-only informer per namespace and kind (copies
 // excluded on the API server) shared by the rules there, and the version last read of each
-// source picked, body included: one GET per version, whatever the rules' key filters, and
-// none for a pass that writes a known version (docs/copyratorrule.md, "Source bodies in
-// memory"). A change to a source wakes the rules that pick it. A manager Runnable: the
-// informers stop with the manager.
+// source picked, body included (docs/copyratorrule.md, "Source bodies in memory"). A change
+// to a source wakes the rules that pick it. A manager Runnable: its informers stop with it.
 type sourceWatcher struct {
 	reader    client.Reader
 	metadata  metadata.Interface
 	ctx       context.Context
 	cancel    context.CancelFunc
 	mu        sync.Mutex
-	queue     workqueue.TypedRateLimitingInterface[reconcile.Request]
+	queue     queue
 	rules     map[types.NamespacedName]ruleSelection
 	informers map[sourceKey]*namespaceSources
 }
@@ -388,10 +376,9 @@ type namespaceSources struct {
 	versions map[types.UID]*sourceVersion
 }
 
-// sourceVersion is a source as read (never changed) and its content by view id. Of its
-// annotations the body keeps only those the rules here carry (kept, when it was read): a
-// Secret's other annotations (kubectl's last-applied-configuration holds its data) are
-// never held.
+// sourceVersion is a source as read (never changed) and its content by view id. Its body
+// keeps only the annotations the rules here carried when it was read (kept): a Secret's
+// last-applied-configuration holds its data.
 type sourceVersion struct {
 	resourceVersion string
 	body            client.Object
@@ -428,13 +415,7 @@ func (p picker) picks(m metav1.Object) bool {
 }
 
 // notCopies selects objects that are not Copyrator's copies (a copy is never a source).
-var notCopies = func() labels.Selector {
-	r, err := labels.NewRequirement(LabelManagedBy, selection.NotEquals, []string{ManagedByValue})
-	if err != nil {
-		panic(err)
-	}
-	return labels.NewSelector().Add(*r)
-}()
+var notCopies, _ = labels.Parse(LabelManagedBy + "!=" + ManagedByValue)
 
 // sourceSelector picks a rule's sources: the rule's selector, excluding Copyrator's own copies.
 func sourceSelector(rule *flantv1.CopyratorRule) (labels.Selector, error) {
@@ -460,7 +441,7 @@ func (w *sourceWatcher) Start(ctx context.Context) error {
 }
 
 // setQueue is the controller source (source.Func) that hands the watcher the work queue.
-func (w *sourceWatcher) setQueue(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+func (w *sourceWatcher) setQueue(_ context.Context, q queue) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.queue = q
@@ -553,8 +534,8 @@ func setOf(srcs []*source, picked []metav1.Object, p picker) sourceSet {
 			out.copyable = append(out.copyable, *s)
 		}
 	}
-	sort.Slice(out.copyable, func(i, j int) bool { return out.copyable[i].Name < out.copyable[j].Name })
-	sort.Strings(out.skipped)
+	slices.SortFunc(out.copyable, func(a, b source) int { return strings.Compare(a.Name, b.Name) })
+	slices.Sort(out.skipped)
 	if p.names != nil {
 		out.missing = sets.List(p.names.Difference(found))
 	}
@@ -565,13 +546,14 @@ func setOf(srcs []*source, picked []metav1.Object, p picker) sourceSet {
 func (w *sourceWatcher) sourceOf(ctx context.Context, key sourceKey, m metav1.Object, v view) (source, error) {
 	ver := w.held(key, m, v)
 	if ver == nil {
-		obj, err := w.get(ctx, key.kind, key.namespace, m.GetName())
-		if err != nil {
+		// One GET from the API server (the manager's API reader speaks protobuf).
+		obj := newObject(key.kind)
+		if err := w.reader.Get(ctx, types.NamespacedName{Namespace: key.namespace, Name: m.GetName()}, obj); err != nil {
 			return source{}, err
 		}
 		obj.SetManagedFields(nil)
 		kept := w.carriedAnnotations(key).Insert(v.annotations...)
-		obj.SetAnnotations(keepKeys(obj.GetAnnotations(), kept))
+		obj.SetAnnotations(pick(obj.GetAnnotations(), kept.UnsortedList()))
 		ver = &sourceVersion{resourceVersion: obj.GetResourceVersion(), body: obj, kept: kept, views: map[string]source{}}
 		w.mu.Lock()
 		if s, ok := w.informers[key]; ok {
@@ -607,20 +589,6 @@ func (w *sourceWatcher) carriedAnnotations(key sourceKey) sets.Set[string] {
 	return out
 }
 
-// keepKeys returns the entries of m whose keys are in keep; nil when none.
-func keepKeys(m map[string]string, keep sets.Set[string]) map[string]string {
-	var out map[string]string
-	for k, v := range m {
-		if keep.Has(k) {
-			if out == nil {
-				out = make(map[string]string, len(keep))
-			}
-			out[k] = v
-		}
-	}
-	return out
-}
-
 // as returns ver as view v sees it, its content computed once per view id.
 func (w *sourceWatcher) as(ver *sourceVersion, v view) source {
 	w.mu.Lock()
@@ -640,13 +608,9 @@ func (w *sourceWatcher) as(ver *sourceVersion, v view) source {
 func (w *sourceWatcher) wanted(rule types.NamespacedName, kind, name string) (source, bool) {
 	w.mu.Lock()
 	sel, ok := w.rules[rule]
-	s := w.informers[sel.key]
+	m, picks := w.picksNamed(sel, kind, name)
 	w.mu.Unlock()
-	if !ok || s == nil || sel.key.kind != kind {
-		return source{}, false
-	}
-	item, _, _ := s.informer.GetStore().GetByKey(sel.key.namespace + "/" + name)
-	if m, isMeta := item.(metav1.Object); isMeta && sel.picker.picks(m) {
+	if ok && picks {
 		if ver := w.held(sel.key, m, sel.view); ver != nil {
 			return w.as(ver, sel.view), true
 		}
@@ -660,14 +624,22 @@ func (w *sourceWatcher) rulesPicking(kind, name string) []types.NamespacedName {
 	defer w.mu.Unlock()
 	var out []types.NamespacedName
 	for rule, sel := range w.rules {
-		if s := w.informers[sel.key]; s != nil && sel.key.kind == kind {
-			item, _, _ := s.informer.GetStore().GetByKey(sel.key.namespace + "/" + name)
-			if m, ok := item.(metav1.Object); ok && sel.picker.picks(m) {
-				out = append(out, rule)
-			}
+		if _, ok := w.picksNamed(sel, kind, name); ok {
+			out = append(out, rule)
 		}
 	}
 	return out
+}
+
+// picksNamed returns sel's source of kind and name, when sel picks it. w.mu is held.
+func (w *sourceWatcher) picksNamed(sel ruleSelection, kind, name string) (metav1.Object, bool) {
+	s := w.informers[sel.key]
+	if s == nil || sel.key.kind != kind {
+		return nil, false
+	}
+	item, _, _ := s.informer.GetStore().GetByKey(sel.key.namespace + "/" + name)
+	m, ok := item.(metav1.Object)
+	return m, ok && sel.picker.picks(m)
 }
 
 // ensure notes sel as the rule's and returns the informer of sel.key, started if need be.
@@ -732,17 +704,9 @@ func (w *sourceWatcher) forget(rule types.NamespacedName) {
 	}
 }
 
-// get reads one source from the API server (the manager's API reader speaks protobuf).
-func (w *sourceWatcher) get(ctx context.Context, kind, namespace, name string) (client.Object, error) {
-	obj := newObject(kind)
-	return obj, w.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, obj)
-}
-
-// A rule writes copies only where someone who may write there agreed (docs/copyratorrule.md,
-// "Who may copy where"): the rule acts as a ServiceAccount of its own namespace, and a
-// namespace consents when RBAC lets that ServiceAccount create the copied kind there (a
-// SubjectAccessReview); protected namespaces also need LabelAcceptCopies=true, which only
-// a cluster admin can set.
+// A rule writes copies only where RBAC lets its ServiceAccount create the copied kind (a
+// SubjectAccessReview); protected namespaces also need LabelAcceptCopies=true, which only a
+// cluster admin can set (docs/copyratorrule.md, "Who may copy where").
 
 // DefaultServiceAccountName is spec.serviceAccountName's default (the CRD sets it too).
 const DefaultServiceAccountName = "copyrator"
@@ -782,10 +746,9 @@ func rbacRefusal(ns string, sa types.NamespacedName, resource string) refusal {
 type accessKey struct{ SA, Resource, Namespace string }
 
 // accessReviewer asks the authorizer whether a ServiceAccount may create a kind in a
-// namespace, and remembers granted answers for refresh, refused ones for recheck, doubled
-// at each refusal in a row up to refresh. Answers and a budget of reviews are kept per
-// namespace of the rules that ask (their ServiceAccounts'): one namespace's questions
-// neither push another's answers out nor use its budget.
+// namespace and remembers the answers (nextAnswer). Answers and a budget of reviews are kept
+// per namespace of the rules that ask: one namespace's questions neither push another's
+// answers out nor use its budget.
 type accessReviewer struct {
 	client           client.Client
 	clock            kcache.Clock
@@ -811,8 +774,7 @@ type answer struct {
 }
 
 // maxAccessAnswersPerNamespace bounds the answers remembered for one namespace's rules
-// (about 200 bytes each): its rules acting as 2 ServiceAccounts on both kinds in 5,000
-// namespaces fit.
+// (about 200 bytes each): 2 ServiceAccounts on both kinds in 5,000 namespaces fit.
 const maxAccessAnswersPerNamespace = 20_000
 
 // reviewBurst is how many reviews a namespace's rules may ask at once, in seconds of its
@@ -891,8 +853,8 @@ func (a *accessReviewer) mayCreate(ctx context.Context, sa types.NamespacedName,
 const maxBackoffDoublings = 3
 
 // nextAnswer is the answer remembered after a review: a grant is asked again after
-// refresh; a refusal after recheck, doubled for each refusal in a row before it, at most
-// 8 × recheck and refresh.
+// refresh; a refusal after recheck, doubled for each refusal in a row before it
+// (maxBackoffDoublings), and refresh at most.
 func nextAnswer(prev answer, allowed bool, now time.Time, recheck, refresh time.Duration) answer {
 	if allowed {
 		return answer{allowed: true, due: now.Add(refresh)}
@@ -901,17 +863,13 @@ func nextAnswer(prev answer, allowed bool, now time.Time, recheck, refresh time.
 	if !prev.allowed {
 		n = prev.refusals + 1
 	}
-	wait := recheck
-	for range min(n-1, maxBackoffDoublings) {
-		wait *= 2
-	}
+	wait := recheck << min(n-1, maxBackoffDoublings)
 	return answer{refusals: n, due: now.Add(min(wait, max(refresh, recheck)))}
 }
 
 // consenting splits candidates into those where sa may create resource objects and the
-// refusals: RBAC's, and those not asked because the budget of sa's namespace is spent
-// (Deferred). One question about every namespace answers for all when a cluster admin
-// granted it; otherwise each namespace is asked, in parallel.
+// refusals: RBAC's, and those not asked for want of budget (Deferred). One question about
+// every namespace answers for all when a cluster admin granted it; else each is asked.
 func (a *accessReviewer) consenting(ctx context.Context, sa types.NamespacedName, resource string, candidates []string) ([]string, []refusal, error) {
 	if len(candidates) == 0 {
 		return nil, nil, nil

@@ -31,8 +31,7 @@ import (
 )
 
 // Setup registers the controller with the manager: the rule watch, a metadata-only watch of
-// Namespaces, the copy cache and the source watcher. It never starts a watch of all
-// ConfigMaps or Secrets.
+// Namespaces, the copy cache and the source watcher; never a watch of all ConfigMaps or Secrets.
 func (o *Options) Setup(mgr ctrl.Manager, shared scope.Namespaces) error {
 	if err := o.complete(); err != nil {
 		return err
@@ -42,9 +41,13 @@ func (o *Options) Setup(mgr ctrl.Manager, shared scope.Namespaces) error {
 	if err != nil {
 		return err
 	}
-	sources, err := newSources(mgr)
+	md, err := metadata.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
 	if err != nil {
-		return err
+		return fmt.Errorf("creating a metadata client: %w", err)
+	}
+	sources := newSourceWatcher(mgr.GetAPIReader(), md)
+	if err := mgr.Add(sources); err != nil { // its informers stop with the manager
+		return fmt.Errorf("adding the source watcher: %w", err)
 	}
 	clk := clock.RealClock{}
 	c := client.WithFieldOwner(mgr.GetClient(), FieldOwner)
@@ -80,19 +83,6 @@ func (o *Options) Setup(mgr ctrl.Manager, shared scope.Namespaces) error {
 		Complete(r)
 }
 
-// newSources makes the source watcher, added to mgr so that its informers stop with it.
-func newSources(mgr ctrl.Manager) (*sourceWatcher, error) {
-	md, err := metadata.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
-	if err != nil {
-		return nil, fmt.Errorf("creating a metadata client: %w", err)
-	}
-	w := newSourceWatcher(mgr.GetAPIReader(), md)
-	if err := mgr.Add(w); err != nil {
-		return nil, fmt.Errorf("adding the source watcher: %w", err)
-	}
-	return w, nil
-}
-
 // newCopyCache builds the cache of Copyrator's copies (scope.NewCache): ConfigMaps and
 // Secrets labelled managed-by=copyrator, without bodies (stripBody), indexed by rule.
 func newCopyCache(mgr ctrl.Manager, shared scope.Namespaces) (cache.Cache, error) {
@@ -113,10 +103,9 @@ func newCopyCache(mgr ctrl.Manager, shared scope.Namespaces) (cache.Cache, error
 }
 
 // stripBody is the copy cache's transform: it keeps the hash and size of the content in
-// cache-only annotations and drops the body, managed fields and others' annotations. It is idempotent, as
-// client-go asks: an object that has cachedHashAnnotation is returned as it is (a second
-// call used to hash the stripped body, and every copy looked out of sync to the first pass
-// after a start: TestRestartWritesNothing).
+// cache-only annotations and drops the body, managed fields and others' annotations.
+// Idempotent, as client-go asks (else the first pass after a start saw every copy out of
+// sync: TestRestartWritesNothing).
 func stripBody(in any) (any, error) {
 	obj, ok := in.(client.Object)
 	if !ok {
@@ -127,9 +116,9 @@ func stripBody(in any) (any, error) {
 	}
 	hash, size := contentHash(obj), contentSize(obj)
 	obj.SetManagedFields(nil)
-	// Of the annotations, Copyrator's own and those its record says it carried: anyone
-	// else's (kubectl's last-applied-configuration, a look-alike's megabytes) are dropped,
-	// their presence noted (a patch of the annotations map differs when it exists).
+	// Copyrator's annotations and the carried ones stay; anyone else's (kubectl's
+	// last-applied-configuration, a look-alike's megabytes) go, their presence noted (a patch
+	// of the annotations map differs when it exists).
 	carried := sets.New(recordedKeys(obj.GetAnnotations()[AnnotationCarriedAnnotations])...)
 	ann := make(map[string]string, len(carried)+5)
 	for k, v := range obj.GetAnnotations() {
@@ -184,7 +173,7 @@ func specMistake(rule *flantv1.CopyratorRule) bool {
 
 // namespaceEvents maps namespace events to the rules that copy into the namespace (before
 // or after the event) and notes it as fresh for them: their next pass writes its copies
-// first. The informer's first list is not fresh: the first passes look at every namespace.
+// first. The informer's first list is not fresh.
 func (r *Reconciler) namespaceEvents() handler.EventHandler {
 	mapped := handler.EnqueueRequestsFromMapFunc(r.rulesTargeting)
 	enqueue := func(ctx context.Context, q queue, namespaces ...client.Object) {
@@ -221,9 +210,9 @@ const sweepDelay = 10 * time.Second
 
 // copyEvents wakes the rule that wrote a copy (the echo of its own write after echoDelay)
 // and, when a copy goes, the rules whose sources have its name (they found it taken).
-// Only a copy that carries the UID of the rule of its name is the rule's: events on
-// look-alikes (no rule of that name, or another UID) are counted in lookalikesTotal and wake
-// the key only after sweepDelay, for the sweep (no rule) or the pass that deletes them.
+// Events on look-alikes (no rule of that name, or another UID) are counted in
+// lookalikesTotal and wake the key only after sweepDelay, for the sweep or the pass that
+// deletes them.
 func (r *Reconciler) copyEvents() handler.EventHandler {
 	owner := func(ctx context.Context, obj client.Object, q queue, echo bool) {
 		rule, ok := ruleOfCopy(obj)
@@ -232,15 +221,15 @@ func (r *Reconciler) copyEvents() handler.EventHandler {
 		}
 		req := reconcile.Request{NamespacedName: rule}
 		switch uid := obj.GetLabels()[LabelRuleUID]; {
-		case uid != "" && uid == r.uidOf(ctx, rule) && echo:
-			q.AddAfter(req, echoDelay)
-		case uid != "" && uid == r.uidOf(ctx, rule):
-			q.Add(req)
-		default:
+		case uid == "" || uid != r.uidOf(ctx, rule):
 			lookalikesTotal.WithLabelValues(obj.GetNamespace()).Inc()
 			if uid != "" {
 				q.AddAfter(req, sweepDelay)
 			}
+		case echo:
+			q.AddAfter(req, echoDelay)
+		default:
+			q.Add(req)
 		}
 	}
 	echo := func(obj client.Object) bool {
