@@ -1,11 +1,11 @@
 // Command mirror-registry is CNCF distribution v3.0.0 in proxy mode with retention by use:
 // content pulled within --retention stays however long ago it was first fetched, pinned
 // digests stay always, and above --max-disk-percent the least recently pulled goes first
-// (nothing pulled within --disk-eviction-min-age).
-// See README.md.
+// (nothing pulled within --disk-eviction-min-age). See README.md.
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -59,9 +60,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	if opts.stateFile == "" {
-		opts.stateFile = defaultStateFile(root)
-	}
+	opts.stateFile = cmp.Or(opts.stateFile, defaultStateFile(root))
 
 	driver, err := filesystem.FromParameters(cfg.Storage.Parameters())
 	if err != nil {
@@ -96,8 +95,8 @@ func run(args []string) error {
 	return serve(cfg, opts, app, keeper, log)
 }
 
-// serve serves the mirror, runs the keeper's eviction and the warmer beside it, and on
-// SIGINT or SIGTERM drains connections (http.drainTimeout) before it stops them.
+// serve serves the mirror beside the keeper and the warmer; on SIGINT or SIGTERM it drains
+// connections (http.drainTimeout) before it stops them.
 func serve(cfg *configuration.Configuration, opts options, app *handlers.App, keeper *retention.Keeper, log logrus.FieldLogger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -114,58 +113,43 @@ func serve(cfg *configuration.Configuration, opts options, app *handlers.App, ke
 		"maxDiskPercent": opts.maxDiskPercent, "diskEvictionMinAge": opts.diskMinAge.String(), "pinnedFile": opts.pinnedFile, "stateFile": opts.stateFile,
 		"warmInterval": opts.warmInterval.String()}).Info("Serving the mirror")
 
+	// The warmer stops before the keeper, whose last save then holds the warmer's uses.
+	var keeperDone, warmerDone sync.WaitGroup
 	keeperCtx, stopKeeper := context.WithCancel(context.Background())
-	keeperDone := make(chan struct{})
-	go func() {
-		defer close(keeperDone)
-		keeper.Run(keeperCtx, opts.evictionInterval, opts.saveInterval)
-	}()
+	keeperDone.Go(func() { keeper.Run(keeperCtx, opts.evictionInterval, opts.saveInterval) })
 	warmCtx, stopWarmer := context.WithCancel(context.Background())
-	warmerDone := make(chan struct{})
-	go func() {
-		defer close(warmerDone)
-		if opts.warmInterval > 0 && opts.pinnedFile != "" {
-			warmer.Run(warmCtx, opts.warmInterval)
-		}
-	}()
+	if opts.warmInterval > 0 && opts.pinnedFile != "" {
+		warmerDone.Go(func() { warmer.Run(warmCtx, opts.warmInterval) })
+	}
 
 	select {
 	case err = <-served:
 	case <-ctx.Done():
 		stopWarmer() // its requests would hold the drain
-		drain := cfg.HTTP.DrainTimeout
-		if drain == 0 {
-			drain = defaultDrainTimeout
-		}
+		drain := cmp.Or(cfg.HTTP.DrainTimeout, defaultDrainTimeout)
 		log.WithField("drainTimeout", drain.String()).Info("Stopping: draining connections")
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), drain)
 		err = srv.Shutdown(shutdownCtx)
 		cancel()
 	}
-	// App.Shutdown is not called: with proxy.ttl 0 it would dereference the proxy's nil
-	// scheduler, and it has nothing else to close.
+	// App.Shutdown is not called: it would dereference a nil scheduler (see newHandler).
 	stopWarmer()
-	<-warmerDone
+	warmerDone.Wait()
 	stopKeeper()
-	<-keeperDone
+	keeperDone.Wait()
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
 	return err
 }
 
-// serveDebug serves distribution's debug endpoints (/debug/health, /debug/vars, and the
-// Prometheus metrics when http.debug.prometheus is enabled) as its registry command does.
+// serveDebug serves distribution's debug endpoints (/debug/health, /debug/vars, metrics) as its registry command does.
 func serveDebug(cfg *configuration.Configuration, log logrus.FieldLogger) {
 	if cfg.HTTP.Debug.Addr == "" {
 		return
 	}
 	if cfg.HTTP.Debug.Prometheus.Enabled {
-		path := cfg.HTTP.Debug.Prometheus.Path
-		if path == "" {
-			path = "/metrics"
-		}
-		http.Handle(path, metrics.Handler())
+		http.Handle(cmp.Or(cfg.HTTP.Debug.Prometheus.Path, "/metrics"), metrics.Handler())
 	}
 	go func() {
 		log.WithField("addr", cfg.HTTP.Debug.Addr).Info("Serving debug endpoints")

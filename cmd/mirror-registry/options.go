@@ -30,11 +30,9 @@ type options struct {
 const defaultRetention = 30 * 24 * time.Hour
 
 // defaultDiskMinAge outlasts what a node needs right after a pull or a pod's move: the
-// kubelet's retries of a pull that broke (its back-off reaches 5 min), and the minute or
-// two a ConfigMap update takes to reach the pinned file, during which the pods that were
-// rescheduled pin nothing. It is the kubelet's imageMinimumGCAge idea (2 min there) for the
-// cache: evicting what was just pulled, to free space the cache cannot free, only breaks
-// pulls.
+// kubelet's retries of a broken pull (back-off up to 5 min), and the minute or two a
+// ConfigMap update takes to reach the pinned file (rescheduled pods pin nothing meanwhile).
+// As the kubelet's imageMinimumGCAge: evicting what was just pulled only breaks pulls.
 const defaultDiskMinAge = 10 * time.Minute
 
 func parseOptions(args []string, output io.Writer) (options, error) {

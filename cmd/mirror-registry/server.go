@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -20,8 +21,7 @@ import (
 	"github.com/quartet-operator/quartet/cmd/mirror-registry/internal/retention"
 )
 
-// cachePath serves the cache's report (cacheReport as JSON), for the operator. It is
-// outside the registry API's /v2/.
+// cachePath serves the cache's report (cacheReport as JSON) for the operator, outside /v2/.
 const cachePath = "/quartet/cache"
 
 // cacheReport is what GET cachePath answers: the last warm pass, and the storage volume's
@@ -53,12 +53,10 @@ func cacheHandler(w *retention.Warmer, k *retention.Keeper) http.Handler {
 	})
 }
 
-// defaultRootDirectory is the filesystem driver's own default
-// (registry/storage/driver/filesystem/driver.go).
+// defaultRootDirectory is the filesystem driver's own default (storage/driver/filesystem).
 const defaultRootDirectory = "/var/lib/registry"
 
-// loadConfig reads the registry configuration as distribution's registry does
-// (REGISTRY_* environment variables override the file).
+// loadConfig reads the registry configuration as distribution does (REGISTRY_* variables override the file).
 func loadConfig(path string) (*configuration.Configuration, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -86,15 +84,13 @@ func rootDirectory(cfg *configuration.Configuration) (string, error) {
 // defaultStateFile sits on the cache volume, beside distribution's docker/ tree.
 func defaultStateFile(root string) string { return filepath.Join(root, "quartet", "last-use") }
 
-// prepareConfig turns a proxy-mode configuration into one with use-aware retention:
-//   - proxy.ttl 0: distribution v3.0.0 then creates no expiry scheduler at all
-//     (registry/proxy/proxyregistry.go, NewRegistryPullThroughCache: a TTL that is not
-//     positive means "never expire"), so only the retention deletes;
+// prepareConfig turns a proxy-mode configuration into one with use-aware retention and
+// returns what it changed, for the log:
+//   - proxy.ttl 0: distribution v3.0.0 then creates no expiry scheduler at all (a TTL not
+//     positive means "never expire": proxyregistry.go), so only the retention deletes;
 //   - the recording repository middleware, outermost;
 //   - no storage.cache: the retention deletes through its own storage namespace, and a
 //     blob descriptor cache in the served one would keep describing deleted content.
-//
-// It returns what it changed, for the log.
 func prepareConfig(cfg *configuration.Configuration, records *retention.Records) ([]string, error) {
 	if cfg.Proxy.RemoteURL == "" {
 		return nil, errors.New("proxy.remoteurl is empty: mirror-registry runs a pull-through cache")
@@ -113,8 +109,7 @@ func prepareConfig(cfg *configuration.Configuration, records *retention.Records)
 		}
 		changed = append(changed, "proxy.ttl "+was+" -> 0 (expiry by --retention instead)")
 	}
-	zero := time.Duration(0)
-	cfg.Proxy.TTL = &zero
+	cfg.Proxy.TTL = new(time.Duration)
 	if _, ok := cfg.Storage["cache"]; ok {
 		delete(cfg.Storage, "cache")
 		changed = append(changed, "storage.cache removed")
@@ -126,8 +121,7 @@ func prepareConfig(cfg *configuration.Configuration, records *retention.Records)
 	return changed, nil
 }
 
-// newApp builds distribution's application. handlers.NewApp panics on a configuration it
-// cannot use; that becomes an error here.
+// newApp builds distribution's application; handlers.NewApp's panic on a bad configuration becomes an error.
 func newApp(ctx context.Context, cfg *configuration.Configuration) (app *handlers.App, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -138,11 +132,9 @@ func newApp(ctx context.Context, cfg *configuration.Configuration) (app *handler
 }
 
 // newHandler wraps the app as distribution's registry.NewRegistry does: "/" answers 200
-// unless a health check fails, panics become 500s, requests are logged. (NewRegistry
-// itself is not used: it hides its http.Server, and its Shutdown calls App.Shutdown, which
-// dereferences the proxy's nil scheduler when proxy.ttl is 0 — proxyregistry.go, Close.)
-//
-// report, when not nil, answers at cachePath (cacheHandler, for the operator).
+// unless a health check fails, panics become 500s, requests are logged; report, if any,
+// answers at cachePath. (NewRegistry hides its http.Server, and its Shutdown calls App.Shutdown,
+// which dereferences the proxy's nil scheduler when proxy.ttl is 0: proxyregistry.go, Close.)
 func newHandler(app *handlers.App, cfg *configuration.Configuration, report http.Handler) http.Handler {
 	var h http.Handler = app
 	if report != nil {
@@ -199,8 +191,7 @@ func panicHandler(next http.Handler) http.Handler {
 	})
 }
 
-// configureLogging applies the configuration's log level, format and fields to logrus,
-// which both distribution and the retention log through.
+// configureLogging applies the configuration's log level, format and fields to logrus (distribution's and ours).
 func configureLogging(cfg *configuration.Configuration) (logrus.FieldLogger, error) {
 	level, err := logrus.ParseLevel(string(cfg.Log.Level))
 	if err != nil {
@@ -216,8 +207,6 @@ func configureLogging(cfg *configuration.Configuration) (logrus.FieldLogger, err
 		return nil, fmt.Errorf("log.formatter %q: mirror-registry logs as text or json", cfg.Log.Formatter)
 	}
 	fields := logrus.Fields{"component": "retention"}
-	for k, v := range cfg.Log.Fields {
-		fields[k] = v
-	}
+	maps.Copy(fields, cfg.Log.Fields)
 	return logrus.WithFields(fields), nil
 }

@@ -1,15 +1,13 @@
-// Package nodeagent is the node side of a RegistryMirror, run by the manager binary as
-// `manager node-agent` in the mirror's DaemonSet: a TCP relay from the pod's --listen
-// address (published on the node's loopback at the mirror's host port) to the registry
-// Service and, with --hosts-dir, the keeper of containerd's hosts.toml for the upstream,
-// removed again on SIGTERM. The RegistryMirror controller builds its command line from
-// the same Args the agent parses.
+// Package nodeagent is the node side of a RegistryMirror, `manager node-agent` in the
+// mirror's DaemonSet: a TCP relay from the pod's --listen address (published on the node's
+// loopback at the mirror's host port) to the registry Service and, with --hosts-dir, the
+// keeper of containerd's hosts.toml for the upstream, removed again on SIGTERM. The
+// RegistryMirror controller builds its command line from the same Args the agent parses.
 //
-// The agent asks the registry for GET /v2/ every --probe-interval. hosts.toml is written
-// only once the registry has answered. While the registry does not answer (probeFailures
-// probes in a row), the relay closes every connection it accepts and cuts the ones it
-// holds: containerd then sees an error from the mirror at once and pulls from the upstream
-// (hosts.toml's server) instead of waiting on a registry that may never answer.
+// The agent asks the registry for GET /v2/ every --probe-interval; hosts.toml is written
+// only once it has answered. While it does not answer (probeFailures probes in a row), the
+// relay closes every connection it accepts and cuts the ones it holds: containerd then
+// pulls from the upstream (hosts.toml's server) at once instead of waiting on the mirror.
 package nodeagent
 
 import (
@@ -32,8 +30,7 @@ import (
 const probeFailures = 2
 
 // Main runs the node agent with the arguments that follow Subcommand until ctx ends, and
-// returns the process's exit code: 2 for invalid arguments, 1 when the agent could not
-// start or stopped with an error.
+// returns the exit code: 2 for invalid arguments, 1 if it could not start or failed.
 func Main(ctx context.Context, args []string) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	cfg, err := Parse(args)
@@ -62,29 +59,27 @@ type agent struct {
 	hosts  *hostsFile
 
 	probe *http.Client
-	// dial connects to the registry Service (net.Dialer's; tests replace it).
-	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	dial  func(ctx context.Context, network, addr string) (net.Conn, error) // to the registry Service; tests replace it
 
-	mu       sync.Mutex
-	notReady string // why /readyz fails; "" when ready
+	notReady atomic.Value // string: why /readyz fails; "" when ready
+	mu       sync.Mutex   // guards open
 	conns    sync.WaitGroup
 	open     map[net.Conn]struct{}
 	served   atomic.Int64
 	refused  atomic.Int64
 
-	// answering is whether the registry answered the last probes: the relay turns
-	// connections away while it is false. Only the probe loop writes it; failures and
-	// answeredOnce are the probe loop's own.
+	// answering is whether the registry answered the last probes (else the relay turns
+	// connections away). Only the probe loop writes it, and failures and answeredOnce.
 	answering    atomic.Bool
 	failures     int
 	answeredOnce bool
 }
 
 func newAgent(cfg Args, log *slog.Logger) (*agent, error) {
-	a := &agent{cfg: cfg, log: log, open: map[net.Conn]struct{}{}, notReady: "waiting for the registry at " + cfg.Target + " to answer"}
+	a := &agent{cfg: cfg, log: log, open: map[net.Conn]struct{}{}}
+	a.notReady.Store("waiting for the registry at " + cfg.Target + " to answer")
 	a.dial = (&net.Dialer{Timeout: cfg.DialTimeout}).DialContext
-	// A fresh connection per probe, as a pull through the relay makes one, dialled as the
-	// relay dials.
+	// A fresh connection per probe, dialled as a pull through the relay is.
 	a.probe = &http.Client{Timeout: cfg.ProbeTimeout, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil, DialContext: a.dialRegistry}}
 	if cfg.HostsDir != "" {
 		content, err := renderHostsTOML(cfg.Owner, cfg.Server, cfg.Mirror, cfg.Capabilities)
@@ -104,25 +99,13 @@ func newAgent(cfg Args, log *slog.Logger) (*agent, error) {
 	return a, nil
 }
 
-func (a *agent) setNotReady(why string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.notReady = why
-}
-
-func (a *agent) readiness() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.notReady
-}
-
 // run serves until ctx ends, then removes hosts.toml (so containerd stops using the mirror
 // before it goes), stops accepting, and lets open connections drain.
 func (a *agent) run(ctx context.Context) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if why := a.readiness(); why != "" {
+		if why := a.notReady.Load().(string); why != "" {
 			http.Error(w, why, http.StatusServiceUnavailable)
 			return
 		}
@@ -133,11 +116,8 @@ func (a *agent) run(ctx context.Context) error {
 
 	a.log.Info("Started node agent", "relay", a.relay.Addr().String(), "target", a.cfg.Target, "hostsDir", a.cfg.HostsDir)
 
-	acceptDone := make(chan struct{})
-	go func() {
-		defer close(acceptDone)
-		a.accept()
-	}()
+	var accepting sync.WaitGroup
+	accepting.Go(a.accept)
 
 	a.observe(a.probeRegistry(ctx))
 	probe := time.NewTicker(a.cfg.Probe)
@@ -161,7 +141,7 @@ func (a *agent) run(ctx context.Context) error {
 		}
 	}
 
-	a.setNotReady("stopping")
+	a.notReady.Store("stopping")
 	var errs []error
 	if a.hosts != nil {
 		removed, err := a.hosts.remove()
@@ -172,7 +152,7 @@ func (a *agent) run(ctx context.Context) error {
 		}
 	}
 	_ = a.relay.Close()
-	<-acceptDone
+	accepting.Wait()
 	drained := make(chan struct{})
 	go func() { a.conns.Wait(); close(drained) }()
 	select {
@@ -188,9 +168,8 @@ func (a *agent) run(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// probeRegistry asks the registry Service for GET /v2/, as containerd's first request
-// through the mirror does. Any answer below 500 (200, or 401 from a registry that wants a
-// login) is an answer.
+// probeRegistry asks the registry Service for GET /v2/, as containerd's first request does.
+// Any answer below 500 (200, or 401 from a registry that wants a login) is an answer.
 func (a *agent) probeRegistry(ctx context.Context) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+a.cfg.Target+"/v2/", nil)
 	if err != nil {
@@ -208,10 +187,9 @@ func (a *agent) probeRegistry(ctx context.Context) error {
 	return nil
 }
 
-// observe acts on one probe's outcome: the first answer writes hosts.toml (taking over a
-// file another Quartet mirror left) and makes the agent ready; probeFailures failures in a
-// row turn the relay's connections away until the registry answers again. Readiness stays:
-// it says the node is configured, the mirror's status says whether its registry answers.
+// observe acts on one probe's outcome: the first answer writes hosts.toml (taking over
+// another Quartet mirror's) and makes the agent ready; probeFailures failures in a row turn
+// connections away until the registry answers again. Readiness says the node is configured.
 func (a *agent) observe(err error) {
 	if err == nil {
 		a.failures = 0
@@ -223,7 +201,7 @@ func (a *agent) observe(err error) {
 			if a.hosts != nil {
 				a.syncHosts(true)
 			} else {
-				a.setNotReady("")
+				a.notReady.Store("")
 			}
 		}
 		return
@@ -253,22 +231,21 @@ func (a *agent) cutOpen() int {
 	return len(a.open)
 }
 
-// syncHosts makes sure hosts.toml is in place and records the outcome for /readyz.
-// takeOver lets a starting agent replace a hosts.toml another Quartet mirror wrote (for
-// example one left by an agent that was killed); later checks never fight over it.
+// syncHosts makes sure hosts.toml is in place and records the outcome for /readyz. takeOver
+// lets a starting agent replace another Quartet mirror's (say, a killed agent's); later checks never fight over it.
 func (a *agent) syncHosts(takeOver bool) {
 	wrote, prev, err := a.hosts.ensure(takeOver)
 	if err != nil {
-		if a.readiness() != err.Error() {
+		if a.notReady.Load().(string) != err.Error() {
 			a.log.Error("Could not configure containerd", "path", a.hosts.path(), "err", err)
 		}
-		a.setNotReady(err.Error())
+		a.notReady.Store(err.Error())
 		return
 	}
 	if wrote {
 		a.log.Info("Wrote hosts.toml", "path", a.hosts.path(), "server", a.cfg.Server, "mirror", a.cfg.Mirror, "previousOwner", prev)
 	}
-	a.setNotReady("")
+	a.notReady.Store("")
 }
 
 func (a *agent) accept() {
@@ -283,28 +260,22 @@ func (a *agent) accept() {
 		a.mu.Lock()
 		a.open[c] = struct{}{}
 		a.mu.Unlock()
-		a.conns.Add(1)
-		go func() {
-			defer a.conns.Done()
-			defer func() {
-				a.mu.Lock()
-				delete(a.open, c)
-				a.mu.Unlock()
-			}()
+		a.conns.Go(func() {
 			a.relayConn(c)
-		}()
+			a.mu.Lock()
+			delete(a.open, c)
+			a.mu.Unlock()
+		})
 	}
 }
 
-// dialAttempts is how many times dialRegistry tries a connection the registry refuses.
-const dialAttempts = 3
+const dialAttempts = 3 // how many times dialRegistry tries a connection the registry refuses
 
 // dialRegistry connects to the registry Service (addr, the relay's target). A refused
-// connection is tried again at once, up to dialAttempts times: behind the Service's
-// address each connection may reach another registry replica, and one that has just died
-// refuses connections until the Service stops sending them to it (a second or two).
-// Nothing has been sent on a refused connection, so trying again is safe; a timeout is not
-// tried again (it has used the dial timeout already).
+// connection is tried again at once, up to dialAttempts times: each connection may reach
+// another replica, and one that has just died refuses them until the Service stops sending
+// them to it (a second or two). Nothing was sent on a refused connection, so trying again
+// is safe; a timeout is not tried again (it has used the dial timeout already).
 func (a *agent) dialRegistry(ctx context.Context, network, addr string) (net.Conn, error) {
 	var err error
 	for range dialAttempts {
@@ -316,8 +287,7 @@ func (a *agent) dialRegistry(ctx context.Context, network, addr string) (net.Con
 	return nil, err
 }
 
-// relayConn copies bytes both ways between a client and the registry Service, passing
-// each side's end of stream on to the other.
+// relayConn copies bytes both ways between a client and the registry, passing each end of stream on.
 func (a *agent) relayConn(client net.Conn) {
 	defer client.Close()
 	if !a.answering.Load() {

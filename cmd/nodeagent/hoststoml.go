@@ -1,6 +1,7 @@
 package nodeagent
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -11,15 +12,12 @@ import (
 )
 
 // hostsTOMLMarker starts every hosts.toml the node agent writes. The agent rewrites or
-// removes only files that start with it, so an administrator's own hosts.toml is never
-// touched.
+// removes only files that start with it: an administrator's own hosts.toml is never touched.
 const hostsTOMLMarker = "# Managed by the Quartet operator for RegistryMirror "
 
 // renderHostsTOML renders containerd's hosts.toml for one upstream: containerd tries the
-// mirror first for what capabilities allow (pull: content by digest, which containerd
-// verifies; resolve: tags, trusted from the mirror) and falls back to the upstream
-// (server) when the mirror fails. owner is the mirror's namespace/name; the first line is
-// hostsTOMLMarker and owner, a comment.
+// mirror first for what capabilities allow (pull: content by digest, which it verifies;
+// resolve: tags, trusted from the mirror), then the server. Its first line is hostsTOMLMarker and owner.
 func renderHostsTOML(owner, server, mirror string, capabilities []string) (string, error) {
 	b, err := hoststoml.Render(strings.TrimPrefix(hostsTOMLMarker, "# ")+owner+"; removed when the mirror goes.", hoststoml.File{
 		Server: server,
@@ -28,8 +26,7 @@ func renderHostsTOML(owner, server, mirror string, capabilities []string) (strin
 	return string(b), err
 }
 
-// hostsTOMLOwner returns the mirror (namespace/name) a hosts.toml was written for, and
-// whether the Quartet operator wrote it at all.
+// hostsTOMLOwner returns the mirror (namespace/name) a hosts.toml was written for, and whether Quartet wrote it.
 func hostsTOMLOwner(content string) (owner string, managed bool) {
 	first, _, _ := strings.Cut(content, "\n")
 	rest, ok := strings.CutPrefix(first, hostsTOMLMarker)
@@ -47,9 +44,8 @@ type hostsFile struct {
 
 func (h *hostsFile) path() string { return filepath.Join(h.dir, "hosts.toml") }
 
-// ensure writes hosts.toml unless it is already right. It never touches a file Quartet
-// did not write, and replaces another mirror's file only when takeOver is set. It
-// returns whether it wrote and the previous owner, if another mirror.
+// ensure writes hosts.toml unless it is already right, never over a file Quartet did not write, over another
+// mirror's only when takeOver is set. It returns whether it wrote and the previous owner, if another mirror.
 func (h *hostsFile) ensure(takeOver bool) (wrote bool, previousOwner string, err error) {
 	existing, err := os.ReadFile(h.path())
 	switch {
@@ -94,23 +90,16 @@ func (h *hostsFile) remove() (bool, error) {
 	return true, nil
 }
 
-// writeFileAtomic writes through a temporary file and a rename, so containerd never
-// reads half a file.
+// writeFileAtomic writes through a temporary file and a rename: containerd never reads half a file.
 func writeFileAtomic(path string, data []byte) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".hosts.toml.*")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(data); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
+	_, err = tmp.Write(data)
+	// cmp.Or evaluates all three: the file is closed whatever failed, and the first error wins.
+	if err := cmp.Or(err, tmp.Chmod(0o644), tmp.Close()); err != nil {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)

@@ -5,8 +5,7 @@ import (
 	"time"
 )
 
-// Clock tells the time. Every decision takes its time from one, so tests pass a FakeClock
-// and never wait for the wall clock.
+// Clock tells the time: every decision takes it from one, so tests pass a FakeClock.
 type Clock interface {
 	Now() time.Time
 }
@@ -38,11 +37,4 @@ func (c *FakeClock) Set(t time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = t
-}
-
-// Step moves the fake time by d.
-func (c *FakeClock) Step(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
 }

@@ -2,9 +2,10 @@ package retention
 
 import (
 	"bufio"
-	"bytes"
+	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,31 +20,23 @@ import (
 // read (its content then counts as never recorded, which keeps it one more retention).
 const stateHeader = "# quartet mirror-registry last-use v1"
 
-// EncodeLastUse writes the state file: the header, then one "<digest> <unix seconds>"
-// line per digest, ordered by digest. Seconds are plenty for retentions of days and keep
-// the file small (about 80 bytes a digest).
+// EncodeLastUse writes the state file: the header, then "<digest> <unix seconds>" lines by
+// digest. Seconds suffice for retentions of days and keep it small (about 80 bytes a digest).
 func EncodeLastUse(w io.Writer, lastUse map[digest.Digest]time.Time) error {
-	ds := make([]digest.Digest, 0, len(lastUse))
-	for d := range lastUse {
-		ds = append(ds, d)
-	}
-	slices.Sort(ds)
 	bw := bufio.NewWriter(w)
 	fmt.Fprintln(bw, stateHeader)
-	for _, d := range ds {
+	for _, d := range slices.Sorted(maps.Keys(lastUse)) {
 		fmt.Fprintf(bw, "%s %d\n", d, lastUse[d].Unix())
 	}
 	return bw.Flush()
 }
 
-// DecodeLastUse reads what EncodeLastUse wrote. Blank lines and other '#' comments are
-// skipped; anything else that is not "<valid digest> <integer>" fails the whole file,
-// naming the line.
+// DecodeLastUse reads what EncodeLastUse wrote, skipping blank lines and '#' comments;
+// any other line that is not "<valid digest> <integer>" fails the whole file, named.
 func DecodeLastUse(r io.Reader) (map[digest.Digest]time.Time, error) {
 	sc := bufio.NewScanner(r)
 	out := map[digest.Digest]time.Time{}
-	line := 0
-	header := false
+	line, header := 0, false
 	for sc.Scan() {
 		line++
 		text := strings.TrimSpace(sc.Text())
@@ -96,13 +89,8 @@ func readStateFile(path string) (map[digest.Digest]time.Time, error) {
 	return DecodeLastUse(f)
 }
 
-// writeStateFile replaces path atomically: a crash leaves the old file or the new one,
-// never half of one.
+// writeStateFile replaces path atomically: a crash leaves the old file or the new one.
 func writeStateFile(path string, lastUse map[digest.Digest]time.Time) error {
-	var buf bytes.Buffer
-	if err := EncodeLastUse(&buf, lastUse); err != nil {
-		return err
-	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -112,15 +100,8 @@ func writeStateFile(path string, lastUse map[digest.Digest]time.Time) error {
 		return err
 	}
 	defer os.Remove(tmp.Name()) // after the rename there is nothing left to remove
-	if _, err := tmp.Write(buf.Bytes()); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
+	// cmp.Or evaluates all three: the file is closed whatever failed, and the first error wins.
+	if err := cmp.Or(EncodeLastUse(tmp, lastUse), tmp.Sync(), tmp.Close()); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {

@@ -12,28 +12,21 @@ import (
 type Reason string
 
 const (
-	// ReasonNotUsedWithinRetention: nobody pulled the content, nor an image that
-	// references it, for longer than the retention.
+	// ReasonNotUsedWithinRetention: neither it nor an image referencing it was pulled within the retention.
 	ReasonNotUsedWithinRetention Reason = "NotUsedWithinRetention"
-	// ReasonDiskAboveThreshold: the disk is fuller than allowed and the content is among
-	// the least recently used.
+	// ReasonDiskAboveThreshold: the disk is fuller than allowed and it is among the least recently used.
 	ReasonDiskAboveThreshold Reason = "DiskAboveThreshold"
 )
 
 // Content is one cached manifest or blob as the decision sees it.
 type Content struct {
-	Digest digest.Digest
-	// LastUse is when a client last pulled this digest itself.
-	LastUse time.Time
-	// Size in bytes on disk (0 when not known yet).
-	Size int64
-	// Refs are the digests a manifest references (an index's manifests, a manifest's
-	// config and layers); empty for a blob.
-	Refs []digest.Digest
+	Digest  digest.Digest
+	LastUse time.Time       // when a client last pulled this digest itself
+	Size    int64           // bytes on disk (0 when not known yet)
+	Refs    []digest.Digest // what a manifest references (an index's manifests, an image's config and layers)
 }
 
-// DiskUsage is the storage volume's fill: Used of Capacity bytes. A zero Capacity means
-// unknown, and then nothing is evicted for disk space.
+// DiskUsage is the storage volume's fill; a zero capacity is unknown: nothing is evicted for disk space.
 type DiskUsage struct {
 	UsedBytes     uint64
 	CapacityBytes uint64
@@ -49,47 +42,39 @@ func (u DiskUsage) Percent() float64 {
 
 // Input is everything one eviction decision depends on.
 type Input struct {
-	Now       time.Time
-	Retention time.Duration
-	Content   []Content
-	// Pinned digests are never evicted, nor anything they reference, however deep.
-	Pinned map[digest.Digest]bool
-	Disk   DiskUsage
-	// MaxDiskPercent is the fill above which the least recently used content goes first.
-	MaxDiskPercent float64
-	// MinAge protects recent content from eviction for disk space: what was used (or
-	// pinned) within MinAge before Now stays however full the disk is, as the kubelet's
-	// imageMinimumGCAge does for images. Retention is not affected; 0 protects nothing.
+	Now            time.Time
+	Retention      time.Duration
+	Content        []Content
+	Pinned         map[digest.Digest]bool // never evicted, nor anything they reference, however deep
+	Disk           DiskUsage
+	MaxDiskPercent float64 // the fill above which the least recently used content goes first
+	// MinAge protects what was used (or pinned) within it before Now from eviction for disk
+	// space, as the kubelet's imageMinimumGCAge does for images; retention is not affected.
 	MinAge time.Duration
 }
 
 // Eviction is one digest to delete.
 type Eviction struct {
-	Digest digest.Digest
-	Reason Reason
-	// LastUse is the effective last use: the latest pull of the digest itself or of any
-	// manifest that references it.
-	LastUse time.Time
+	Digest  digest.Digest
+	Reason  Reason
+	LastUse time.Time // effective: the latest pull of the digest or of a manifest referencing it
 	Size    int64
 }
 
 // Decision is what to delete, in order, and why the rest stays.
 type Decision struct {
-	Evict []Eviction
-	// Pinned counts recorded digests kept because a pinned digest is, or references, them.
-	Pinned int
+	Evict  []Eviction
+	Pinned int // recorded digests kept because a pinned digest is, or references, them
 	// StillAboveThreshold: evicting every unpinned digest not used within MinAge would not
 	// bring the disk below the threshold (or the sizes are unknown).
 	StillAboveThreshold bool
 }
 
 // Decide chooses what to evict. A digest's effective last use is the latest pull of itself
-// or of any manifest above it, so the layers of an image pulled daily stay however long
-// ago a node last needed the layers themselves. Pinned digests and all they reference stay.
-// First goes everything not used within the retention; then, while the disk is above
-// MaxDiskPercent, the least recently used, but nothing used within MinAge. The order is
-// by effective last use, a manifest before what it references, so a kept manifest never
-// lacks its content.
+// or of any manifest above it: the layers of an image pulled daily stay. Pinned digests and
+// all they reference stay. First goes everything not used within the retention; then, while
+// the disk is above MaxDiskPercent, the least recently used, but nothing used within MinAge.
+// A manifest goes before what it references, so a kept manifest never lacks its content.
 func Decide(in Input) Decision {
 	graph := newContentGraph(in.Content)
 	pinned := graph.closure(in.Pinned)
@@ -102,13 +87,8 @@ func Decide(in Input) Decision {
 		}
 	}
 	slices.SortFunc(order, func(a, b int) int {
-		if c := lastUse[a].Compare(lastUse[b]); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(depth[a], depth[b]); c != 0 {
-			return c
-		}
-		return cmp.Compare(in.Content[a].Digest, in.Content[b].Digest)
+		return cmp.Or(lastUse[a].Compare(lastUse[b]), cmp.Compare(depth[a], depth[b]),
+			cmp.Compare(in.Content[a].Digest, in.Content[b].Digest))
 	})
 
 	d := Decision{Pinned: len(pinned)}
@@ -140,16 +120,14 @@ func eviction(c Content, r Reason, lastUse time.Time) Eviction {
 	return Eviction{Digest: c.Digest, Reason: r, LastUse: lastUse, Size: c.Size}
 }
 
-// contentGraph is the references between recorded digests (an index → its manifests, a
-// manifest → its config and layers). Content addressing makes it acyclic; the loops below
-// stop after a bounded number of rounds anyway.
+// contentGraph is the references between recorded digests (index → manifests → config and
+// layers). Content addressing makes it acyclic; the loops below are bounded anyway.
 type contentGraph struct {
 	content []Content
 	index   map[digest.Digest]int
 }
 
-// maxDepth bounds the reference chains followed (index → manifest → blob is 2; nested
-// indexes or referrers add a few).
+// maxDepth bounds the reference chains followed (index → manifest → blob is 2).
 const maxDepth = 16
 
 func newContentGraph(content []Content) contentGraph {

@@ -4,8 +4,7 @@ package retention
 
 import "errors"
 
-// StatFS is implemented for Linux only, where the registry runs; elsewhere nothing is
-// evicted for disk space.
+// StatFS measures disks on Linux only, where the registry runs; elsewhere nothing is evicted for disk space.
 func StatFS(string) (DiskUsage, error) {
 	return DiskUsage{}, errors.New("disk usage is measured on Linux only")
 }

@@ -1,11 +1,13 @@
 package retention
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	storagedriver "github.com/distribution/distribution/v3/registry/storage/driver"
@@ -13,58 +15,46 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// Options configure a Keeper.
+// Options configure a Keeper, as mirror-registry's flags of the same names do.
 type Options struct {
-	// Retention: content not used for longer is deleted.
-	Retention time.Duration
-	// MaxDiskPercent: above this fill of the storage volume the least recently used
-	// unpinned content is deleted until below (0 turns it off).
-	MaxDiskPercent float64
-	// DiskEvictionMinAge: content used or pinned within it is not deleted for disk space.
-	DiskEvictionMinAge time.Duration
-	// PinnedFile lists digests never to delete ("" pins nothing).
-	PinnedFile string
-	// StateFile keeps the last uses across restarts.
-	StateFile string
-	// Clock timestamps uses and decisions.
-	Clock Clock
-	// DiskUsage measures the storage volume.
-	DiskUsage func() (DiskUsage, error)
-	Log       logrus.FieldLogger
+	Retention          time.Duration             // content not used for longer is deleted
+	MaxDiskPercent     float64                   // above this fill the least recently used unpinned content goes (0: off)
+	DiskEvictionMinAge time.Duration             // content used or pinned within it is not deleted for disk space
+	PinnedFile         string                    // digests never to delete ("" pins nothing)
+	StateFile          string                    // keeps the last uses across restarts
+	Clock              Clock                     // timestamps uses and decisions
+	DiskUsage          func() (DiskUsage, error) // measures the storage volume
+	Log                logrus.FieldLogger
 }
 
 // Keeper keeps the cache by use: it records uses (through Records' middleware), restores
 // them at start, deletes what the eviction decision picks, and saves the state file.
 type Keeper struct {
-	opts    Options
-	records *Records
-	store   *contentStore
-	// deleteContent is store.delete; tests make it fail.
-	deleteContent func(context.Context, Entry) error
+	opts          Options
+	records       *Records
+	store         *contentStore
+	deleteContent func(context.Context, Entry) error // store.delete; tests make it fail
 
-	// passMu serialises eviction passes and guards pins, restored, pinnedBefore and
-	// pinnedBeforeAt.
+	// passMu serialises eviction passes and guards pins, restored and pinnedBefore(At).
 	passMu   sync.Mutex
 	pins     pinFile
 	restored bool
-	// pinnedBefore are the digests the previous pass kept for a pin (the pins and all
-	// they reference), at pinnedBeforeAt. A digest that is no longer pinned counts as
-	// used at pinnedBeforeAt: a pinned image is in use, and its retention (and
-	// DiskEvictionMinAge) runs from when the pin went, not from its last pull. A restart
-	// forgets them; the pins of the file then are all that count.
+	// pinnedBefore are the digests the previous pass kept for a pin (with all they reference),
+	// at pinnedBeforeAt. One no longer pinned counts as used then: a pinned image is in use, so
+	// its retention (and DiskEvictionMinAge) runs from when the pin went, not from its last
+	// pull. A restart forgets them; the pins of the file then are all that count.
 	pinnedBefore   map[digest.Digest]bool
 	pinnedBeforeAt time.Time
 
-	// diskMu guards disk, the storage volume's fill at the last eviction pass.
-	diskMu sync.Mutex
-	disk   DiskUsage
+	disk atomic.Pointer[DiskUsage] // the storage volume's fill at the last eviction pass (nil before)
 }
 
 // LastDisk is the storage volume's fill the last eviction pass measured (zero before).
 func (k *Keeper) LastDisk() DiskUsage {
-	k.diskMu.Lock()
-	defer k.diskMu.Unlock()
-	return k.disk
+	if d := k.disk.Load(); d != nil {
+		return *d
+	}
+	return DiskUsage{}
 }
 
 // New returns a Keeper for the registry storage behind driver.
@@ -78,21 +68,17 @@ func New(ctx context.Context, driver storagedriver.StorageDriver, opts Options) 
 	if opts.StateFile == "" {
 		return nil, errors.New("a state file is required")
 	}
-	if opts.Clock == nil {
-		opts.Clock = RealClock{}
-	}
+	opts.Clock = cmp.Or[Clock](opts.Clock, RealClock{})
+	opts.Log = cmp.Or[logrus.FieldLogger](opts.Log, logrus.StandardLogger())
 	if opts.DiskUsage == nil {
 		opts.DiskUsage = func() (DiskUsage, error) { return DiskUsage{}, nil }
-	}
-	if opts.Log == nil {
-		opts.Log = logrus.StandardLogger()
 	}
 	store, err := newContentStore(ctx, driver)
 	if err != nil {
 		return nil, err
 	}
 	records := NewRecords(opts.Clock)
-	records.SetTraffic(&Traffic{stored: func(ctx context.Context, d digest.Digest) bool { return store.cached(ctx, "", d, KindBlob) }})
+	records.traffic = &Traffic{stored: func(ctx context.Context, d digest.Digest) bool { return store.cached(ctx, "", d, KindBlob) }}
 	return &Keeper{opts: opts, records: records, store: store, deleteContent: store.delete,
 		pins: pinFile{path: opts.PinnedFile}}, nil
 }
@@ -100,9 +86,8 @@ func New(ctx context.Context, driver storagedriver.StorageDriver, opts Options) 
 // Records are where the registry's middleware records uses.
 func (k *Keeper) Records() *Records { return k.records }
 
-// Restore reads the state file and scans the storage: every cached digest gets its saved
-// last use, or now. Eviction waits for it. A state file that cannot be decoded is
-// ignored (everything gets now: kept one more retention), and logged.
+// Restore reads the state file and scans the storage: every cached digest gets its saved last
+// use, or now (all of them if the file cannot be decoded: kept one more retention). Eviction waits for it.
 func (k *Keeper) Restore(ctx context.Context) error {
 	k.passMu.Lock()
 	defer k.passMu.Unlock()
@@ -114,7 +99,6 @@ func (k *Keeper) Restore(ctx context.Context) error {
 	if err != nil {
 		k.opts.Log.WithError(err).WithField("stateFile", k.opts.StateFile).
 			Warn("Ignored unreadable state file; cached content counts as used now")
-		saved = nil
 	}
 	found, err := k.store.scan(ctx)
 	if err != nil {
@@ -136,29 +120,21 @@ type Result struct {
 }
 
 // Evict runs one eviction pass now: read the pins, measure the disk, decide, delete.
-// Tests call it after moving their clock; Run calls it every interval. Nothing is deleted
-// before Restore, nor while the pinned digests file cannot be read.
+// Nothing is deleted before Restore, nor while the pinned digests file cannot be read.
 func (k *Keeper) Evict(ctx context.Context) (Result, error) {
 	k.passMu.Lock()
 	defer k.passMu.Unlock()
 	if !k.restored {
 		return Result{}, errors.New("last uses not restored yet")
 	}
-	pins, changed, invalid, err := k.pins.load()
+	pins, err := k.loadPins()
 	if err != nil {
 		return Result{}, err
-	}
-	if changed {
-		k.opts.Log.WithFields(logrus.Fields{"pinnedFile": k.opts.PinnedFile, "digests": len(pins), "invalidLines": len(invalid)}).Info("Read pinned digests")
 	}
 
 	now := k.opts.Clock.Now()
 	entries := k.records.Snapshot()
-	content := make([]Content, len(entries))
-	for i, e := range entries {
-		content[i] = e.Content
-	}
-	pinnedNow := newContentGraph(content).closure(pins)
+	pinnedNow := newContentGraph(contentOf(entries)).closure(pins)
 	unpinned := false
 	for d := range k.pinnedBefore {
 		if !pinnedNow[d] {
@@ -170,20 +146,18 @@ func (k *Keeper) Evict(ctx context.Context) (Result, error) {
 		entries = k.records.Snapshot() // with the last uses of the unpinned
 	}
 	k.pinnedBefore, k.pinnedBeforeAt = pinnedNow, now
-	content = content[:0]
 	byDigest := make(map[digest.Digest]Entry, len(entries))
-	for _, e := range entries {
+	for i, e := range entries {
 		if e.Size == 0 {
 			if size, err := k.store.size(ctx, e.Digest); err == nil {
-				e.Size = size
+				entries[i].Size = size
 				k.records.SetSize(e.Digest, size)
 			}
 		}
-		content = append(content, e.Content)
-		byDigest[e.Digest] = e
+		byDigest[e.Digest] = entries[i]
 	}
 	disk := k.measureDisk()
-	decision := Decide(Input{Now: now, Retention: k.opts.Retention, Content: content,
+	decision := Decide(Input{Now: now, Retention: k.opts.Retention, Content: contentOf(entries),
 		Pinned: pins, Disk: disk, MaxDiskPercent: k.opts.MaxDiskPercent, MinAge: k.opts.DiskEvictionMinAge})
 	pinnedGauge.Set(float64(decision.Pinned))
 	res := k.deleteEvicted(ctx, decision, byDigest)
@@ -196,30 +170,26 @@ func (k *Keeper) Evict(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
-// measureDisk reads the disk's usage for a pass (zero when it cannot be read: the pass then
-// evicts by retention only) and publishes it.
+// measureDisk measures and publishes the disk's usage (zero if unreadable: the pass evicts by retention only).
 func (k *Keeper) measureDisk() DiskUsage {
 	disk, err := k.opts.DiskUsage()
 	if err != nil {
 		k.opts.Log.WithError(err).Warn("Could not measure the disk; evicting by retention only")
 		disk = DiskUsage{}
 	}
-	k.diskMu.Lock()
-	k.disk = disk
-	k.diskMu.Unlock()
+	k.disk.Store(&disk)
 	diskUsedBytes.Set(float64(disk.UsedBytes))
 	diskCapacityBytes.Set(float64(disk.CapacityBytes))
 	return disk
 }
 
-// deleteEvicted deletes what decision evicts, except what a manifest kept (or failing to
-// go) still references.
+// deleteEvicted deletes what decision evicts, except what a kept (or failed) manifest still references.
 func (k *Keeper) deleteEvicted(ctx context.Context, decision Decision, byDigest map[digest.Digest]Entry) Result {
 	res := Result{Decision: decision}
 	var kept []digest.Digest // failed, or referenced by what was kept
 	for _, ev := range decision.Evict {
 		e := byDigest[ev.Digest]
-		if referencedByAny(ev.Digest, kept, byDigest) {
+		if slices.ContainsFunc(kept, func(m digest.Digest) bool { return slices.Contains(byDigest[m].Refs, ev.Digest) }) {
 			// A manifest above it is still there: keep what it needs until the manifest goes.
 			kept = append(kept, ev.Digest)
 			continue
@@ -249,40 +219,32 @@ func (k *Keeper) IsRestored() bool {
 	return k.restored
 }
 
-// PinnedImages reads the pinned-digests file if it changed and returns its lines, and
-// the file's version: a number that grows each time it is read anew.
+// PinnedImages re-reads the pinned-digests file if it changed; it returns its lines and version (grows on every read anew).
 func (k *Keeper) PinnedImages() ([]Pin, uint64, error) {
 	k.passMu.Lock()
 	defer k.passMu.Unlock()
-	_, changed, invalid, err := k.pins.load()
-	if err != nil {
+	if _, err := k.loadPins(); err != nil {
 		return nil, k.pins.version, err
-	}
-	if changed {
-		k.opts.Log.WithFields(logrus.Fields{"pinnedFile": k.opts.PinnedFile, "images": len(k.pins.images), "invalidLines": len(invalid)}).Info("Read pinned digests")
 	}
 	return slices.Clone(k.pins.images), k.pins.version, nil
 }
 
-// Cached says whether the cache serves d from repo without the upstream: a manifest
-// linked in the repository, a blob linked as its layer. With no repository, whether the
-// blob store holds d's data at all.
-func (k *Keeper) Cached(ctx context.Context, repo string, d digest.Digest, kind Kind) bool {
-	return k.store.cached(ctx, repo, d, kind)
-}
-
-// Tagged says whether the cache holds repo's tag, pointing at d.
-func (k *Keeper) Tagged(ctx context.Context, repo, tag string, d digest.Digest) bool {
-	return k.store.taggedAs(ctx, repo, tag, d)
-}
-
-func referencedByAny(d digest.Digest, manifests []digest.Digest, byDigest map[digest.Digest]Entry) bool {
-	for _, m := range manifests {
-		if slices.Contains(byDigest[m].Refs, d) {
-			return true
-		}
+// loadPins re-reads the pinned-digests file if it changed, logging what it read; passMu is held.
+func (k *Keeper) loadPins() (map[digest.Digest]bool, error) {
+	pins, changed, invalid, err := k.pins.load()
+	if changed {
+		k.opts.Log.WithFields(logrus.Fields{"pinnedFile": k.opts.PinnedFile, "digests": len(pins), "images": len(k.pins.images),
+			"invalidLines": len(invalid)}).Info("Read pinned digests")
 	}
-	return false
+	return pins, err
+}
+
+func contentOf(entries []Entry) []Content {
+	content := make([]Content, len(entries))
+	for i, e := range entries {
+		content[i] = e.Content
+	}
+	return content
 }
 
 func kindName(k Kind) string {
@@ -295,10 +257,7 @@ func kindName(k Kind) string {
 // Save writes the state file if a use was recorded since the last save. Before Restore it
 // writes nothing: the file still holds the only copy of the older last uses.
 func (k *Keeper) Save() error {
-	k.passMu.Lock()
-	restored := k.restored
-	k.passMu.Unlock()
-	if !restored {
+	if !k.IsRestored() {
 		return nil
 	}
 	lastUse, dirty := k.records.LastUses()
@@ -312,9 +271,8 @@ func (k *Keeper) Save() error {
 	return nil
 }
 
-// Run restores, then evicts every evictEvery and saves every saveEvery until ctx ends,
-// then saves once more. The tickers only schedule passes; what is due is decided by the
-// Clock.
+// Run restores, then evicts every evictEvery and saves every saveEvery until ctx ends, then
+// saves once more. The tickers only schedule passes; the Clock decides what is due.
 func (k *Keeper) Run(ctx context.Context, evictEvery, saveEvery time.Duration) {
 	evict := time.NewTicker(evictEvery)
 	defer evict.Stop()

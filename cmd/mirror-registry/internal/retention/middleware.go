@@ -11,16 +11,14 @@ import (
 	"github.com/opencontainers/go-digest"
 )
 
-// MiddlewareName is the repository middleware that records uses. Repository middleware is
-// the one hook that sees proxy-mode pulls, cache hits included: the registry wraps every
-// request's repository — the proxying one, in proxy mode — with it (registry/handlers/
-// app.go, dispatcher: app.registry.Repository, notifications.Listen, applyRepoMiddleware).
-// Registry middleware wraps only the local storage under the proxy; storage middleware sees
-// driver paths, not digests; notifications leave the process.
+// MiddlewareName is the repository middleware that records uses: the one hook that sees
+// proxy-mode pulls, cache hits included, as the registry wraps every request's (proxying)
+// repository with it (registry/handlers/app.go, dispatcher, applyRepoMiddleware). Registry
+// middleware wraps only the local storage under the proxy; storage middleware sees driver
+// paths, not digests; notifications leave the process.
 const MiddlewareName = "quartet-retention"
 
-// recordsOption carries the *Records through the middleware's options. The configuration
-// is built in Go, so the value is the pointer itself, never YAML.
+// recordsOption carries the *Records itself through the middleware's options (built in Go, never YAML).
 const recordsOption = "records"
 
 func init() {

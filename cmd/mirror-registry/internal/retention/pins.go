@@ -11,12 +11,9 @@ import (
 	"github.com/opencontainers/go-digest"
 )
 
-// Pin is one line of the pinned-digests file: a digest, and the repository it is pulled
-// from when the line names one ("" for a bare digest).
+// Pin is one line of the pinned-digests file: a digest, and the repository the line names ("" if none).
 type Pin struct {
-	// Repository is the path in the mirror (the upstream's repository: "library/nginx"),
-	// without the registry host the line may name.
-	Repository string
+	Repository string // the path in the mirror (the upstream's: "library/nginx"), without a registry host
 	// Tag is the tag the line names ("repository:tag@digest"), the one a pod's spec
 	// names: warming caches it too, so the tag still resolves while the upstream is down.
 	Tag    string
@@ -44,17 +41,20 @@ func ParsePins(r io.Reader) (pins map[digest.Digest]bool, invalid []string, err 
 	if err != nil {
 		return nil, nil, err
 	}
-	pins = make(map[digest.Digest]bool, len(images))
+	return pinnedDigests(images), invalid, nil
+}
+
+func pinnedDigests(images []Pin) map[digest.Digest]bool {
+	pins := make(map[digest.Digest]bool, len(images))
 	for _, p := range images {
 		pins[p.Digest] = true
 	}
-	return pins, invalid, nil
+	return pins
 }
 
 // ParsePinnedImages reads the same lines as ParsePins and keeps the repository and tag of
-// each (distribution/reference's normalisation: "nginx" is library/nginx, a leading
-// registry host is dropped), in file order, each line once. A line whose name
-// part does not parse as a repository still pins its digest, with no repository.
+// each (normalised: "nginx" is library/nginx, a registry host is dropped), in file order,
+// each line once. A line whose name does not parse still pins its digest, with no repository.
 func ParsePinnedImages(r io.Reader) (pins []Pin, invalid []string, err error) {
 	seen := map[Pin]bool{}
 	sc := bufio.NewScanner(r)
@@ -108,13 +108,11 @@ func repositoryPath(name string) (repo, tag string) {
 // pinFile re-reads the pinned-digests file when it changes (another inode — a ConfigMap
 // update swaps a symlink — or another size or modification time).
 type pinFile struct {
-	path string
-	seen os.FileInfo
-	pins map[digest.Digest]bool
-	// images are the lines of the file read last, with their repositories (for warming).
-	images []Pin
-	// version counts the reads that found the file changed.
-	version uint64
+	path    string
+	seen    os.FileInfo
+	pins    map[digest.Digest]bool
+	images  []Pin  // the lines of the file read last, with their repositories (for warming)
+	version uint64 // counts the reads that found the file changed
 }
 
 // load returns the current pins. A missing file pins nothing. A file that cannot be read
@@ -147,11 +145,7 @@ func (p *pinFile) load() (pins map[digest.Digest]bool, changed bool, invalid []s
 	if err != nil {
 		return p.pins, false, nil, fmt.Errorf("pinned digests file %s: %w", p.path, err)
 	}
-	pins = make(map[digest.Digest]bool, len(images))
-	for _, img := range images {
-		pins[img.Digest] = true
-	}
-	p.seen, p.pins, p.images = fi, pins, images
+	p.seen, p.pins, p.images = fi, pinnedDigests(images), images
 	p.version++
-	return pins, true, invalid, nil
+	return p.pins, true, invalid, nil
 }

@@ -1,16 +1,15 @@
 package retention
 
 import (
+	"cmp"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/opencontainers/go-digest"
 )
 
-// Kind tells how a digest is stored: a manifest has revision links and maybe tags in its
-// repositories, a blob layer links.
+// Kind tells how a digest is stored: a manifest has revision links (and maybe tags), a blob layer links.
 type Kind uint8
 
 const (
@@ -19,35 +18,23 @@ const (
 )
 
 // Records is the last use of every cached digest — the only state the retention keeps.
-//
-//   - Written by the repository middleware on every manifest or blob the registry serves
-//     (UsedManifest, UsedBlob), by the startup scan (Restore), and by the eviction pass
-//     (SetSize, Forget, and UsedUntil when a pin goes).
-//   - Read by the eviction pass (Snapshot) and by the state file writer (LastUses).
-//
-// A restart loses the uses since the last save of the state file (every save interval and
-// at shutdown): that content keeps its previous last use, or gets the start time if the
-// state file never had it. Nothing is lost towards deletion: missing knowledge only ever
-// keeps content longer.
+// The middleware (UsedManifest, UsedBlob), the startup scan (Restore) and the eviction pass
+// (SetSize, Forget, UsedUntil when a pin goes) write it; the eviction pass (Snapshot) and
+// the state file writer (LastUses) read it. A restart loses the uses since the last save
+// (every save interval and at shutdown): that content keeps its previous last use, or gets
+// the start time. Missing knowledge only ever keeps content longer.
 type Records struct {
-	clock Clock
+	clock   Clock
+	traffic *Traffic // blob pulls by hit and miss; New sets it before the registry serves (else nil)
 
 	mu       sync.Mutex
 	byDigest map[digest.Digest]*record
-	// names interns repository names so that thousands of records share a few strings.
-	names map[string]string
-	dirty bool
-
-	// traffic counts blob pulls by hit and miss; nil until a Keeper that can look into the
-	// storage sets it (SetTraffic).
-	traffic atomic.Pointer[Traffic]
+	names    map[string]string // interns repository names: thousands of records share a few strings
+	dirty    bool
 }
 
 // Traffic returns the blob pull counts, or nil when nothing counts them.
-func (r *Records) Traffic() *Traffic { return r.traffic.Load() }
-
-// SetTraffic makes the middleware count blob pulls in t.
-func (r *Records) SetTraffic(t *Traffic) { r.traffic.Store(t) }
+func (r *Records) Traffic() *Traffic { return r.traffic }
 
 type record struct {
 	lastUse int64 // Unix nanoseconds
@@ -99,12 +86,10 @@ func (r *Records) addRepo(rec *record, repo string) {
 	if repo == "" || slices.Contains(rec.repos, repo) {
 		return
 	}
-	name, ok := r.names[repo]
-	if !ok {
-		name = repo
-		r.names[repo] = name
+	if _, ok := r.names[repo]; !ok {
+		r.names[repo] = repo
 	}
-	rec.repos = append(rec.repos, name)
+	rec.repos = append(rec.repos, r.names[repo])
 }
 
 // UsedUntil records that d was in use until t without being pulled (it was pinned: pods
@@ -128,30 +113,23 @@ type Found struct {
 	Refs   []digest.Digest
 }
 
-// Restore adds the content found in storage. Its last use is the saved one, or now for
-// content the state file does not know (a cache written by plain distribution, or before
-// the first save): an upgraded cache keeps everything for at least one retention. Uses
-// recorded while the scan ran win over older saved times. Returns how many digests had a
-// saved time and how many got now.
+// Restore adds the content found in storage with its saved last use, or now if the state
+// file does not know it (a cache written by plain distribution, or before the first save):
+// an upgraded cache keeps everything for at least one retention. Uses recorded while the
+// scan ran win over older saved times. It counts the digests with a saved time and without.
 func (r *Records) Restore(found []Found, saved map[digest.Digest]time.Time) (known, unknown int) {
 	now := r.clock.Now().UnixNano()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, f := range found {
-		t, ok := saved[f.Digest]
 		last := now
-		if ok {
+		if t, ok := saved[f.Digest]; ok {
 			last = t.UnixNano()
 			known++
 		} else {
 			unknown++
 		}
-		rec, exists := r.byDigest[f.Digest]
-		if !exists {
-			rec = &record{lastUse: last}
-			r.byDigest[f.Digest] = rec
-		}
-		rec.lastUse = max(rec.lastUse, last)
+		rec := r.use("", f.Digest, last)
 		if f.Kind == KindManifest {
 			rec.kind = KindManifest
 		}
@@ -185,18 +163,8 @@ func (r *Records) Snapshot() []Entry {
 			Repos:   slices.Clone(rec.repos),
 		})
 	}
-	slices.SortFunc(out, func(a, b Entry) int { return compareDigest(a.Digest, b.Digest) })
+	slices.SortFunc(out, func(a, b Entry) int { return cmp.Compare(a.Digest, b.Digest) })
 	return out
-}
-
-func compareDigest(a, b digest.Digest) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // SetSize records the size of d.
@@ -229,8 +197,7 @@ func (r *Records) Len() int {
 	return len(r.byDigest)
 }
 
-// LastUses copies the last use of every digest for the state file and marks the records
-// clean; dirty says whether anything changed since the previous call.
+// LastUses copies every last use for the state file, marks the records clean and says whether they were dirty.
 func (r *Records) LastUses() (lastUse map[digest.Digest]time.Time, dirty bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

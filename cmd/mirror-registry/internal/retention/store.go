@@ -13,15 +13,12 @@ import (
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
-// contentStore reads and deletes cached content the way distribution's own proxy expiry
-// does (registry/proxy/proxyregistry.go, OnBlobExpire/OnManifestExpire): through a storage
-// namespace on the registry's driver, links first, then the blob data with a Vacuum.
-//
+// contentStore reads and deletes cached content as distribution's proxy expiry does
+// (proxyregistry.go, OnBlobExpire): through a storage namespace, links first, then the data (Vacuum).
 // The namespace is our own, with deletion enabled, so the served registry keeps deletion
-// disabled (clients cannot untag the cache). It has no blob descriptor cache, and the
-// served registry must not have one either (the caller strips storage.cache): a cached
-// descriptor of deleted content would make the proxy serve an error instead of fetching
-// it again from the upstream.
+// disabled (clients cannot untag the cache). Neither has a blob descriptor cache (the
+// caller strips storage.cache): a cached descriptor of deleted content would make the
+// proxy serve an error instead of fetching it again from the upstream.
 type contentStore struct {
 	ns     distribution.Namespace
 	vacuum storage.Vacuum
@@ -128,7 +125,8 @@ func (s *contentStore) size(ctx context.Context, d digest.Digest) (int64, error)
 	return desc.Size, nil
 }
 
-// cached says whether repo serves d from storage (see Keeper.Cached).
+// cached says whether repo serves d without the upstream (a manifest linked in it, a blob
+// linked as its layer); with no repo, whether the blob store holds d's data at all.
 func (s *contentStore) cached(ctx context.Context, repo string, d digest.Digest, kind Kind) bool {
 	if repo == "" {
 		_, err := s.size(ctx, d)
@@ -160,10 +158,10 @@ func (s *contentStore) taggedAs(ctx context.Context, repo, tag string, d digest.
 	return err == nil && desc.Digest == d
 }
 
-// delete removes d from every repository that links it, then its data. A manifest loses
-// its tags first, so a tag never points at a missing manifest; then its revision link.
-// Links go before data: a request in between misses the link and fetches from the
-// upstream, rather than finding a link to nothing. What is already gone is not an error.
+// delete removes d from every repository that links it, then its data: tags before a
+// manifest's revision link (a tag never points at a missing manifest), links before data
+// (a request in between misses the link and fetches from the upstream, rather than finding
+// a link to nothing). What is already gone is not an error.
 func (s *contentStore) delete(ctx context.Context, e Entry) error {
 	var errs []error
 	for _, name := range e.Repos {

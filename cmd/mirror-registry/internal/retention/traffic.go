@@ -8,13 +8,11 @@ import (
 	"github.com/opencontainers/go-digest"
 )
 
-// Traffic counts the blob pulls the registry served (GET of a blob: layers and configs,
-// the bulk of every pull) since it started, by where the content came from: its storage
-// (a hit) or the upstream (a miss). Manifests are not counted: resolving a tag asks the
-// upstream whenever it answers, hit or not.
+// Traffic counts the blob GETs the registry served (layers and configs, the bulk of a pull)
+// since it started, by source: its storage (a hit) or the upstream (a miss). Manifests are
+// not counted: resolving a tag asks the upstream whenever it answers, hit or not.
 type Traffic struct {
-	// stored says whether the storage holds d's data, asked before the blob is served.
-	stored func(ctx context.Context, d digest.Digest) bool
+	stored func(ctx context.Context, d digest.Digest) bool // whether the storage holds d's data, before serving it
 
 	hits, misses                      atomic.Uint64
 	bytesFromCache, bytesFromUpstream atomic.Uint64
@@ -30,20 +28,15 @@ type TrafficReport struct {
 
 // served counts one blob GET that wrote n bytes.
 func (t *Traffic) served(hit bool, n int64) {
-	if n < 0 {
-		n = 0
-	}
+	n = max(n, 0)
+	pulls, bytes, result, source := &t.misses, &t.bytesFromUpstream, "miss", "upstream"
 	if hit {
-		t.hits.Add(1)
-		t.bytesFromCache.Add(uint64(n))
-		blobPullsTotal.WithLabelValues("hit").Inc()
-		servedBytesTotal.WithLabelValues("cache").Add(float64(n))
-		return
+		pulls, bytes, result, source = &t.hits, &t.bytesFromCache, "hit", "cache"
 	}
-	t.misses.Add(1)
-	t.bytesFromUpstream.Add(uint64(n))
-	blobPullsTotal.WithLabelValues("miss").Inc()
-	servedBytesTotal.WithLabelValues("upstream").Add(float64(n))
+	pulls.Add(1)
+	bytes.Add(uint64(n))
+	blobPullsTotal.WithLabelValues(result).Inc()
+	servedBytesTotal.WithLabelValues(source).Add(float64(n))
 }
 
 // Report returns the counts so far.

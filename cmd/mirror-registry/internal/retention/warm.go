@@ -1,6 +1,7 @@
 package retention
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,8 +18,7 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// manifestAccept is every manifest type a pull accepts: indexes and image manifests, OCI
-// and Docker.
+// manifestAccept is every manifest type a pull accepts: OCI and Docker indexes and manifests.
 var manifestAccept = strings.Join([]string{
 	v1.MediaTypeImageIndex, v1.MediaTypeImageManifest,
 	"application/vnd.docker.distribution.manifest.list.v2+json",
@@ -28,49 +28,36 @@ var manifestAccept = strings.Join([]string{
 // maxManifestBytes bounds a manifest read while warming (distribution's own limit is 4 MiB).
 const maxManifestBytes = 4 << 20
 
-// maxWarmDepth bounds index nesting (an index of indexes is legal, a loop is not possible
-// with digests, a deep chain is a mistake).
+// maxWarmDepth bounds index nesting (an index of indexes is legal, a deep chain a mistake).
 const maxWarmDepth = 3
 
-// maxReportedMissing bounds the pins WarmStatus lists as missing.
-const maxReportedMissing = 20
+const maxReportedMissing = 20 // pins WarmStatus lists as missing
 
-// Warmer fetches pinned images the cache does not hold through the registry's own HTTP
-// address, exactly as a pull would, so the proxy stores them: images that nodes pulled
-// before the mirror existed are cached before the upstream link fails. Of an index it
-// fetches the manifests of Platforms only.
-//
-// Memory: complete, the pins fully cached when this process last looked (a restart only
-// makes the next pass look at every pin again), and the last WarmStatus.
+// Warmer fetches pinned images the cache does not hold through the registry's own address,
+// as a pull would, so the proxy stores them before the upstream link fails (of an index,
+// the manifests of Platforms only). It remembers only the pins found fully cached (a
+// restart makes the next pass look at every pin again) and the last WarmStatus.
 type Warmer struct {
-	// BaseURL is the registry's own address, "http://127.0.0.1:5000".
-	BaseURL   string
-	Client    *http.Client
-	Platforms []v1.Platform
-	Keeper    *Keeper
-	Clock     Clock
-	Log       logrus.FieldLogger
-	// CheckEvery is how often Run looks whether the pinned file changed (0: pinsCheck).
-	CheckEvery time.Duration
+	BaseURL    string // the registry's own address, "http://127.0.0.1:5000"
+	Client     *http.Client
+	Platforms  []v1.Platform
+	Keeper     *Keeper
+	Clock      Clock
+	Log        logrus.FieldLogger
+	CheckEvery time.Duration // how often Run looks whether the pinned file changed (0: pinsCheck)
 
-	mu       sync.Mutex
-	complete map[Pin]bool
-	status   WarmStatus
-	// warmedVersion is the pinned file's version the last pass read.
-	warmedVersion uint64
+	mu            sync.Mutex
+	complete      map[Pin]bool
+	status        WarmStatus
+	warmedVersion uint64 // the pinned file's version the last pass read
 }
 
 // WarmStatus is what the last warm pass found (served in GET /quartet/cache).
 type WarmStatus struct {
-	// Pinned is the number of pinned images (lines of the pinned file).
-	Pinned int `json:"pinned"`
-	// Cached is how many of them the cache holds whole: manifest, the manifests of the
-	// warmed platforms, their configs and layers.
-	Cached int `json:"cached"`
-	// Missing are pinned images not (yet) cached and why, at most 20.
-	Missing []MissingPin `json:"missing,omitempty"`
-	// LastPass is when the pass ended (zero: no pass yet).
-	LastPass time.Time `json:"lastPass,omitzero"`
+	Pinned   int          `json:"pinned"`            // pinned images (lines of the pinned file)
+	Cached   int          `json:"cached"`            // held whole: manifest, the warmed platforms' manifests, configs, layers
+	Missing  []MissingPin `json:"missing,omitempty"` // pinned images not (yet) cached and why, at most 20
+	LastPass time.Time    `json:"lastPass,omitzero"` // when the pass ended (zero: no pass yet)
 }
 
 // MissingPin is a pinned image the cache does not hold.
@@ -89,9 +76,8 @@ func (w *Warmer) Status() WarmStatus {
 }
 
 // Warm runs one pass: every pinned image not known to be cached whole is fetched through
-// the registry. A failure (upstream down, image gone) is reported and tried again next
-// pass. Pins without a repository (bare digests) cannot be fetched and count as missing
-// unless the cache holds them.
+// the registry; a failure (upstream down, image gone) is reported and tried again next
+// pass. Bare digests cannot be fetched and count as missing unless the cache holds them.
 func (w *Warmer) Warm(ctx context.Context) (WarmStatus, error) {
 	pins, version, err := w.Keeper.PinnedImages()
 	if err != nil {
@@ -109,18 +95,15 @@ func (w *Warmer) Warm(ctx context.Context) (WarmStatus, error) {
 		}
 		var werr error
 		switch {
-		case complete[p] && w.Keeper.Cached(ctx, p.Repository, p.Digest, KindManifest):
+		case complete[p] && w.Keeper.store.cached(ctx, p.Repository, p.Digest, KindManifest):
 		case p.Repository == "":
-			if !w.Keeper.Cached(ctx, "", p.Digest, KindBlob) {
+			if !w.Keeper.store.cached(ctx, "", p.Digest, KindBlob) {
 				werr = errors.New("a bare digest names no repository: it is kept if cached, never fetched")
 			}
 		default:
-			var n int
-			n, werr = w.warmManifest(ctx, p.Repository, p.Digest, 0)
-			fetched += n
-			if werr == nil && p.Tag != "" && !w.Keeper.Tagged(ctx, p.Repository, p.Tag, p.Digest) {
-				n, werr = w.warmTag(ctx, p)
-				fetched += n
+			werr = w.warmManifest(ctx, p.Repository, p.Digest, 0, &fetched)
+			if werr == nil && p.Tag != "" && !w.Keeper.store.taggedAs(ctx, p.Repository, p.Tag, p.Digest) {
+				werr = w.warmTag(ctx, p, &fetched)
 			}
 		}
 		if werr != nil {
@@ -147,28 +130,25 @@ func (w *Warmer) Warm(ctx context.Context) (WarmStatus, error) {
 
 // manifestBody is the part of an index or image manifest warming reads.
 type manifestBody struct {
-	MediaType string          `json:"mediaType"`
 	Manifests []v1.Descriptor `json:"manifests"`
 	Config    *v1.Descriptor  `json:"config"`
 	Layers    []v1.Descriptor `json:"layers"`
 }
 
-// warmManifest fetches manifest d of repo through the registry (from the cache when it
-// holds it), then what it needs: the manifests of the wanted platforms of an index, the
-// config and layers of an image. It returns how many blobs it fetched.
-func (w *Warmer) warmManifest(ctx context.Context, repo string, d digest.Digest, depth int) (int, error) {
+// warmManifest fetches manifest d of repo through the registry, then what it needs: an
+// index's manifests of the wanted platforms, an image's config and layers (counted in fetched).
+func (w *Warmer) warmManifest(ctx context.Context, repo string, d digest.Digest, depth int, fetched *int) error {
 	if depth >= maxWarmDepth {
-		return 0, fmt.Errorf("manifest %s: indexes nested deeper than %d", d, maxWarmDepth)
+		return fmt.Errorf("manifest %s: indexes nested deeper than %d", d, maxWarmDepth)
 	}
-	body, err := w.get(ctx, repo, "manifests", d, manifestAccept, maxManifestBytes)
+	body, err := w.get(ctx, repo, "manifests", d)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	var m manifestBody
 	if err := json.Unmarshal(body, &m); err != nil {
-		return 0, fmt.Errorf("manifest %s: %w", d, err)
+		return fmt.Errorf("manifest %s: %w", d, err)
 	}
-	fetched := 0
 	if len(m.Manifests) > 0 {
 		wanted := 0
 		for _, child := range m.Manifests {
@@ -176,46 +156,42 @@ func (w *Warmer) warmManifest(ctx context.Context, repo string, d digest.Digest,
 				continue
 			}
 			wanted++
-			n, err := w.warmManifest(ctx, repo, child.Digest, depth+1)
-			fetched += n
-			if err != nil {
-				return fetched, err
+			if err := w.warmManifest(ctx, repo, child.Digest, depth+1, fetched); err != nil {
+				return err
 			}
 		}
 		if wanted == 0 {
-			return fetched, fmt.Errorf("index %s has no manifest for %s", d, platformsString(w.Platforms))
+			return fmt.Errorf("index %s has no manifest for %s", d, platformsString(w.Platforms))
 		}
-		return fetched, nil
+		return nil
 	}
 	blobs := m.Layers
 	if m.Config != nil {
 		blobs = append([]v1.Descriptor{*m.Config}, blobs...)
 	}
 	for _, b := range blobs {
-		if w.Keeper.Cached(ctx, repo, b.Digest, KindBlob) {
+		if w.Keeper.store.cached(ctx, repo, b.Digest, KindBlob) {
 			continue
 		}
-		if _, err := w.get(ctx, repo, "blobs", b.Digest, "", -1); err != nil {
-			return fetched, err
+		if _, err := w.get(ctx, repo, "blobs", b.Digest); err != nil {
+			return err
 		}
-		fetched++
+		*fetched++
 		if err := w.waitStored(ctx, repo, b.Digest); err != nil {
-			return fetched, err
+			return err
 		}
 	}
-	return fetched, nil
+	return nil
 }
 
-// storeWait bounds waiting for a fetched blob to be stored.
-const storeWait = time.Minute
+const storeWait = time.Minute // bounds waiting for a fetched blob to be stored
 
-// waitStored waits until repo serves blob d from storage. distribution's proxy stores a
-// blob it served from the upstream with a fetch of its own, in the background
-// (registry/proxy/proxyblobstore.go, ServeBlob), so the answer can end before the cache
-// holds it.
+// waitStored waits until repo serves blob d from storage: distribution's proxy stores what
+// it served from the upstream with a fetch of its own in the background (proxyblobstore.go,
+// ServeBlob), so the answer can end before the cache holds it.
 func (w *Warmer) waitStored(ctx context.Context, repo string, d digest.Digest) error {
 	deadline := time.Now().Add(storeWait)
-	for !w.Keeper.Cached(ctx, repo, d, KindBlob) {
+	for !w.Keeper.store.cached(ctx, repo, d, KindBlob) {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("blob %s: fetched, but not stored within %s", d, storeWait)
 		}
@@ -234,67 +210,61 @@ const WarmerUserAgent = "quartet-mirror-registry-warmer"
 
 // warmTag fetches p's tag through the registry, which stores the tag's digest as the
 // upstream has it now: a pod started by tag then resolves it from the cache while the
-// upstream is down (the proxy answers a tag from its own storage when the upstream does
-// not answer). If the tag has moved on upstream, the manifest it names now is warmed
-// too; the pinned digest stays pinned.
-func (w *Warmer) warmTag(ctx context.Context, p Pin) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.BaseURL+"/v2/"+p.Repository+"/manifests/"+p.Tag, nil)
+// upstream does not answer. If the tag has moved on upstream, the manifest it names now is
+// warmed too; the pinned digest stays pinned.
+func (w *Warmer) warmTag(ctx context.Context, p Pin, fetched *int) error {
+	resp, err := w.request(ctx, p.Repository, "manifests", p.Tag)
 	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Accept", manifestAccept)
-	req.Header.Set("User-Agent", WarmerUserAgent)
-	resp, err := w.Client.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("tag %s: %w", p.Tag, err)
+		return fmt.Errorf("tag %s: %w", p.Tag, err)
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxManifestBytes))
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("tag %s: %s", p.Tag, resp.Status)
+		return fmt.Errorf("tag %s: %s", p.Tag, resp.Status)
 	}
 	// Without a digest header the tag is stored all the same.
 	if d, perr := digest.Parse(resp.Header.Get("Docker-Content-Digest")); perr == nil && d != p.Digest {
-		return w.warmManifest(ctx, p.Repository, d, 0)
+		return w.warmManifest(ctx, p.Repository, d, 0, fetched)
 	}
-	return 0, nil
+	return nil
 }
 
-// get fetches a manifest or blob through the registry and checks its digest. limit < 0
-// reads the body to the end without keeping it.
-func (w *Warmer) get(ctx context.Context, repo, kind string, d digest.Digest, accept string, limit int64) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.BaseURL+"/v2/"+repo+"/"+kind+"/"+d.String(), nil)
+// request GETs repo's "manifests" or "blobs" ref through the registry, as the warmer.
+func (w *Warmer) request(ctx context.Context, repo, kind, ref string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.BaseURL+"/v2/"+repo+"/"+kind+"/"+ref, nil)
 	if err != nil {
 		return nil, err
 	}
-	if accept != "" {
-		req.Header.Set("Accept", accept)
+	if kind == "manifests" {
+		req.Header.Set("Accept", manifestAccept)
 	}
 	req.Header.Set("User-Agent", WarmerUserAgent)
-	resp, err := w.Client.Do(req)
+	return w.Client.Do(req)
+}
+
+// get fetches a manifest (returned) or a blob (discarded) through the registry and checks its digest.
+func (w *Warmer) get(ctx context.Context, repo, kind string, d digest.Digest) (body []byte, err error) {
+	what := strings.TrimSuffix(kind, "s") + " " + d.String()
+	resp, err := w.request(ctx, repo, kind, d.String())
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", strings.TrimSuffix(kind, "s"), d, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
-		return nil, fmt.Errorf("%s %s: %s: %s", strings.TrimSuffix(kind, "s"), d, resp.Status, strings.TrimSpace(string(snippet)))
+		return nil, fmt.Errorf("%s: %s: %s", what, resp.Status, strings.TrimSpace(string(snippet)))
 	}
 	verifier := d.Verifier()
-	var body []byte
-	if limit < 0 {
-		_, err = io.Copy(verifier, resp.Body)
+	if kind == "manifests" {
+		body, err = io.ReadAll(io.TeeReader(io.LimitReader(resp.Body, maxManifestBytes), verifier))
 	} else {
-		body, err = io.ReadAll(io.LimitReader(resp.Body, limit))
-		if err == nil {
-			_, err = verifier.Write(body)
-		}
+		_, err = io.Copy(verifier, resp.Body)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", strings.TrimSuffix(kind, "s"), d, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	if !verifier.Verified() {
-		return nil, fmt.Errorf("%s %s: the content does not match its digest", strings.TrimSuffix(kind, "s"), d)
+		return nil, fmt.Errorf("%s: the content does not match its digest", what)
 	}
 	return body, nil
 }
@@ -302,15 +272,9 @@ func (w *Warmer) get(ctx context.Context, repo, kind string, d digest.Digest, ac
 // wants says whether an index entry is for one of the warmed platforms. An entry without
 // a platform is fetched; a platform's variant counts only when the wanted one names one.
 func (w *Warmer) wants(p *v1.Platform) bool {
-	if p == nil {
-		return true
-	}
-	for _, want := range w.Platforms {
-		if p.OS == want.OS && p.Architecture == want.Architecture && (want.Variant == "" || p.Variant == want.Variant) {
-			return true
-		}
-	}
-	return false
+	return p == nil || slices.ContainsFunc(w.Platforms, func(want v1.Platform) bool {
+		return p.OS == want.OS && p.Architecture == want.Architecture && (want.Variant == "" || p.Variant == want.Variant)
+	})
 }
 
 // ParsePlatforms reads "os/arch[/variant]" entries separated by commas.
@@ -348,8 +312,7 @@ func platformsString(ps []v1.Platform) string {
 	return strings.Join(s, ",")
 }
 
-// pinsCheck is how often Run looks whether the pinned file changed: a new pin (a new
-// pod's image) is fetched within it, not a whole interval later.
+// pinsCheck is how often Run looks for a changed pinned file: a new pod's image is fetched within it.
 const pinsCheck = 10 * time.Second
 
 // Run warms once the cache's last uses are restored, then every interval and whenever the
@@ -363,11 +326,7 @@ func (w *Warmer) Run(ctx context.Context, interval time.Duration) {
 			}
 			last = time.Now()
 		}
-		check := w.CheckEvery
-		if check <= 0 {
-			check = pinsCheck
-		}
-		wait := min(check, interval)
+		wait := min(cmp.Or(max(w.CheckEvery, 0), pinsCheck), interval)
 		if last.IsZero() {
 			wait = time.Second // until restored
 		}
