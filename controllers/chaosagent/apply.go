@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -137,9 +136,8 @@ func actionResult(what string, e *edit, err error) (detail string, res result) {
 }
 
 // restoreOneDeployment puts a Deployment's original replicas back and removes the marks.
-func (r *Reconciler) restoreOneDeployment(ctx context.Context, agent string, dep *appsv1.Deployment) (*record, error) {
-	rec := r.newRecord(blackadderv1beta1.ActionRestoreDeployment, dep.Namespace+"/"+dep.Name)
-	e, err := writeGuarded(ctx, r, r.Client, client.ObjectKeyFromObject(dep), func(d *appsv1.Deployment) *edit {
+func (r *Reconciler) restoreOneDeployment(ctx context.Context, agent string, dep *appsv1.Deployment) (*edit, error) {
+	return writeGuarded(ctx, r, r.Client, client.ObjectKeyFromObject(dep), func(d *appsv1.Deployment) *edit {
 		if d.Labels[LabelAgent] != agent {
 			return nil // restored already (the cache was stale) or taken over by hand
 		}
@@ -149,15 +147,13 @@ func (r *Reconciler) restoreOneDeployment(ctx context.Context, agent string, dep
 		}
 		return &edit{obj: out, patch: mergeGuarded(d), detail: fmt.Sprintf("replicas back to %d", *out.Spec.Replicas), res: succeeded}
 	})
-	return restoreResult(rec, e, err)
 }
 
 // restoreOneConfigMap puts a ConfigMap's original data back and removes the marks in one merge
 // patch; an immutable one, or one outside scope (a second guard), is a Skipped record and no
 // error: retrying could never succeed.
-func (r *Reconciler) restoreOneConfigMap(ctx context.Context, agent string, scope Scope, key types.NamespacedName) (*record, error) {
-	rec := r.newRecord(blackadderv1beta1.ActionRestoreConfigMap, key.String())
-	e, err := writeGuarded(ctx, r, r.APIReader, key, func(cm *corev1.ConfigMap) *edit {
+func (r *Reconciler) restoreOneConfigMap(ctx context.Context, agent string, scope Scope, key types.NamespacedName) (*edit, error) {
+	return writeGuarded(ctx, r, r.APIReader, key, func(cm *corev1.ConfigMap) *edit {
 		if cm.Labels[LabelAgent] != agent {
 			return nil // restored already (the cache was stale) or taken over by hand
 		}
@@ -171,21 +167,6 @@ func (r *Reconciler) restoreOneConfigMap(ctx context.Context, agent string, scop
 		}
 		return e
 	})
-	return restoreResult(rec, e, err)
-}
-
-// restoreResult is how a restore ended: no record when there was nothing to restore (no marks,
-// or no object), an error besides the record when it must be retried.
-func restoreResult(rec *record, e *edit, err error) (*record, error) {
-	switch {
-	case apierrors.IsNotFound(err), err == nil && e == nil:
-		return nil, nil
-	case err != nil:
-		rec.set(short(err), failed(reasonOf(err)))
-		return rec, fmt.Errorf("%s %s: %w", strings.ToLower(victimKind(rec.Kind)), rec.Target, err)
-	}
-	rec.set(e.detail, e.res)
-	return rec, nil
 }
 
 // edit is what a guarded write makes of the object it read: a patch (none: obj nil), and a record.
@@ -232,10 +213,5 @@ func reasonOf(err error) string {
 	return "Error"
 }
 
-func short(err error) string {
-	s := err.Error()
-	if len(s) > maxDetail {
-		s = s[:maxDetail] + "…"
-	}
-	return s
-}
+// short is err's text, at most maxDetail bytes.
+func short(err error) string { return truncate(err.Error(), maxDetail) }

@@ -45,10 +45,8 @@ type Candidate struct {
 	Namespace string
 	Name      string
 	UID       types.UID
-	// Replicas is the Deployment's spec.replicas (Deployments only).
-	Replicas int32
-	// Workload is Kind/namespace/name of what owns the pod (pods only, with Scope.Workloads).
-	Workload string
+	Replicas  int32  // a Deployment's spec.replicas
+	Workload  string // a pod's: Kind/namespace/name of what owns it (with Scope.Workloads)
 }
 
 // Key returns namespace/name.
@@ -67,17 +65,12 @@ type Candidates struct {
 
 // Scope says which namespaces and objects an agent may touch.
 type Scope struct {
-	// Protected holds the operator's protected namespaces and the agent's excludedNamespaces.
-	Protected sets.Set[string]
-	// Watched are the namespaces the manager watches; empty means all.
-	Watched sets.Set[string]
-	// NamespaceSelector and PodSelector, when not nil, must match the labels.
-	NamespaceSelector labels.Selector
-	PodSelector       labels.Selector
-	// ImmutableConfigMaps are ConfigMaps found immutable earlier (the metadata cache cannot tell).
-	ImmutableConfigMaps sets.Set[types.UID]
-	// Workloads asks for each pod's workload, which only pacing per workload needs.
-	Workloads bool
+	Protected           sets.Set[string]    // the operator's protected namespaces and the agent's excludedNamespaces
+	Watched             sets.Set[string]    // the namespaces the manager watches; empty means all
+	NamespaceSelector   labels.Selector     // when not nil, must match the namespace's labels
+	PodSelector         labels.Selector     // when not nil, must match the pod's labels
+	ImmutableConfigMaps sets.Set[types.UID] // found immutable earlier (the metadata cache cannot tell)
+	Workloads           bool                // fill each pod's workload, which only pacing per workload needs
 }
 
 // Allows reports whether scopeChain lets an agent touch namespace ns; actions and restores ask

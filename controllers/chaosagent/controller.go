@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -198,9 +200,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	return r.reconcileActive(ctx, agent, scope, &o)
 }
 
-// finish ends the pass with the status computeStatus makes of o. The pass acted on its spec,
-// and observedGeneration advances, when it returned no error (o.Err): an invalid spec, a
-// tripped guard or a failed action is none; a failed list, round or restore is, and is retried.
+// finish ends the pass with the status computeStatus makes of o; it acted on its spec when it
+// returned no error, o.Err (docs/STYLE.md: a failed list, round or restore is retried).
 func (r *Reconciler) finish(ctx context.Context, agent *blackadderv1beta1.ChaosAgent, o outcome) error {
 	_, err := r.status.Finish(ctx, agent, o.Err == nil, func(a *blackadderv1beta1.ChaosAgent) {
 		a.Status = computeStatus(a.Status, o)
@@ -230,11 +231,8 @@ func (r *Reconciler) reconcileActive(ctx context.Context, agent *blackadderv1bet
 		}
 	}
 	o.Round.NextRound = &next
-	var windowEnd *time.Time
-	if o.Window.Scheduled {
-		windowEnd = o.Window.Change
-	}
-	return ctrl.Result{RequeueAfter: requeueAfter(o.Now, &next, windowEnd, runDeadline(o.Spec, o.Run))}, nil
+	// The window's end, if any: without a schedule there is no change (windowAt).
+	return ctrl.Result{RequeueAfter: requeueAfter(o.Now, &next, o.Window.Change, runDeadline(o.Spec, o.Run))}, nil
 }
 
 // restoreIfAsked puts back what the agent changed, unless spec.restoreOnDelete is false.
@@ -320,9 +318,8 @@ func (r *Reconciler) runRound(ctx context.Context, agent *blackadderv1beta1.Chao
 		}
 	}
 	if marked != nil {
-		n := int32(marked.Len())
-		out.ChangedObjects = &n
-		changedObjects.WithLabelValues(agent.Name).Set(float64(n))
+		out.ChangedObjects = ptr.To(int32(marked.Len()))
+		changedObjects.WithLabelValues(agent.Name).Set(float64(marked.Len()))
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("Ran round", "chaosAgent", klog.KObj(agent), "round", round, "actions", len(actions), "dryRun", spec.DryRun)
 	return out, nil
@@ -335,24 +332,27 @@ func (r *Reconciler) reconcileRestore(ctx context.Context, agent *blackadderv1be
 	ctx, cancel := context.WithTimeout(ctx, cacheSyncTimeout)
 	defer cancel()
 	deps, cms := &appsv1.DeploymentList{}, metadataList("ConfigMap")
-	if err := r.list(ctx, "changed deployments", deps, marksSelector(agent.Name)); err != nil {
+	marked := client.MatchingLabels{LabelAgent: agent.Name}
+	if err := r.list(ctx, "changed deployments", deps, marked); err != nil {
 		return restoreOutcome{}, err
 	}
-	if err := r.list(ctx, "changed configmaps", cms, marksSelector(agent.Name)); err != nil {
+	if err := r.list(ctx, "changed configmaps", cms, marked); err != nil {
 		return restoreOutcome{}, err
 	}
 	scope, mem := r.baseScope(spec), r.memoryOf(agent)
 	out := restoreOutcome{Attempted: true}
 	var errs []error
-	restore := func(kind blackadderv1beta1.ActionKind, victim client.Object, put func() (*record, error)) {
-		rec, err := r.newRecord(kind, client.ObjectKeyFromObject(victim).String()), error(nil)
+	restore := func(kind blackadderv1beta1.ActionKind, victim client.Object, put func() (*edit, error)) {
+		rec := r.newRecord(kind, client.ObjectKeyFromObject(victim).String())
 		if reason, detail := restoreSkip(scope, victim.GetNamespace(), false); reason != "" {
 			rec.set(detail, skipped(reason))
-		} else if rec, err = put(); err != nil {
-			errs = append(errs, err)
-		}
-		if rec == nil {
-			return
+		} else if e, err := put(); apierrors.IsNotFound(err) || (err == nil && e == nil) {
+			return // nothing to restore: no object, or no marks
+		} else if err != nil { // retried
+			rec.set(short(err), failed(reasonOf(err)))
+			errs = append(errs, fmt.Errorf("%s %s: %w", strings.ToLower(victimKind(kind)), rec.Target, err))
+		} else {
+			rec.set(e.detail, e.res)
 		}
 		out.Records = append(out.Records, *rec)
 		if rec.Outcome.Kind == resultSkipped {
@@ -366,11 +366,11 @@ func (r *Reconciler) reconcileRestore(ctx context.Context, agent *blackadderv1be
 	}
 	for i := range deps.Items {
 		dep := &deps.Items[i]
-		restore(blackadderv1beta1.ActionRestoreDeployment, dep, func() (*record, error) { return r.restoreOneDeployment(ctx, agent.Name, dep) })
+		restore(blackadderv1beta1.ActionRestoreDeployment, dep, func() (*edit, error) { return r.restoreOneDeployment(ctx, agent.Name, dep) })
 	}
 	for i := range cms.Items {
 		cm := &corev1.ConfigMap{ObjectMeta: cms.Items[i].ObjectMeta}
-		restore(blackadderv1beta1.ActionRestoreConfigMap, cm, func() (*record, error) {
+		restore(blackadderv1beta1.ActionRestoreConfigMap, cm, func() (*edit, error) {
 			return r.restoreOneConfigMap(ctx, agent.Name, scope, client.ObjectKeyFromObject(cm))
 		})
 	}

@@ -1,6 +1,7 @@
 package chaosagent
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -10,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 
 	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
@@ -20,10 +22,9 @@ const MaxReplicas = 128
 
 // Action is one thing a round decided to do.
 type Action struct {
-	Kind   blackadderv1beta1.ActionKind
-	Target Candidate
-	// Replicas is the new replica count of a ScaleDeployment.
-	Replicas int32
+	Kind     blackadderv1beta1.ActionKind
+	Target   Candidate
+	Replicas int32 // a ScaleDeployment's new replica count
 }
 
 // workloadOf returns Kind/namespace/name of the workload a pod belongs to, from its metadata:
@@ -68,10 +69,7 @@ func decide(spec blackadderv1beta1.ChaosAgentSpec, c Candidates, rng *rand.Rand)
 	}
 	if spec.CancerMode {
 		for _, d := range c.Deployments {
-			if _, _, refused := growable(d.Replicas); refused {
-				continue
-			}
-			if hit() {
+			if _, _, refused := growable(d.Replicas); !refused && hit() {
 				actions = append(actions, Action{Kind: blackadderv1beta1.ActionScaleDeployment, Target: d, Replicas: doubled(d.Replicas)})
 			}
 		}
@@ -103,13 +101,8 @@ func paceKills(pods []Candidate, chance float64, rng *rand.Rand) []Action {
 	for _, p := range pods {
 		byWorkload[p.Workload] = append(byWorkload[p.Workload], p)
 	}
-	keys := make([]string, 0, len(byWorkload))
-	for k := range byWorkload {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
 	var out []Action
-	for _, k := range keys {
+	for _, k := range sets.List(sets.KeySet(byWorkload)) {
 		if rng.Float64() < chance {
 			group := byWorkload[k]
 			out = append(out, Action{Kind: blackadderv1beta1.ActionKillPod, Target: group[rng.IntN(len(group))]})
@@ -154,15 +147,11 @@ func withDefaults(spec blackadderv1beta1.ChaosAgentSpec) blackadderv1beta1.Chaos
 	if spec.PauseDuration <= 0 {
 		spec.PauseDuration = 30
 	}
-	if spec.KillMethod == "" {
-		spec.KillMethod = blackadderv1beta1.KillMethodEvict
-	}
+	spec.KillMethod = cmp.Or(spec.KillMethod, blackadderv1beta1.KillMethodEvict)
 	if spec.MaxActionsPerRound <= 0 {
 		spec.MaxActionsPerRound = 10
 	}
-	if spec.RestoreOnDelete == nil {
-		spec.RestoreOnDelete = ptr.To(true)
-	}
+	spec.RestoreOnDelete = cmp.Or(spec.RestoreOnDelete, ptr.To(true))
 	return spec
 }
 
@@ -203,8 +192,7 @@ func runDeadline(spec blackadderv1beta1.ChaosAgentSpec, run blackadderv1beta1.Ch
 	if spec.DurationSeconds == nil || run.StartTime == nil {
 		return nil
 	}
-	t := run.StartTime.Add(time.Duration(*spec.DurationSeconds) * time.Second)
-	return &t
+	return ptr.To(run.StartTime.Add(time.Duration(*spec.DurationSeconds) * time.Second))
 }
 
 // expireRun ends run with DurationElapsed when its deadline has come, and says whether it did.
@@ -219,8 +207,7 @@ func expireRun(spec blackadderv1beta1.ChaosAgentSpec, run blackadderv1beta1.Chao
 
 // endRun returns run ended at now for reason.
 func endRun(run blackadderv1beta1.ChaosRun, reason blackadderv1beta1.RunEndReason, message string, now time.Time) blackadderv1beta1.ChaosRun {
-	at := apiTime(now)
-	run.EndTime, run.EndReason, run.EndMessage = &at, reason, truncate(message, 1024)
+	run.EndTime, run.EndReason, run.EndMessage = ptr.To(apiTime(now)), reason, truncate(message, 1024)
 	return run
 }
 

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -12,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 )
 
@@ -41,33 +41,13 @@ const (
 // markChanged records original under annotation and labels obj with the agent. The first
 // original is the one to restore, whichever agent changed the object since; a lone original
 // without its label (edited by hand) is labelled with this agent, so that someone restores it.
-func markChanged(obj metav1.Object, agent, annotation, original string) {
-	ann, lbl := obj.GetAnnotations(), obj.GetLabels()
-	if _, kept := ann[annotation]; kept {
-		if lbl[LabelAgent] == "" {
-			obj.SetLabels(with(lbl, LabelAgent, agent))
-		}
-		return
+func markChanged(obj *metav1.ObjectMeta, agent, annotation, original string) {
+	if _, kept := obj.Annotations[annotation]; !kept {
+		metav1.SetMetaDataAnnotation(obj, annotation, original)
+		metav1.SetMetaDataLabel(obj, LabelAgent, agent)
+	} else if obj.Labels[LabelAgent] == "" {
+		metav1.SetMetaDataLabel(obj, LabelAgent, agent)
 	}
-	obj.SetAnnotations(with(ann, annotation, original))
-	obj.SetLabels(with(lbl, LabelAgent, agent))
-}
-
-func with(m map[string]string, k, v string) map[string]string {
-	if m == nil {
-		m = map[string]string{}
-	}
-	m[k] = v
-	return m
-}
-
-// unmark removes the agent's label and the given original annotation.
-func unmark(obj metav1.Object, annotation string) {
-	ann, lbl := obj.GetAnnotations(), obj.GetLabels()
-	delete(ann, annotation)
-	delete(lbl, LabelAgent)
-	obj.SetAnnotations(ann)
-	obj.SetLabels(lbl)
 }
 
 // cancerDeployment returns dep doubled with the original recorded, or why it cannot grow.
@@ -78,7 +58,7 @@ func cancerDeployment(dep *appsv1.Deployment, agent string) (out *appsv1.Deploym
 	}
 	to = doubled(from)
 	out = dep.DeepCopy()
-	markChanged(out, agent, AnnotationOriginalReplicas, strconv.Itoa(int(from)))
+	markChanged(&out.ObjectMeta, agent, AnnotationOriginalReplicas, strconv.Itoa(int(from)))
 	out.Spec.Replicas = &to
 	return out, from, to, ""
 }
@@ -87,7 +67,8 @@ func cancerDeployment(dep *appsv1.Deployment, agent string) (out *appsv1.Deploym
 func restoreDeployment(dep *appsv1.Deployment) (*appsv1.Deployment, error) {
 	out := dep.DeepCopy()
 	raw := out.Annotations[AnnotationOriginalReplicas]
-	unmark(out, AnnotationOriginalReplicas)
+	delete(out.Annotations, AnnotationOriginalReplicas) // the marks go
+	delete(out.Labels, LabelAgent)
 	n, err := strconv.ParseInt(raw, 10, 32)
 	if err != nil || n < 0 {
 		return out, fmt.Errorf("annotation %s=%q is not a replica count", AnnotationOriginalReplicas, raw)
@@ -113,16 +94,11 @@ func ipsumConfigMap(cm *corev1.ConfigMap, agent string, rng *rand.Rand) (*corev1
 			return nil, SkipNoData
 		}
 	}
-	markChanged(out, agent, AnnotationOriginalData, string(original)) // keeps an existing original
+	markChanged(&out.ObjectMeta, agent, AnnotationOriginalData, string(original)) // keeps an existing original
 	if apivalidation.ValidateAnnotationsSize(out.Annotations) != nil {
 		return nil, SkipOriginalTooLarge
 	}
-	keys := make([]string, 0, len(out.Data))
-	for k := range out.Data {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys) // map order is random; the seeded text must not be
-	for _, k := range keys {
+	for _, k := range sets.List(sets.KeySet(out.Data)) { // map order is random; the seeded text must not be
 		out.Data[k] = loremParagraph(rng)
 	}
 	return out, ""
@@ -166,13 +142,11 @@ culpa qui officia deserunt mollit anim id est laborum`)
 // loremParagraph returns three to six sentences of lorem ipsum chosen with rng.
 func loremParagraph(rng *rand.Rand) string {
 	var b strings.Builder
-	sentences := 3 + rng.IntN(4)
-	for s := 0; s < sentences; s++ {
+	for s := range 3 + rng.IntN(4) {
 		if s > 0 {
 			b.WriteByte(' ')
 		}
-		words := 5 + rng.IntN(8)
-		for w := 0; w < words; w++ {
+		for w := range 5 + rng.IntN(8) {
 			word := loremWords[rng.IntN(len(loremWords))]
 			if w == 0 {
 				word = strings.ToUpper(word[:1]) + word[1:]

@@ -61,10 +61,7 @@ func eventReason(rec record) string {
 	return [...]string{n.done, "Would" + n.verb, "Skipped" + n.verb, "Failed" + n.verb}[rec.Outcome.Kind]
 }
 
-// eventActionStop is the action of the Event that says a run ended.
-const eventActionStop = "Stop"
-
-// maxEventNote is the longest note events.k8s.io/v1 accepts.
+// maxEventNote is the longest note events.k8s.io/v1 accepts; a guard's URL alone may be longer.
 const maxEventNote = 1024
 
 // recordRunEnded writes GuardTripped (Warning) or DurationElapsed on the agent, with the restore.
@@ -73,9 +70,8 @@ func (r *Reconciler) recordRunEnded(agent *blackadderv1beta1.ChaosAgent, run bla
 	if run.EndReason == blackadderv1beta1.RunEndGuardTripped {
 		typ, reason = corev1.EventTypeWarning, blackadderv1beta1.ReasonGuardTripped
 	}
-	// events.k8s.io refuses a note above 1 KiB, and a guard's URL alone may be longer.
 	note := truncate(fmt.Sprintf("Stopped: %s; %s", run.EndMessage, restorePhrase(restore, restored)), maxEventNote)
-	r.Recorder.Eventf(agent, nil, typ, reason, eventActionStop, "%s", note)
+	r.Recorder.Eventf(agent, nil, typ, reason, "Stop", "%s", note)
 }
 
 // restorePhrase says what the restore of a stop did.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"time"
 
@@ -26,10 +27,8 @@ import (
 // defaultGuardTimeout is an HTTP guard's timeoutSeconds when the API server did not fill it.
 const defaultGuardTimeout = 5 * time.Second
 
-// HTTPChecker sends the requests of HTTP guards under the rules of every address a custom
-// resource names (egress.NewClient): no redirect followed, no loopback, link-local,
-// unspecified, multicast or cloud metadata address dialed unless allowed
-// (--chaosagent-guard-allowed-cidrs).
+// HTTPChecker sends the requests of HTTP guards under egress.NewClient's rules for the addresses
+// a custom resource names (no redirect; no refused address unless --chaosagent-guard-allowed-cidrs).
 type HTTPChecker struct {
 	client  *http.Client
 	allowed []netip.Prefix
@@ -177,23 +176,15 @@ func evaluateHTTPGuard(g blackadderv1beta1.HTTPGuard, seen httpSeen) (reason, me
 
 // guardOrder puts Deployment guards (a cache read) before HTTP guards (a request each).
 func guardOrder(guards []blackadderv1beta1.SteadyStateGuard) []blackadderv1beta1.SteadyStateGuard {
-	var deployments, requests []blackadderv1beta1.SteadyStateGuard
-	for _, g := range guards {
-		if g.Deployment != nil {
-			deployments = append(deployments, g)
-		} else {
-			requests = append(requests, g)
-		}
-	}
-	return append(deployments, requests...)
+	isHTTP := func(g blackadderv1beta1.SteadyStateGuard) bool { return g.Deployment == nil }
+	isDeployment := func(g blackadderv1beta1.SteadyStateGuard) bool { return g.Deployment != nil }
+	return append(slices.DeleteFunc(slices.Clone(guards), isHTTP), slices.DeleteFunc(slices.Clone(guards), isDeployment)...)
 }
 
 // firstFailure returns the first failed verdict, or nil.
 func firstFailure(verdicts []guardVerdict) *guardVerdict {
-	for i := range verdicts {
-		if verdicts[i].Failed {
-			return &verdicts[i]
-		}
+	if i := slices.IndexFunc(verdicts, func(v guardVerdict) bool { return v.Failed }); i >= 0 {
+		return &verdicts[i]
 	}
 	return nil
 }

@@ -9,7 +9,6 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -95,9 +94,4 @@ func metadataList(kind string) *metav1.PartialObjectMetadataList {
 	l := &metav1.PartialObjectMetadataList{}
 	l.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kind + "List"))
 	return l
-}
-
-// marksSelector selects the objects that carry an agent's marks.
-func marksSelector(agent string) client.MatchingLabelsSelector {
-	return client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(labels.Set{LabelAgent: agent})}
 }

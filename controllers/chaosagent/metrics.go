@@ -2,32 +2,28 @@ package chaosagent
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/quartet-operator/quartet/internal/status"
 )
 
 var (
-	actionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+	actionsTotal = status.Registered.NewCounterVec(prometheus.CounterOpts{
 		Name: "quartet_chaosagent_actions_total",
 		Help: "Actions of ChaosAgents by agent, action (KillPod, ScaleDeployment, IpsumConfigMap, RestoreDeployment, RestoreConfigMap) and result (succeeded, skipped, failed, dry_run).",
 	}, []string{"agent", "action", "result"})
-	roundsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+	roundsTotal = status.Registered.NewCounterVec(prometheus.CounterOpts{
 		Name: "quartet_chaosagent_rounds_total",
 		Help: "Rounds run by ChaosAgents.",
 	}, []string{"agent"})
-	runsEnded = prometheus.NewCounterVec(prometheus.CounterOpts{
+	runsEnded = status.Registered.NewCounterVec(prometheus.CounterOpts{
 		Name: "quartet_chaosagent_runs_ended_total",
 		Help: "Runs of ChaosAgents that ended on their own, by agent and reason (GuardTripped, DurationElapsed).",
 	}, []string{"agent", "reason"})
-	changedObjects = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	changedObjects = status.Registered.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "quartet_chaosagent_changed_objects",
 		Help: "Deployments and ConfigMaps a ChaosAgent changed and has not put back yet.",
 	}, []string{"agent"})
 )
-
-// init registers the collectors with controller-runtime's registry, which the manager serves.
-func init() {
-	ctrlmetrics.Registry.MustRegister(actionsTotal, roundsTotal, runsEnded, changedObjects)
-}
 
 // metricResult maps an action's result to the metric label.
 func metricResult(rec record) string {

@@ -17,9 +17,7 @@ type Options struct {
 	GuardAllowedCIDRs       string // comma-separated
 }
 
-// DefaultOptions returns the flags' defaults. It is the only place they are written:
-// BindFlags registers them as the flags' defaults and complete fills an Options' zero fields
-// from them, so Options built in code (tests) and on the command line cannot disagree.
+// DefaultOptions returns the flags' defaults, the only place they are written (docs/STYLE.md).
 func DefaultOptions() Options {
 	return Options{
 		MaxConcurrentReconciles: 2,
@@ -49,8 +47,7 @@ func (o *Options) protected(operatorNamespace string) sets.Set[string] {
 	return scope.Namespaces{Operator: operatorNamespace}.Protected(scope.ParseList(o.ProtectedNamespaces)...)
 }
 
-// complete fills the fields left at zero (the workers: below 1) from DefaultOptions and checks
-// the values, with an error naming the flag.
+// complete fills zero fields (workers: below 1) from DefaultOptions and checks them, naming the flag.
 func (o *Options) complete() error {
 	d := DefaultOptions()
 	if o.MaxConcurrentReconciles < 1 {

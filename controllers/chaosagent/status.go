@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
 	"github.com/quartet-operator/quartet/internal/status"
@@ -63,8 +64,7 @@ func (rec *record) set(detail string, res result) {
 	rec.Detail, rec.Outcome, rec.Result = detail, res, res.String()
 }
 
-// roundOutcome is what a round did: whether it ran, when the next is due, its actions in
-// order, and, when known, how many objects still carry the agent's marks.
+// roundOutcome is what a round did; ChangedObjects, when known, still carry the agent's marks.
 type roundOutcome struct {
 	Ran            bool
 	NextRound      *time.Time
@@ -72,8 +72,7 @@ type roundOutcome struct {
 	ChangedObjects *int32
 }
 
-// restoreOutcome is what a restore did: whether it listed and tried the marked objects, the
-// restores, how many failed (retried) and how many restoreSkip left (not retried).
+// restoreOutcome is what a restore did: how many failed (retried) and restoreSkip left (not retried).
 type restoreOutcome struct {
 	Attempted    bool
 	Records      []record
@@ -82,21 +81,16 @@ type restoreOutcome struct {
 
 // outcome is what one pass over an agent found and did; computeStatus turns it into status.
 type outcome struct {
-	Now        time.Time
-	Generation int64
-	// Spec has its defaults filled.
-	Spec blackadderv1beta1.ChaosAgentSpec
-	// InvalidSpec says why the spec cannot be used (a user's mistake), InvalidReason is Ready's reason.
-	InvalidSpec, InvalidReason string
+	Now                        time.Time
+	Generation                 int64
+	Spec                       blackadderv1beta1.ChaosAgentSpec // its defaults filled
+	InvalidSpec, InvalidReason string                           // why the spec cannot be used (a user's mistake); Ready's reason
 	Window                     windowState
-	// Run is the current run after the pass (zero before an agent's first run).
-	Run blackadderv1beta1.ChaosRun
-	// Guards are the verdicts of the guards checked in this pass (none: not checked).
-	Guards  []guardVerdict
-	Round   roundOutcome
-	Restore restoreOutcome
-	// Err is why the pass failed (reading the cache, a round, a restore); it is retried.
-	Err error
+	Run                        blackadderv1beta1.ChaosRun // the current run after the pass (zero before the first)
+	Guards                     []guardVerdict             // the guards checked in this pass (none: not checked)
+	Round                      roundOutcome
+	Restore                    restoreOutcome
+	Err                        error // why the pass failed (reading the cache, a round, a restore): retried
 }
 
 // computeStatus returns old updated with what the pass o did (Finish's derive, which sets
@@ -151,17 +145,13 @@ func timeOrNil(t *time.Time) *metav1.Time {
 	if t == nil {
 		return nil
 	}
-	at := apiTime(*t)
-	return &at
+	return ptr.To(apiTime(*t))
 }
 
 // mergeGuardResults keeps the results of the guards in spec, in its order, the newest of each.
 func mergeGuardResults(previous, checked []blackadderv1beta1.GuardResult, guards []blackadderv1beta1.SteadyStateGuard) []blackadderv1beta1.GuardResult {
 	byName := map[string]blackadderv1beta1.GuardResult{}
-	for _, r := range previous {
-		byName[r.Name] = r
-	}
-	for _, r := range checked {
+	for _, r := range slices.Concat(previous, checked) {
 		byName[r.Name] = r
 	}
 	var out []blackadderv1beta1.GuardResult

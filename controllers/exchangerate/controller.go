@@ -47,14 +47,13 @@ import (
 //
 // Not memory: configuration, the Prometheus series, the work queue's timers (nextRefresh).
 type Reconciler struct {
-	Client     client.Client
-	APIReader  client.Reader // a ConfigMap our cache does not hold
-	Recorder   events.EventRecorder
-	Clock      clock.PassiveClock
-	Rand       func() float64 // in [0, 1), for requeue jitter
-	Namespaces scope.Namespaces
-	// ConfigMaps reads our labelled ConfigMaps from the controller's own cache.
-	ConfigMaps      client.Reader
+	Client          client.Client
+	APIReader       client.Reader // a ConfigMap our cache does not hold
+	Recorder        events.EventRecorder
+	Clock           clock.PassiveClock
+	Rand            func() float64 // in [0, 1), for requeue jitter
+	Namespaces      scope.Namespaces
+	ConfigMaps      client.Reader // our labelled ConfigMaps, from the controller's own cache
 	Status          *status.Writer[*operatorsv1.ExchangeRate]
 	DefaultInterval time.Duration
 	StaleAfterDays  int
@@ -67,7 +66,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	err := r.Client.Get(ctx, req.NamespacedName, xr)
 	if apierrors.IsNotFound(err) || (err == nil && !xr.DeletionTimestamp.IsZero()) {
 		// Gone, or going with its ConfigMap (garbage collected): no finalizer, no status.
-		forgetExchangeRate(req.NamespacedName)
+		staleGauge.DeleteLabelValues(req.Namespace, req.Name)
 		r.Sources.Forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
@@ -84,7 +83,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		prev, err := r.Status.Finish(ctx, xr, acted, func(x *operatorsv1.ExchangeRate) {
 			x.Status = computeStatus(x.Status, o)
 			// The series before the write: whoever reads Stale in the status finds it set.
-			recordStale(req.NamespacedName, meta.IsStatusConditionTrue(x.Status.Conditions, operatorsv1.ConditionStale))
+			stale := meta.IsStatusConditionTrue(x.Status.Conditions, operatorsv1.ConditionStale)
+			status.SetGauge(staleGauge, stale, req.Namespace, req.Name)
 		})
 		if err != nil {
 			result, reterr = ctrl.Result{}, kerrors.NewAggregate([]error{reterr, fmt.Errorf("writing status: %w", err)})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math/big"
+	"slices"
 	"strings"
 	"time"
 
@@ -79,15 +80,11 @@ func (e unpricedError) Error() string {
 	if len(e) == 1 {
 		return e[0].Error()
 	}
-	parts := make([]string, len(e))
 	what := "a rate for " + e[0].Code
-	for i, u := range e {
-		parts[i] = u.Error()
-		if u.Code != e[0].Code {
-			what = "rates for every currency of the spec"
-		}
+	if slices.ContainsFunc(e, func(u *UnknownCurrencyError) bool { return u.Code != e[0].Code }) {
+		what = "rates for every currency of the spec"
 	}
-	return fmt.Sprintf("no source publishes %s: %s", what, strings.Join(parts, "; "))
+	return fmt.Sprintf("no source publishes %s: %v", what, joinedErrors(e.Unwrap()))
 }
 
 // Unwrap lets errors.As find the *UnknownCurrencyError.
@@ -116,11 +113,8 @@ func priceSpec(answers []sourceAnswer, spec operatorsv1.ExchangeRateSpec, now ti
 			p.Quotes[i], p.Fresh[i] = q, a.Snapshot.Err == nil && ok && age <= staleAfterDays
 		}
 	}
-	for i, q := range p.Quotes {
-		if q != nil && p.Fresh[i] {
-			p.Chosen = i
-			return p
-		}
+	if p.Chosen = slices.Index(p.Fresh, true); p.Chosen >= 0 { // a fresh one has a quote
+		return p
 	}
 	for i, q := range p.Quotes {
 		if q != nil && (p.Chosen < 0 || q.Date > p.Quotes[p.Chosen].Date) {
@@ -246,15 +240,10 @@ func routineUpdate(existing, desired *corev1.ConfigMap, xr *operatorsv1.Exchange
 	if len(xr.Spec.Currencies) == 0 {
 		return st.Rate != "" && d[KeyRate] == st.Rate && d[KeyCurrency] == desired.Data[KeyCurrency]
 	}
-	if len(st.Rates) != len(xr.Spec.Currencies) {
-		return false
-	}
-	for _, r := range st.Rates {
-		if _, wanted := desired.Data[r.Currency]; !wanted || d[r.Currency] != r.Rate {
-			return false
-		}
-	}
-	return true
+	return len(st.Rates) == len(xr.Spec.Currencies) && !slices.ContainsFunc(st.Rates, func(r operatorsv1.CurrencyRate) bool {
+		_, wanted := desired.Data[r.Currency]
+		return !wanted || d[r.Currency] != r.Rate
+	})
 }
 
 // heldQuote returns the ConfigMap's quote when q is an older publication of its source: the
@@ -273,12 +262,8 @@ func heldQuote(existing *corev1.ConfigMap, xr *operatorsv1.ExchangeRate, q *Quot
 			held.Rates[i] = operatorsv1.CurrencyRate{Currency: r.Currency, Rate: d[r.Currency]}
 		}
 	}
-	for _, r := range held.list() {
-		if r.Rate == "" {
-			return nil
-		}
-	}
-	if !maps.Equal(desiredConfigMap(xr, *held).Data, d) {
+	if slices.ContainsFunc(held.list(), func(r operatorsv1.CurrencyRate) bool { return r.Rate == "" }) ||
+		!maps.Equal(desiredConfigMap(xr, *held).Data, d) {
 		return nil
 	}
 	return held

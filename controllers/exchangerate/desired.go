@@ -26,12 +26,9 @@ const (
 
 // Quote is the rates for one ExchangeRate's spec, from one source, ready to write.
 type Quote struct {
-	// Base, Date and Source are common to all rates; Date is the oldest rate's.
-	Base, Date, Source string
-	// Currency and Rate are spec.currency's rate; empty for spec.currencies.
-	Currency, Rate string
-	// Rates are spec.currencies' rates, in the spec's order; nil for spec.currency.
-	Rates []operatorsv1.CurrencyRate
+	Base, Date, Source string                     // common to all rates; Date is the oldest rate's
+	Currency, Rate     string                     // spec.currency's rate; empty for spec.currencies
+	Rates              []operatorsv1.CurrencyRate // spec.currencies' rates, in the spec's order; nil for spec.currency
 }
 
 // list is the quote's rates, one for spec.currency.

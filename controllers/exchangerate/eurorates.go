@@ -30,16 +30,11 @@ var (
 
 // Table is one publication of euro reference rates, exact decimals as published.
 type Table struct {
-	// Source names the upstream that published the table.
-	Source string
-	// Date is the publication date (YYYY-MM-DD), the newest of Dates when it is set.
-	Date string
-	// Dates dates a currency by its own latest publication (Frankfurter v2), else Date.
-	Dates map[string]string
-	// Rates maps ISO 4217 codes to units per 1 EUR. EUR itself is implicit.
-	Rates map[string]*big.Rat
-	// ETag and LastModified are the response's validators, sent back on the next fetch.
-	ETag, LastModified string
+	Source             string              // the upstream that published the table
+	Date               string              // the publication date (YYYY-MM-DD), the newest of Dates when it is set
+	Dates              map[string]string   // a currency's own latest publication (Frankfurter v2), else Date
+	Rates              map[string]*big.Rat // ISO 4217 codes to units per 1 EUR; EUR itself is implicit
+	ETag, LastModified string              // the response's validators, sent back on the next fetch
 }
 
 // UnknownCurrencyError says the table has no rate for a code: a spec mistake.

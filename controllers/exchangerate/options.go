@@ -1,6 +1,7 @@
 package exchangerate
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,10 +13,9 @@ import (
 
 // Options are the exchangerate controller's flags (BindFlags, docs/exchangerate.md).
 type Options struct {
-	MaxConcurrentReconciles int
-	Source                  string
-	// URL wins over ECBURL and FrankfurterURL for the first default source's service.
-	URL, ECBURL, FrankfurterURL string
+	MaxConcurrentReconciles     int
+	Source                      string
+	URL, ECBURL, FrankfurterURL string // URL wins over the others for the first default source's service
 	MaxSources                  int
 	RefreshInterval             time.Duration
 	StaleAfterDays              int
@@ -73,15 +73,15 @@ func (o *Options) complete() error {
 	if o.MaxConcurrentReconciles <= 0 {
 		o.MaxConcurrentReconciles = d.MaxConcurrentReconciles
 	}
-	orDefault(&o.Source, d.Source)
-	orDefault(&o.ECBURL, d.ECBURL)
-	orDefault(&o.FrankfurterURL, d.FrankfurterURL)
-	orDefault(&o.MaxSources, d.MaxSources)
-	orDefault(&o.RefreshInterval, d.RefreshInterval)
-	orDefault(&o.StaleAfterDays, d.StaleAfterDays)
-	orDefault(&o.FetchTimeout, d.FetchTimeout)
-	orDefault(&o.BackoffBase, d.BackoffBase)
-	orDefault(&o.BackoffMax, d.BackoffMax)
+	o.Source = cmp.Or(o.Source, d.Source)
+	o.ECBURL = cmp.Or(o.ECBURL, d.ECBURL)
+	o.FrankfurterURL = cmp.Or(o.FrankfurterURL, d.FrankfurterURL)
+	o.MaxSources = cmp.Or(o.MaxSources, d.MaxSources)
+	o.RefreshInterval = cmp.Or(o.RefreshInterval, d.RefreshInterval)
+	o.StaleAfterDays = cmp.Or(o.StaleAfterDays, d.StaleAfterDays)
+	o.FetchTimeout = cmp.Or(o.FetchTimeout, d.FetchTimeout)
+	o.BackoffBase = cmp.Or(o.BackoffBase, d.BackoffBase)
+	o.BackoffMax = cmp.Or(o.BackoffMax, d.BackoffMax)
 
 	errs := []error{
 		check(o.RefreshInterval < 0, "--exchangerate-refresh-interval must be positive, got %s", o.RefreshInterval),
@@ -107,14 +107,6 @@ func check(bad bool, format string, args ...any) error {
 		return nil
 	}
 	return fmt.Errorf(format, args...)
-}
-
-// orDefault sets *v to d when it is zero.
-func orDefault[T comparable](v *T, d T) {
-	var zero T
-	if *v == zero {
-		*v = d
-	}
 }
 
 // defaultSources parses --exchangerate-source.

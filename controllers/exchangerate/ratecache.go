@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
@@ -32,11 +34,9 @@ func (e *SourceLimitError) Error() string {
 // Sources holds a RateCache per source the defaults or a spec named, at most max, and the
 // sources each ExchangeRate's last pass named: one nobody names gives its place when needed.
 type Sources struct {
-	// defaults are the sources of ExchangeRates without spec.sources; never dropped.
-	defaults []SourceRef
-	max      int
-	// newCache builds a source's cache the first time it is named.
-	newCache func(SourceRef) (*RateCache, error)
+	defaults []SourceRef                         // of ExchangeRates without spec.sources; never dropped
+	max      int                                 // --exchangerate-max-sources
+	newCache func(SourceRef) (*RateCache, error) // builds a source's cache the first time it is named
 
 	mu     sync.Mutex
 	caches map[SourceRef]*RateCache
@@ -109,18 +109,11 @@ func (s *Sources) cache(ref SourceRef, keep []SourceRef) (*RateCache, error) {
 		return c, nil
 	}
 	if len(s.caches) >= s.max {
-		named := map[SourceRef]bool{}
+		named := sets.New(slices.Concat(s.defaults, keep)...)
 		for _, refs := range s.names {
-			for _, r := range refs {
-				named[r] = true
-			}
+			named.Insert(refs...)
 		}
-		var unnamed []SourceRef
-		for known := range s.caches {
-			if !named[known] && !slices.Contains(s.defaults, known) && !slices.Contains(keep, known) {
-				unnamed = append(unnamed, known)
-			}
-		}
+		unnamed := slices.DeleteFunc(slices.Collect(maps.Keys(s.caches)), named.Has)
 		if len(unnamed) == 0 {
 			return nil, &SourceLimitError{Source: ref.String(), Max: s.max}
 		}

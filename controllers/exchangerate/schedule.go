@@ -118,10 +118,7 @@ func dueAt(s Snapshot, sch Schedule, interval time.Duration) time.Time {
 	if s.Table == nil {
 		return time.Time{}
 	}
-	due := s.CheckedAt.Add(interval)
-	if sch.IsZero() {
-		return due
-	}
+	due := s.CheckedAt.Add(interval) // a zero Schedule has no Next and no Last
 	if next := sch.Next(s.CheckedAt); !next.IsZero() && next.Before(due) {
 		due = next
 	}

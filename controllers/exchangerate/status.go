@@ -27,16 +27,15 @@ type sourceAnswer struct {
 
 // outcome is everything one pass learned; computeStatus turns it into status.
 type outcome struct {
-	Now        time.Time
-	Generation int64
-	Sources    []sourceAnswer // in the spec's order; none with SourcesErr
-	SourcesErr error
-	Quote      *Quote // the rate now in the ConfigMap; nil: none written (QuoteErr: none priced)
-	QuoteErr   error
-	Pricing    pricing // with Tolerance, the cross-check's input
-	Tolerance  *big.Rat
-	// ConfigMapErr is why the ConfigMap could not be written (errConfigMapConflict or an API error).
-	ConfigMapErr   error
+	Now            time.Time
+	Generation     int64
+	Sources        []sourceAnswer // in the spec's order; none with SourcesErr
+	SourcesErr     error
+	Quote          *Quote // the rate now in the ConfigMap; nil: none written (QuoteErr: none priced)
+	QuoteErr       error
+	Pricing        pricing // with Tolerance, the cross-check's input
+	Tolerance      *big.Rat
+	ConfigMapErr   error // why the ConfigMap could not be written: errConfigMapConflict or an API error
 	ConfigMapName  string
 	StaleAfterDays int
 }
@@ -158,10 +157,8 @@ func (o outcome) stale(date string) verdict {
 		"the rate was published %s; the limit is %d days: Stale from %s (UTC) unless a newer rate arrives", date, o.StaleAfterDays, from)}
 }
 
-// actedOn reports whether the pass acted on the spec fully (docs/STYLE.md): the ConfigMap
-// holds its rate, or the spec is the user's to change (too many sources, an unknown
-// currency, someone else's ConfigMap). Not after a failed ConfigMap write, nor without a
-// rate because the sources failed or have not answered (retried with backoff).
+// actedOn reports whether the pass acted on the spec fully: the ConfigMap holds its rate, or the
+// spec is the user's to change (docs/STYLE.md, the one named exception, lists the cases).
 func (o outcome) actedOn() bool {
 	switch {
 	case o.SourcesErr != nil, o.QuoteErr != nil, errors.Is(o.ConfigMapErr, errConfigMapConflict):
@@ -192,10 +189,8 @@ func (o outcome) fetchErr() error {
 
 // fetchedAt is when the named source sent its table; zero for another source.
 func (o outcome) fetchedAt(source string) time.Time {
-	for _, a := range o.Sources {
-		if a.Name == source {
-			return a.Snapshot.FetchedAt
-		}
+	if i := slices.IndexFunc(o.Sources, func(a sourceAnswer) bool { return a.Name == source }); i >= 0 {
+		return o.Sources[i].Snapshot.FetchedAt
 	}
 	return time.Time{}
 }

@@ -1,6 +1,7 @@
 package exchangerate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -108,12 +109,7 @@ var fetchResults = map[string]string{
 	operatorsv1.ReasonUpstreamUnreachable: "unreachable",
 }
 
-func (e *FetchError) result() string {
-	if r, ok := fetchResults[e.Reason]; ok {
-		return r
-	}
-	return "malformed"
-}
+func (e *FetchError) result() string { return cmp.Or(fetchResults[e.Reason], "malformed") }
 
 func fetchErr(reason, format string, args ...any) *FetchError {
 	return &FetchError{Reason: reason, Err: fmt.Errorf(format, args...)}
@@ -180,9 +176,8 @@ type httpSource struct {
 	name, base, path, url, accept string
 	client                        *http.Client
 	parse                         func([]byte) (*Table, error)
-	// errorMessage extracts the upstream's explanation from a 4xx body, if it has one.
-	errorMessage func([]byte) string
-	schedule     Schedule
+	errorMessage                  func([]byte) string // the upstream's explanation in a 4xx body, if it has one
+	schedule                      Schedule
 }
 
 func (s *httpSource) Name() string       { return s.name }

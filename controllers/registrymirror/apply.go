@@ -9,12 +9,13 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -73,10 +74,7 @@ func (r *Reconciler) revertChild(ctx context.Context, m *mirrorsv1alpha1.Registr
 }
 
 func (r *Reconciler) patchDrift(ctx context.Context, c child) error {
-	want, ok := reflect.New(reflect.TypeOf(c.live).Elem()).Interface().(client.Object)
-	if !ok {
-		return fmt.Errorf("%T is not a client.Object", c.live)
-	}
+	want := c.live.DeepCopyObject().(client.Object) // roundTrip empties it first
 	if err := roundTrip(c.desired, want); err != nil {
 		return err
 	}
@@ -108,20 +106,6 @@ func logChild(ctx context.Context, msg string, c child, kv ...any) {
 	ctrl.LoggerFrom(ctx).Info(msg, append([]any{kind, klog.KObj(c.live)}, kv...)...) //nolint:loggercheck // the kind is the key
 }
 
-// removeNodeAgents deletes the node agents, each removing its hosts.toml as it stops.
-func (r *Reconciler) removeNodeAgents(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror) (bool, error) {
-	return r.removeChild(ctx, m, &appsv1.DaemonSet{}, "DaemonSet", daemonSetName(m))
-}
-
-// removeNetworkPolicy deletes the NetworkPolicy of a mirror without upstream credentials.
-func (r *Reconciler) removeNetworkPolicy(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror) error {
-	if m.Spec.CredentialsSecretRef != nil {
-		return nil
-	}
-	_, err := r.removeChild(ctx, m, &networkingv1.NetworkPolicy{}, "NetworkPolicy", networkPolicyName(m))
-	return err
-}
-
 // removeChild deletes the mirror's child kind/name (read into obj) if it has one.
 func (r *Reconciler) removeChild(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, obj client.Object, kind, name string) (bool, error) {
 	if err := r.Children.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: name}, obj); err != nil {
@@ -138,8 +122,7 @@ func (r *Reconciler) removeChild(ctx context.Context, m *mirrorsv1alpha1.Registr
 
 // deleteChild deletes obj by UID (not an object made meanwhile under its name).
 func (r *Reconciler) deleteChild(ctx context.Context, obj client.Object, kind string) (bool, error) {
-	uid := obj.GetUID()
-	if err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &uid}); err != nil {
+	if err := r.Client.Delete(ctx, obj, client.Preconditions{UID: ptr.To(obj.GetUID())}); err != nil {
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			return false, nil
 		}
@@ -159,28 +142,20 @@ func (r *Reconciler) removeExtraReplicas(ctx context.Context, m *mirrorsv1alpha1
 		if err := r.Children.List(ctx, list, ours...); err != nil {
 			return fmt.Errorf("listing the registry replicas' objects: %w", err)
 		}
-		items, err := meta.ExtractList(list)
+		err := meta.EachListItem(list, func(o runtime.Object) error { objs = append(objs, o.(client.Object)); return nil })
 		if err != nil {
 			return err
-		}
-		for _, o := range items {
-			objs = append(objs, o.(client.Object))
 		}
 	}
 	for _, o := range extraReplicas(m, objs) {
-		kind := "StatefulSet"
-		if _, ok := o.(*corev1.PersistentVolumeClaim); ok {
-			kind = "PersistentVolumeClaim"
-		}
-		deleted, err := r.deleteChild(ctx, o, kind)
-		if err != nil {
+		kind := reflect.TypeOf(o).Elem().Name() // StatefulSet or PersistentVolumeClaim
+		if deleted, err := r.deleteChild(ctx, o, kind); err != nil {
 			return err
-		} else if !deleted {
-			continue
+		} else if deleted {
+			ctrl.LoggerFrom(ctx).Info("Deleted "+kind+" of a registry replica above spec.replicas", "object", klog.KObj(o), "replicas", replicas(m))
+			r.Recorder.Eventf(m, o, corev1.EventTypeNormal, EventDeleted, "Delete",
+				"Deleted %s %s/%s: spec.replicas is %d, and its replica is no longer one of them", kind, o.GetNamespace(), o.GetName(), replicas(m))
 		}
-		ctrl.LoggerFrom(ctx).Info("Deleted "+kind+" of a registry replica above spec.replicas", "object", klog.KObj(o), "replicas", replicas(m))
-		r.Recorder.Eventf(m, o, corev1.EventTypeNormal, EventDeleted, "Delete",
-			"Deleted %s %s/%s: spec.replicas is %d, and its replica is no longer one of them", kind, o.GetNamespace(), o.GetName(), replicas(m))
 	}
 	return nil
 }

@@ -6,10 +6,10 @@ package registrymirror
 import (
 	"context"
 	"fmt"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,15 +25,13 @@ import (
 	"github.com/quartet-operator/quartet/internal/status"
 )
 
-// +kubebuilder:rbac:groups=mirrors.quartet.dev,resources=registrymirrors,verbs=get;list;watch
+// +kubebuilder:rbac:groups=mirrors.quartet.dev,resources=registrymirrors;registryhostgrants,verbs=get;list;watch
 // +kubebuilder:rbac:groups=mirrors.quartet.dev,resources=registrymirrors/status,verbs=patch
 // +kubebuilder:rbac:groups=mirrors.quartet.dev,resources=registrymirrors/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups=mirrors.quartet.dev,resources=registryhostgrants,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch
-// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=statefulsets;daemonsets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch;delete
 
 // Reconciler makes a RegistryMirror's six children match its spec and reports on them.
@@ -59,18 +57,17 @@ import (
 //
 // Not memory: the shared cache, the metric series, the work queue's timers, configuration.
 type Reconciler struct {
-	Client     client.Client // the manager's cache (mirrors, grants) and writes
-	APIReader  client.Reader // whose object holds a child's name
-	Recorder   events.EventRecorder
-	Clock      clock.PassiveClock
-	Namespaces scope.Namespaces
-	Children   client.Reader // the child cache (newChildCache)
-	Pods       client.Reader // the pod cache (newPodCache); nil pins nothing
-	Images     Images
-	Prober     Prober // nil: probing is off
-	HostsRoot  string // the nodes' containerd config_path
-	// MaxPinnedImages caps each mirror's pinned list (--registrymirror-max-pinned-images).
-	MaxPinnedImages int
+	Client          client.Client // the manager's cache (mirrors, grants) and writes
+	APIReader       client.Reader // whose object holds a child's name
+	Recorder        events.EventRecorder
+	Clock           clock.PassiveClock
+	Namespaces      scope.Namespaces
+	Children        client.Reader // the child cache (newChildCache)
+	Pods            client.Reader // the pod cache (newPodCache); nil pins nothing
+	Images          Images
+	Prober          Prober // nil: probing is off
+	HostsRoot       string // the nodes' containerd config_path
+	MaxPinnedImages int    // caps each mirror's pinned list (--registrymirror-max-pinned-images)
 
 	writer *status.Writer[*mirrorsv1alpha1.RegistryMirror]
 	memory memory
@@ -122,8 +119,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if out.hostPort, out.problems, err = r.reconcileNodeAgents(ctx, m, out.access, grants.Items); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.removeNetworkPolicy(ctx, m); err != nil {
-		return ctrl.Result{}, err
+	if m.Spec.CredentialsSecretRef == nil { // no upstream credentials to fence in: no NetworkPolicy
+		if _, err := r.removeChild(ctx, m, &networkingv1.NetworkPolicy{}, "NetworkPolicy", networkPolicyName(m)); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	pinned, inUse, chosen := r.pinnedImages(ctx, m, hostsDir, out.access.Granted)
 	out.imagesInUse, out.pinned = inUse, chosen
@@ -135,9 +134,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err := r.removeExtraReplicas(ctx, m); err != nil {
 		return ctrl.Result{}, err
 	}
-	var next time.Duration
-	out.probes, next = r.probe(ctx, m, out.workloads, service)
-	return ctrl.Result{RequeueAfter: nextPass(next, out.problems, out.access.Granted)}, nil
+	out.probes = r.probe(ctx, m, out.workloads, service)
+	return ctrl.Result{RequeueAfter: nextPass(nextProbe(out.probes), out.problems, out.access.Granted)}, nil
 }
 
 // forget drops what the controller keeps of a mirror that is gone.
@@ -150,14 +148,11 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 // reconcileNodeAgents gives a mirror with node access its port, or removes its agents.
 func (r *Reconciler) reconcileNodeAgents(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, access nodeAccess, grants []mirrorsv1alpha1.RegistryHostGrant) (int32, []problem, error) {
 	if access.Granted {
-		port, problems, err := r.reconcileHostPort(ctx, m, grants)
-		if err != nil {
-			return 0, nil, fmt.Errorf("choosing the host port: %w", err)
-		}
-		return port, problems, nil
+		return r.reconcileHostPort(ctx, m, grants)
 	}
 	r.memory.releasePort(client.ObjectKeyFromObject(m))
-	removed, err := r.removeNodeAgents(ctx, m)
+	// The node agents go, each removing its hosts.toml as it stops.
+	removed, err := r.removeChild(ctx, m, &appsv1.DaemonSet{}, "DaemonSet", daemonSetName(m))
 	if removed {
 		ctrl.LoggerFrom(ctx).Info("Deleted DaemonSet: no node access", "daemonSet", klog.KRef(m.Namespace, daemonSetName(m)))
 		r.Recorder.Eventf(m, nil, corev1.EventTypeNormal, EventDeleted, "Delete",

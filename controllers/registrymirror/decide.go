@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"reflect"
+	"slices"
 	"strconv"
 	"time"
 
@@ -66,14 +67,12 @@ func drift(c child) []string {
 		return nil
 	}
 	spec := &template.Spec
-	for _, list := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
-		for _, ctr := range list {
-			if len(ctr.Env) > 0 {
-				out = append(out, fmt.Sprintf("env of container %s", ctr.Name))
-			}
-			if len(ctr.EnvFrom) > 0 {
-				out = append(out, fmt.Sprintf("envFrom of container %s", ctr.Name))
-			}
+	for _, ctr := range slices.Concat(spec.InitContainers, spec.Containers) {
+		if len(ctr.Env) > 0 {
+			out = append(out, fmt.Sprintf("env of container %s", ctr.Name))
+		}
+		if len(ctr.EnvFrom) > 0 {
+			out = append(out, fmt.Sprintf("envFrom of container %s", ctr.Name))
 		}
 	}
 	if len(spec.EphemeralContainers) > 0 {
@@ -201,10 +200,8 @@ func nextPass(probeAfter time.Duration, problems []problem, granted bool) time.D
 			next = d
 		}
 	}
-	for _, p := range problems {
-		if p.Reason == mirrorsv1alpha1.ReasonObjectConflict {
-			sooner(conflictRecheck)
-		}
+	if slices.ContainsFunc(problems, func(p problem) bool { return p.Reason == mirrorsv1alpha1.ReasonObjectConflict }) {
+		sooner(conflictRecheck)
 	}
 	if granted {
 		sooner(pinsRefresh)
@@ -301,11 +298,9 @@ func subset(want, have any) bool {
 func extraReplicas(m *mirrorsv1alpha1.RegistryMirror, objs []client.Object) []client.Object {
 	var out []client.Object
 	for _, o := range objs {
+		// replicas(m) is at least 1: replica 0's objects are never extra.
 		i, err := strconv.Atoi(o.GetLabels()[labelReplica])
-		if err != nil || i < 1 || !metav1.IsControlledBy(o, m) || o.GetDeletionTimestamp() != nil {
-			continue
-		}
-		if int64(i) >= int64(replicas(m)) {
+		if err == nil && int64(i) >= int64(replicas(m)) && metav1.IsControlledBy(o, m) && o.GetDeletionTimestamp() == nil {
 			out = append(out, o)
 		}
 	}

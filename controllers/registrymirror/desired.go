@@ -1,6 +1,7 @@
 package registrymirror
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -177,9 +178,7 @@ func desiredNetworkPolicy(m *mirrorsv1alpha1.RegistryMirror, operatorNamespace s
 		peers = append(peers, networkingv1ac.NetworkPolicyPeer().WithNamespaceSelector(
 			metav1ac.LabelSelector().WithMatchLabels(map[string]string{corev1.LabelMetadataName: operatorNamespace})))
 	}
-	return stampHash(networkingv1ac.NetworkPolicy(networkPolicyName(m), m.Namespace).
-		WithLabels(commonLabels(m, componentReg)).
-		WithOwnerReferences(ownerReference(m)).
+	return stampHash(owned(networkingv1ac.NetworkPolicy(networkPolicyName(m), m.Namespace), m, commonLabels(m, componentReg)).
 		WithSpec(networkingv1ac.NetworkPolicySpec().
 			WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(m, componentReg))).
 			WithPolicyTypes(networkingv1.PolicyTypeIngress).
@@ -190,10 +189,7 @@ func desiredNetworkPolicy(m *mirrorsv1alpha1.RegistryMirror, operatorNamespace s
 
 // hostsPath is hostsDir (HostsDir) under root, the nodes' containerd config_path.
 func hostsPath(root, hostsDir string) string {
-	if root == "" {
-		root = DefaultHostsRoot
-	}
-	return strings.TrimSuffix(root, "/") + "/" + hostsDir
+	return strings.TrimSuffix(cmp.Or(root, DefaultHostsRoot), "/") + "/" + hostsDir
 }
 
 // Endpoint is the in-cluster address of the mirror.
@@ -239,9 +235,14 @@ func commonLabels(m *mirrorsv1alpha1.RegistryMirror, component string) map[strin
 	return l
 }
 
-func ownerReference(m *mirrorsv1alpha1.RegistryMirror) *metav1ac.OwnerReferenceApplyConfiguration {
-	return metav1ac.OwnerReference().WithAPIVersion(mirrorsv1alpha1.GroupVersion.String()).WithKind("RegistryMirror").
-		WithName(m.Name).WithUID(m.UID).WithController(true).WithBlockOwnerDeletion(true)
+// owned gives a child its labels and the mirror as its controller.
+func owned[T interface {
+	WithLabels(map[string]string) T
+	WithOwnerReferences(...*metav1ac.OwnerReferenceApplyConfiguration) T
+}](ac T, m *mirrorsv1alpha1.RegistryMirror, labels map[string]string) T {
+	return ac.WithLabels(labels).WithOwnerReferences(metav1ac.OwnerReference().
+		WithAPIVersion(mirrorsv1alpha1.GroupVersion.String()).WithKind("RegistryMirror").
+		WithName(m.Name).WithUID(m.UID).WithController(true).WithBlockOwnerDeletion(true))
 }
 
 // stampHash sets the applied-hash annotation; every builder calls it last.
@@ -266,9 +267,7 @@ func shortHash(b []byte) string {
 
 // desiredConfigMap holds config.yml (its hash rolls the pod) and the pinned images (re-read).
 func desiredConfigMap(m *mirrorsv1alpha1.RegistryMirror, config, pinnedImages string) *corev1ac.ConfigMapApplyConfiguration {
-	return stampHash(corev1ac.ConfigMap(configMapName(m), m.Namespace).
-		WithLabels(commonLabels(m, componentReg)).
-		WithOwnerReferences(ownerReference(m)).
+	return stampHash(owned(corev1ac.ConfigMap(configMapName(m), m.Namespace), m, commonLabels(m, componentReg)).
 		WithData(map[string]string{configFileName: config, pinnedImagesKey: pinnedImages}))
 }
 
@@ -283,9 +282,7 @@ func desiredHeadlessService(m *mirrorsv1alpha1.RegistryMirror) *corev1ac.Service
 }
 
 func registryService(m *mirrorsv1alpha1.RegistryMirror, name string, spec *corev1ac.ServiceSpecApplyConfiguration) *corev1ac.ServiceApplyConfiguration {
-	return stampHash(corev1ac.Service(name, m.Namespace).
-		WithLabels(commonLabels(m, componentReg)).
-		WithOwnerReferences(ownerReference(m)).
+	return stampHash(owned(corev1ac.Service(name, m.Namespace), m, commonLabels(m, componentReg)).
 		WithSpec(spec.WithSelector(selectorLabels(m, componentReg)).WithPorts(corev1ac.ServicePort().
 			WithName("http").WithProtocol(corev1.ProtocolTCP).WithPort(RegistryPort).WithTargetPort(intstr.FromString("http")))))
 }
@@ -303,9 +300,8 @@ func desiredPVC(m *mirrorsv1alpha1.RegistryMirror, i int32) *corev1ac.Persistent
 	if m.Spec.StorageClassName != nil {
 		spec = spec.WithStorageClassName(*m.Spec.StorageClassName)
 	}
-	return stampHash(corev1ac.PersistentVolumeClaim(replicaPVCName(m, i), m.Namespace).
-		WithLabels(replicaLabels(commonLabels(m, componentReg), i)).
-		WithOwnerReferences(ownerReference(m)).
+	return stampHash(owned(corev1ac.PersistentVolumeClaim(replicaPVCName(m, i), m.Namespace), m,
+		replicaLabels(commonLabels(m, componentReg), i)).
 		WithSpec(spec))
 }
 
@@ -391,9 +387,8 @@ func desiredStatefulSet(m *mirrorsv1alpha1.RegistryMirror, img Images, configHas
 			WithInitContainers(helper).
 			WithContainers(registryContainer(m, img)).
 			WithVolumes(registryVolumes(m, i)...))
-	return stampHash(appsv1ac.StatefulSet(replicaStatefulSetName(m, i), m.Namespace).
-		WithLabels(replicaLabels(commonLabels(m, componentReg), i)).
-		WithOwnerReferences(ownerReference(m)).
+	return stampHash(owned(appsv1ac.StatefulSet(replicaStatefulSetName(m, i), m.Namespace), m,
+		replicaLabels(commonLabels(m, componentReg), i)).
 		WithSpec(appsv1ac.StatefulSetSpec().WithReplicas(1).WithServiceName(headlessName(m)).
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(replicaLabels(selectorLabels(m, componentReg), i))).
 			WithTemplate(pod)))
@@ -498,9 +493,7 @@ func desiredDaemonSet(m *mirrorsv1alpha1.RegistryMirror, img Images, hostPort in
 		podSecurity = podSecurity.WithRunAsNonRoot(true)
 	}
 	spec = spec.WithSecurityContext(podSecurity).WithContainers(container)
-	return stampHash(appsv1ac.DaemonSet(daemonSetName(m), m.Namespace).
-		WithLabels(commonLabels(m, componentAgent)).
-		WithOwnerReferences(ownerReference(m)).
+	return stampHash(owned(appsv1ac.DaemonSet(daemonSetName(m), m.Namespace), m, commonLabels(m, componentAgent)).
 		WithSpec(appsv1ac.DaemonSetSpec().
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(m, componentAgent))).
 			WithUpdateStrategy(appsv1ac.DaemonSetUpdateStrategy().
@@ -509,77 +502,27 @@ func desiredDaemonSet(m *mirrorsv1alpha1.RegistryMirror, img Images, hostPort in
 			WithTemplate(corev1ac.PodTemplateSpec().WithLabels(commonLabels(m, componentAgent)).WithSpec(spec))))
 }
 
-// registryConfig is the part of distribution's config.yml the operator sets.
-type registryConfig struct {
-	Version string         `json:"version"`
-	Log     registryLog    `json:"log"`
-	Storage registryStore  `json:"storage"`
-	HTTP    registryHTTP   `json:"http"`
-	Health  registryHealth `json:"health"`
-	Proxy   registryProxy  `json:"proxy"`
-}
-
-type registryLog struct {
-	Level     string            `json:"level"`
-	Formatter string            `json:"formatter"`
-	Fields    map[string]string `json:"fields,omitempty"`
-}
-
-type registryStore struct {
-	Filesystem struct {
-		RootDirectory string `json:"rootdirectory"`
-	} `json:"filesystem"`
-}
-
-type registryHTTP struct {
-	Addr         string              `json:"addr"`
-	Headers      map[string][]string `json:"headers,omitempty"`
-	DrainTimeout string              `json:"draintimeout"`
-}
-
-type registryHealth struct {
-	StorageDriver struct {
-		Enabled   bool   `json:"enabled"`
-		Interval  string `json:"interval"`
-		Threshold int    `json:"threshold"`
-	} `json:"storagedriver"`
-}
-
-// registryProxy has no username or password: the registry asks the credential helper
-// (proxy.exec, internal/registrycreds), so no secret is written into the ConfigMap and the
-// registry starts while the upstream is down. Nor a ttl: mirror-registry keeps content by
-// use instead (--retention).
-type registryProxy struct {
-	RemoteURL string `json:"remoteurl"`
-	Exec      struct {
-		Command  string `json:"command"`
-		Lifetime string `json:"lifetime"` // how long a rotated Secret can go unused
-	} `json:"exec"`
-}
-
-const credentialsLifetime = "30s"
-
 // renderRegistryConfig renders config.yml: proxy mode, plain HTTP (TLS is the network's),
-// a drain on SIGTERM, a storage health check that gates "/".
+// a drain on SIGTERM, a storage health check that gates "/". The proxy has no username or
+// password: the registry asks the credential helper (proxy.exec, internal/registrycreds), so no
+// secret is written into the ConfigMap and the registry starts while the upstream is down. Nor a
+// ttl: mirror-registry keeps content by use instead (--retention).
 func renderRegistryConfig(m *mirrorsv1alpha1.RegistryMirror) string {
-	c := registryConfig{
-		Version: "0.1",
-		Log:     registryLog{Level: "info", Formatter: "text", Fields: map[string]string{"service": "registry", "mirror": m.Namespace + "/" + m.Name}},
-		HTTP: registryHTTP{
-			Addr:         fmt.Sprintf(":%d", RegistryPort),
-			Headers:      map[string][]string{"X-Content-Type-Options": {"nosniff"}},
-			DrainTimeout: registryDrainTimeout.String(),
-		},
-		Proxy: registryProxy{RemoteURL: upstreamURL(m)},
-	}
-	c.Proxy.Exec.Command, c.Proxy.Exec.Lifetime = helperMountPath+"/"+registrycreds.HelperName, credentialsLifetime
-	c.Storage.Filesystem.RootDirectory = cacheMountPath
-	c.Health.StorageDriver.Enabled = true
-	c.Health.StorageDriver.Interval = "10s"
-	c.Health.StorageDriver.Threshold = 3
-	b, err := yaml.Marshal(c)
+	type object = map[string]any
+	mirror := m.Namespace + "/" + m.Name
+	b, err := yaml.Marshal(object{
+		"version": "0.1",
+		"log":     object{"level": "info", "formatter": "text", "fields": object{"service": "registry", "mirror": mirror}},
+		"storage": object{"filesystem": object{"rootdirectory": cacheMountPath}},
+		"http": object{"addr": fmt.Sprintf(":%d", RegistryPort), "headers": object{"X-Content-Type-Options": []string{"nosniff"}},
+			"draintimeout": registryDrainTimeout.String()},
+		"health": object{"storagedriver": object{"enabled": true, "interval": "10s", "threshold": 3}},
+		// lifetime: how long a rotated Secret can go unused.
+		"proxy": object{"remoteurl": upstreamURL(m),
+			"exec": object{"command": helperMountPath + "/" + registrycreds.HelperName, "lifetime": "30s"}},
+	})
 	if err != nil {
 		panic(fmt.Sprintf("marshalling the registry configuration: %v", err)) // plain data, cannot fail
 	}
-	return "# Rendered by the Quartet operator for RegistryMirror " + m.Namespace + "/" + m.Name + "; edits are overwritten.\n" + string(b)
+	return "# Rendered by the Quartet operator for RegistryMirror " + mirror + "; edits are overwritten.\n" + string(b)
 }

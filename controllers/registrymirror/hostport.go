@@ -6,7 +6,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -49,20 +48,19 @@ func keepsHostPort(explicit *int32, current int32) bool {
 
 // reconcileHostPort chooses the node agents' host port; none (0) is a problem.
 func (r *Reconciler) reconcileHostPort(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, grants []mirrorsv1alpha1.RegistryHostGrant) (int32, []problem, error) {
-	var current int32
 	ds := &appsv1.DaemonSet{}
-	if err := r.Children.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: daemonSetName(m)}, ds); err == nil {
-		if metav1.IsControlledBy(ds, m) {
-			current = hostPortOf(&ds.Spec.Template.Spec)
-		}
-	} else if !apierrors.IsNotFound(err) {
-		return 0, nil, err
+	err := r.Children.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: daemonSetName(m)}, ds)
+	if client.IgnoreNotFound(err) != nil {
+		return 0, nil, fmt.Errorf("choosing the host port: %w", err)
+	}
+	var current int32
+	if metav1.IsControlledBy(ds, m) { // none when not found
+		current = hostPortOf(&ds.Spec.Template.Spec)
 	}
 	held, requested := map[int32]string{}, map[int32]string{}
 	if !keepsHostPort(m.Spec.HostPort, current) {
-		var err error
 		if held, requested, err = r.portsOfOthers(ctx, m, grants); err != nil {
-			return 0, nil, err
+			return 0, nil, fmt.Errorf("choosing the host port: %w", err)
 		}
 	}
 	port, conflict, err := r.memory.assignPort(client.ObjectKeyFromObject(m), m.Spec.HostPort, current, held, requested)
@@ -115,8 +113,8 @@ func othersPorts(m *mirrorsv1alpha1.RegistryMirror, daemonSets []appsv1.DaemonSe
 		if ref == nil {
 			continue
 		}
-		o := granted[ref.UID]
-		if o == nil || ref.Kind != "RegistryMirror" || refGroup(ref) != mirrorsv1alpha1.GroupVersion.Group ||
+		o, gvk := granted[ref.UID], schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind)
+		if o == nil || gvk.GroupKind() != mirrorsv1alpha1.GroupVersion.WithKind("RegistryMirror").GroupKind() ||
 			o.Namespace != ds.Namespace || o.Name != ref.Name || ds.Name != daemonSetName(o) {
 			continue
 		}
@@ -130,15 +128,6 @@ func othersPorts(m *mirrorsv1alpha1.RegistryMirror, daemonSets []appsv1.DaemonSe
 		}
 	}
 	return held, requested
-}
-
-// refGroup is the API group of an owner reference.
-func refGroup(ref *metav1.OwnerReference) string {
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	if err != nil {
-		return ""
-	}
-	return gv.Group
 }
 
 // hostPortOf reads the node agents' host port from a live DaemonSet's pod spec (0: none).

@@ -76,8 +76,7 @@ func podCounts(p *corev1.Pod) (counts, running bool) {
 // that count (podCounts) run from host: digests from the statuses' imageIDs and the specs,
 // tags from the specs.
 func imagesInUse(pods []corev1.Pod, host string) []namespaceImages {
-	type sets struct{ running, waiting map[imageInUse]bool }
-	byNamespace := map[string]*sets{}
+	byNamespace := map[string]map[imageInUse]bool{} // an image: whether a running pod runs it
 	for i := range pods {
 		p := &pods[i]
 		counts, running := podCounts(p)
@@ -85,24 +84,23 @@ func imagesInUse(pods []corev1.Pod, host string) []namespaceImages {
 			continue
 		}
 		for _, img := range podImages(p, host) {
-			ns := byNamespace[p.Namespace]
-			if ns == nil {
-				ns = &sets{running: map[imageInUse]bool{}, waiting: map[imageInUse]bool{}}
-				byNamespace[p.Namespace] = ns
+			if byNamespace[p.Namespace] == nil {
+				byNamespace[p.Namespace] = map[imageInUse]bool{}
 			}
-			if running {
-				ns.running[img] = true
-			} else {
-				ns.waiting[img] = true
-			}
+			byNamespace[p.Namespace][img] = byNamespace[p.Namespace][img] || running
 		}
 	}
 	out := make([]namespaceImages, 0, len(byNamespace))
-	for ns, s := range byNamespace {
-		for img := range s.running {
-			delete(s.waiting, img)
+	for ns, images := range byNamespace {
+		n := namespaceImages{namespace: ns}
+		for _, img := range sortedImages(slices.Collect(maps.Keys(images))) {
+			if images[img] {
+				n.running = append(n.running, img)
+			} else {
+				n.waiting = append(n.waiting, img)
+			}
 		}
-		out = append(out, namespaceImages{namespace: ns, running: sortedImages(s.running), waiting: sortedImages(s.waiting)})
+		out = append(out, n)
 	}
 	slices.SortFunc(out, func(a, b namespaceImages) int { return strings.Compare(a.namespace, b.namespace) })
 	return out
@@ -130,11 +128,10 @@ func podImages(p *corev1.Pod, host string) []imageInUse {
 	return out
 }
 
-// sortedImages returns the set's images sorted by their line in the pinned list.
-func sortedImages(set map[imageInUse]bool) []imageInUse {
-	out := slices.Collect(maps.Keys(set))
-	slices.SortFunc(out, func(a, b imageInUse) int { return strings.Compare(a.String(), b.String()) })
-	return out
+// sortedImages returns the images sorted by their line in the pinned list.
+func sortedImages(images []imageInUse) []imageInUse {
+	slices.SortFunc(images, func(a, b imageInUse) int { return strings.Compare(a.String(), b.String()) })
+	return images
 }
 
 // pinnedList is the list of pinned images and what it came to.
@@ -196,7 +193,7 @@ func pinFairly(byNamespace []namespaceImages, limit int) pinnedList {
 		out.byNamespace[n.namespace] = count
 	}
 	out.inUse = len(inUse)
-	slices.SortFunc(out.images, func(a, b imageInUse) int { return strings.Compare(a.String(), b.String()) })
+	sortedImages(out.images)
 	return out
 }
 
@@ -238,9 +235,8 @@ func tagOf(image, host, repository string) string {
 // renderPinnedImages is the pinned-images file: one repository[:tag]@digest a line.
 func renderPinnedImages(host string, list pinnedList, granted bool) string {
 	var b strings.Builder
-	b.WriteString("# Written by Quartet: images by digest that pods run from ")
-	b.WriteString(host)
-	b.WriteString(".\n# The registry never evicts them and fetches those it does not hold.\n")
+	fmt.Fprintf(&b, "# Written by Quartet: images by digest that pods run from %s.\n"+
+		"# The registry never evicts them and fetches those it does not hold.\n", host)
 	if !granted {
 		b.WriteString("# None: the mirror has no node access (RegistryHostGrant), so it does not serve the nodes.\n")
 		return b.String()
@@ -283,11 +279,9 @@ func StripPodImages(in any) (any, error) {
 		return r
 	}
 	out.Spec.InitContainers, out.Spec.Containers = images(p.Spec.InitContainers), images(p.Spec.Containers)
-	if len(p.Spec.EphemeralContainers) > 0 {
-		out.Spec.EphemeralContainers = make([]corev1.EphemeralContainer, len(p.Spec.EphemeralContainers))
-		for i, c := range p.Spec.EphemeralContainers {
-			out.Spec.EphemeralContainers[i].Name, out.Spec.EphemeralContainers[i].Image = c.Name, c.Image
-		}
+	for _, c := range p.Spec.EphemeralContainers {
+		out.Spec.EphemeralContainers = append(out.Spec.EphemeralContainers,
+			corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: c.Name, Image: c.Image}})
 	}
 	out.Status.InitContainerStatuses = statuses(p.Status.InitContainerStatuses)
 	out.Status.ContainerStatuses = statuses(p.Status.ContainerStatuses)

@@ -32,10 +32,7 @@ func (r *Reconciler) adoptLegacyFields(ctx context.Context, obj client.Object) e
 		if err != nil || !legacy {
 			return err
 		}
-		base, ok := obj.DeepCopyObject().(client.Object)
-		if !ok {
-			return fmt.Errorf("%T is not a client.Object", obj)
-		}
+		base := obj.DeepCopyObject().(client.Object)
 		obj.SetManagedFields(entries)
 		return r.Client.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 	})

@@ -3,6 +3,7 @@ package registrymirror
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -18,9 +19,8 @@ type memory struct {
 type mirrorMemory struct {
 	// hostPort is the port this process chose for the node agents (0: none), so that two
 	// workers never choose one port before either's DaemonSet reaches the child cache.
-	hostPort int32
-	// heldSince is when a pass first held back a progress-only status change (zero: none).
-	heldSince time.Time
+	hostPort  int32
+	heldSince time.Time // when a pass first held back a progress-only status change (zero: none)
 	// The last upstream probe serves every mirror of its URL for upstreamCacheTTL, so that
 	// many mirrors of one upstream, or frequent passes, do not multiply requests to it.
 	probedURL string
@@ -60,9 +60,7 @@ func (mem *memory) assignPort(key types.NamespacedName, explicit *int32, current
 	mem.mu.Lock()
 	defer mem.mu.Unlock()
 	allHeld := make(map[int32]string, len(held)+len(mem.mirrors))
-	for p, owner := range held {
-		allHeld[p] = owner
-	}
+	maps.Copy(allHeld, held)
 	for k, e := range mem.mirrors {
 		if k != key && e.hostPort != 0 {
 			allHeld[e.hostPort] = k.String()
@@ -119,9 +117,6 @@ func (mem *memory) probeUpstream(ctx context.Context, key types.NamespacedName, 
 	}
 	mem.mu.Unlock()
 	err := probe(ctx, url)
-	mem.mu.Lock()
-	defer mem.mu.Unlock()
-	e := mem.entry(key)
-	e.probedURL, e.probeErr, e.probedAt = url, err, now
+	mem.with(key, func(e *mirrorMemory) { e.probedURL, e.probeErr, e.probedAt = url, err, now })
 	return err
 }

@@ -11,7 +11,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	"github.com/quartet-operator/quartet/internal/status"
@@ -22,58 +21,50 @@ var mirrorLabels = []string{"mirror_namespace", "mirror"}
 
 var (
 	// objectWrites stays flat in a steady cluster.
-	objectWrites = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quartet_registrymirror_object_writes_total",
+	objectWrites = status.Registered.NewCounterVec(prometheus.CounterOpts{Name: "quartet_registrymirror_object_writes_total",
 		Help: "Writes to RegistryMirror children, by kind and result: server-side applies (created, updated, refused, failed), drift reverted (reverted), children deleted when no longer allowed or needed (deleted), and objects found owned by someone else (conflict)."},
 		[]string{"kind", "result"})
 	// readyGauge names the mirror that stopped serving (alert QuartetRegistryMirrorNotReady).
-	readyGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "quartet_registrymirror_ready",
+	readyGauge = status.Registered.NewGaugeVec(prometheus.GaugeOpts{Name: "quartet_registrymirror_ready",
 		Help: "1 when the RegistryMirror's Ready condition is True, 0 when it is False or Unknown, by mirror."}, mirrorLabels)
 	// No series without node access or a report (alert QuartetRegistryMirrorImagesNotCached).
-	imagesInUseGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "quartet_registrymirror_images_in_use",
+	imagesInUseGauge = status.Registered.NewGaugeVec(prometheus.GaugeOpts{Name: "quartet_registrymirror_images_in_use",
 		Help: "Distinct images by digest that the cluster's pods run from the host of a RegistryMirror with node access (status.imagesInUse), by mirror."}, mirrorLabels)
 	// The pinned list (pinFairly): its length, and how the namespaces share it. A series
 	// per namespace only for the maxNamespaceSeries with the most images pinned, so a
 	// cluster of many namespaces adds at most that many series per mirror with node access.
-	pinnedImagesGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "quartet_registrymirror_pinned_images",
+	pinnedImagesGauge = status.Registered.NewGaugeVec(prometheus.GaugeOpts{Name: "quartet_registrymirror_pinned_images",
 		Help: "Images the RegistryMirror pins and warms (at most --registrymirror-max-pinned-images, shared fairly among namespaces), by mirror with node access."}, mirrorLabels)
-	namespacesInUseGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "quartet_registrymirror_namespaces_in_use",
+	namespacesInUseGauge = status.Registered.NewGaugeVec(prometheus.GaugeOpts{Name: "quartet_registrymirror_namespaces_in_use",
 		Help: "Namespaces whose pods run images from the host of a RegistryMirror with node access, among which its pinned list is shared, by mirror."}, mirrorLabels)
-	pinnedByNamespaceGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "quartet_registrymirror_pinned_images_by_namespace",
+	pinnedByNamespaceGauge = status.Registered.NewGaugeVec(prometheus.GaugeOpts{Name: "quartet_registrymirror_pinned_images_by_namespace",
 		Help: fmt.Sprintf("Of the images a namespace's pods run from the RegistryMirror's host, how many the mirror pins, for the %d namespaces with the most pinned (then by name), by mirror.", maxNamespaceSeries)},
 		[]string{"mirror_namespace", "mirror", "namespace"})
-	imagesCachedGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "quartet_registrymirror_images_cached",
+	imagesCachedGauge = status.Registered.NewGaugeVec(prometheus.GaugeOpts{Name: "quartet_registrymirror_images_cached",
 		Help: "Of those images, how many the mirror's registry holds whole, as it last reported (status.imagesCached), by mirror."}, mirrorLabels)
 	// The cache volume's fill, as last reported (alert QuartetRegistryMirrorCacheAlmostFull).
-	cacheUsedGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "quartet_registrymirror_cache_used_bytes",
+	cacheUsedGauge = status.Registered.NewGaugeVec(prometheus.GaugeOpts{Name: "quartet_registrymirror_cache_used_bytes",
 		Help: "Used bytes of the RegistryMirror's cache volume, as its registry last reported, by mirror."}, mirrorLabels)
-	cacheCapacityGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "quartet_registrymirror_cache_capacity_bytes",
+	cacheCapacityGauge = status.Registered.NewGaugeVec(prometheus.GaugeOpts{Name: "quartet_registrymirror_cache_capacity_bytes",
 		Help: "Capacity in bytes (used plus available) of the RegistryMirror's cache volume, as its registry last reported, by mirror."}, mirrorLabels)
 	// The registry's own counts since it started, as it last reported them (setCounter).
-	blobPulls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quartet_registrymirror_blob_pulls_total",
+	blobPulls = status.Registered.NewCounterVec(prometheus.CounterOpts{Name: "quartet_registrymirror_blob_pulls_total",
 		Help: "Blob GETs (layers, configs) the RegistryMirror's registry served since it started, by result: hit (from its cache) or miss (fetched from the upstream), as it last reported, by mirror."},
 		[]string{"mirror_namespace", "mirror", "result"})
-	servedBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quartet_registrymirror_served_bytes_total",
+	servedBytes = status.Registered.NewCounterVec(prometheus.CounterOpts{Name: "quartet_registrymirror_served_bytes_total",
 		Help: "Bytes of blobs the RegistryMirror's registry served since it started, by source: cache or upstream, as it last reported, by mirror."},
 		[]string{"mirror_namespace", "mirror", "source"})
 )
 
-func init() {
-	metrics.Registry.MustRegister(objectWrites, readyGauge, imagesInUseGauge, pinnedImagesGauge, namespacesInUseGauge, pinnedByNamespaceGauge,
-		imagesCachedGauge, cacheUsedGauge, cacheCapacityGauge, blobPulls, servedBytes)
-}
-
 // recordStatus sets the mirror's series from the status and the cache report (nil: kept).
 func recordStatus(m types.NamespacedName, st mirrorsv1alpha1.RegistryMirrorStatus, rep *CacheReport) {
 	status.SetGauge(readyGauge, meta.IsStatusConditionTrue(st.Conditions, mirrorsv1alpha1.ConditionReady), m.Namespace, m.Name)
-	for _, g := range []struct {
-		vec *prometheus.GaugeVec
-		v   *int32
-	}{{imagesInUseGauge, st.ImagesInUse}, {imagesCachedGauge, st.ImagesCached}} {
-		if g.v == nil {
-			g.vec.DeleteLabelValues(m.Namespace, m.Name)
-			continue
+	for vec, v := range map[*prometheus.GaugeVec]*int32{imagesInUseGauge: st.ImagesInUse, imagesCachedGauge: st.ImagesCached} {
+		if v == nil {
+			vec.DeleteLabelValues(m.Namespace, m.Name)
+		} else {
+			vec.WithLabelValues(m.Namespace, m.Name).Set(float64(*v))
 		}
-		g.vec.WithLabelValues(m.Namespace, m.Name).Set(float64(*g.v))
 	}
 	if rep == nil {
 		return
@@ -109,9 +100,9 @@ func recordPinned(m types.NamespacedName, granted bool, list *pinnedList) {
 	}
 	// The namespaces that left the top: their series go (after the new ones are set, so a
 	// scrape never sees none).
-	for _, labels := range seriesOf(pinnedByNamespaceGauge, mirror) {
-		if !slices.Contains(top, labels["namespace"]) {
-			pinnedByNamespaceGauge.Delete(labels)
+	for _, ns := range pinnedNamespaces(m) {
+		if !slices.Contains(top, ns) {
+			pinnedByNamespaceGauge.DeleteLabelValues(m.Namespace, m.Name, ns)
 		}
 	}
 }
@@ -125,26 +116,22 @@ func topNamespaces(byNamespace map[string]int, n int) []string {
 	return names[:min(n, len(names))]
 }
 
-// seriesOf returns the label sets of vec's series that include every pair of want.
-func seriesOf(vec prometheus.Collector, want prometheus.Labels) []prometheus.Labels {
+// pinnedNamespaces returns the namespaces of the mirror's pinnedByNamespaceGauge series.
+func pinnedNamespaces(m types.NamespacedName) []string {
 	ch := make(chan prometheus.Metric)
-	go func() { vec.Collect(ch); close(ch) }()
-	var out []prometheus.Labels
+	go func() { pinnedByNamespaceGauge.Collect(ch); close(ch) }()
+	var out []string
 	for metric := range ch {
 		var d dto.Metric
 		if metric.Write(&d) != nil {
 			continue
 		}
-		labels := prometheus.Labels{}
+		labels := map[string]string{}
 		for _, l := range d.GetLabel() {
 			labels[l.GetName()] = l.GetValue()
 		}
-		match := true
-		for k, v := range want {
-			match = match && labels[k] == v
-		}
-		if match {
-			out = append(out, labels)
+		if labels["mirror_namespace"] == m.Namespace && labels["mirror"] == m.Name {
+			out = append(out, labels["namespace"])
 		}
 	}
 	return out
@@ -163,12 +150,8 @@ func setCounter(vec *prometheus.CounterVec, v uint64, labels ...string) {
 
 // forgetMirror drops the series of a mirror that is gone.
 func forgetMirror(m types.NamespacedName) {
-	for _, g := range []*prometheus.GaugeVec{readyGauge, imagesInUseGauge, pinnedImagesGauge, namespacesInUseGauge, imagesCachedGauge, cacheUsedGauge, cacheCapacityGauge} {
-		g.DeleteLabelValues(m.Namespace, m.Name)
-	}
-	mirror := prometheus.Labels{"mirror_namespace": m.Namespace, "mirror": m.Name}
-	pinnedByNamespaceGauge.DeletePartialMatch(mirror)
-	for _, c := range []*prometheus.CounterVec{blobPulls, servedBytes} {
-		c.DeletePartialMatch(mirror)
+	for _, vec := range []interface{ DeletePartialMatch(prometheus.Labels) int }{readyGauge, imagesInUseGauge, pinnedImagesGauge,
+		namespacesInUseGauge, pinnedByNamespaceGauge, imagesCachedGauge, cacheUsedGauge, cacheCapacityGauge, blobPulls, servedBytes} {
+		vec.DeletePartialMatch(prometheus.Labels{"mirror_namespace": m.Namespace, "mirror": m.Name})
 	}
 }

@@ -1,6 +1,7 @@
 package registrymirror
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"net/netip"
@@ -58,22 +59,15 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		fmt.Sprintf("The most images a mirror with node access pins and warms, shared fairly among the namespaces whose pods run them, running pods' first (1 to %d).", maxPinnedImages))
 }
 
-// complete fills the zero fields (workers: below 1) but Probes from DefaultOptions and
-// checks the values, naming the flag.
+// complete fills zero fields but Probes (workers: below 1) from DefaultOptions and checks them, naming the flag.
 func (o *Options) complete() error {
 	d := DefaultOptions()
 	if o.MaxConcurrentReconciles < 1 {
 		o.MaxConcurrentReconciles = d.MaxConcurrentReconciles
 	}
-	if o.HostsRoot == "" {
-		o.HostsRoot = d.HostsRoot
-	}
-	if o.AssignedUIDs == "" {
-		o.AssignedUIDs = d.AssignedUIDs
-	}
-	if o.MaxPinnedImages == 0 {
-		o.MaxPinnedImages = d.MaxPinnedImages
-	}
+	o.HostsRoot = cmp.Or(o.HostsRoot, d.HostsRoot)
+	o.AssignedUIDs = cmp.Or(o.AssignedUIDs, d.AssignedUIDs)
+	o.MaxPinnedImages = cmp.Or(o.MaxPinnedImages, d.MaxPinnedImages)
 	if o.MaxPinnedImages < 1 || o.MaxPinnedImages > maxPinnedImages {
 		return fmt.Errorf("--registrymirror-max-pinned-images must be between 1 and %d (the pinned list fits a ConfigMap), got %d", maxPinnedImages, o.MaxPinnedImages)
 	}
@@ -105,12 +99,8 @@ func (o *Options) assignedUIDs(hasSCC func() bool) (bool, error) {
 
 // ImagesFromEnv reads RELATED_IMAGE_REGISTRY and RELATED_IMAGE_NODE_AGENT (OLM's convention).
 func ImagesFromEnv() Images {
-	img := Images{Registry: defaultRegImage, NodeAgent: defaultNodeImage}
-	if v := strings.TrimSpace(os.Getenv("RELATED_IMAGE_REGISTRY")); v != "" {
-		img.Registry = v
+	return Images{
+		Registry:  cmp.Or(strings.TrimSpace(os.Getenv("RELATED_IMAGE_REGISTRY")), defaultRegImage),
+		NodeAgent: cmp.Or(strings.TrimSpace(os.Getenv("RELATED_IMAGE_NODE_AGENT")), defaultNodeImage),
 	}
-	if v := strings.TrimSpace(os.Getenv("RELATED_IMAGE_NODE_AGENT")); v != "" {
-		img.NodeAgent = v
-	}
-	return img
 }

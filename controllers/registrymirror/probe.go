@@ -91,13 +91,12 @@ func (p *httpProber) Upstream(ctx context.Context, upstream string) error {
 	return err
 }
 
-// probe asks the upstream, the registry and its cache reports; and when to probe again.
-func (r *Reconciler) probe(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, w workloads, service *corev1.Service) (probeResults, time.Duration) {
-	var p probeResults
+// probe asks the upstream, the registry and its cache reports.
+func (r *Reconciler) probe(ctx context.Context, m *mirrorsv1alpha1.RegistryMirror, w workloads, service *corev1.Service) probeResults {
 	if r.Prober == nil {
-		p.off = true
-		return p, nextProbe(p)
+		return probeResults{off: true}
 	}
+	var p probeResults
 	p.upstreamProbed, p.upstreamErr = true, r.memory.probeUpstream(ctx, client.ObjectKeyFromObject(m), upstreamURL(m), r.Clock.Now(), r.Prober.Upstream)
 	if p.registryAddr, p.registryProbed = registryAddress(w.readyRegistries(), service); p.registryProbed {
 		p.registryErr = r.Prober.Registry(ctx, p.registryAddr)
@@ -111,5 +110,5 @@ func (r *Reconciler) probe(ctx context.Context, m *mirrorsv1alpha1.RegistryMirro
 		}
 		p.cache = mergeCacheReports(reports)
 	}
-	return p, nextProbe(p)
+	return p
 }

@@ -32,17 +32,13 @@ func (o *Options) Setup(mgr ctrl.Manager, shared scope.Namespaces) error {
 	if err := o.complete(); err != nil {
 		return err
 	}
-	probeAllowed, err := o.probeAllowedPrefixes()
-	if err != nil {
-		return err
-	}
+	// Both values are checked (complete): no error.
+	probeAllowed, _ := o.probeAllowedPrefixes()
 	images := ImagesFromEnv()
-	if images.AssignedUIDs, err = o.assignedUIDs(func() bool {
+	images.AssignedUIDs, _ = o.assignedUIDs(func() bool {
 		_, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: "security.openshift.io", Kind: "SecurityContextConstraints"})
 		return err == nil
-	}); err != nil {
-		return err
-	}
+	})
 	children, err := newChildCache(mgr, shared)
 	if err != nil {
 		return err
@@ -79,7 +75,8 @@ func (o *Options) Setup(mgr ctrl.Manager, shared scope.Namespaces) error {
 			handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &mirrorsv1alpha1.RegistryMirror{}, handler.OnlyControllerOwner())))
 	}
 	// A grant's change may give or take node access from the mirrors of its host.
-	b = b.Watches(&mirrorsv1alpha1.RegistryHostGrant{}, handler.EnqueueRequestsFromMapFunc(r.mirrorsOfGrant))
+	b = b.WatchesRawSource(source.Kind(mgr.GetCache(), &mirrorsv1alpha1.RegistryHostGrant{},
+		handler.TypedEnqueueRequestsFromMapFunc(r.mirrorsOfGrant)))
 	return b.Complete(r)
 }
 
@@ -91,11 +88,7 @@ func newStatusWriter(c client.Client, apiReader client.Reader) *status.Writer[*m
 }
 
 // mirrorsOfGrant maps a RegistryHostGrant to the mirrors it may concern.
-func (r *Reconciler) mirrorsOfGrant(ctx context.Context, o client.Object) []reconcile.Request {
-	grant, ok := o.(*mirrorsv1alpha1.RegistryHostGrant)
-	if !ok {
-		return nil
-	}
+func (r *Reconciler) mirrorsOfGrant(ctx context.Context, grant *mirrorsv1alpha1.RegistryHostGrant) []reconcile.Request {
 	var mirrors mirrorsv1alpha1.RegistryMirrorList
 	if err := r.Client.List(ctx, &mirrors); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Failed to list RegistryMirrors for a RegistryHostGrant event", "registryHostGrant", grant.Name)

@@ -121,8 +121,7 @@ func computeStatus(m *mirrorsv1alpha1.RegistryMirror, o outcome, now metav1.Time
 	st.ReadyReplicas = o.workloads.readyRegistries()
 	st.NodesReady, st.NodesDesired = 0, 0
 	if ds := o.workloads.daemonSet; ds != nil {
-		st.NodesReady = ds.Status.NumberReady
-		st.NodesDesired = ds.Status.DesiredNumberScheduled
+		st.NodesReady, st.NodesDesired = ds.Status.NumberReady, ds.Status.DesiredNumberScheduled
 	}
 	st.ImagesInUse = o.imagesInUse
 	switch rep := o.probes.cache; {
@@ -139,16 +138,14 @@ func computeStatus(m *mirrorsv1alpha1.RegistryMirror, o outcome, now metav1.Time
 		st.CacheHitPercent = ptr.To(usedPercent(rep.BlobHits, rep.BlobHits+rep.BlobMisses))
 	}
 
-	conds := status.NewConditions(&st.Conditions, m.Generation, now.Time)
 	upstream := upstreamCondition(m, o.probes)
-	access := o.access.condition()
-	ready := readyCondition(o, upstream)
 	degraded := metav1.Condition{Type: mirrorsv1alpha1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: mirrorsv1alpha1.ReasonAsExpected,
 		Message: "All objects are applied and owned by this mirror"}
 	if len(o.problems) > 0 {
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, o.problems[0].Reason, joinMessages(o.problems)
 	}
-	for _, c := range []metav1.Condition{upstream, access, ready, degraded} {
+	conds := status.NewConditions(&st.Conditions, m.Generation, now.Time)
+	for _, c := range []metav1.Condition{upstream, o.access.condition(), readyCondition(o, upstream), degraded} {
 		conds.Set(c.Type, c.Status, c.Reason, c.Message)
 	}
 	return st
@@ -175,7 +172,7 @@ func usedPercent(used, capacity uint64) int32 {
 // have filled the cache); a failure is a fixed phrase, never the error's text.
 func upstreamCondition(m *mirrorsv1alpha1.RegistryMirror, p probeResults) metav1.Condition {
 	c := metav1.Condition{Type: mirrorsv1alpha1.ConditionUpstreamReachable}
-	up := upstreamURL(m)
+	up, prev := upstreamURL(m), meta.FindStatusCondition(m.Status.Conditions, mirrorsv1alpha1.ConditionUpstreamReachable)
 	switch {
 	case p.off:
 		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, mirrorsv1alpha1.ReasonNotProbed, "The manager does not probe upstreams (--registrymirror-probes=false)"
@@ -186,15 +183,12 @@ func upstreamCondition(m *mirrorsv1alpha1.RegistryMirror, p probeResults) metav1
 	case errors.Is(p.upstreamErr, egress.ErrAddressRefused):
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, mirrorsv1alpha1.ReasonAddressRefused,
 			fmt.Sprintf("%s is not probed: %s; a cluster admin can allow its range with --registrymirror-probe-allowed-cidrs", up, egress.PhraseAddressRefused)
+	case prev != nil && (prev.Status == metav1.ConditionTrue || prev.Reason == mirrorsv1alpha1.ReasonUnreachable): // reached before
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, mirrorsv1alpha1.ReasonUnreachable,
+			fmt.Sprintf("%s does not answer (%s); the mirror serves what its cache holds", up, egress.Failure(p.upstreamErr))
 	default:
-		prev := meta.FindStatusCondition(m.Status.Conditions, mirrorsv1alpha1.ConditionUpstreamReachable)
-		reachedBefore := prev != nil && (prev.Status == metav1.ConditionTrue || prev.Reason == mirrorsv1alpha1.ReasonUnreachable)
-		c.Status = metav1.ConditionFalse
-		if reachedBefore {
-			c.Reason, c.Message = mirrorsv1alpha1.ReasonUnreachable, fmt.Sprintf("%s does not answer (%s); the mirror serves what its cache holds", up, egress.Failure(p.upstreamErr))
-		} else {
-			c.Reason, c.Message = mirrorsv1alpha1.ReasonNeverReached, fmt.Sprintf("%s has never answered (%s); the mirror has nothing to serve until it does", up, egress.Failure(p.upstreamErr))
-		}
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, mirrorsv1alpha1.ReasonNeverReached,
+			fmt.Sprintf("%s has never answered (%s); the mirror has nothing to serve until it does", up, egress.Failure(p.upstreamErr))
 	}
 	return c
 }
@@ -295,19 +289,13 @@ func readyCondition(o outcome, upstream metav1.Condition) metav1.Condition {
 	waiting := w.waitingReplicas()
 	serving := len(w.registries) - len(waiting)
 	if len(problems) == 0 {
-		nodes := int32(0)
-		if w.daemonSet != nil {
-			nodes = w.daemonSet.Status.NumberReady
-		}
-		msg := fmt.Sprintf("The registry serves and node agents are ready on %d nodes", nodes)
+		serves, where := "serves", " in the cluster only (no node access)"
 		if o.probes.registryProbed {
-			msg = fmt.Sprintf("The registry answers through its Service and node agents are ready on %d nodes", nodes)
+			serves, where = "answers through its Service", ","+where
 		}
-		if !o.access.Granted {
-			msg = "The registry serves in the cluster only (no node access)"
-			if o.probes.registryProbed {
-				msg = "The registry answers through its Service, in the cluster only (no node access)"
-			}
+		msg := "The registry " + serves + where
+		if ds := w.daemonSet; o.access.Granted && ds != nil { // nodeAgentsReady: granted, it is there
+			msg = fmt.Sprintf("The registry %s and node agents are ready on %d nodes", serves, ds.Status.NumberReady)
 		}
 		if n := len(w.registries); n > 1 {
 			msg += fmt.Sprintf("; %d/%d registry replicas serve", serving, n)
@@ -325,7 +313,8 @@ func readyCondition(o outcome, upstream metav1.Condition) metav1.Condition {
 	if !o.complete && ((serving == 0 && missing) || (o.access.Granted && w.daemonSet == nil)) {
 		status = metav1.ConditionUnknown
 	}
-	return metav1.Condition{Type: mirrorsv1alpha1.ConditionReady, Status: status, Reason: problems[0].Reason, Message: capitalize(joinMessages(problems))}
+	msg := joinMessages(problems) // capitalized: the checks' messages start a clause
+	return metav1.Condition{Type: mirrorsv1alpha1.ConditionReady, Status: status, Reason: problems[0].Reason, Message: strings.ToUpper(msg[:1]) + msg[1:]}
 }
 
 func statefulSetRolledOut(sts *appsv1.StatefulSet) bool {
@@ -333,11 +322,4 @@ func statefulSetRolledOut(sts *appsv1.StatefulSet) bool {
 	return s.ObservedGeneration >= sts.Generation &&
 		s.UpdatedReplicas >= ptr.Deref(sts.Spec.Replicas, 1) &&
 		(s.UpdateRevision == "" || s.CurrentRevision == s.UpdateRevision)
-}
-
-func capitalize(s string) string {
-	if s == "" {
-		return s
-	}
-	return strings.ToUpper(s[:1]) + s[1:]
 }
