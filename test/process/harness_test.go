@@ -89,6 +89,13 @@ func startManager(t testing.TB, name string, args ...string) *manager {
 	cmd := exec.Command(bin, all...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = append([]string{"POD_NAMESPACE=quartet-system"}, os.Environ()...) // a test's t.Setenv wins
+	// A probe of a name or of a Service's address (10.0.0.0/24, routed off the machine) goes
+	// to a proxy on loopback, which the probes' address rule refuses to dial: nothing leaves
+	// the machine, not even a DNS question. Loopback targets are never proxied.
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
+		cmd.Env = append(cmd.Env, k+"=http://127.0.0.1:9")
+	}
+	cmd.Env = append(cmd.Env, "NO_PROXY=", "no_proxy=")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
