@@ -34,7 +34,6 @@ type cacheReport struct {
 	retention.TrafficReport
 }
 
-// cacheHandler answers GET cachePath.
 func cacheHandler(w *retention.Warmer, k *retention.Keeper) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -132,20 +131,14 @@ func newApp(ctx context.Context, cfg *configuration.Configuration) (app *handler
 }
 
 // newHandler wraps the app as distribution's registry.NewRegistry does: "/" answers 200
-// unless a health check fails, panics become 500s, requests are logged; report, if any,
-// answers at cachePath. (NewRegistry hides its http.Server, and its Shutdown calls App.Shutdown,
+// unless a health check fails, panics become 500s, requests are logged; report answers at
+// cachePath. (NewRegistry hides its http.Server, and its Shutdown calls App.Shutdown,
 // which dereferences the proxy's nil scheduler when proxy.ttl is 0: proxyregistry.go, Close.)
 func newHandler(app *handlers.App, cfg *configuration.Configuration, report http.Handler) http.Handler {
-	var h http.Handler = app
-	if report != nil {
-		mux := http.NewServeMux()
-		mux.Handle(cachePath, report)
-		mux.Handle("/", app)
-		h = mux
-	}
-	h = alive("/", h)
-	h = health.Handler(h)
-	h = panicHandler(h)
+	mux := http.NewServeMux()
+	mux.Handle(cachePath, report)
+	mux.Handle("/", app)
+	h := panicHandler(health.Handler(alive("/", mux)))
 	if !cfg.Log.AccessLog.Disabled {
 		h = gorhandlers.CombinedLoggingHandler(os.Stdout, h)
 	}

@@ -200,12 +200,10 @@ func writeGuarded[T any, PT interface {
 	return e, err
 }
 
-// mergeGuarded is a merge patch from base that carries base's resourceVersion.
 func mergeGuarded(base client.Object) client.Patch {
 	return client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
 }
 
-// reasonOf is the API status reason of err (CamelCase), or "Error".
 func reasonOf(err error) string {
 	if reason := apierrors.ReasonForError(err); reason != "" {
 		return string(reason)
@@ -213,5 +211,4 @@ func reasonOf(err error) string {
 	return "Error"
 }
 
-// short is err's text, at most maxDetail bytes.
 func short(err error) string { return truncate(err.Error(), maxDetail) }

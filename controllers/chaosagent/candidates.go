@@ -250,7 +250,6 @@ type restoreInput struct {
 // immutable ConfigMap is reported instead of retried for ever.
 var restoreChain = chain[restoreInput]{restoreInScope, restoreMutable}
 
-// restoreInScope refuses objects outside Allows.
 func restoreInScope(in restoreInput) (reason, message string, refused bool) {
 	return refuse(!in.Scope.Allows(in.Namespace), SkipOutOfScope, "namespace is protected, excluded or not watched: left as it is, marks kept")
 }

@@ -179,9 +179,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, r.reconcileDelete(ctx, agent, &o)
 	}
 
-	scope, sched, reason, err := r.specOf(o.Spec)
+	scope, err := r.scopeOf(o.Spec)
+	sched, schedErr := parseSchedule(o.Spec.Schedule)
+	if err == nil && schedErr != nil {
+		err, o.InvalidReason = schedErr, blackadderv1beta1.ReasonInvalidSchedule
+	}
 	if err != nil {
-		o.InvalidSpec, o.InvalidReason = err.Error(), reason // a user's mistake: wait for the next edit
+		o.InvalidSpec = err.Error() // a user's mistake: wait for the next edit
 		return ctrl.Result{}, nil
 	}
 	o.Window = windowAt(sched, o.Now)
@@ -385,19 +389,6 @@ func (r *Reconciler) reconcileRestore(ctx context.Context, agent *blackadderv1be
 // baseScope is the agent's scope without its selectors, which restore keeps to.
 func (r *Reconciler) baseScope(spec blackadderv1beta1.ChaosAgentSpec) Scope {
 	return Scope{Protected: r.Protected.Clone().Insert(spec.ExcludedNamespaces...), Watched: r.Watched}
-}
-
-// specOf builds the agent's scope and schedule; an error is a spec mistake, with its Ready reason.
-func (r *Reconciler) specOf(spec blackadderv1beta1.ChaosAgentSpec) (Scope, schedule, string, error) {
-	scope, err := r.scopeOf(spec)
-	if err != nil {
-		return scope, schedule{}, blackadderv1beta1.ReasonInvalidSelector, err
-	}
-	sched, err := parseSchedule(spec.Schedule)
-	if err != nil {
-		return scope, sched, blackadderv1beta1.ReasonInvalidSchedule, err
-	}
-	return scope, sched, "", nil
 }
 
 // scopeOf builds the agent's scope; an error is a selector that does not parse.

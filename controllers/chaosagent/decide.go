@@ -111,7 +111,6 @@ func paceKills(pods []Candidate, chance float64, rng *rand.Rand) []Action {
 	return out
 }
 
-// doubled returns twice r, at most MaxReplicas.
 func doubled(r int32) int32 { return min(2*r, MaxReplicas) }
 
 // capActions keeps a uniformly random subset of at most limit actions, in their original order.
@@ -205,7 +204,6 @@ func expireRun(spec blackadderv1beta1.ChaosAgentSpec, run blackadderv1beta1.Chao
 		fmt.Sprintf("spec.durationSeconds (%ds) elapsed: the run started at %s", *spec.DurationSeconds, run.StartTime.UTC().Format(time.RFC3339)), now), true
 }
 
-// endRun returns run ended at now for reason.
 func endRun(run blackadderv1beta1.ChaosRun, reason blackadderv1beta1.RunEndReason, message string, now time.Time) blackadderv1beta1.ChaosRun {
 	run.EndTime, run.EndReason, run.EndMessage = ptr.To(apiTime(now)), reason, truncate(message, 1024)
 	return run

@@ -1,6 +1,7 @@
 package chaosagent
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -127,10 +128,7 @@ func restoreConfigMapPatch(meta metav1.Object) ([]byte, error) {
 		patch["data"] = original
 	}
 	b, err := json.Marshal(patch)
-	if err != nil {
-		return nil, err
-	}
-	return b, readErr
+	return b, cmp.Or(err, readErr)
 }
 
 var loremWords = strings.Fields(`lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod

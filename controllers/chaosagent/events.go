@@ -26,7 +26,6 @@ var actionNames = map[blackadderv1beta1.ActionKind]struct {
 	blackadderv1beta1.ActionRestoreConfigMap:  {"RestoreConfigMap", "RestoredConfigMap", "Restore", corev1.SchemeGroupVersion.WithKind("ConfigMap")},
 }
 
-// victimKind is the kind of the object an action changes.
 func victimKind(k blackadderv1beta1.ActionKind) string { return actionNames[k].victim.Kind }
 
 // recordEvents writes an Event on the victim of a round's action and one on the agent.

@@ -181,7 +181,6 @@ func guardOrder(guards []blackadderv1beta1.SteadyStateGuard) []blackadderv1beta1
 	return append(slices.DeleteFunc(slices.Clone(guards), isHTTP), slices.DeleteFunc(slices.Clone(guards), isDeployment)...)
 }
 
-// firstFailure returns the first failed verdict, or nil.
 func firstFailure(verdicts []guardVerdict) *guardVerdict {
 	if i := slices.IndexFunc(verdicts, func(v guardVerdict) bool { return v.Failed }); i >= 0 {
 		return &verdicts[i]

@@ -89,7 +89,6 @@ func markedKeys(inv Inventory, agent string) sets.Set[string] {
 	return out
 }
 
-// metadataList returns an empty metadata-only list of a core/v1 kind.
 func metadataList(kind string) *metav1.PartialObjectMetadataList {
 	l := &metav1.PartialObjectMetadataList{}
 	l.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kind + "List"))

@@ -25,7 +25,6 @@ var (
 	}, []string{"agent"})
 )
 
-// metricResult maps an action's result to the metric label.
 func metricResult(rec record) string {
 	if rec.DryRun {
 		return "dry_run"

@@ -37,7 +37,6 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 			"(169.254.169.254, fd00:ec2::254, 100.100.100.200); private ranges need no entry. Example: 127.0.0.0/8 for a service on the manager's own host.")
 }
 
-// guardAllowedPrefixes parses --chaosagent-guard-allowed-cidrs.
 func (o *Options) guardAllowedPrefixes() ([]netip.Prefix, error) {
 	return egress.ParseCIDRs("chaosagent-guard-allowed-cidrs", o.GuardAllowedCIDRs)
 }

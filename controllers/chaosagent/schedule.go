@@ -199,7 +199,6 @@ type windowState struct {
 	Zone            *time.Location
 }
 
-// windowAt evaluates the schedule at now.
 func windowAt(s schedule, now time.Time) windowState {
 	w := windowState{Scheduled: s.set, Open: s.open(now), Zone: s.loc}
 	if next, ok := s.nextChange(now); ok {

@@ -59,7 +59,6 @@ type record struct {
 	Outcome result
 }
 
-// set fills the record's detail and result.
 func (rec *record) set(detail string, res result) {
 	rec.Detail, rec.Outcome, rec.Result = detail, res, res.String()
 }
@@ -140,7 +139,6 @@ func computeStatus(old blackadderv1beta1.ChaosAgentStatus, o outcome) blackadder
 	return s
 }
 
-// timeOrNil is t as the API stores it, or nil.
 func timeOrNil(t *time.Time) *metav1.Time {
 	if t == nil {
 		return nil

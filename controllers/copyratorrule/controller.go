@@ -154,7 +154,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{RequeueAfter: echoDelay}, nil
 	}
 	_, recheck := r.rules.foreign(key, now)
-	return ctrl.Result{RequeueAfter: nextPass(recheck, o, r.access.recheck, r.access.refresh, r.access.retry())}, nil
+	return ctrl.Result{RequeueAfter: nextPass(recheck, o, r.access.recheck, r.access.refresh,
+		min(r.access.recheck, deferredRetry))}, nil
 }
 
 // reconcileCopies reads the rule's sources, chooses the pass's shape, then step by step
@@ -354,7 +355,6 @@ func (r *Reconciler) consentingNamespaces(ctx context.Context, rule *flantv1.Cop
 	return out, nil
 }
 
-// patchMetadata changes the rule's metadata with an optimistic lock.
 func (r *Reconciler) patchMetadata(ctx context.Context, rule *flantv1.CopyratorRule, change func(*flantv1.CopyratorRule)) error {
 	patch := client.MergeFromWithOptions(rule.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	change(rule)

@@ -162,7 +162,6 @@ func claimedBy(rule ruleID, c *copyState) claim {
 	return claimedStale
 }
 
-// sorted sorts the plan's actions and conflicts by key.
 func (p plan) sorted() plan {
 	sort.SliceStable(p.Actions, func(i, j int) bool { return lessKey(p.Actions[i].Key, p.Actions[j].Key) })
 	sort.Slice(p.Conflicts, func(i, j int) bool { return lessKey(p.Conflicts[i].Key, p.Conflicts[j].Key) })

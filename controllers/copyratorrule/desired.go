@@ -298,11 +298,7 @@ func contentHash(obj client.Object) string {
 	default:
 		panic(fmt.Sprintf("contentHash: unexpected %T", obj))
 	}
-	b, err := json.Marshal(v) // map keys are sorted: the encoding is canonical
-	if err != nil {
-		panic(err)
-	}
-	sum := sha256.Sum256(b)
+	sum := sha256.Sum256(mustJSON(v)) // map keys are sorted: the encoding is canonical
 	return hex.EncodeToString(sum[:16])
 }
 
@@ -390,7 +386,6 @@ type jsonPatchOp struct {
 // use builds tables that cost more than the rest of a patch.
 var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
 
-// pointer joins map keys into a JSON pointer (RFC 6901), escaping each.
 func pointer(parts ...string) string {
 	var b strings.Builder
 	for _, p := range parts {

@@ -781,7 +781,7 @@ const maxAccessAnswersPerNamespace = 20_000
 // rate: a pass that asks many holds a worker for no longer than that.
 const reviewBurst = 2
 
-// deferredRetry is how long a pass whose reviews were deferred waits before the next.
+// deferredRetry is how long a pass whose reviews were deferred waits before the next (recheck at most).
 const deferredRetry = 10 * time.Second
 
 func newAccessReviewer(c client.Client, clk kcache.Clock, recheck, refresh time.Duration, parallelism, perSecond int) *accessReviewer {
@@ -800,11 +800,6 @@ func (a *accessReviewer) of(ns string) *namespaceAccess {
 		a.namespaces[ns] = na
 	}
 	return na
-}
-
-// retry is how long a pass whose reviews were deferred waits (recheck at most).
-func (a *accessReviewer) retry() time.Duration {
-	return min(a.recheck, deferredRetry)
 }
 
 // forget drops what namespace ns's rules asked, when it has no rule left.

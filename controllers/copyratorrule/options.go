@@ -100,7 +100,6 @@ func (o *Options) complete() error {
 	return err
 }
 
-// orDefault sets *v to d when it is zero or below: not set.
 func orDefault[T int | time.Duration](v *T, d T) {
 	if *v <= 0 {
 		*v = d

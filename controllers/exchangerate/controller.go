@@ -74,7 +74,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 
-	// o is what this pass learns; the phases below fill it, and Finish turns it into the status.
 	o := outcome{Generation: xr.Generation, ConfigMapName: xr.Name, StaleAfterDays: r.StaleAfterDays}
 	defer func() {
 		// The observedGeneration rule and this controller's named exception (docs/STYLE.md): a

@@ -28,7 +28,6 @@ const (
 // defaultTolerance is 1 %: central banks' rates of a day differ by tenths of a percent.
 var defaultTolerance = big.NewRat(1, 100)
 
-// refreshInterval is the spec's interval, else the manager's default.
 func refreshInterval(spec operatorsv1.ExchangeRateSpec, def time.Duration) time.Duration {
 	if spec.RefreshInterval != nil && spec.RefreshInterval.Duration > 0 {
 		return spec.RefreshInterval.Duration

@@ -24,8 +24,7 @@ var (
 	currencyCode = regexp.MustCompile(`^[A-Z]{3}$`)
 	// decimalRate is a published rate; a small exponent only (1.2e-05, never 1e999999999).
 	decimalRate = regexp.MustCompile(`^[0-9]{1,20}(\.[0-9]{1,20})?([eE][+-]?[0-9]{1,2})?$`)
-	// errNoRates is a table without a single rate.
-	errNoRates = errors.New("no rates")
+	errNoRates  = errors.New("no rates")
 )
 
 // Table is one publication of euro reference rates, exact decimals as published.
@@ -100,10 +99,7 @@ func parseRate(s string) (*big.Rat, error) {
 	if !decimalRate.MatchString(s) {
 		return nil, fmt.Errorf("rate %q is not a decimal number", s)
 	}
-	r, ok := new(big.Rat).SetString(s)
-	if !ok {
-		return nil, fmt.Errorf("rate %q is not a decimal number", s)
-	}
+	r, _ := new(big.Rat).SetString(s) // decimalRate is a form SetString reads
 	if r.Sign() <= 0 {
 		return nil, fmt.Errorf("rate %q is not positive", s)
 	}

@@ -101,7 +101,6 @@ func (o *Options) complete() error {
 	return errors.Join(errs...)
 }
 
-// check is the error of a bad flag value, nil when the value is fine.
 func check(bad bool, format string, args ...any) error {
 	if !bad {
 		return nil
@@ -109,7 +108,6 @@ func check(bad bool, format string, args ...any) error {
 	return fmt.Errorf(format, args...)
 }
 
-// defaultSources parses --exchangerate-source.
 func (o *Options) defaultSources() ([]SourceRef, error) {
 	var refs []SourceRef
 	for _, name := range strings.Split(o.Source, ",") {

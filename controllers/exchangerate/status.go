@@ -130,7 +130,6 @@ func (o outcome) degraded(st operatorsv1.ExchangeRateStatus) verdict {
 	return verdict{metav1.ConditionUnknown, operatorsv1.ReasonReconciling, "no fetch has finished yet"}
 }
 
-// divergent is the cross-check of the sources.
 func (o outcome) divergent() verdict {
 	if o.SourcesErr != nil || len(o.Sources) == 0 {
 		return verdict{metav1.ConditionUnknown, operatorsv1.ReasonNotCompared, "no source fetched"}

@@ -99,7 +99,6 @@ const (
 	applyNamespaceTerminating                     // the namespace is going, and the mirror with it
 )
 
-// classifyApplyError says how to handle err, an error of an apply.
 func classifyApplyError(err error) applyFailure {
 	switch {
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):

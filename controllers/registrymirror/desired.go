@@ -115,12 +115,7 @@ func replicaPodAddress(m *mirrorsv1alpha1.RegistryMirror, i int32) string {
 }
 
 // replicas is spec.replicas, or 1 when the object skipped defaulting.
-func replicas(m *mirrorsv1alpha1.RegistryMirror) int32 {
-	if r := m.Spec.Replicas; r != nil && *r > 0 {
-		return *r
-	}
-	return 1
-}
+func replicas(m *mirrorsv1alpha1.RegistryMirror) int32 { return max(ptr.Deref(m.Spec.Replicas, 1), 1) }
 
 // child is one object a mirror owns: what it should be and an empty object to read it into.
 type child struct {
@@ -202,7 +197,6 @@ func nodeEndpoint(hostPort int32) string {
 	return fmt.Sprintf("http://%s:%d", nodeLoopbackIP, hostPort)
 }
 
-// upstreamURL is spec.upstream without a trailing slash.
 func upstreamURL(m *mirrorsv1alpha1.RegistryMirror) string {
 	return strings.TrimSuffix(m.Spec.Upstream, "/")
 }
@@ -321,7 +315,6 @@ func registryPodSecurity(img Images) *corev1ac.PodSecurityContextApplyConfigurat
 	return sc.WithRunAsUser(registryUID).WithRunAsGroup(registryUID).WithFSGroup(registryUID)
 }
 
-// retention is spec.retention, or its default.
 func retention(m *mirrorsv1alpha1.RegistryMirror) time.Duration {
 	if r := m.Spec.Retention; r != nil && r.Duration > 0 {
 		return r.Duration
@@ -394,7 +387,6 @@ func desiredStatefulSet(m *mirrorsv1alpha1.RegistryMirror, img Images, configHas
 			WithTemplate(pod)))
 }
 
-// registryContainer runs mirror-registry.
 func registryContainer(m *mirrorsv1alpha1.RegistryMirror, img Images) *corev1ac.ContainerApplyConfiguration {
 	// "/" answers 200 only while the registry's storage health check passes.
 	root := corev1ac.HTTPGetAction().WithPath("/").WithPort(intstr.FromString("http"))

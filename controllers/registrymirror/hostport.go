@@ -26,10 +26,8 @@ func pickHostPort(explicit *int32, current int32, held, requested map[int32]stri
 	if explicit != nil {
 		return *explicit, held[*explicit]
 	}
-	if current != 0 {
-		if _, used := held[current]; !used {
-			return current, ""
-		}
+	if _, used := held[current]; current != 0 && !used {
+		return current, ""
 	}
 	for p := lo; p <= hi; p++ {
 		_, isHeld := held[p]

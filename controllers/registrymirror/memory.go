@@ -48,7 +48,6 @@ func (mem *memory) entry(key types.NamespacedName) *mirrorMemory {
 	return mem.mirrors[key]
 }
 
-// forget drops a mirror that is gone.
 func (mem *memory) forget(key types.NamespacedName) {
 	mem.mu.Lock()
 	defer mem.mu.Unlock()
@@ -100,7 +99,6 @@ func (mem *memory) heldFor(key types.NamespacedName, now time.Time) (d time.Dura
 	return d
 }
 
-// release notes that nothing is held back.
 func (mem *memory) release(key types.NamespacedName) {
 	mem.with(key, func(e *mirrorMemory) { e.heldSince = time.Time{} })
 }

@@ -79,7 +79,6 @@ func (o *Options) complete() error {
 	return err
 }
 
-// probeAllowedPrefixes parses --registrymirror-probe-allowed-cidrs.
 func (o *Options) probeAllowedPrefixes() ([]netip.Prefix, error) {
 	return egress.ParseCIDRs("registrymirror-probe-allowed-cidrs", o.ProbeAllowedCIDRs)
 }

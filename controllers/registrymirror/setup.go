@@ -28,7 +28,6 @@ import (
 
 // Setup registers the controller: the mirrors, their children and the grants.
 func (o *Options) Setup(mgr ctrl.Manager, shared scope.Namespaces) error {
-	// Checked before anything else, so a bad value stops the manager at start.
 	if err := o.complete(); err != nil {
 		return err
 	}
@@ -101,7 +100,6 @@ func (r *Reconciler) mirrorsOfGrant(ctx context.Context, grant *mirrorsv1alpha1.
 	return out
 }
 
-// childKinds are the kinds of a mirror's children.
 func childKinds() []client.Object {
 	return []client.Object{&corev1.ConfigMap{}, &corev1.Service{}, &corev1.PersistentVolumeClaim{}, &appsv1.StatefulSet{},
 		&appsv1.DaemonSet{}, &networkingv1.NetworkPolicy{}}

@@ -151,7 +151,6 @@ func computeStatus(m *mirrorsv1alpha1.RegistryMirror, o outcome, now metav1.Time
 	return st
 }
 
-// joinMessages is the problems' messages, in order.
 func joinMessages(problems []problem) string {
 	msgs := make([]string, len(problems))
 	for i, p := range problems {

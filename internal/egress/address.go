@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -55,25 +56,13 @@ func AddressAllowed(ip netip.Addr, allowed []netip.Prefix) bool {
 	if inAny(allowed, ip) {
 		return true
 	}
-	if !ruleAllows(ip) {
-		return false
-	}
-	for _, v4 := range embeddedIPv4(ip) {
-		if !inAny(allowed, v4) && !ruleAllows(v4) {
-			return false
-		}
-	}
-	return true
+	return ruleAllows(ip) && !slices.ContainsFunc(embeddedIPv4(ip), func(v4 netip.Addr) bool {
+		return !inAny(allowed, v4) && !ruleAllows(v4)
+	})
 }
 
-// inAny says whether a prefix of allowed holds ip.
 func inAny(allowed []netip.Prefix, ip netip.Addr) bool {
-	for _, p := range allowed {
-		if p.Contains(ip) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(allowed, func(p netip.Prefix) bool { return p.Contains(ip) })
 }
 
 // ruleAllows is the rule for the address itself (AddressAllowed).
@@ -82,12 +71,7 @@ func ruleAllows(ip netip.Addr) bool {
 	case !ip.IsValid(), ip.IsLoopback(), ip.IsLinkLocalUnicast(), ip.IsMulticast(), ip.IsUnspecified(), thisNetwork.Contains(ip):
 		return false
 	}
-	for _, m := range metadataAddresses {
-		if ip == m {
-			return false
-		}
-	}
-	return true
+	return !slices.Contains(metadataAddresses, ip)
 }
 
 // Prefixes of IPv6 addresses that carry an IPv4 address. (net/netip knows only the

@@ -14,6 +14,7 @@
 package registrycreds
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -73,11 +74,7 @@ func IsHelper(argv0 string) bool { return filepath.Base(argv0) == HelperName }
 
 // Main runs the helper protocol on stdin and stdout and exits.
 func Main() {
-	dir := os.Getenv(DirEnv)
-	if dir == "" {
-		dir = DefaultDir
-	}
-	credentials.Serve(Helper{Dir: dir})
+	credentials.Serve(Helper{Dir: cmp.Or(os.Getenv(DirEnv), DefaultDir)})
 }
 
 // Install copies the running program to dest (a file named HelperName in a folder the
@@ -99,15 +96,9 @@ func Install(dir string) (string, error) {
 		return "", err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := io.Copy(tmp, src); err != nil {
-		_ = tmp.Close()
-		return "", err
-	}
-	if err := tmp.Chmod(0o555); err != nil {
-		_ = tmp.Close()
-		return "", err
-	}
-	if err := tmp.Close(); err != nil {
+	_, err = io.Copy(tmp, src)
+	// cmp.Or evaluates all three: the file is closed whatever failed, and the first error wins.
+	if err := cmp.Or(err, tmp.Chmod(0o555), tmp.Close()); err != nil {
 		return "", err
 	}
 	return dest, os.Rename(tmp.Name(), dest)

@@ -4,6 +4,7 @@
 package scope
 
 import (
+	"cmp"
 	"os"
 	"slices"
 	"strings"
@@ -71,13 +72,6 @@ func ParseList(v string) []string {
 // OperatorNamespace returns the namespace the manager runs in: OPERATOR_NAMESPACE, then
 // POD_NAMESPACE, then the service account's namespace file, else "".
 func OperatorNamespace() string {
-	for _, env := range []string{"OPERATOR_NAMESPACE", "POD_NAMESPACE"} {
-		if v := os.Getenv(env); v != "" {
-			return v
-		}
-	}
-	if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
-		return strings.TrimSpace(string(b))
-	}
-	return ""
+	b, _ := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace") // none outside a pod
+	return cmp.Or(os.Getenv("OPERATOR_NAMESPACE"), os.Getenv("POD_NAMESPACE"), strings.TrimSpace(string(b)))
 }

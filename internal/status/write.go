@@ -20,10 +20,9 @@ import (
 type Writer[T client.Object] struct {
 	client    client.Client
 	apiReader client.Reader
-	// observedGeneration points at the kind's status.observedGeneration.
+	// observedGeneration and memory: NewWriter and WithMemory.
 	observedGeneration func(T) *int64
-	// memory is set by WithMemory.
-	memory *Memory[T]
+	memory             *Memory[T]
 }
 
 // Option configures a Writer.
@@ -85,21 +84,17 @@ func (w *Writer[T]) Forget(key types.NamespacedName) {
 // what changed (Began), for the pass's Events and metrics.
 func (w *Writer[T]) Finish(ctx context.Context, obj T, acted bool, derive func(T)) (prev T, err error) {
 	generation := obj.GetGeneration()
-	current := w.Latest(obj)
-	prev = deepCopy(current)
-	set := func(x T) {
+	if latest := w.Latest(obj); any(latest) != any(obj) {
+		reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(latest).Elem())
+	}
+	prev = deepCopy(obj)
+	written, err := write(ctx, w.client, w.apiReader, obj, func(x T) {
+		prev = deepCopy(x)
 		derive(x)
 		if acted {
 			*w.observedGeneration(x) = generation
 		}
-	}
-	written, err := write(ctx, w.client, w.apiReader, current, func(x T) {
-		prev = deepCopy(x)
-		set(x)
 	})
-	if any(current) != any(obj) {
-		reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(current).Elem())
-	}
 	switch {
 	case apierrors.IsNotFound(err):
 		w.Forget(client.ObjectKeyFromObject(obj))
@@ -112,19 +107,18 @@ func (w *Writer[T]) Finish(ctx context.Context, obj T, acted bool, derive func(T
 	return prev, nil
 }
 
-// write sets obj's status with setStatus and writes it when it changed: a JSON merge patch
-// of the status subresource that carries obj's resourceVersion (an optimistic lock). On a
-// conflict obj is read again through live (a reader that bypasses the cache: the cache is
-// what was stale) and setStatus applied to it again, retry.DefaultRetry's number of
-// attempts at most. On return obj is the object as last read or written; written is the
-// resourceVersion the API server gave the write ("" when nothing was written). Errors are
-// the API server's, NotFound included.
+// write sets obj's status with setStatus and writes it when it changed, as Finish says; a
+// conflict reads obj again through live (past the cache, which was stale) and sets it again,
+// retry.DefaultRetry's number of attempts at most. On return obj is the object as last read
+// or written; written is the write's resourceVersion ("" when none). Errors are the API
+// server's, NotFound included.
 func write[T client.Object](ctx context.Context, c client.Client, live client.Reader, obj T,
 	setStatus func(T)) (written string, err error) {
 	current, reread := obj, false
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if reread {
-			fresh := newLike(obj)
+			// A new object: decoding into a used one keeps what the new JSON leaves out.
+			fresh := reflect.New(reflect.TypeOf(obj).Elem()).Interface().(T)
 			if err := live.Get(ctx, client.ObjectKeyFromObject(obj), fresh); err != nil {
 				return err
 			}
@@ -149,21 +143,5 @@ func write[T client.Object](ctx context.Context, c client.Client, live client.Re
 	return written, err
 }
 
-// newLike returns a new, empty object of obj's type: reading into it leaves no field of an
-// older read behind (decoding into a used object keeps what the new JSON leaves out).
-func newLike[T client.Object](obj T) T {
-	fresh, ok := reflect.New(reflect.TypeOf(obj).Elem()).Interface().(T)
-	if !ok {
-		panic("client.Object is not a pointer to a struct")
-	}
-	return fresh
-}
-
 // deepCopy is obj.DeepCopyObject as a T.
-func deepCopy[T client.Object](obj T) T {
-	c, ok := obj.DeepCopyObject().(T)
-	if !ok {
-		panic("DeepCopyObject returned another type")
-	}
-	return c
-}
+func deepCopy[T client.Object](obj T) T { return obj.DeepCopyObject().(T) }

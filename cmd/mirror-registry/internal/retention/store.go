@@ -116,7 +116,6 @@ func (s *contentStore) repository(ctx context.Context, name string) (distributio
 	return s.ns.Repository(ctx, named)
 }
 
-// size returns the size of d's data.
 func (s *contentStore) size(ctx context.Context, d digest.Digest) (int64, error) {
 	desc, err := s.ns.BlobStatter().Stat(ctx, d)
 	if err != nil {
