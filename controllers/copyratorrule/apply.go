@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,11 +20,16 @@ import (
 const FieldOwner = "quartet-copyratorrule"
 
 // writer carries out writes in parallel. client never reads ConfigMaps or Secrets (that
-// would cache all of them); apiReader reads metadata past the caches.
+// would cache all of them); apiReader reads metadata past the caches. Removals (deletes and
+// releases: what a rule no longer wants) go at most removalsPerSecond per pass: nothing
+// waits on them, and a tenant starts a thousand of them with two requests per rule (remove
+// its finalizer, delete it). A namespace's rules take one worker at a time (ruleStates), so
+// that is the namespace's budget; creates and updates, which someone waits on, are not paced.
 type writer struct {
-	client      client.Client
-	apiReader   client.Reader
-	parallelism int
+	client            client.Client
+	apiReader         client.Reader
+	parallelism       int
+	removalsPerSecond int
 }
 
 // writeResult is an action's outcome: Done; Conflict, the name is someone else's; Found, a
@@ -39,10 +45,20 @@ type writeResult struct {
 // execute runs the actions in parallel and returns their results, in their order.
 func (w writer) execute(ctx context.Context, rule ruleID, actions []action) []writeResult {
 	results := make([]writeResult, len(actions))
+	removals := rate.NewLimiter(rate.Inf, 0)
+	if w.removalsPerSecond > 0 {
+		removals = rate.NewLimiter(rate.Limit(w.removalsPerSecond), 1)
+	}
 	var g errgroup.Group
 	g.SetLimit(max(w.parallelism, 1))
 	for i, a := range actions {
 		g.Go(func() error {
+			if paced(a.Op) {
+				if err := removals.Wait(ctx); err != nil {
+					results[i] = writeResult{Action: a, Err: err}
+					return nil
+				}
+			}
 			results[i] = w.do(ctx, rule, a)
 			return nil
 		})
@@ -50,6 +66,9 @@ func (w writer) execute(ctx context.Context, rule ruleID, actions []action) []wr
 	_ = g.Wait() // every function returns nil
 	return results
 }
+
+// paced tells the removals, which go at most removalsPerSecond.
+func paced(o op) bool { return o == opDelete || o == opRelease }
 
 func (w writer) do(ctx context.Context, rule ruleID, a action) writeResult {
 	if err := ctx.Err(); err != nil {

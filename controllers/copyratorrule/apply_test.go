@@ -2,7 +2,9 @@ package copyratorrule
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -10,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quartet-operator/quartet/test/testenv"
 
@@ -139,4 +142,38 @@ func TestDeleteOnlyWhileStillTheRulesCopy(t *testing.T) {
 	gone := st
 	gone.Key.Name = "never-existed"
 	require.NoError(t, w.delete(ctx, &gone))
+}
+
+// TestRemovalsArePaced: deletes and releases, which nothing waits on, go at the writer's
+// removal rate; creates, re-creates and updates, which someone waits on, do not.
+func TestRemovalsArePaced(t *testing.T) {
+	for o, want := range map[op]bool{opCreate: false, opRecreate: false, opUpdate: false, opDelete: true, opRelease: true} {
+		assert.Equal(t, want, paced(o), o)
+	}
+}
+
+// TestRemovalsGoAtTheirRate: a pass that deletes six copies at five a second (bursts of one)
+// takes at least a second, and deletes them all (against the real API server).
+func TestRemovalsGoAtTheirRate(t *testing.T) {
+	env.Require(t)
+	ctx := context.Background()
+	ns := testenv.Namespace(t, env.Client, "paced", nil)
+	rule := ruleID{NamespacedName: types.NamespacedName{Namespace: "src", Name: "r"}, UID: "uid-r"}
+	var actions []action
+	for i := range 6 {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("c%d", i), Labels: copyLabels(rule)}}
+		require.NoError(t, env.Client.Create(ctx, s))
+		st := stateOf(s)
+		actions = append(actions, action{Op: opDelete, Key: copyKey{kindSecret, ns, s.Name}, Existing: &st})
+	}
+	w := writer{client: env.Client, apiReader: env.Client, parallelism: 32, removalsPerSecond: 5}
+	start := time.Now()
+	results := w.execute(ctx, rule, actions)
+	assert.GreaterOrEqual(t, time.Since(start), time.Second, "six removals at five a second")
+	for _, r := range results {
+		assert.True(t, r.Done, r.Err)
+	}
+	left := &corev1.SecretList{}
+	require.NoError(t, env.Client.List(ctx, left, client.InNamespace(ns)))
+	assert.Empty(t, left.Items)
 }

@@ -18,6 +18,7 @@ type Options struct {
 	MaxCopiesPerRule, MaxCopiesPerNamespace, MaxCopies      int64
 	MaxBytesPerRule, MaxBytesPerNamespace, MaxBytes         string
 	MaxServiceAccountsPerNamespace, ConsentReviewsPerSecond int
+	RemovalsPerSecond                                       int
 }
 
 // Flag names of the limits, also named in the status when a limit is reached.
@@ -50,6 +51,7 @@ func DefaultOptions() Options {
 
 		MaxServiceAccountsPerNamespace: 8,
 		ConsentReviewsPerSecond:        20,
+		RemovalsPerSecond:              20,
 	}
 }
 
@@ -75,6 +77,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Most distinct ServiceAccounts the CopyratorRules of one namespace may act as; a rule naming one more (the newest rules first) is refused and asks no SubjectAccessReview.")
 	fs.IntVar(&o.ConsentReviewsPerSecond, "copyratorrule-consent-reviews-per-second", d.ConsentReviewsPerSecond,
 		"SubjectAccessReviews the CopyratorRules of one namespace may ask per second (bursts of twice as many); namespaces not asked yet keep their copies as they are until the next pass.")
+	fs.IntVar(&o.RemovalsPerSecond, "copyratorrule-removals-per-second", d.RemovalsPerSecond,
+		"Copies the CopyratorRules of one namespace delete or release per second (a rule deleted, a namespace no longer selected or consenting); creates and updates are not paced.")
 	fs.Int64Var(&o.MaxCopies, flagMaxCopies, d.MaxCopies,
 		"Most copies all CopyratorRules together may have (0: no limit).")
 	fs.StringVar(&o.MaxBytes, flagMaxBytes, d.MaxBytes,
@@ -94,6 +98,7 @@ func (o *Options) complete() error {
 	orDefault(&o.ConsentRefresh, d.ConsentRefresh)
 	orDefault(&o.MaxServiceAccountsPerNamespace, d.MaxServiceAccountsPerNamespace)
 	orDefault(&o.ConsentReviewsPerSecond, d.ConsentReviewsPerSecond)
+	orDefault(&o.RemovalsPerSecond, d.RemovalsPerSecond)
 	o.MaxBytesPerRule, o.MaxBytes = cmp.Or(o.MaxBytesPerRule, d.MaxBytesPerRule), cmp.Or(o.MaxBytes, d.MaxBytes)
 	o.MaxBytesPerNamespace = cmp.Or(o.MaxBytesPerNamespace, d.MaxBytesPerNamespace)
 	_, err := o.limits()

@@ -18,12 +18,12 @@ func TestOptionsDefaultsWrittenOnce(t *testing.T) {
 	noCopyLimits.MaxCopiesPerRule, noCopyLimits.MaxCopiesPerNamespace, noCopyLimits.MaxCopies = 0, 0, 0
 	set := Options{MaxConcurrentReconciles: 3, WriteParallelism: 4, ConflictRecheck: time.Second, ConsentRecheck: 2 * time.Second,
 		ConsentRefresh: 3 * time.Second, ProtectedNamespaces: "a", MaxCopiesPerRule: 5, MaxCopies: 6, MaxBytesPerRule: "0", MaxBytes: "1Mi",
-		MaxCopiesPerNamespace: 7, MaxBytesPerNamespace: "2Mi", MaxServiceAccountsPerNamespace: 2, ConsentReviewsPerSecond: 3}
+		MaxCopiesPerNamespace: 7, MaxBytesPerNamespace: "2Mi", MaxServiceAccountsPerNamespace: 2, ConsentReviewsPerSecond: 3, RemovalsPerSecond: 4}
 	testenv.CheckComplete(t, (*Options).complete, []testenv.OptionsCase[Options]{
 		testenv.Case("zero Options: the defaults, no limit on copies", Options{}, noCopyLimits, ""),
 		testenv.Case("flag defaults", fromFlags, fromFlags, ""),
 		testenv.Case("negative counts and durations", Options{MaxConcurrentReconciles: -1, WriteParallelism: -1, ConflictRecheck: -time.Second,
-			ConsentRecheck: -time.Second, ConsentRefresh: -time.Second, MaxServiceAccountsPerNamespace: -1, ConsentReviewsPerSecond: -1}, noCopyLimits, ""),
+			ConsentRecheck: -time.Second, ConsentRefresh: -time.Second, MaxServiceAccountsPerNamespace: -1, ConsentReviewsPerSecond: -1, RemovalsPerSecond: -1}, noCopyLimits, ""),
 		testenv.Case("set values kept", set, set, ""),
 		testenv.Case("bad quantity per namespace", Options{MaxBytesPerNamespace: "-1"}, Options{}, `--copyratorrule-max-bytes-per-namespace: "-1" is not a quantity`),
 		testenv.Case("bad quantity", Options{MaxBytes: "lots"}, Options{}, `--copyratorrule-max-bytes: "lots" is not a quantity`),
