@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -118,6 +119,10 @@ func TestCopiesOnlyWhereConsented(t *testing.T) {
 	require.NoError(t, env.Client.Delete(ctx, rule))
 	assert.Eventually(t, func() bool { return getSecret(t, granted, src.Name) == nil }, waitFor, tick,
 		"Retain does not leave a copy in a namespace that does not consent")
+	// Removals are paced (one at a time): the rule is gone once all of them are done.
+	assert.Eventually(t, func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(rule), &flantv1.CopyratorRule{}))
+	}, waitFor, tick, "rule not deleted")
 	for _, ns := range []string{later, f.protected} {
 		released := getSecret(t, ns, src.Name)
 		require.NotNil(t, released, ns)
