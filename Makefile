@@ -134,10 +134,15 @@ fuzz-target = log=$$(mktemp); rc=0; \
 fuzz: ## Run every fuzz target of a parser of outside data for FUZZTIME each.
 	$(call fuzz-target,FuzzParseECB,./controllers/exchangerate/)
 	$(call fuzz-target,FuzzParseFrankfurter,./controllers/exchangerate/)
+	$(call fuzz-target,FuzzParseFrankfurterV2,./controllers/exchangerate/)
+	$(call fuzz-target,FuzzEmbeddedIPv4,./internal/egress/)
+	$(call fuzz-target,FuzzRender,./internal/hoststoml/)
 	$(call fuzz-target,FuzzHostsDir,./controllers/registrymirror/)
 	$(call fuzz-target,FuzzHostsTOMLOwner,./cmd/nodeagent/)
 	$(call fuzz-target,FuzzRestoreAnnotations,./controllers/chaosagent/)
 	$(call fuzz-target,FuzzSchedule,./controllers/chaosagent/)
+	cd cmd/mirror-registry; $(call fuzz-target,FuzzDecodeLastUse,./internal/retention/)
+	cd cmd/mirror-registry; $(call fuzz-target,FuzzParsePins,./internal/retention/)
 
 .PHONY: test-unit
 test-unit: ## Unit tests only (no API server).

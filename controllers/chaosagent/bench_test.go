@@ -288,8 +288,8 @@ const (
 // server). Two baselines come from the same run: the same checks with each Deployment read
 // by a GET from the API server instead of the cache (x-apiserver-gets: the cached checks'
 // wall time over theirs), and one status write of the agent, which every round makes anyway
-// (x-status-write: the guard checks' wall time over a status PATCH's). Each figure is the
-// mean of b.N rounds.
+// (x-status-write: the guard checks' wall time over a status PATCH's). Each figure is per
+// round over b.N rounds; `make bench` runs one (-benchtime 1x), so it is one cold round.
 func BenchmarkGuardChecksPerRound(b *testing.B) {
 	env.Require(b)
 	ctx := context.Background()

@@ -201,8 +201,8 @@ type RegistryMirrorStatus struct {
 
 // RegistryMirror runs a pull-through cache of one upstream registry: two Services, a
 // StatefulSet with Quartet's mirror-registry (the CNCF distribution registry in proxy mode,
-// keeping what was pulled within spec.retention), its PVC, and a DaemonSet that makes the
-// mirror reachable from every node.
+// keeping what was pulled within spec.retention) and its PVC; a DaemonSet that makes the
+// mirror reachable from every node only for a host a cluster admin grants it (RegistryHostGrant).
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=rm
