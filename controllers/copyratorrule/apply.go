@@ -42,26 +42,30 @@ type writeResult struct {
 	Err      error
 }
 
-// execute runs the actions in parallel and returns their results, in their order.
+// execute runs the actions in parallel and returns their results, in their order. The
+// removals start after the other writes, so that none of those waits behind their pace.
 func (w writer) execute(ctx context.Context, rule ruleID, actions []action) []writeResult {
 	results := make([]writeResult, len(actions))
-	removals := rate.NewLimiter(rate.Inf, 0)
+	unpaced, removals := rate.NewLimiter(rate.Inf, 0), rate.NewLimiter(rate.Inf, 0)
 	if w.removalsPerSecond > 0 {
 		removals = rate.NewLimiter(rate.Limit(w.removalsPerSecond), 1)
 	}
 	var g errgroup.Group
 	g.SetLimit(max(w.parallelism, 1))
-	for i, a := range actions {
-		g.Go(func() error {
-			if paced(a.Op) {
-				if err := removals.Wait(ctx); err != nil {
+	for _, pace := range []*rate.Limiter{unpaced, removals} {
+		for i, a := range actions {
+			if paced(a.Op) != (pace == removals) {
+				continue
+			}
+			g.Go(func() error {
+				if err := pace.Wait(ctx); err != nil {
 					results[i] = writeResult{Action: a, Err: err}
 					return nil
 				}
-			}
-			results[i] = w.do(ctx, rule, a)
-			return nil
-		})
+				results[i] = w.do(ctx, rule, a)
+				return nil
+			})
+		}
 	}
 	_ = g.Wait() // every function returns nil
 	return results

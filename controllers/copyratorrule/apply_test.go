@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/quartet-operator/quartet/test/testenv"
 
@@ -153,7 +154,8 @@ func TestRemovalsArePaced(t *testing.T) {
 }
 
 // TestRemovalsGoAtTheirRate: a pass that deletes six copies at five a second (bursts of one)
-// takes at least a second, and deletes them all (against the real API server).
+// takes at least a second and deletes them all; a create listed after them is written first,
+// not behind their pace (against the real API server; the writes' order seen at the client).
 func TestRemovalsGoAtTheirRate(t *testing.T) {
 	env.Require(t)
 	ctx := context.Background()
@@ -166,14 +168,31 @@ func TestRemovalsGoAtTheirRate(t *testing.T) {
 		st := stateOf(s)
 		actions = append(actions, action{Op: opDelete, Key: copyKey{kindSecret, ns, s.Name}, Existing: &st})
 	}
-	w := writer{client: env.Client, apiReader: env.Client, parallelism: 32, removalsPerSecond: 5}
+	src := newSource(secret("new", corev1.SecretTypeOpaque, map[string]string{"k": "v"}))
+	actions = append(actions, action{Op: opCreate, Key: copyKey{kindSecret, ns, "new"}, Source: &src})
+	var order []string // one worker: no lock needed
+	direct, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
+	require.NoError(t, err)
+	recorded := interceptor.NewClient(direct, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			order = append(order, "create")
+			return c.Create(ctx, obj, opts...)
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			order = append(order, "delete")
+			return c.Delete(ctx, obj, opts...)
+		},
+	})
+	w := writer{client: recorded, apiReader: env.Client, parallelism: 1, removalsPerSecond: 5}
 	start := time.Now()
 	results := w.execute(ctx, rule, actions)
 	assert.GreaterOrEqual(t, time.Since(start), time.Second, "six removals at five a second")
 	for _, r := range results {
 		assert.True(t, r.Done, r.Err)
 	}
+	assert.Equal(t, []string{"create", "delete", "delete", "delete", "delete", "delete", "delete"}, order)
 	left := &corev1.SecretList{}
 	require.NoError(t, env.Client.List(ctx, left, client.InNamespace(ns)))
-	assert.Empty(t, left.Items)
+	require.Len(t, left.Items, 1)
+	assert.Equal(t, "new", left.Items[0].Name)
 }

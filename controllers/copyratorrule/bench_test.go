@@ -92,8 +92,9 @@ func newBenchEnv(b *testing.B, n int) *benchEnv {
 // election) at the given client limits, counts its requests in be.calls and waits until the
 // controller reconciles. One option differs: the copies are removed at
 // benchRemovalsPerSecond, not the shipped 20 a second, because no benchmark here times a
-// removal and 10,000 copies would take 500 s to release between rounds. The manager stops when stop is called or the benchmark ends; the
-// rules it should clean up must be released before.
+// removal and 10,000 copies would take 500 s to release between rounds. The manager stops
+// when stop is called or the benchmark ends; the rules it should clean up must be released
+// before.
 func (be *benchEnv) startManager(b *testing.B, limits clientLimits) (stop func()) {
 	b.Helper()
 	cfg := rest.CopyConfig(env.Config)
