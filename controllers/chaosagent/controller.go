@@ -198,6 +198,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	case phasePaused, phaseStopped:
 		return ctrl.Result{}, r.restoreIfAsked(ctx, agent, &o)
 	case phaseOutsideWindow:
+		if heldBack(o.Spec, lastRoundTime(agent, r.memoryOf(agent)), o.Now, o.Window.Change) {
+			recordSkip(agent.Name, skipOutsideWindow)
+		}
 		// Nothing new outside a window; what the agent changed is put back, as on a pause.
 		return ctrl.Result{RequeueAfter: requeueAfter(o.Now, o.Window.Change, runDeadline(o.Spec, o.Run))}, r.restoreIfAsked(ctx, agent, &o)
 	}
@@ -221,6 +224,7 @@ func (r *Reconciler) reconcileActive(ctx context.Context, agent *blackadderv1bet
 		o.Guards = r.checkGuards(ctx, o.Spec.Guards)
 	}
 	if trip := firstFailure(o.Guards); trip != nil {
+		recordSkip(agent.Name, skipGuardTripped)
 		o.Run = endRun(o.Run, blackadderv1beta1.RunEndGuardTripped, fmt.Sprintf("guard %q tripped: %s", trip.Name, trip.Message), o.Now)
 		return ctrl.Result{}, r.stop(ctx, agent, o)
 	}
@@ -305,8 +309,10 @@ func (r *Reconciler) runRound(ctx context.Context, agent *blackadderv1beta1.Chao
 	scope.ImmutableConfigMaps = mem.immutable
 	round := agent.Status.Rounds + 1
 	rng := r.NewRand(agent, round)
-	actions := decide(spec, selectCandidates(inv, scope), rng)
+	candidates := selectCandidates(inv, scope)
+	actions := decide(spec, candidates, rng)
 	roundsTotal.WithLabelValues(agent.Name).Inc()
+	recordSkip(agent.Name, idleReason(spec, candidates, actions))
 
 	out := roundOutcome{Ran: true}
 	for _, a := range actions {

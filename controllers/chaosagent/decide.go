@@ -56,7 +56,7 @@ func replicasOf(d *appsv1.Deployment) int32 { return ptr.Deref(d.Spec.Replicas, 
 func decide(spec blackadderv1beta1.ChaosAgentSpec, c Candidates, rng *rand.Rand) []Action {
 	hit := func() bool { return rng.IntN(100) < int(spec.Eagerness) }
 	var actions []Action
-	if spec.TantrumMode && len(c.Pods) > 0 && len(c.Pods) >= int(spec.PodTolerance) {
+	if mayKill(spec, c) {
 		if spec.MeanSecondsBetweenKills != nil {
 			actions = append(actions, paceKills(c.Pods, killChance(spec.PauseDuration, *spec.MeanSecondsBetweenKills), rng)...)
 		} else {
@@ -82,6 +82,39 @@ func decide(spec blackadderv1beta1.ChaosAgentSpec, c Candidates, rng *rand.Rand)
 		}
 	}
 	return capActions(actions, int(spec.MaxActionsPerRound), rng)
+}
+
+// mayKill says whether tantrum may kill in a round: candidate pods, at least podTolerance of them.
+func mayKill(spec blackadderv1beta1.ChaosAgentSpec, c Candidates) bool {
+	return spec.TantrumMode && len(c.Pods) > 0 && len(c.Pods) >= int(spec.PodTolerance)
+}
+
+// Reasons of quartet_chaosagent_rounds_skipped_total: why a round that came due did no action.
+const (
+	skipOutsideWindow = blackadderv1beta1.ReasonOutsideWindow
+	skipGuardTripped  = blackadderv1beta1.ReasonGuardTripped
+	skipNoCandidates  = "NoCandidates"
+	skipNoneChosen    = "NoneChosen"
+)
+
+// idleReason says why a round decided no action ("" when it decided some): NoCandidates when
+// its modes had nothing they may act on, NoneChosen when chance hit none of the candidates.
+func idleReason(spec blackadderv1beta1.ChaosAgentSpec, c Candidates, actions []Action) string {
+	doublable := func(d Candidate) bool { _, _, refused := growable(d.Replicas); return !refused }
+	switch {
+	case len(actions) > 0:
+		return ""
+	case mayKill(spec, c), spec.CancerMode && slices.ContainsFunc(c.Deployments, doublable), spec.IpsumMode && len(c.ConfigMaps) > 0:
+		return skipNoneChosen
+	}
+	return skipNoCandidates
+}
+
+// heldBack says whether a closed window holds back a round: one is due at now after the last
+// (nil: none yet), or comes due before the window opens again (reopen; nil: not in sight).
+func heldBack(spec blackadderv1beta1.ChaosAgentSpec, last *time.Time, now time.Time, reopen *time.Time) bool {
+	due, next := roundDue(last, time.Duration(spec.PauseDuration)*time.Second, now)
+	return due || reopen == nil || next.Before(*reopen)
 }
 
 // killChance is 1 - e^(-pause/mean): kills as a Poisson process, over the nominal pause so

@@ -476,6 +476,61 @@ func TestPhaseOf(t *testing.T) {
 	}
 }
 
+// TestIdleReason: a round that decided no action is NoCandidates when its modes had nothing
+// they may act on, NoneChosen when chance hit none of its candidates.
+func TestIdleReason(t *testing.T) {
+	spec := func(f func(*blackadderv1beta1.ChaosAgentSpec)) blackadderv1beta1.ChaosAgentSpec {
+		s := withDefaults(blackadderv1beta1.ChaosAgentSpec{})
+		f(&s)
+		return s
+	}
+	tantrum := spec(func(s *blackadderv1beta1.ChaosAgentSpec) { s.TantrumMode, s.PodTolerance = true, 3 })
+	cancer := spec(func(s *blackadderv1beta1.ChaosAgentSpec) { s.CancerMode = true })
+	ipsum := spec(func(s *blackadderv1beta1.ChaosAgentSpec) { s.IpsumMode = true })
+	kill := []Action{{Kind: blackadderv1beta1.ActionKillPod}}
+	for _, tc := range []struct {
+		name    string
+		spec    blackadderv1beta1.ChaosAgentSpec
+		c       Candidates
+		actions []Action
+		want    string
+	}{
+		{"acted", tantrum, Candidates{Pods: cands("a", 3, 0)}, kill, ""},
+		{"no mode", spec(func(*blackadderv1beta1.ChaosAgentSpec) {}), Candidates{Pods: cands("a", 3, 0), ConfigMaps: cands("a", 1, 0)}, nil, skipNoCandidates},
+		{"no pods", tantrum, Candidates{ConfigMaps: cands("a", 5, 0)}, nil, skipNoCandidates},
+		{"pods below podTolerance", tantrum, Candidates{Pods: cands("a", 2, 0)}, nil, skipNoCandidates},
+		{"pods at podTolerance, none hit", tantrum, Candidates{Pods: cands("a", 3, 0)}, nil, skipNoneChosen},
+		{"Deployments at the ceiling or at zero", cancer, Candidates{Deployments: append(cands("a", 2, MaxReplicas), cands("b", 1, 0)...)}, nil, skipNoCandidates},
+		{"a Deployment to double, not hit", cancer, Candidates{Deployments: append(cands("a", 2, MaxReplicas), cands("b", 1, 4)...)}, nil, skipNoneChosen},
+		{"no ConfigMaps", ipsum, Candidates{Pods: cands("a", 9, 0)}, nil, skipNoCandidates},
+		{"ConfigMaps, none hit", ipsum, Candidates{ConfigMaps: cands("a", 1, 0)}, nil, skipNoneChosen},
+	} {
+		assert.Equal(t, tc.want, idleReason(tc.spec, tc.c, tc.actions), tc.name)
+	}
+}
+
+// TestHeldBack: outside a window a round is skipped (OutsideWindow) when one is due now or
+// comes due before the window opens again.
+func TestHeldBack(t *testing.T) {
+	now := time.Date(2026, 11, 26, 18, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *time.Time { t := now.Add(d); return &t }
+	spec := withDefaults(blackadderv1beta1.ChaosAgentSpec{PauseDuration: 60})
+	for _, tc := range []struct {
+		name         string
+		last, reopen *time.Time
+		want         bool
+	}{
+		{"the window closed before the next round: held back", at(-10 * time.Second), at(15 * time.Hour), true},
+		{"never ran: due at once", nil, at(15 * time.Hour), true},
+		{"due already", at(-2 * time.Minute), at(15 * time.Hour), true},
+		{"reopens before the next round comes due", at(-10 * time.Second), at(30 * time.Second), false},
+		{"reopens just as it comes due", at(-10 * time.Second), at(50 * time.Second), false},
+		{"no reopening in sight", at(-10 * time.Second), nil, true},
+	} {
+		assert.Equal(t, tc.want, heldBack(spec, tc.last, now, tc.reopen), tc.name)
+	}
+}
+
 func TestRuns(t *testing.T) {
 	start := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
 	started := blackadderv1beta1.ChaosRun{Name: "one", StartTime: ptr.To(metav1.NewTime(start))}

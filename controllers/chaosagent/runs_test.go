@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -122,6 +123,7 @@ func testDeploymentGuardTrips(t *testing.T) {
 	assert.Equal(t, metav1.ConditionTrue, testenv.Condition(tripped.Status.Conditions, blackadderv1beta1.ConditionPaused).Status)
 	require.NotNil(t, tripped.Status.Run)
 	assert.Equal(t, blackadderv1beta1.RunEndGuardTripped, tripped.Status.Run.EndReason)
+	assert.Equal(t, 1.0, testutil.ToFloat64(roundsSkipped.WithLabelValues(agent.Name, skipGuardTripped)), "the round that was due is skipped")
 	assert.True(t, hasAction(tripped, blackadderv1beta1.ActionRestoreDeployment, ResultSucceeded))
 	assert.True(t, hasAction(tripped, blackadderv1beta1.ActionRestoreConfigMap, ResultSucceeded))
 	assert.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -279,6 +281,8 @@ func TestChaosAgentScheduleOnAShiftedClock(t *testing.T) {
 		assert.EqualValues(t, 2, replicasNow(t, ns, "web"))
 		assert.Equal(t, original, configMapData(t, ns, "settings"))
 		assert.Equal(t, before, readyPods(t, ns, "web", 2), "no pod killed")
+		assert.Equal(t, 1.0, testutil.ToFloat64(roundsSkipped.WithLabelValues(agent.Name, skipOutsideWindow)),
+			"the round due at creation, counted once: the agent does not wake per pause outside its windows")
 	})
 
 	t.Run("WindowOpensOnTheAgentsTimer", func(t *testing.T) {
@@ -319,6 +323,7 @@ func TestChaosAgentScheduleOnAShiftedClock(t *testing.T) {
 		assert.Zero(t, closed.Status.ChangedObjects)
 		require.NotNil(t, closed.Status.NextWindowTime)
 		assert.True(t, mondayNine.Equal(closed.Status.NextWindowTime.Time), "Friday evening to Monday morning: %s", closed.Status.NextWindowTime)
+		assert.Equal(t, 1.0, testutil.ToFloat64(roundsSkipped.WithLabelValues(agent.Name, skipOutsideWindow)), "the closed window holds back the 17:59:50 round")
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -28,6 +29,7 @@ const FieldOwner = "quartet-copyratorrule"
 type writer struct {
 	client            client.Client
 	apiReader         client.Reader
+	clock             clock.PassiveClock // when a copy's write ended (observePropagation)
 	parallelism       int
 	removalsPerSecond int
 }
@@ -63,6 +65,7 @@ func (w writer) execute(ctx context.Context, rule ruleID, actions []action) []wr
 					return nil
 				}
 				results[i] = w.do(ctx, rule, a)
+				observePropagation(results[i], w.clock)
 				return nil
 			})
 		}

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -169,6 +170,8 @@ func TestRemovalsGoAtTheirRate(t *testing.T) {
 		actions = append(actions, action{Op: opDelete, Key: copyKey{kindSecret, ns, s.Name}, Existing: &st})
 	}
 	src := newSource(secret("new", corev1.SecretTypeOpaque, map[string]string{"k": "v"}))
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+	src.Changed = clk.Now().Add(-2 * time.Second)
 	actions = append(actions, action{Op: opCreate, Key: copyKey{kindSecret, ns, "new"}, Source: &src})
 	var order []string // one worker: no lock needed
 	direct, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
@@ -183,7 +186,8 @@ func TestRemovalsGoAtTheirRate(t *testing.T) {
 			return c.Delete(ctx, obj, opts...)
 		},
 	})
-	w := writer{client: recorded, apiReader: env.Client, parallelism: 1, removalsPerSecond: 5}
+	w := writer{client: recorded, apiReader: env.Client, clock: clk, parallelism: 1, removalsPerSecond: 5}
+	observed, sum := propagationSamples(t)
 	start := time.Now()
 	results := w.execute(ctx, rule, actions)
 	assert.GreaterOrEqual(t, time.Since(start), time.Second, "six removals at five a second")
@@ -191,6 +195,9 @@ func TestRemovalsGoAtTheirRate(t *testing.T) {
 		assert.True(t, r.Done, r.Err)
 	}
 	assert.Equal(t, []string{"create", "delete", "delete", "delete", "delete", "delete", "delete"}, order)
+	newObserved, newSum := propagationSamples(t)
+	assert.Equal(t, observed+1, newObserved, "the create's propagation observed, no removal's")
+	assert.InDelta(t, 2, newSum-sum, 1e-9, "from the source's change to the write, on the writer's clock")
 	left := &corev1.SecretList{}
 	require.NoError(t, env.Client.List(ctx, left, client.InNamespace(ns)))
 	require.Len(t, left.Items, 1)

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -79,6 +80,21 @@ type source struct {
 	Size      int64
 	Carried   carried
 	Object    client.Object
+	Changed   time.Time // when the source last changed (lastChange), for quartet_copyrator_propagation_seconds
+}
+
+// lastChange is when obj last changed: its newest managedFields time, else its creation.
+func lastChange(obj metav1.Object) time.Time {
+	var newest time.Time
+	for _, e := range obj.GetManagedFields() {
+		if e.Time != nil && e.Time.After(newest) {
+			newest = e.Time.Time
+		}
+	}
+	if newest.IsZero() {
+		return obj.GetCreationTimestamp().Time
+	}
+	return newest
 }
 
 // view is the keys (all when empty), labels and annotations a rule's copies carry.

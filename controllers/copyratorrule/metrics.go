@@ -2,10 +2,13 @@ package copyratorrule
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
+	"github.com/quartet-operator/quartet/internal/status"
 )
 
 // The actions of quartet_copyrator_copies_total: writeActions and actionFailed.
@@ -33,10 +36,30 @@ var (
 		Name: "quartet_copyrator_orphans_swept_total",
 		Help: "Copies deleted because the rule that wrote them is gone (deleted without its finalizer).",
 	})
+	copiesDesiredGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "quartet_copyrator_copies_desired",
+		Help: "Copies a rule should hold, which quartet_copyrator_copies_in_sync counts toward: sources matched × target namespaces that consent, less conflicts.",
+	}, []string{"rule_namespace", "rule"})
+	refusedGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "quartet_copyrator_refused_namespaces",
+		Help: "Namespaces a rule selects that do not consent to its copies (status.refusedCount).",
+	}, []string{"rule_namespace", "rule"})
+	limitReachedGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "quartet_copyrator_limit_reached",
+		Help: "1 while a limit on copies holds a rule's writes back (Ready's reason LimitReached), else 0.",
+	}, []string{"rule_namespace", "rule"})
+	// propagationSeconds has no rule labels: one histogram for the whole controller.
+	propagationSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "quartet_copyrator_propagation_seconds",
+		Help: "Time from a source's last change (its newest managedFields time, else its creation) to the end of the write of a copy a rule created, updated or re-created; " +
+			"a copy for a new namespace or a new rule measures the source's age.",
+		Buckets: []float64{0.5, 1, 2, 5, 10, 30, 60, 300, 1800},
+	})
 )
 
 func init() {
-	metrics.Registry.MustRegister(copiesTotal, conflictsGauge, copiesInSyncGauge, lookalikesTotal, sweptTotal)
+	metrics.Registry.MustRegister(copiesTotal, conflictsGauge, copiesInSyncGauge, lookalikesTotal, sweptTotal,
+		copiesDesiredGauge, refusedGauge, limitReachedGauge, propagationSeconds)
 }
 
 // writeActions name the kinds of copy write in quartet_copyrator_copies_total.
@@ -52,6 +75,19 @@ func recordPass(rule types.NamespacedName, o outcome, st *flantv1.CopyratorRuleS
 	if st != nil {
 		conflictsGauge.WithLabelValues(rule.Namespace, rule.Name).Set(float64(st.ConflictCount))
 		copiesInSyncGauge.WithLabelValues(rule.Namespace, rule.Name).Set(float64(st.CopiesInSync))
+		// What Ready's "N of M copies in sync" counts toward (computeStatus: expected).
+		copiesDesiredGauge.WithLabelValues(rule.Namespace, rule.Name).Set(float64(st.SourcesMatched*st.TargetNamespaces - st.ConflictCount))
+		refusedGauge.WithLabelValues(rule.Namespace, rule.Name).Set(float64(st.RefusedCount))
+		ready := meta.FindStatusCondition(st.Conditions, flantv1.ConditionReady)
+		status.SetGauge(limitReachedGauge, ready != nil && ready.Reason == flantv1.ReasonLimitReached, rule.Namespace, rule.Name)
+	}
+}
+
+// observePropagation notes how long after its source's last change the copy of a create,
+// update or re-create that res made was written (now, on clk).
+func observePropagation(res writeResult, clk clock.PassiveClock) {
+	if res.Done && !paced(res.Action.Op) && !res.Action.Source.Changed.IsZero() {
+		propagationSeconds.Observe(clk.Since(res.Action.Source.Changed).Seconds())
 	}
 }
 
@@ -65,6 +101,7 @@ func countCopies(rule types.NamespacedName, action string, n int) {
 func forgetMetrics(rule types.NamespacedName) {
 	l := prometheus.Labels{"rule_namespace": rule.Namespace, "rule": rule.Name}
 	copiesTotal.DeletePartialMatch(l)
-	conflictsGauge.Delete(l)
-	copiesInSyncGauge.Delete(l)
+	for _, g := range []*prometheus.GaugeVec{conflictsGauge, copiesInSyncGauge, copiesDesiredGauge, refusedGauge, limitReachedGauge} {
+		g.Delete(l)
+	}
 }

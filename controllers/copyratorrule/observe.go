@@ -381,6 +381,7 @@ type namespaceSources struct {
 // last-applied-configuration holds its data.
 type sourceVersion struct {
 	resourceVersion string
+	changed         time.Time // lastChange, read before the managed fields are dropped
 	body            client.Object
 	kept            sets.Set[string]
 	views           map[string]source
@@ -551,10 +552,11 @@ func (w *sourceWatcher) sourceOf(ctx context.Context, key sourceKey, m metav1.Ob
 		if err := w.reader.Get(ctx, types.NamespacedName{Namespace: key.namespace, Name: m.GetName()}, obj); err != nil {
 			return source{}, err
 		}
+		changed := lastChange(obj)
 		obj.SetManagedFields(nil)
 		kept := w.carriedAnnotations(key).Insert(v.annotations...)
 		obj.SetAnnotations(pick(obj.GetAnnotations(), kept.UnsortedList()))
-		ver = &sourceVersion{resourceVersion: obj.GetResourceVersion(), body: obj, kept: kept, views: map[string]source{}}
+		ver = &sourceVersion{resourceVersion: obj.GetResourceVersion(), changed: changed, body: obj, kept: kept, views: map[string]source{}}
 		w.mu.Lock()
 		if s, ok := w.informers[key]; ok {
 			s.versions[obj.GetUID()] = ver
@@ -600,7 +602,7 @@ func (w *sourceWatcher) as(ver *sourceVersion, v view) source {
 		ver.views[v.id] = s
 		w.mu.Unlock()
 	}
-	s.Carried = v.carried(ver.body)
+	s.Carried, s.Changed = v.carried(ver.body), ver.changed
 	return s
 }
 

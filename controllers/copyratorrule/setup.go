@@ -64,7 +64,7 @@ func (o *Options) Setup(mgr ctrl.Manager, shared scope.Namespaces) error {
 		statuses: status.NewWriter(c, mgr.GetAPIReader(),
 			func(x *flantv1.CopyratorRule) *int64 { return &x.Status.ObservedGeneration }),
 		copies:  copyReader{cache: copyCache, rules: mgr.GetClient()},
-		writer:  writer{client: c, apiReader: mgr.GetAPIReader(), parallelism: o.WriteParallelism, removalsPerSecond: o.RemovalsPerSecond},
+		writer:  writer{client: c, apiReader: mgr.GetAPIReader(), clock: clk, parallelism: o.WriteParallelism, removalsPerSecond: o.RemovalsPerSecond},
 		sources: sources,
 		access:  newAccessReviewer(c, clk, o.ConsentRecheck, o.ConsentRefresh, o.WriteParallelism, o.ConsentReviewsPerSecond),
 		rules:   newRuleStates(o.ConflictRecheck),

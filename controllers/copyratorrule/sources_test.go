@@ -3,6 +3,7 @@ package copyratorrule
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -27,11 +28,14 @@ func TestSourceContentReadOncePerVersion(t *testing.T) {
 	ctx := context.Background()
 	src := secret("tls", corev1.SecretTypeTLS, map[string]string{"tls.crt": "C", "tls.key": "K", "ca.crt": "A"})
 	src.UID = "uid-1"
+	changed := metav1.NewTime(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
 	gets := 0
 	cs := fake.NewClientBuilder().WithObjects(src).WithInterceptorFuncs(interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			gets++
-			return c.Get(ctx, key, obj, opts...)
+			err := c.Get(ctx, key, obj, opts...)
+			obj.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubectl", Time: &changed}}) // as the API server returns it
+			return err
 		},
 	}).Build()
 	require.NoError(t, cs.Get(ctx, client.ObjectKeyFromObject(src), src)) // its resourceVersion
@@ -55,10 +59,12 @@ func TestSourceContentReadOncePerVersion(t *testing.T) {
 	assert.Equal(t, 1, gets)
 	assert.NotNil(t, a.Object, "read now: with its body")
 	assert.Equal(t, contentHash(src), a.Hash)
+	assert.Equal(t, changed.Time, a.Changed.UTC(), "when it last changed, read before its managed fields are dropped")
 
 	b, err := w.sourceOf(ctx, key, src, public)
 	require.NoError(t, err)
 	assert.Equal(t, 1, gets, "the other rule's view is of the version read")
+	assert.Equal(t, a.Changed, b.Changed)
 	assert.Equal(t, public.source(src).Hash, b.Hash)
 	assert.Equal(t, corev1.SecretTypeOpaque, b.Type)
 

@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -66,7 +65,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	err := r.Client.Get(ctx, req.NamespacedName, xr)
 	if apierrors.IsNotFound(err) || (err == nil && !xr.DeletionTimestamp.IsZero()) {
 		// Gone, or going with its ConfigMap (garbage collected): no finalizer, no status.
-		staleGauge.DeleteLabelValues(req.Namespace, req.Name)
+		forgetMetrics(req.NamespacedName)
 		r.Sources.Forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
@@ -82,8 +81,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		prev, err := r.Status.Finish(ctx, xr, acted, func(x *operatorsv1.ExchangeRate) {
 			x.Status = computeStatus(x.Status, o)
 			// The series before the write: whoever reads Stale in the status finds it set.
-			stale := meta.IsStatusConditionTrue(x.Status.Conditions, operatorsv1.ConditionStale)
-			status.SetGauge(staleGauge, stale, req.Namespace, req.Name)
+			recordStatus(req.NamespacedName, x.Status, o.Quote)
 		})
 		if err != nil {
 			result, reterr = ctrl.Result{}, kerrors.NewAggregate([]error{reterr, fmt.Errorf("writing status: %w", err)})

@@ -100,6 +100,8 @@ func testSample(t *testing.T) {
 	require.Equal(t, 1, testenv.Series(staleGauge, map[string]string{"exchangerate_namespace": ns, "exchangerate": xr.Name}),
 		"quartet_exchangerate_stale series")
 	assert.Equal(t, 0.0, testutil.ToFloat64(staleGauge.WithLabelValues(ns, xr.Name)), "quartet_exchangerate_stale")
+	assert.Equal(t, 1.1625, testutil.ToFloat64(rateGauge.WithLabelValues(ns, xr.Name, "USD")), "quartet_exchangerate_rate")
+	assert.Equal(t, 1.0, testutil.ToFloat64(sourceInUseGauge.WithLabelValues(ns, xr.Name, "ecb")), "quartet_exchangerate_source_in_use")
 	eventuallyEvent(t, ns, xr.Name, EventConfigMapCreated)
 
 	t.Log("a hand edit of the ConfigMap is put back, without asking the upstream again")
@@ -434,9 +436,12 @@ func testOwnedConfigMap(t *testing.T) {
 	waitCondition(t, ns, "gone", operatorsv1.ConditionReady, metav1.ConditionTrue, operatorsv1.ReasonRateWritten)
 	series := map[string]string{"exchangerate_namespace": ns, "exchangerate": "gone"}
 	assert.Equal(t, 1, testenv.Series(staleGauge, series), "quartet_exchangerate_stale series")
+	assert.Equal(t, 1, testenv.Series(rateGauge, series), "quartet_exchangerate_rate series")
 	require.NoError(t, env.Client.Delete(ctx, xr))
 	require.Eventually(t, func() bool { return testenv.Series(staleGauge, series) == 0 }, 30*time.Second, 200*time.Millisecond,
 		"the deleted ExchangeRate's quartet_exchangerate_stale series dropped")
+	assert.Zero(t, testenv.Series(rateGauge, series)+testenv.Series(sourceInUseGauge, series)+testenv.Series(publicationGauge, series),
+		"and its rate series")
 }
 
 // testStale: a publication older than StaleAfterDays (5) turns the ExchangeRate Stale and

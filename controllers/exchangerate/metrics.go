@@ -1,10 +1,14 @@
 package exchangerate
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
 
+	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
 	"github.com/quartet-operator/quartet/internal/status"
 )
 
@@ -28,7 +32,57 @@ var (
 		Name: "quartet_exchangerate_stale",
 		Help: "1 when the ExchangeRate's Stale condition is True (its rate's publication is older than the manager's limit), else 0, by ExchangeRate.",
 	}, []string{"exchangerate_namespace", "exchangerate"})
+	divergentGauge = status.Registered.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "quartet_exchangerate_divergent",
+		Help: "1 when the ExchangeRate's Divergent condition is True (another source's rate differs from the one written beyond spec.divergenceTolerance), else 0, by ExchangeRate.",
+	}, []string{"exchangerate_namespace", "exchangerate"})
+
+	// The quote the ExchangeRate's ConfigMap holds, as its status shows it (recordStatus).
+	rateGauge = status.Registered.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "quartet_exchangerate_rate",
+		Help: "Rates the ExchangeRate's ConfigMap holds (status.rates; status.rate for spec.currency): units of currency one unit of spec.base buys, by ExchangeRate and currency.",
+	}, []string{"exchangerate_namespace", "exchangerate", "currency"})
+	publicationGauge = status.Registered.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "quartet_exchangerate_publication_timestamp_seconds",
+		Help: "Unix time of the publication date of the ExchangeRate's rate (status.publicationDate, 00:00 UTC), by ExchangeRate.",
+	}, []string{"exchangerate_namespace", "exchangerate"})
+	sourceInUseGauge = status.Registered.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "quartet_exchangerate_source_in_use",
+		Help: "1 for the source the ExchangeRate's rate came from (status.source; named as in quartet_exchangerate_upstream_requests_total), one series per ExchangeRate with a rate, by ExchangeRate and source.",
+	}, []string{"exchangerate_namespace", "exchangerate", "source"})
 )
+
+// recordStatus sets the ExchangeRate's series from its status st and from q, the quote the
+// pass wrote or kept in the ConfigMap, which st shows. nil: none this pass (a failing source,
+// an unknown currency); the quote series stay, as st's rate does. From q, not st: st's rate
+// does not name its currency, which a spec.currency edit may have changed since.
+func recordStatus(xr types.NamespacedName, st operatorsv1.ExchangeRateStatus, q *Quote) {
+	status.SetGauge(staleGauge, meta.IsStatusConditionTrue(st.Conditions, operatorsv1.ConditionStale), xr.Namespace, xr.Name)
+	status.SetGauge(divergentGauge, meta.IsStatusConditionTrue(st.Conditions, operatorsv1.ConditionDivergent), xr.Namespace, xr.Name)
+	if q == nil {
+		return
+	}
+	object := prometheus.Labels{"exchangerate_namespace": xr.Namespace, "exchangerate": xr.Name}
+	rates := map[string]float64{}
+	for _, r := range q.list() {
+		if v, err := strconv.ParseFloat(r.Rate, 64); err == nil {
+			rates[r.Currency] = v
+		}
+	}
+	status.SetSeries(rateGauge, object, "currency", rates)
+	status.SetSeries(sourceInUseGauge, object, "source", map[string]float64{q.Source: 1})
+	if d, err := time.Parse(dateLayout, q.Date); err == nil {
+		publicationGauge.With(object).Set(float64(d.Unix()))
+	}
+}
+
+// forgetMetrics drops the series of an ExchangeRate that is gone.
+func forgetMetrics(xr types.NamespacedName) {
+	object := prometheus.Labels{"exchangerate_namespace": xr.Namespace, "exchangerate": xr.Name}
+	for _, vec := range []*prometheus.GaugeVec{staleGauge, divergentGauge, rateGauge, publicationGauge, sourceInUseGauge} {
+		vec.DeletePartialMatch(object)
+	}
+}
 
 // recordFetch counts one upstream request and its latency, and notes when the source last
 // gave a usable answer (succeeded; zero after a failure).

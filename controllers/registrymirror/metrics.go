@@ -47,6 +47,10 @@ var (
 		Help: "Used bytes of the RegistryMirror's cache volume, as its registry last reported, by mirror."}, mirrorLabels)
 	cacheCapacityGauge = status.Registered.NewGaugeVec(prometheus.GaugeOpts{Name: "quartet_registrymirror_cache_capacity_bytes",
 		Help: "Capacity in bytes (used plus available) of the RegistryMirror's cache volume, as its registry last reported, by mirror."}, mirrorLabels)
+	readyReplicasGauge = status.Registered.NewGaugeVec(prometheus.GaugeOpts{Name: "quartet_registrymirror_ready_replicas",
+		Help: "Registry replicas of the RegistryMirror that are ready to serve (status.readyReplicas), by mirror."}, mirrorLabels)
+	upstreamReachableGauge = status.Registered.NewGaugeVec(prometheus.GaugeOpts{Name: "quartet_registrymirror_upstream_reachable",
+		Help: "1 when the RegistryMirror's UpstreamReachable condition is True (the upstream answers the manager's probe), 0 when it is False or Unknown, by mirror."}, mirrorLabels)
 	// The registry's own counts since it started, as it last reported them (setCounter).
 	blobPulls = status.Registered.NewCounterVec(prometheus.CounterOpts{Name: "quartet_registrymirror_blob_pulls_total",
 		Help: "Blob GETs (layers, configs) the RegistryMirror's registry served since it started, by result: hit (from its cache) or miss (fetched from the upstream), as it last reported, by mirror."},
@@ -59,7 +63,8 @@ var (
 // recordStatus sets the mirror's series from the status and the cache report (nil: kept).
 func recordStatus(m types.NamespacedName, st mirrorsv1alpha1.RegistryMirrorStatus, rep *CacheReport) {
 	status.SetGauge(readyGauge, meta.IsStatusConditionTrue(st.Conditions, mirrorsv1alpha1.ConditionReady), m.Namespace, m.Name)
-	for vec, v := range map[*prometheus.GaugeVec]*int32{imagesInUseGauge: st.ImagesInUse, imagesCachedGauge: st.ImagesCached} {
+	status.SetGauge(upstreamReachableGauge, meta.IsStatusConditionTrue(st.Conditions, mirrorsv1alpha1.ConditionUpstreamReachable), m.Namespace, m.Name)
+	for vec, v := range map[*prometheus.GaugeVec]*int32{imagesInUseGauge: st.ImagesInUse, imagesCachedGauge: st.ImagesCached, readyReplicasGauge: &st.ReadyReplicas} {
 		if v == nil {
 			vec.DeleteLabelValues(m.Namespace, m.Name)
 		} else {
@@ -94,17 +99,12 @@ func recordPinned(m types.NamespacedName, granted bool, list *pinnedList) {
 	}
 	pinnedImagesGauge.WithLabelValues(m.Namespace, m.Name).Set(float64(len(list.images)))
 	namespacesInUseGauge.WithLabelValues(m.Namespace, m.Name).Set(float64(len(list.byNamespace)))
-	top := topNamespaces(list.byNamespace, maxNamespaceSeries)
-	for _, ns := range top {
-		pinnedByNamespaceGauge.WithLabelValues(m.Namespace, m.Name, ns).Set(float64(list.byNamespace[ns]))
+	top := map[string]float64{}
+	for _, ns := range topNamespaces(list.byNamespace, maxNamespaceSeries) {
+		top[ns] = float64(list.byNamespace[ns])
 	}
-	// The namespaces that left the top: their series go (after the new ones are set, so a
-	// scrape never sees none).
-	for _, ns := range pinnedNamespaces(m) {
-		if !slices.Contains(top, ns) {
-			pinnedByNamespaceGauge.DeleteLabelValues(m.Namespace, m.Name, ns)
-		}
-	}
+	// The namespaces that left the top lose their series.
+	status.SetSeries(pinnedByNamespaceGauge, mirror, "namespace", top)
 }
 
 // topNamespaces returns the n namespaces with the most images pinned, then by name.
@@ -114,27 +114,6 @@ func topNamespaces(byNamespace map[string]int, n int) []string {
 		return cmp.Or(cmp.Compare(byNamespace[b], byNamespace[a]), strings.Compare(a, b))
 	})
 	return names[:min(n, len(names))]
-}
-
-// pinnedNamespaces returns the namespaces of the mirror's pinnedByNamespaceGauge series.
-func pinnedNamespaces(m types.NamespacedName) []string {
-	ch := make(chan prometheus.Metric)
-	go func() { pinnedByNamespaceGauge.Collect(ch); close(ch) }()
-	var out []string
-	for metric := range ch {
-		var d dto.Metric
-		if metric.Write(&d) != nil {
-			continue
-		}
-		labels := map[string]string{}
-		for _, l := range d.GetLabel() {
-			labels[l.GetName()] = l.GetValue()
-		}
-		if labels["mirror_namespace"] == m.Namespace && labels["mirror"] == m.Name {
-			out = append(out, labels["namespace"])
-		}
-	}
-	return out
 }
 
 // setCounter sets a counter to v, from v again (a reset) when the registry restarted.
@@ -151,7 +130,8 @@ func setCounter(vec *prometheus.CounterVec, v uint64, labels ...string) {
 // forgetMirror drops the series of a mirror that is gone.
 func forgetMirror(m types.NamespacedName) {
 	for _, vec := range []interface{ DeletePartialMatch(prometheus.Labels) int }{readyGauge, imagesInUseGauge, pinnedImagesGauge,
-		namespacesInUseGauge, pinnedByNamespaceGauge, imagesCachedGauge, cacheUsedGauge, cacheCapacityGauge, blobPulls, servedBytes} {
+		namespacesInUseGauge, pinnedByNamespaceGauge, imagesCachedGauge, cacheUsedGauge, cacheCapacityGauge, blobPulls, servedBytes,
+		readyReplicasGauge, upstreamReachableGauge} {
 		vec.DeletePartialMatch(prometheus.Labels{"mirror_namespace": m.Namespace, "mirror": m.Name})
 	}
 }

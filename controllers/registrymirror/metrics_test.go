@@ -6,8 +6,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	"github.com/quartet-operator/quartet/test/testenv"
 )
 
@@ -29,6 +31,39 @@ func TestCacheReportSeries(t *testing.T) {
 	forgetMirror(key)
 	mirror := map[string]string{"mirror_namespace": key.Namespace, "mirror": key.Name}
 	assert.Zero(t, testenv.Series(blobPulls, mirror)+testenv.Series(servedBytes, mirror), "forgotten with the mirror")
+}
+
+// TestStatusSeries: the replicas serving and whether the upstream answers, from the status;
+// UpstreamReachable Unknown (not probed yet) counts as unreachable; gone with the mirror.
+func TestStatusSeries(t *testing.T) {
+	key := types.NamespacedName{Namespace: "metrics-test", Name: "status"}
+	mirror := map[string]string{"mirror_namespace": key.Namespace, "mirror": key.Name}
+	reachable := func() float64 {
+		return testutil.ToFloat64(upstreamReachableGauge.WithLabelValues(key.Namespace, key.Name))
+	}
+	replicas := func() float64 { return testutil.ToFloat64(readyReplicasGauge.WithLabelValues(key.Namespace, key.Name)) }
+	withUpstream := func(s metav1.ConditionStatus, ready int32) mirrorsv1alpha1.RegistryMirrorStatus {
+		return mirrorsv1alpha1.RegistryMirrorStatus{ReadyReplicas: ready, Conditions: []metav1.Condition{
+			{Type: mirrorsv1alpha1.ConditionUpstreamReachable, Status: s, Reason: "Test"}}}
+	}
+	for _, tc := range []struct {
+		name             string
+		st               mirrorsv1alpha1.RegistryMirrorStatus
+		reachable, ready float64
+	}{
+		{"no conditions yet", mirrorsv1alpha1.RegistryMirrorStatus{}, 0, 0},
+		{"reachable, two serving", withUpstream(metav1.ConditionTrue, 2), 1, 2},
+		{"unreachable, one serving", withUpstream(metav1.ConditionFalse, 1), 0, 1},
+		{"not probed yet", withUpstream(metav1.ConditionUnknown, 3), 0, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			recordStatus(key, tc.st, nil)
+			assert.Equal(t, tc.reachable, reachable())
+			assert.Equal(t, tc.ready, replicas())
+		})
+	}
+	forgetMirror(key)
+	assert.Zero(t, testenv.Series(upstreamReachableGauge, mirror)+testenv.Series(readyReplicasGauge, mirror), "forgotten with the mirror")
 }
 
 // TestPinnedSeries: the pinned list's length and the namespaces it is shared among, per

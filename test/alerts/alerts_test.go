@@ -109,35 +109,69 @@ func TestAlertsAreCompleteAndExplained(t *testing.T) {
 
 var (
 	metricName = regexp.MustCompile(`(?:Name:\s+|NewDesc\()"(quartet_[a-z_]+)"`)
-	tableRow   = regexp.MustCompile("(?m)^\\| `((?:quartet|controller_runtime)_[a-z_]+)`")
+	tableRow   = regexp.MustCompile("(?m)^\\| `((?:quartet|controller_runtime)_[a-z_]+)` \\| [a-z]+ \\|([^|]*)\\|")
 	alertRow   = regexp.MustCompile("(?m)^\\| `(Quartet[A-Za-z]+)`")
+	// The end of a collector's options: its label names (a list, or a variable holding one),
+	// or none.
+	labelsArg  = regexp.MustCompile(`\}\s*,\s*(?:\[\]string\{([^}]*)\}|([A-Za-z]+))\s*\)|\}\s*\)`)
+	quoted     = regexp.MustCompile(`"([a-z_]+)"`)
+	backquoted = regexp.MustCompile("`([a-z_]+)`")
 )
 
-// TestMetricsTableMatchesTheCode: docs/METRICS.md lists exactly the metrics the
-// controllers register, and exactly the alerts of the PrometheusRule.
-func TestMetricsTableMatchesTheCode(t *testing.T) {
-	var inCode []string
+// codeMetrics returns the quartet_ metrics of controllers/*/metrics.go with their label
+// names, in order.
+func codeMetrics(t *testing.T) map[string]string {
+	t.Helper()
 	files, err := filepath.Glob(filepath.Join(root(t), "controllers", "*", "metrics.go"))
 	require.NoError(t, err)
 	require.Len(t, files, 4, "one metrics.go per controller")
+	out := map[string]string{}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		require.NoError(t, err)
-		for _, m := range metricName.FindAllStringSubmatch(string(b), -1) {
-			inCode = append(inCode, m[1])
+		src := string(b)
+		for _, m := range metricName.FindAllStringSubmatchIndex(src, -1) {
+			name := src[m[2]:m[3]]
+			l := labelsArg.FindStringSubmatch(src[m[1]:])
+			require.NotNil(t, l, "%s: the end of %s's options", f, name)
+			list := l[1]
+			if l[2] != "" { // a variable: var <name> = []string{...}
+				v := regexp.MustCompile(`var ` + l[2] + ` = \[\]string\{([^}]*)\}`).FindStringSubmatch(src)
+				require.NotNil(t, v, "%s: %s's labels %s", f, name, l[2])
+				list = v[1]
+			}
+			var labels []string
+			for _, q := range quoted.FindAllStringSubmatch(list, -1) {
+				labels = append(labels, q[1])
+			}
+			out[name] = strings.Join(labels, ",")
 		}
 	}
+	return out
+}
+
+// TestMetricsTableMatchesTheCode: docs/METRICS.md lists exactly the metrics the
+// controllers register, each with the label names the code gives it (in order), and
+// exactly the alerts of the PrometheusRule.
+func TestMetricsTableMatchesTheCode(t *testing.T) {
+	inCode := codeMetrics(t)
+	require.Contains(t, inCode, "quartet_registrymirror_ready")
+	assert.Equal(t, "mirror_namespace,mirror", inCode["quartet_registrymirror_ready"], "a label list held by a variable")
+	assert.Equal(t, "source", inCode["quartet_exchangerate_upstream_fetch_duration_seconds"], "a histogram's labels")
+	assert.Empty(t, inCode["quartet_copyrator_orphans_swept_total"], "a collector without labels")
 	doc, err := os.ReadFile(filepath.Join(root(t), "docs", "METRICS.md"))
 	require.NoError(t, err)
-	var inDoc []string
+	inDoc := map[string]string{}
 	for _, m := range tableRow.FindAllStringSubmatch(string(doc), -1) {
 		if strings.HasPrefix(m[1], "quartet_") {
-			inDoc = append(inDoc, m[1])
+			var labels []string
+			for _, l := range backquoted.FindAllStringSubmatch(m[2], -1) {
+				labels = append(labels, l[1])
+			}
+			inDoc[m[1]] = strings.Join(labels, ",")
 		}
 	}
-	sort.Strings(inCode)
-	sort.Strings(inDoc)
-	assert.Equal(t, inCode, inDoc, "quartet_ metrics in controllers/*/metrics.go vs the table of docs/METRICS.md")
+	assert.Equal(t, inCode, inDoc, "quartet_ metrics and their labels in controllers/*/metrics.go vs the table of docs/METRICS.md")
 
 	var alertNames, alertDoc []string
 	for _, a := range readRules(t).Alerts() {
