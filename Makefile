@@ -108,6 +108,7 @@ vet: ## go vet.
 lint: $(GOLANGCI_LINT) ## golangci-lint (.golangci.yml): errcheck, govet, ineffassign, staticcheck, unused, forbidigo, importas, loggercheck, thelper and gofmt on all Go code (cmd/mirror-registry's module too); kube-api-linter on api/.
 	$(GOLANGCI_LINT) run ./...
 	cd cmd/mirror-registry && $(GOLANGCI_LINT) run ./...
+	cd hack/dashboards && $(GOLANGCI_LINT) run ./...
 
 .PHONY: test
 # What make test needs, built two at a time (on a fresh machine the control plane's one go
@@ -115,10 +116,11 @@ lint: $(GOLANGCI_LINT) ## golangci-lint (.golangci.yml): errcheck, govet, ineffa
 # (-vet=off): go vet ran already.
 .PHONY: test-deps
 test-deps: controlplane registry mirror-registry vet $(KUSTOMIZE) $(HELM) $(PROMTOOL)
-test: ## go vet, unit tests and integration tests against the real API server; cmd/mirror-registry's own tests.
+test: ## go vet, unit tests and integration tests against the real API server; cmd/mirror-registry's and hack/dashboards' own tests.
 	$(MAKE) --no-print-directory -j2 -Oline test-deps
 	HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) PROMTOOL=$(PROMTOOL) go test -vet=off $(GO_TEST_FLAGS) ./...
 	cd cmd/mirror-registry && go vet ./... && go test -vet=off $(GO_TEST_FLAGS) ./...
+	cd hack/dashboards && go vet ./... && go test -vet=off $(GO_TEST_FLAGS) ./...
 
 FUZZTIME ?= 15s
 # go test turns its -timeout off while fuzzing unless it is given: a hung fuzz run panics
@@ -148,6 +150,7 @@ fuzz: ## Run every fuzz target of a parser of outside data for FUZZTIME each.
 test-unit: ## Unit tests only (no API server).
 	QUARTET_SKIP_INTEGRATION=1 go test -count=1 ./...
 	cd cmd/mirror-registry && go test -count=1 ./...
+	cd hack/dashboards && go test -count=1 ./...
 
 # BENCH_COUNT: rounds of every benchmark (go test -count); with more than one, the report
 # shows each figure's median and spread. The timeouts grow with it.
@@ -283,8 +286,12 @@ uninstall: manifests $(KUSTOMIZE) ## Remove the CRDs (and every CR) from $$KUBEC
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found -f -
 
 .PHONY: helm
-helm: manifests $(KUSTOMIZE) ## Regenerate the Helm chart charts/quartet from config/ (hack/helmchart).
-	$(KUSTOMIZE) build config/default | go run ./hack/helmchart -out charts/quartet -version $(VERSION) -image $(IMAGE_TAG_BASE)
+helm: manifests dashboards $(KUSTOMIZE) ## Regenerate the Helm chart charts/quartet from config/ (hack/helmchart), the dashboards included.
+	$(KUSTOMIZE) build config/default | go run ./hack/helmchart -out charts/quartet -version $(VERSION) -image $(IMAGE_TAG_BASE) -dashboards config/grafana
+
+.PHONY: dashboards
+dashboards: ## Regenerate the Grafana dashboards config/grafana/*.json from hack/dashboards (Grafana Foundation SDK).
+	cd hack/dashboards && go run . -out ../../config/grafana
 
 .PHONY: deploy
 deploy: manifests $(KUSTOMIZE) ## Deploy the operator with kustomize (clusters without OLM).

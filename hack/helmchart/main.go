@@ -8,7 +8,9 @@
 // namespace turned into the release's and Helm's standard labels (helm.sh/chart,
 // app.kubernetes.io/instance) added; everything else is copied as is. One static template
 // adds what config/consent holds for kustomize: the cluster admin's consents (platform
-// ServiceAccounts' ClusterRoleBindings, RegistryHostGrants), empty by default.
+// ServiceAccounts' ClusterRoleBindings, RegistryHostGrants), empty by default. Another
+// makes config/grafana's ConfigMaps for the Grafana sidecar from the dashboards' JSON,
+// copied into the chart's dashboards/, when grafanaDashboards.enabled.
 //
 // Around the templates it writes what a chart repository and Artifact Hub show: Chart.yaml
 // with maintainers and artifacthub.io annotations (the images, the CRDs and their examples
@@ -19,7 +21,7 @@
 // ending in .tmpl, so no tool takes that folder for a chart), at their
 // place in the chart; schema.yaml is values.schema.json but for what comes from the CRD.
 //
-//	kustomize build config/default | go run ./hack/helmchart -out charts/quartet -version 0.3.0 -samples config/samples
+//	kustomize build config/default | go run ./hack/helmchart -out charts/quartet -version 0.3.0 -samples config/samples -dashboards config/grafana
 package main
 
 import (
@@ -53,6 +55,7 @@ func main() {
 	version := flag.String("version", "", "chart version (the operator's, without v)")
 	image := flag.String("image", "quay.io/quartet-operator/quartet", "operator image repository")
 	samples := flag.String("samples", "config/samples", "kustomization folder of the CR examples (artifacthub.io/crdsExamples)")
+	dashboards := flag.String("dashboards", "config/grafana", "folder of the Grafana dashboards' JSON files (make dashboards)")
 	flag.Parse()
 	if *version == "" {
 		check(errors.New("-version is required"))
@@ -63,12 +66,31 @@ func main() {
 	check(err)
 	files, err := chart(objs, *version, *image, examples)
 	check(err)
+	check(addDashboards(files, *dashboards))
 	check(os.RemoveAll(filepath.Join(*out, "templates")))
+	check(os.RemoveAll(filepath.Join(*out, "dashboards")))
 	for name, content := range files {
 		file := filepath.Join(*out, name)
 		check(os.MkdirAll(filepath.Dir(file), 0o755))
 		check(os.WriteFile(file, []byte(content), 0o644))
 	}
+}
+
+// addDashboards copies the dashboards' JSON files into the chart's dashboards/, which
+// templates/grafana/dashboards.yaml turns into ConfigMaps when grafanaDashboards.enabled.
+func addDashboards(files map[string]string, dir string) error {
+	names, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err == nil && len(names) == 0 {
+		err = fmt.Errorf("no dashboards (*.json) in %s: run make dashboards", dir)
+	}
+	for _, name := range names {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		files["dashboards/"+filepath.Base(name)] = string(b)
+	}
+	return err
 }
 
 func check(err error) {

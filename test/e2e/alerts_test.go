@@ -2,24 +2,17 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -29,112 +22,9 @@ import (
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
 	mirrorsv1alpha1 "github.com/quartet-operator/quartet/api/mirrors/v1alpha1"
 	operatorsv1 "github.com/quartet-operator/quartet/api/operators/v1"
-	"github.com/quartet-operator/quartet/test/alerts"
-	"github.com/quartet-operator/quartet/test/localcluster"
 	"github.com/quartet-operator/quartet/test/realnode"
 	"github.com/quartet-operator/quartet/test/testenv"
 )
-
-// promAddr is where the test's Prometheus listens, on the node's address inside the
-// cluster's network namespace (nothing outside can reach it).
-var promAddr = localcluster.RealNodeIP + ":19090"
-
-// startPrometheus runs Prometheus inside the node's network namespace, scraping the
-// in-cluster manager's metrics endpoint (HTTPS, a token bound to quartet-metrics-reader)
-// every 2 s and evaluating Quartet's alerting rules every 2 s. It returns a client that
-// reaches it.
-func startPrometheus(t *testing.T, managerIP string) *http.Client {
-	t.Helper()
-	ctx := context.Background()
-	bin := os.Getenv("PROMETHEUS")
-	require.NotEmpty(t, bin, "PROMETHEUS names the Prometheus server binary (make e2e builds it)")
-
-	// A scraper's identity, allowed /metrics and nothing else.
-	const sa = "e2e-prometheus"
-	require.NoError(t, env.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: upstreamNS}}))
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-prometheus-metrics-reader"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "quartet-metrics-reader"},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: upstreamNS}}}
-	require.NoError(t, env.Client.Create(ctx, binding))
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), binding) })
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
-	require.NoError(t, env.Client.SubResource("token").Create(ctx,
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: upstreamNS}}, tr))
-
-	dir := t.TempDir()
-	rules, err := alerts.ReadRules(env.Root)
-	require.NoError(t, err)
-	require.NoError(t, alerts.WriteRuleFile(rules, filepath.Join(dir, "rules.yaml")))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "token"), []byte(tr.Status.Token), 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(fmt.Sprintf(`global: {scrape_interval: 2s, evaluation_interval: 2s}
-rule_files: [%q]
-scrape_configs:
-- job_name: quartet
-  scheme: https
-  tls_config: {insecure_skip_verify: true}
-  authorization: {credentials_file: %q}
-  static_configs:
-  - targets: [%q]
-    labels: {namespace: %q}
-`, filepath.Join(dir, "rules.yaml"), filepath.Join(dir, "token"), managerIP+":8443", installNS)), 0o600))
-
-	logf, err := os.Create(filepath.Join(env.Dir, "logs", "prometheus.log"))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = logf.Close() })
-	cmd := env.Cluster.NodeCommand(context.Background(), bin, "--config.file="+filepath.Join(dir, "prometheus.yml"),
-		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+promAddr)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	require.NoError(t, cmd.Start())
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
-
-	transport, err := env.Cluster.RegistryTransport()
-	require.NoError(t, err)
-	hc := &http.Client{Transport: transport, Timeout: 5 * time.Second}
-	require.NoError(t, realnode.WaitFor(ctx, "Prometheus scraping the manager", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
-		select {
-		case <-exited:
-			b, _ := os.ReadFile(logf.Name())
-			return false, "", realnode.Failed{Reason: "prometheus exited: " + string(b)}
-		default:
-		}
-		var targets struct {
-			Data struct {
-				ActiveTargets []struct {
-					Health    string `json:"health"`
-					LastError string `json:"lastError"`
-				} `json:"activeTargets"`
-			} `json:"data"`
-		}
-		if err := promGet(hc, "/api/v1/targets", &targets); err != nil {
-			return false, err.Error(), nil
-		}
-		if len(targets.Data.ActiveTargets) != 1 {
-			return false, fmt.Sprintf("%+v", targets.Data), nil
-		}
-		tg := targets.Data.ActiveTargets[0]
-		return tg.Health == "up", tg.Health + " " + tg.LastError, nil
-	}))
-	return hc
-}
-
-func promGet(hc *http.Client, path string, into any) error {
-	resp, err := hc.Get("http://" + promAddr + path)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s: %s", path, resp.Status, b)
-	}
-	return json.Unmarshal(b, into)
-}
 
 // activeAlerts returns Prometheus's pending and firing alerts as "Name{label=value,...}: state".
 func activeAlerts(hc *http.Client) (map[string]string, error) {
@@ -201,9 +91,10 @@ func TestAlertsFireOnTheManagersMetrics(t *testing.T) {
 	require.NoError(t, env.Client.List(ctx, xrs))
 	require.Empty(t, xrs.Items, "this test needs a manager that has fetched no rate yet")
 
-	manager, ready, detail := managerReady(ctx)
+	_, ready, detail := managerReady(ctx)
 	require.True(t, ready, detail)
-	hc := startPrometheus(t, manager.Status.PodIP)
+	require.NotNil(t, prom, "the package's Prometheus (setUp starts it)")
+	hc := prom.client
 	before, err := activeAlerts(hc)
 	require.NoError(t, err)
 	require.Empty(t, before, "no alert is active before the conditions are made true")

@@ -74,7 +74,15 @@ func TestMain(m *testing.M) {
 			return err
 		}
 		timing("OLM, catalog, upstreams, Quartet installed by OLM", since)
-		return nil
+		since = time.Now()
+		var err error
+		prom, err = startPrometheus(ctx)
+		timing("Prometheus scraping the manager", since)
+		return err
+	}, func(ctx context.Context) error {
+		// After the last test: every dashboard query has series from the run.
+		defer prom.stop()
+		return checkDashboards(ctx)
 	})
 }
 

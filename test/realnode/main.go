@@ -38,17 +38,18 @@ func (l *Timings) String() string {
 
 // Main is the TestMain of a real-node test package. Without QUARTET_REAL_NODE the tests
 // run (and skip). Otherwise it starts a real node into *env, runs setUp and the tests,
-// pauses before tearing down a failed run when asked (PauseIfAsked), stops the node (its
+// runs each after func once the tests ended (a failure fails the run), pauses before tearing
+// down a failed run when asked (PauseIfAsked), stops the node (its
 // folder is kept after a failure or with QUARTET_E2E_KEEP) and prints timings.
-func Main(m *testing.M, name string, timeout time.Duration, env **Env, timings *Timings, setUp func(ctx context.Context) error) {
+func Main(m *testing.M, name string, timeout time.Duration, env **Env, timings *Timings, setUp func(ctx context.Context) error, after ...func(ctx context.Context) error) {
 	flag.Parse()
 	if !Enabled() {
 		os.Exit(m.Run())
 	}
-	os.Exit(runMain(m, name, timeout, env, timings, setUp))
+	os.Exit(runMain(m, name, timeout, env, timings, setUp, after))
 }
 
-func runMain(m *testing.M, name string, timeout time.Duration, env **Env, timings *Timings, setUp func(ctx context.Context) error) (code int) {
+func runMain(m *testing.M, name string, timeout time.Duration, env **Env, timings *Timings, setUp func(ctx context.Context) error, after []func(ctx context.Context) error) (code int) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	start := time.Now()
@@ -77,5 +78,12 @@ func runMain(m *testing.M, name string, timeout time.Duration, env **Env, timing
 			return 1
 		}
 	}
-	return m.Run()
+	code = m.Run()
+	for _, f := range after {
+		if err := f(ctx); err != nil {
+			fmt.Printf("%s: after the tests: %v\nFAIL\n", name, err)
+			code = 1
+		}
+	}
+	return code
 }
