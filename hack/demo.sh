@@ -96,17 +96,6 @@ metadata:
   labels: {copyrator: "true"}
 data: {log-level: info}
 ---
-# A TLS Secret another tool made (nobody labels it for Copyrator): the sample ingress-ca
-# copies only its public half, by name.
-apiVersion: v1
-kind: Secret
-metadata:
-  name: ingress-tls
-  namespace: default
-  labels: {app.kubernetes.io/part-of: shop}
-type: kubernetes.io/tls
-stringData: {tls.crt: DEMO-CERTIFICATE, tls.key: DEMO-PRIVATE-KEY, ca.crt: DEMO-CA}
----
 apiVersion: v1
 kind: Namespace
 metadata: {name: registry-mirrors}
@@ -119,6 +108,26 @@ spec:
   accessModes: [ReadWriteOnce]
   hostPath: {path: /tmp/quartet-demo-cache}
 EOF
+# A TLS Secret another tool made (nobody labels it for Copyrator): the sample ingress-ca
+# copies only its public half, by name. A throwaway self-signed certificate, made now (the
+# API server warns about a kubernetes.io/tls Secret whose data is not PEM).
+tlsdir=$(mktemp -d)
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 7 -subj /CN=shop.demo \
+  -keyout "$tlsdir/tls.key" -out "$tlsdir/tls.crt" 2>/dev/null
+"$kubectl" apply -f - <<EOF
+apiVersion: v1
+kind: Secret
+metadata:
+  name: ingress-tls
+  namespace: default
+  labels: {app.kubernetes.io/part-of: shop}
+type: kubernetes.io/tls
+data:
+  tls.crt: $(base64 -w0 <"$tlsdir/tls.crt")
+  tls.key: $(base64 -w0 <"$tlsdir/tls.key")
+  ca.crt: $(base64 -w0 <"$tlsdir/tls.crt")
+EOF
+rm -rf "$tlsdir"
 
 say "the cluster admin's consent: what the samples may do beyond their own namespace"
 echo "The sample CopyratorRule main-rule (namespace default) acts as ServiceAccount default/copyrator and copies"

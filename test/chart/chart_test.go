@@ -1,6 +1,7 @@
-// Package chart tests the Helm chart charts/quartet and the consent kustomizations of
-// config/consent: the committed chart is what hack/helmchart generates from config/, renders
-// what kustomize does, and each value, schema rule and consent entry does what the docs say.
+// Package chart tests the Helm chart charts/quartet, the consent kustomizations of
+// config/consent and dist/install.yaml: the committed chart and installer are what
+// hack/helmchart and make build-installer generate from config/, the chart renders what
+// kustomize does, and each value, schema rule and consent entry does what the docs say.
 // The tests need HELM and KUSTOMIZE (`make test` sets them).
 package chart
 

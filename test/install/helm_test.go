@@ -2,6 +2,7 @@ package install
 
 import (
 	"context"
+	"encoding/json"
 	"maps"
 	"os"
 	"path/filepath"
@@ -11,7 +12,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -106,8 +109,9 @@ func chart010(t *testing.T) string {
 // reconciles a CopyratorRule, copying into a namespace whose owner consented with the
 // ClusterRole the chart ships; a ChaosAgent is created through v1alpha1. `helm upgrade` to
 // the 0.3.0 chart (charts/quartet) replaces the manager, upgrades the CRDs and keeps every
-// CR: the agent reads as v1beta1 with its UID, the rule keeps copying. `helm uninstall`
-// removes everything of the release but the CRDs and the CRs (crds.keep).
+// CR: the agent reads as v1beta1 with its UID, the rule keeps copying; with
+// grafanaDashboards.enabled it installs the five dashboards for the Grafana sidecar.
+// `helm uninstall` removes everything of the release but the CRDs and the CRs (crds.keep).
 func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
@@ -123,8 +127,12 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	agent.Object["spec"] = map[string]any{"tantrumMode": false, "podTolerance": int64(10)}
 	require.NoError(t, env.Client.Create(ctx, agent))
 
+	// The upgrade also turns the Grafana dashboards on, into the namespace Grafana would watch.
+	const grafanaNS = "monitoring"
+	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: grafanaNS}}))
 	since = time.Now()
-	helm(t, "upgrade", "quartet", "charts/quartet", "--namespace", installNS, "--reset-values", "--wait", "--timeout", "4m")
+	helm(t, "upgrade", "quartet", "charts/quartet", "--namespace", installNS, "--reset-values", "--wait", "--timeout", "4m",
+		"--set", "grafanaDashboards.enabled=true,grafanaDashboards.namespace="+grafanaNS)
 	newPod := waitManager(t, installNS, "quay.io/quartet-operator/quartet:v0.3.0")
 	require.NotEqual(t, pod.UID, newPod.UID, "the upgrade replaced the manager pod")
 	t.Logf("helm upgrade to 0.3.0: manager %s Ready %s after the upgrade began", newPod.Name, time.Since(since).Round(time.Second))
@@ -147,6 +155,15 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		return err == nil && edmund.Status.ObservedGeneration == edmund.Generation, "", err
 	}))
 	require.NoError(t, env.WaitCopies(ctx, rule, "shared", []string{"helm-target"}, time.Minute))
+	dashboards := grafanaDashboards(t, grafanaNS)
+	require.Len(t, dashboards, 5, "the chart installed the five dashboards for the Grafana sidecar")
+	for _, cm := range dashboards {
+		for file, content := range cm.Data {
+			var d struct{ UID, Title string }
+			require.NoError(t, json.Unmarshal([]byte(content), &d), "%s/%s", cm.Name, file)
+			require.Equal(t, strings.TrimSuffix(file, ".json"), d.UID, "%s: the dashboard's uid", cm.Name)
+		}
+	}
 	history := helm(t, "history", "quartet", "--namespace", installNS)
 	require.Contains(t, history, "quartet-0.1.0")
 	require.Contains(t, history, "quartet-0.3.0")
@@ -160,6 +177,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		"CustomResourceDefinition exchangerates.operators.brennerm.github.io", "CustomResourceDefinition registrymirrors.mirrors.quartet.dev",
 		"CustomResourceDefinition registryhostgrants.mirrors.quartet.dev",
 	}, quartetLeft(t, installNS), "after helm uninstall only the CRDs stay")
+	require.Empty(t, grafanaDashboards(t, grafanaNS), "helm uninstall removed the dashboards")
 	// The documented removal of the CRDs.
 	var crdNames []string
 	for _, l := range quartetLeft(t, installNS) {
@@ -167,4 +185,12 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	}
 	command(t, nil, kubectl(), append([]string{"delete", "crd"}, crdNames...)...)
 	require.Empty(t, quartetLeft(t, installNS))
+}
+
+// grafanaDashboards lists the ConfigMaps of ns that the Grafana sidecar loads.
+func grafanaDashboards(t *testing.T, ns string) []corev1.ConfigMap {
+	t.Helper()
+	l := &corev1.ConfigMapList{}
+	require.NoError(t, env.Client.List(context.Background(), l, client.InNamespace(ns), client.MatchingLabels{"grafana_dashboard": "1"}))
+	return l.Items
 }
