@@ -411,6 +411,8 @@ bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Regenerate bundle/ and bundle.
 	@# Owned CRDs and their descriptions come from the API types' markers; operator-sdk v1.42.2 leaves the
 	@# descriptors of a CRD the base already lists as they are: edit those in config/manifests/bases.
 	$(OPERATOR_SDK) generate kustomize manifests -q --apis-dir api
+	@# Each kind's first paragraph in the description: README.md's table of kinds (hack/catalogtext).
+	go run ./hack/olm/csvtext -readme README.md config/manifests/bases/quartet.clusterserviceversion.yaml
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
 	mkdir -p $(LOCALBIN) && rm -f $(BUNDLE_PREVIOUS_CSV)
 	if [ -f bundle/manifests/quartet.clusterserviceversion.yaml ]; then cp bundle/manifests/quartet.clusterserviceversion.yaml $(BUNDLE_PREVIOUS_CSV); fi
