@@ -79,9 +79,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		// pass without error but without a rate yet, the sources failing or silent, did not act.
 		acted := reterr == nil && o.actedOn()
 		prev, err := r.Status.Finish(ctx, xr, acted, func(x *operatorsv1.ExchangeRate) {
+			was := x.Status
 			x.Status = computeStatus(x.Status, o)
 			// The series before the write: whoever reads Stale in the status finds it set.
-			recordStatus(req.NamespacedName, x.Status, o.Quote)
+			recordStatus(req.NamespacedName, xr.Generation, was, x.Status, o.Quote)
 		})
 		if err != nil {
 			result, reterr = ctrl.Result{}, kerrors.NewAggregate([]error{reterr, fmt.Errorf("writing status: %w", err)})

@@ -1,6 +1,7 @@
 package exchangerate
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
@@ -55,8 +56,11 @@ var (
 // recordStatus sets the ExchangeRate's series from its status st and from q, the quote the
 // pass wrote or kept in the ConfigMap, which st shows. nil: none this pass (a failing source,
 // an unknown currency); the quote series stay, as st's rate does. From q, not st: st's rate
-// does not name its currency, which a spec.currency edit may have changed since.
-func recordStatus(xr types.NamespacedName, st operatorsv1.ExchangeRateStatus, q *Quote) {
+// does not name its currency, which a spec.currency edit may have changed since. A currency
+// or source that left loses its series; finding those reads every ExchangeRate's series, so
+// only when the keys may have changed since was, the status before the pass: a spec edit
+// since (was.observedGeneration behind generation), another source, another currency list.
+func recordStatus(xr types.NamespacedName, generation int64, was, st operatorsv1.ExchangeRateStatus, q *Quote) {
 	status.SetGauge(staleGauge, meta.IsStatusConditionTrue(st.Conditions, operatorsv1.ConditionStale), xr.Namespace, xr.Name)
 	status.SetGauge(divergentGauge, meta.IsStatusConditionTrue(st.Conditions, operatorsv1.ConditionDivergent), xr.Namespace, xr.Name)
 	if q == nil {
@@ -69,8 +73,10 @@ func recordStatus(xr types.NamespacedName, st operatorsv1.ExchangeRateStatus, q 
 			rates[r.Currency] = v
 		}
 	}
-	status.SetSeries(rateGauge, object, "currency", rates)
-	status.SetSeries(sourceInUseGauge, object, "source", map[string]float64{q.Source: 1})
+	prune := was.ObservedGeneration != generation || was.Source != q.Source ||
+		!slices.EqualFunc(was.Rates, q.Rates, func(a, b operatorsv1.CurrencyRate) bool { return a.Currency == b.Currency })
+	status.SetSeries(rateGauge, object, "currency", rates, prune)
+	status.SetSeries(sourceInUseGauge, object, "source", map[string]float64{q.Source: 1}, prune)
 	if d, err := time.Parse(dateLayout, q.Date); err == nil {
 		publicationGauge.With(object).Set(float64(d.Unix()))
 	}

@@ -104,7 +104,7 @@ func recordPinned(m types.NamespacedName, granted bool, list *pinnedList) {
 		top[ns] = float64(list.byNamespace[ns])
 	}
 	// The namespaces that left the top lose their series.
-	status.SetSeries(pinnedByNamespaceGauge, mirror, "namespace", top)
+	status.SetSeries(pinnedByNamespaceGauge, mirror, "namespace", top, true)
 }
 
 // topNamespaces returns the n namespaces with the most images pinned, then by name.

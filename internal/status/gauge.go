@@ -24,9 +24,10 @@ func SetGauge(g *prometheus.GaugeVec, on bool, labelValues ...string) {
 }
 
 // SetSeries sets one series of g per key of values, its value under label, among the series
-// of one object (its labels); then deletes the object's other series: a key that left loses
-// its series, and a scrape never sees none.
-func SetSeries(g *prometheus.GaugeVec, object prometheus.Labels, label string, values map[string]float64) {
+// of one object (its labels). With prune it then deletes the object's other series: a key
+// that left loses its series, and a scrape never sees none. Pruning reads every series of g
+// (LabelValues), so a caller prunes only when the keys may have changed.
+func SetSeries(g *prometheus.GaugeVec, object prometheus.Labels, label string, values map[string]float64, prune bool) {
 	with := func(v string) prometheus.Labels {
 		l := maps.Clone(object)
 		l[label] = v
@@ -34,6 +35,9 @@ func SetSeries(g *prometheus.GaugeVec, object prometheus.Labels, label string, v
 	}
 	for k, v := range values {
 		g.With(with(k)).Set(v)
+	}
+	if !prune {
+		return
 	}
 	for _, k := range LabelValues(g, object, label) {
 		if _, keep := values[k]; !keep {
