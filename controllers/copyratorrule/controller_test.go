@@ -338,9 +338,12 @@ func TestForeignObjectIsRecheckedAndReplacedWhenGone(t *testing.T) {
 		assert.EqualValues(c, 0, st.ConflictCount)
 		assert.Equal(c, metav1.ConditionFalse, testenv.Condition(st.Conditions, flantv1.ConditionDegraded).Status)
 	})
+	// The pass's metrics are set after its status write (report follows Finish): wait for them.
 	key := client.ObjectKeyFromObject(rule)
-	assert.GreaterOrEqual(t, testutil.ToFloat64(copiesTotal.WithLabelValues(key.Namespace, key.Name, actionCreated)), 1.0)
-	assert.Equal(t, 0.0, testutil.ToFloat64(conflictsGauge.WithLabelValues(key.Namespace, key.Name)))
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.GreaterOrEqual(c, testutil.ToFloat64(copiesTotal.WithLabelValues(key.Namespace, key.Name, actionCreated)), 1.0)
+		assert.Equal(c, 0.0, testutil.ToFloat64(conflictsGauge.WithLabelValues(key.Namespace, key.Name)))
+	}, waitFor, tick)
 }
 
 func TestEditedOrDeletedCopiesArePutBack(t *testing.T) {
