@@ -2,7 +2,8 @@
 # Builds the real control plane from the Go module proxy into bin/k8s/<version>/:
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, plus kwok into
 # bin/kwok/<version>/; with the argument "node" also the real node's kubelet and kube-proxy,
-# and with "only-node" only those two. Skips every binary that already exists, so only a
+# with "only-node" only those two, with "no-kwok" without kwok (a real node does not use it)
+# and with "only-kwok" kwok alone. Skips every binary that already exists, so only a
 # fresh machine pays the cold build (about 10 minutes on 2 cores).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,18 +32,20 @@ done
 bins=(etcd=go.etcd.io/etcd/server/v3 kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver
   kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager
   kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler kubectl=k8s.io/kubernetes/cmd/kubectl)
-only_node=""
+only_node="" with_kwok=1
 for arg in "$@"; do
   case $arg in
   node) bins+=(kubelet=k8s.io/kubernetes/cmd/kubelet kube-proxy=k8s.io/kubernetes/cmd/kube-proxy) ;;
-  only-node) only_node=1; bins=(kubelet=k8s.io/kubernetes/cmd/kubelet kube-proxy=k8s.io/kubernetes/cmd/kube-proxy) ;;
-  *) echo "controlplane: unknown argument $arg (node, only-node)" >&2; exit 2 ;;
+  only-node) only_node=1 with_kwok=""; bins=(kubelet=k8s.io/kubernetes/cmd/kubelet kube-proxy=k8s.io/kubernetes/cmd/kube-proxy) ;;
+  no-kwok) with_kwok="" ;;
+  only-kwok) bins=() ;;
+  *) echo "controlplane: unknown argument $arg (node, only-node, no-kwok, only-kwok)" >&2; exit 2 ;;
   esac
 done
 
 # kwok (a module of its own, sharing no compiled package with the rest) builds beside them.
 kwok_pid=""
-if [ -z "$only_node" ]; then
+if [ -n "$with_kwok" ]; then
   if [ -x "$kwok_dir/kwok" ]; then
     echo "controlplane: kwok present"
   else
@@ -79,7 +82,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "controlplane: built ${names[*]} in $((SECONDS - start))s"
 fi
 if [ -n "$kwok_pid" ]; then wait "$kwok_pid"; fi
-[ -n "$only_node" ] && exit 0
+[ -z "$with_kwok" ] && exit 0
 
 # kwok's stage definitions ship in its module; keep a copy beside the binary.
 if [ ! -f "$kwok_dir/stages.yaml" ]; then
