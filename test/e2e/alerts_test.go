@@ -111,15 +111,6 @@ func TestAlertsFireOnTheManagersMetrics(t *testing.T) {
 	// ExchangeRate there cannot write its ConfigMap and its reconciles fail.
 	require.NoError(t, env.Client.Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-configmaps", Namespace: quotaNS},
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceConfigMaps: resource.MustParse("0")}}}))
-	var rateName string
-	for _, ns := range []string{ratesNS, quotaNS} {
-		xr := &operatorsv1.ExchangeRate{}
-		require.NoError(t, env.Sample("operators_v1_exchangerate.yaml", xr, ns))
-		require.NoError(t, env.Client.Create(ctx, xr))
-		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), xr) })
-		rateName = xr.Name
-	}
-
 	// Copy conflicts: a target namespace already holds a ConfigMap of the source's name
 	// that the rule did not make. A second rule without conflicts must not alert. The
 	// target's owner consents to both rules' copies (a RoleBinding): a refused namespace
@@ -194,6 +185,20 @@ func TestAlertsFireOnTheManagersMetrics(t *testing.T) {
 	newAgent(t, "alerts-chaos", chaosNS, blackadderv1beta1.ChaosAgentSpec{
 		CancerMode: true, Eagerness: 100, PauseDuration: 5, MaxActionsPerRound: 1,
 	})
+
+	// The ExchangeRates last, seconds after the upstream's rollout above. Created right
+	// after it, the manager's first fetch never reached the new pod (its log shows no
+	// connection from the manager), most likely sent to the replaced pod's address before
+	// kube-proxy dropped it, and hung until the 30 s fetch timeout; the retry came after
+	// the 30 s backoff: a minute of this test (2026-12-07, the fetch metrics of the run).
+	var rateName string
+	for _, ns := range []string{ratesNS, quotaNS} {
+		xr := &operatorsv1.ExchangeRate{}
+		require.NoError(t, env.Sample("operators_v1_exchangerate.yaml", xr, ns))
+		require.NoError(t, env.Client.Create(ctx, xr))
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), xr) })
+		rateName = xr.Name
+	}
 
 	want := map[string]bool{
 		"QuartetExchangeRateStale{exchangerate=" + rateName + ",exchangerate_namespace=" + ratesNS + "}": true,

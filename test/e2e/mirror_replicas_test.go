@@ -76,9 +76,7 @@ func TestMirrorServesWithAReplicaKilledMidPull(t *testing.T) {
 
 	// The outside connection goes; the node loses the images.
 	up.Stop()
-	for i, p := range first {
-		removeImage(t, ns, p, repos[i])
-	}
+	removeImages(t, ns, first, repos)
 
 	// 20 pulls at once; the second replica's registry is killed once it serves their blobs.
 	victim := registryContainer(t, ns, name+"-registry-1-0")

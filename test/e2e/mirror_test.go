@@ -185,19 +185,37 @@ func ctr(t testing.TB, args ...string) string {
 // the node holds none of its content.
 func removeImage(t testing.TB, ns string, pod *corev1.Pod, repo string) {
 	t.Helper()
+	removeImages(t, ns, []*corev1.Pod{pod}, []string{repo})
+}
+
+// removeImages is removeImage for pods[i] and repos[i] at once: every pod is deleted before
+// the first is waited for, and one garbage collection removes every image.
+func removeImages(t testing.TB, ns string, pods []*corev1.Pod, repos []string) {
+	t.Helper()
+	require.Len(t, repos, len(pods))
 	ctx := context.Background()
-	require.NoError(t, env.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)))
-	require.NoError(t, realnode.WaitFor(ctx, "pod "+pod.Name+" gone", time.Minute, func(ctx context.Context) (bool, string, error) {
-		err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
-		return apierrors.IsNotFound(err), fmt.Sprint(err), nil
+	for _, pod := range pods {
+		require.Equal(t, ns, pod.Namespace)
+		require.NoError(t, env.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)))
+	}
+	require.NoError(t, realnode.WaitFor(ctx, fmt.Sprintf("%d pods gone", len(pods)), time.Minute, func(ctx context.Context) (bool, string, error) {
+		for _, pod := range pods {
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{}); !apierrors.IsNotFound(err) {
+				return false, pod.Name + ": " + fmt.Sprint(err), nil
+			}
+		}
+		return true, "", nil
 	}))
+	ofRepos := func(ref string) bool {
+		return slices.ContainsFunc(repos, func(repo string) bool { return strings.Contains(ref, "/"+repo) })
+	}
 	// The kubelet removes a deleted pod's stopped containers in its own time; a container
 	// record keeps its snapshot (the unpacked layers) alive, and containerd does not fetch a
 	// layer it has unpacked. Remove them as `crictl rm` would, once their tasks are gone.
-	require.NoError(t, realnode.WaitFor(ctx, "the containers of "+repo+" stopped", time.Minute, func(ctx context.Context) (bool, string, error) {
+	require.NoError(t, realnode.WaitFor(ctx, fmt.Sprintf("the containers of %v stopped", repos), time.Minute, func(ctx context.Context) (bool, string, error) {
 		var ids []string
 		for _, line := range strings.Split(ctr(t, "containers", "ls"), "\n") {
-			if f := strings.Fields(line); len(f) >= 2 && strings.Contains(f[1], "/"+repo) {
+			if f := strings.Fields(line); len(f) >= 2 && ofRepos(f[1]) {
 				ids = append(ids, f[0])
 			}
 		}
@@ -223,16 +241,19 @@ func removeImage(t testing.TB, ns string, pod *corev1.Pod, repo string) {
 			images = append(images, f)
 		}
 	}
-	var digests, names []string
-	for _, f := range images {
-		if strings.Contains(f[0], "/"+repo+":") {
-			digests = append(digests, f[2])
+	var names []string
+	for _, repo := range repos {
+		var digests []string
+		for _, f := range images {
+			if strings.Contains(f[0], "/"+repo+":") {
+				digests = append(digests, f[2])
+			}
 		}
-	}
-	require.NotEmpty(t, digests, "the node has the image")
-	for _, f := range images {
-		if slices.Contains(digests, f[2]) {
-			names = append(names, f[0])
+		require.NotEmpty(t, digests, "the node has the image of %s", repo)
+		for _, f := range images {
+			if slices.Contains(digests, f[2]) && !slices.Contains(names, f[0]) {
+				names = append(names, f[0])
+			}
 		}
 	}
 	ctr(t, append([]string{"images", "rm", "--sync"}, names...)...)
