@@ -155,12 +155,13 @@ type Failed struct{ Reason string }
 
 func (f Failed) Error() string { return f.Reason }
 
-// WaitFor polls cond every half second until it reports done, returns an error, or the
-// timeout passes; the error then names what was awaited and cond's last detail. A
-// condition returns a Failed error to stop waiting at once.
+// WaitFor polls cond every 200 ms until it reports done, returns an error, or the timeout
+// passes; the error then names what was awaited and cond's last detail. A condition
+// returns a Failed error to stop waiting at once. (Every half second, the real-node runs
+// lost a quarter second on average per wait, and they wait hundreds of times.)
 func WaitFor(ctx context.Context, what string, timeout time.Duration, cond func(ctx context.Context) (done bool, detail string, err error)) error {
 	var detail, lastErr string
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		done, d, err := cond(ctx)
 		if _, failed := err.(Failed); failed {
 			return false, err
