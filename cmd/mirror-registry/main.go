@@ -26,6 +26,7 @@ import (
 	"github.com/docker/go-metrics"
 	"github.com/sirupsen/logrus"
 
+	"github.com/quartet-operator/quartet/cmd/mirror-registry/internal/coalesce"
 	"github.com/quartet-operator/quartet/cmd/mirror-registry/internal/retention"
 )
 
@@ -79,7 +80,11 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	changed, err := prepareConfig(cfg, keeper.Records())
+	coalescer, err := coalesce.New(context.Background(), coalesce.Options{Driver: driver, TempDir: defaultCoalesceDir(root), Log: log})
+	if err != nil {
+		return err
+	}
+	changed, err := prepareConfig(cfg, keeper.Records(), coalescer)
 	if err != nil {
 		return err
 	}

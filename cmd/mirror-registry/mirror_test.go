@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quartet-operator/quartet/cmd/mirror-registry/internal/coalesce"
 	"github.com/quartet-operator/quartet/cmd/mirror-registry/internal/retention"
 )
 
@@ -49,10 +51,33 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// upstream is a plain distribution registry that counts the blobs it serves.
+// upstream is a plain distribution registry that counts the blobs it serves. A test may
+// serve some blob GETs itself (intercept returns true when it did).
 type upstream struct {
 	*httptest.Server
-	blobGets atomic.Int64
+	blobGets  atomic.Int64
+	intercept atomic.Pointer[func(w http.ResponseWriter, r *http.Request, d digest.Digest) bool]
+
+	// manifestDelay holds every manifest GET that long before it is served.
+	manifestDelay atomic.Int64
+
+	mu             sync.Mutex
+	getsByBlob     map[digest.Digest]int
+	getsByManifest map[string]int // by tag or digest, as asked
+}
+
+// manifestGets returns how many GETs of the manifest ref (a tag or a digest) the upstream received.
+func (u *upstream) manifestGets(ref string) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.getsByManifest[ref]
+}
+
+// gets returns how many GETs of d the upstream received.
+func (u *upstream) gets(d digest.Digest) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.getsByBlob[d]
 }
 
 func startUpstream(t *testing.T) *upstream {
@@ -65,10 +90,22 @@ func startUpstream(t *testing.T) *upstream {
 	cfg.Log.AccessLog.Disabled = true
 	app, err := newApp(context.Background(), cfg)
 	require.NoError(t, err)
-	u := &upstream{}
+	u := &upstream{getsByBlob: map[digest.Digest]int{}, getsByManifest: map[string]int{}}
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/sha256:") {
+		if _, d, ok := strings.Cut(r.URL.Path, "/blobs/"); ok && r.Method == http.MethodGet && strings.HasPrefix(d, "sha256:") {
 			u.blobGets.Add(1)
+			u.mu.Lock()
+			u.getsByBlob[digest.Digest(d)]++
+			u.mu.Unlock()
+			if f := u.intercept.Load(); f != nil && (*f)(w, r, digest.Digest(d)) {
+				return
+			}
+		}
+		if _, ref, ok := strings.Cut(r.URL.Path, "/manifests/"); ok && r.Method == http.MethodGet {
+			u.mu.Lock()
+			u.getsByManifest[ref]++
+			u.mu.Unlock()
+			time.Sleep(time.Duration(u.manifestDelay.Load()))
 		}
 		app.ServeHTTP(w, r)
 	}))
@@ -196,9 +233,10 @@ func pull(t *testing.T, registryURL string, img image) error {
 // mirror is mirror-registry in proxy mode, assembled as run assembles it.
 type mirror struct {
 	*httptest.Server
-	keeper *retention.Keeper
-	warmer *retention.Warmer
-	root   string
+	keeper    *retention.Keeper
+	warmer    *retention.Warmer
+	coalescer *coalesce.Coalescer
+	root      string
 }
 
 type mirrorOptions struct {
@@ -208,6 +246,7 @@ type mirrorOptions struct {
 	pinnedFile     string
 	diskMinAge     time.Duration
 	diskUsage      func() (retention.DiskUsage, error)
+	stallTimeout   time.Duration
 }
 
 func startMirror(t *testing.T, upstreamURL string, clock retention.Clock, o mirrorOptions) *mirror {
@@ -236,14 +275,18 @@ func startMirror(t *testing.T, upstreamURL string, clock retention.Clock, o mirr
 		DiskUsage:          o.diskUsage,
 	})
 	require.NoError(t, err)
-	_, err = prepareConfig(cfg, keeper.Records())
+	coalescer, err := coalesce.New(context.Background(), coalesce.Options{Driver: driver,
+		TempDir: defaultCoalesceDir(o.root), StallTimeout: o.stallTimeout})
+	require.NoError(t, err)
+	_, err = prepareConfig(cfg, keeper.Records(), coalescer)
 	require.NoError(t, err)
 	app, err := newApp(context.Background(), cfg)
 	require.NoError(t, err)
 	require.NoError(t, keeper.Restore(context.Background()))
 	warmer := &retention.Warmer{Client: client, Platforms: []v1.Platform{{OS: "linux", Architecture: "amd64"}},
 		Keeper: keeper, Clock: clock, Log: logrus.StandardLogger()}
-	m := &mirror{Server: httptest.NewServer(newHandler(app, cfg, cacheHandler(warmer, keeper))), keeper: keeper, warmer: warmer, root: o.root}
+	m := &mirror{Server: httptest.NewServer(newHandler(app, cfg, cacheHandler(warmer, keeper))), keeper: keeper, warmer: warmer,
+		coalescer: coalescer, root: o.root}
 	warmer.BaseURL = m.URL
 	t.Cleanup(m.Close)
 	return m

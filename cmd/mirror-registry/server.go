@@ -18,6 +18,7 @@ import (
 	gorhandlers "github.com/gorilla/handlers"
 	"github.com/sirupsen/logrus"
 
+	"github.com/quartet-operator/quartet/cmd/mirror-registry/internal/coalesce"
 	"github.com/quartet-operator/quartet/cmd/mirror-registry/internal/retention"
 )
 
@@ -83,14 +84,18 @@ func rootDirectory(cfg *configuration.Configuration) (string, error) {
 // defaultStateFile sits on the cache volume, beside distribution's docker/ tree.
 func defaultStateFile(root string) string { return filepath.Join(root, "quartet", "last-use") }
 
+// defaultCoalesceDir holds the blobs being fetched, on the cache volume, sized for blobs.
+func defaultCoalesceDir(root string) string { return filepath.Join(root, "quartet", "inflight") }
+
 // prepareConfig turns a proxy-mode configuration into one with use-aware retention and
 // returns what it changed, for the log:
 //   - proxy.ttl 0: distribution v3.0.0 then creates no expiry scheduler at all (a TTL not
 //     positive means "never expire": proxyregistry.go), so only the retention deletes;
-//   - the recording repository middleware, outermost;
+//   - the coalescing repository middleware (when coalescer is not nil), then the recording
+//     one, outermost: it sees each request as before, and a coalesced miss as a miss;
 //   - no storage.cache: the retention deletes through its own storage namespace, and a
 //     blob descriptor cache in the served one would keep describing deleted content.
-func prepareConfig(cfg *configuration.Configuration, records *retention.Records) ([]string, error) {
+func prepareConfig(cfg *configuration.Configuration, records *retention.Records, coalescer *coalesce.Coalescer) ([]string, error) {
 	if cfg.Proxy.RemoteURL == "" {
 		return nil, errors.New("proxy.remoteurl is empty: mirror-registry runs a pull-through cache")
 	}
@@ -115,6 +120,9 @@ func prepareConfig(cfg *configuration.Configuration, records *retention.Records)
 	}
 	if cfg.Middleware == nil {
 		cfg.Middleware = map[string][]configuration.Middleware{}
+	}
+	if coalescer != nil {
+		cfg.Middleware["repository"] = append(cfg.Middleware["repository"], coalescer.Middleware())
 	}
 	cfg.Middleware["repository"] = append(cfg.Middleware["repository"], records.Middleware())
 	return changed, nil
@@ -176,6 +184,9 @@ func panicHandler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if err := recover(); err != nil {
+				if err == http.ErrAbortHandler { //nolint:errorlint // compared as net/http does
+					panic(err) // a stream broken on purpose (coalesce): net/http closes the connection
+				}
 				logrus.WithField("panic", fmt.Sprint(err)).Error("Recovered from a panic while serving a request")
 				http.Error(w, "internal server error", http.StatusInternalServerError)
 			}

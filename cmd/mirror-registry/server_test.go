@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"github.com/distribution/distribution/v3/configuration"
+	"github.com/distribution/distribution/v3/registry/storage/driver/inmemory"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quartet-operator/quartet/cmd/mirror-registry/internal/coalesce"
 	"github.com/quartet-operator/quartet/cmd/mirror-registry/internal/retention"
 )
 
@@ -62,7 +64,7 @@ func TestPrepareConfigOfTheOperatorsConfig(t *testing.T) {
 	assert.Equal(t, "/var/lib/registry/quartet/last-use", defaultStateFile(root))
 
 	records := retention.NewRecords(retention.RealClock{})
-	changed, err := prepareConfig(cfg, records)
+	changed, err := prepareConfig(cfg, records, nil)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"proxy.ttl 168h0m0s -> 0 (expiry by --retention instead)"}, changed)
 	require.NotNil(t, cfg.Proxy.TTL)
@@ -71,6 +73,23 @@ func TestPrepareConfigOfTheOperatorsConfig(t *testing.T) {
 	assert.Equal(t, retention.MiddlewareName, cfg.Middleware["repository"][0].Name)
 	assert.Equal(t, "https://registry-1.docker.io", cfg.Proxy.RemoteURL, "the rest is untouched")
 	assert.Equal(t, "/quartet/bin/quartet-credential-helper", cfg.Proxy.Exec.Command)
+}
+
+func TestPrepareConfigPutsCoalescingInsideRecording(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yml")
+	require.NoError(t, os.WriteFile(path, []byte(operatorConfig), 0o644))
+	cfg, err := loadConfig(path)
+	require.NoError(t, err)
+	coalescer, err := coalesce.New(t.Context(), coalesce.Options{Driver: inmemory.New(), TempDir: t.TempDir()})
+	require.NoError(t, err)
+	_, err = prepareConfig(cfg, retention.NewRecords(retention.RealClock{}), coalescer)
+	require.NoError(t, err)
+	var names []string
+	for _, mw := range cfg.Middleware["repository"] {
+		names = append(names, mw.Name)
+	}
+	assert.Equal(t, []string{coalesce.MiddlewareName, retention.MiddlewareName}, names,
+		"the recording middleware, outermost, sees every request as before")
 }
 
 func TestPrepareConfig(t *testing.T) {
@@ -111,7 +130,7 @@ func TestPrepareConfig(t *testing.T) {
 			if tt.edit != nil {
 				tt.edit(cfg)
 			}
-			changed, err := prepareConfig(cfg, retention.NewRecords(retention.RealClock{}))
+			changed, err := prepareConfig(cfg, retention.NewRecords(retention.RealClock{}), nil)
 			if tt.wantErr != "" {
 				require.ErrorContains(t, err, tt.wantErr)
 				return
