@@ -168,8 +168,9 @@ BENCH_COUNT ?= 1
 # BENCH selects the benchmarks (go test -bench); the report keeps the others' figures from the run before.
 BENCH ?= .
 .PHONY: bench
-bench: controlplane $(if $(filter real,$(NODE)),registry node-deps node-tools olm-tools $(HELM) $(IMAGES_STAMP)) ## Benchmarks against the local cluster; NODE=real adds the real node's (root); QUARTET_PEER_* name peer binaries (docs/PERFORMANCE.md, Peers); BENCH_COUNT=n runs n rounds, reported as median ± spread; BENCH=<regexp> runs some (the others' figures are kept); figures go to docs/PERFORMANCE.md.
+bench: controlplane $(if $(filter real,$(NODE)),registry node-deps node-tools olm-tools $(HELM) $(IMAGES_STAMP)) ## Benchmarks against the local cluster; NODE=real adds the real node's (root); QUARTET_PEER_* name peer binaries (docs/PERFORMANCE.md, Peers); BENCH_COUNT=n runs n rounds, reported as median ± spread; BENCH=<regexp> runs some (the others' figures are kept); QUARTET_STORM_MB and QUARTET_STORM_CLIENTS scale the mirror registry's storm (default 256 and 1,10,50,200); figures go to docs/PERFORMANCE.md.
 	{ go test -run '^$$' -bench '$(BENCH)' -benchtime 1x -count $(BENCH_COUNT) -timeout $$((120 * $(BENCH_COUNT)))m ./test/benchutil/ ./controllers/... ./test/process/ && \
+	  (cd cmd/mirror-registry && go test -run '^$$' -bench '$(BENCH)' -benchtime 1x -count $(BENCH_COUNT) -timeout $$((60 * $(BENCH_COUNT)))m .) && \
 	  $(if $(filter real,$(NODE)),QUARTET_REAL_NODE=1 OPM=$(OPM) OPERATOR_SDK=$(OPERATOR_SDK) HELM=$(HELM) go test -run '^$$' -bench . -benchtime 1x -count $(BENCH_COUNT) -timeout $$((60 * $(BENCH_COUNT)))m ./test/e2e/,true); } | tee bin/bench.txt
 	go run ./hack/benchreport bin/bench.txt docs/PERFORMANCE.md
 

@@ -61,6 +61,9 @@ type upstream struct {
 	// manifestDelay holds every manifest GET that long before it is served.
 	manifestDelay atomic.Int64
 
+	// servedBytes counts the response body bytes the upstream wrote, every request.
+	servedBytes atomic.Int64
+
 	mu             sync.Mutex
 	getsByBlob     map[digest.Digest]int
 	getsByManifest map[string]int // by tag or digest, as asked
@@ -80,7 +83,7 @@ func (u *upstream) gets(d digest.Digest) int {
 	return u.getsByBlob[d]
 }
 
-func startUpstream(t *testing.T) *upstream {
+func startUpstream(t testing.TB) *upstream {
 	t.Helper()
 	cfg := &configuration.Configuration{
 		Version: configuration.CurrentVersion,
@@ -91,7 +94,8 @@ func startUpstream(t *testing.T) *upstream {
 	app, err := newApp(context.Background(), cfg)
 	require.NoError(t, err)
 	u := &upstream{getsByBlob: map[digest.Digest]int{}, getsByManifest: map[string]int{}}
-	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	u.Server = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		w := &countingWriter{ResponseWriter: rw, n: &u.servedBytes}
 		if _, d, ok := strings.Cut(r.URL.Path, "/blobs/"); ok && r.Method == http.MethodGet && strings.HasPrefix(d, "sha256:") {
 			u.blobGets.Add(1)
 			u.mu.Lock()
@@ -113,6 +117,20 @@ func startUpstream(t *testing.T) *upstream {
 	return u
 }
 
+// countingWriter adds the body bytes written to n; Unwrap lets http.ResponseController flush.
+type countingWriter struct {
+	http.ResponseWriter
+	n *atomic.Int64
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(p)
+	w.n.Add(int64(n))
+	return n, err
+}
+
+func (w *countingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // image is what pushImage put upstream.
 type image struct {
 	repo, tag string
@@ -124,7 +142,7 @@ type image struct {
 func (i image) digests() []digest.Digest { return append([]digest.Digest{i.manifest}, i.blobs...) }
 
 // pushImage uploads a config, layers of layerSize bytes and an OCI manifest by plain HTTP.
-func pushImage(t *testing.T, registryURL, repo, tag string, layers, layerSize int) image {
+func pushImage(t testing.TB, registryURL, repo, tag string, layers, layerSize int) image {
 	t.Helper()
 	img := image{repo: repo, tag: tag}
 	config := []byte(fmt.Sprintf(`{"architecture":"amd64","os":"linux","config":{"Labels":{"image":%q}}}`, repo+":"+tag))
@@ -161,7 +179,7 @@ func pushImage(t *testing.T, registryURL, repo, tag string, layers, layerSize in
 	return img
 }
 
-func uploadBlob(t *testing.T, registryURL, repo string, content []byte) digest.Digest {
+func uploadBlob(t testing.TB, registryURL, repo string, content []byte) digest.Digest {
 	t.Helper()
 	resp := do(t, mustRequest(t, http.MethodPost, registryURL+"/v2/"+repo+"/blobs/uploads/", nil))
 	require.Equal(t, http.StatusAccepted, resp.StatusCode, "starting an upload: %s", resp.body)
@@ -188,14 +206,14 @@ type response struct {
 
 var client = &http.Client{Timeout: 30 * time.Second}
 
-func mustRequest(t *testing.T, method, u string, body []byte) *http.Request {
+func mustRequest(t testing.TB, method, u string, body []byte) *http.Request {
 	t.Helper()
 	req, err := http.NewRequest(method, u, bytes.NewReader(body))
 	require.NoError(t, err)
 	return req
 }
 
-func do(t *testing.T, req *http.Request) response {
+func do(t testing.TB, req *http.Request) response {
 	t.Helper()
 	resp, err := client.Do(req)
 	require.NoError(t, err)
@@ -249,7 +267,7 @@ type mirrorOptions struct {
 	stallTimeout   time.Duration
 }
 
-func startMirror(t *testing.T, upstreamURL string, clock retention.Clock, o mirrorOptions) *mirror {
+func startMirror(t testing.TB, upstreamURL string, clock retention.Clock, o mirrorOptions) *mirror {
 	t.Helper()
 	if o.root == "" {
 		o.root = t.TempDir()
