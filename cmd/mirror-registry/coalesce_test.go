@@ -91,6 +91,7 @@ func startGet(ctx context.Context, t *testing.T, mirrorURL string, d digest.Dige
 }
 
 func testContext(t *testing.T) context.Context {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx

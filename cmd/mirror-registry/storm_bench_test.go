@@ -114,6 +114,7 @@ func (r *stormResult) div(n float64) {
 // runStorm starts an empty proxy of the kind, then runs the cold storm, the warm storm and
 // the file server's storm with n clients; everything it started is stopped when it returns.
 func runStorm(b *testing.B, kind string, up *upstream, img image, n int) stormResult {
+	b.Helper()
 	b.StopTimer()
 	defer b.StartTimer()
 	root, err := os.MkdirTemp("", "quartet-storm-")
@@ -303,6 +304,7 @@ func sampled(f func()) peaks {
 
 // stormEnvInts reads a comma-separated list of positive integers from the environment.
 func stormEnvInts(b *testing.B, name string, def []int) []int {
+	b.Helper()
 	v := strings.TrimSpace(os.Getenv(name))
 	if v == "" {
 		return def
