@@ -60,9 +60,10 @@ func TestBadInputsNameTheProblem(t *testing.T) {
 		missing := localcluster.ScratchRegistry + "/quartet-operator/quartet-bundle:v0.3.0-missing"
 		ns := installBroken(t, "bad-missing-image", brokenBundle{image: missing}, map[string]string{
 			// OLM's own verdict comes when the unpack Job's deadline passes (10 minutes by
-			// default). The harness must see the pull fail before that: at 45 s, on a loaded
-			// machine, the Job was removed first and the harness had no pod to name.
-			"operatorframework.io/bundle-unpack-timeout": "100s",
+			// default). The harness must see the pull fail before that: at 45 s, on a machine
+			// under a load of 13 to 40, the Job was removed first and the harness had no pod
+			// to name; 60 s leaves it a minute for a pull that fails within seconds.
+			"operatorframework.io/bundle-unpack-timeout": "60s",
 		})
 		err := env.WaitCSVSucceeded(ctx, ns, realnode.NewCSV, 3*time.Minute)
 		require.Error(t, err)
