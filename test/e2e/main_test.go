@@ -15,6 +15,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"testing"
 	"time"
@@ -90,30 +91,16 @@ func TestMain(m *testing.M) {
 // Subscription's config pointing the manager at the imitation HTTPS upstream, giving it
 // the test CA, and telling it where the node's containerd reads hosts.toml.
 func setUp(ctx context.Context) error {
+	// The imitation upstream starts beside OLM and the catalog: neither waits for the other.
+	upstream := make(chan error, 1)
+	go func() { upstream <- startUpstream(ctx) }()
 	if err := env.DeployOLM(ctx); err != nil {
-		return err
+		return errors.Join(err, <-upstream)
 	}
 	if err := env.CreateCatalogSource(ctx, realnode.CatalogName, realnode.CatalogImage); err != nil {
-		return err
+		return errors.Join(err, <-upstream)
 	}
-	for _, ns := range []string{installNS, upstreamNS} {
-		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			return err
-		}
-	}
-	caPEM, certPEM, keyPEM, err := testCA("fakerates-tls." + upstreamNS + ".svc.cluster.local")
-	if err != nil {
-		return err
-	}
-	if err := env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "fakerates-tls", Namespace: upstreamNS},
-		Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM}}); err != nil {
-		return err
-	}
-	if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "e2e-ca", Namespace: installNS},
-		Data: map[string]string{"e2e-ca.crt": string(caPEM)}}); err != nil {
-		return err
-	}
-	if ratesURL, err = env.StartFakeRatesTLS(ctx, upstreamNS, "fakerates-tls"); err != nil {
+	if err := <-upstream; err != nil {
 		return err
 	}
 	config := &operatorsv1alpha1.SubscriptionConfig{
@@ -131,6 +118,30 @@ func setUp(ctx context.Context) error {
 		return err
 	}
 	return env.WaitCSVSucceeded(ctx, installNS, realnode.NewCSV, 5*time.Minute)
+}
+
+// startUpstream starts the imitation ECB upstream over HTTPS with a test CA's certificate,
+// and puts the CA where the manager's Subscription mounts it from.
+func startUpstream(ctx context.Context) error {
+	for _, ns := range []string{installNS, upstreamNS} {
+		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return err
+		}
+	}
+	caPEM, certPEM, keyPEM, err := testCA("fakerates-tls." + upstreamNS + ".svc.cluster.local")
+	if err != nil {
+		return err
+	}
+	if err := env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "fakerates-tls", Namespace: upstreamNS},
+		Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM}}); err != nil {
+		return err
+	}
+	if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "e2e-ca", Namespace: installNS},
+		Data: map[string]string{"e2e-ca.crt": string(caPEM)}}); err != nil {
+		return err
+	}
+	ratesURL, err = env.StartFakeRatesTLS(ctx, upstreamNS, "fakerates-tls")
+	return err
 }
 
 // testCA makes a CA and a serving certificate for host signed by it (PEM).

@@ -33,6 +33,15 @@ func TestMain(m *testing.M) {
 
 // setUp deploys OLM, serves the catalog and starts the imitation exchange-rate upstream.
 func setUp(ctx context.Context) error {
+	// The upstream starts beside OLM: neither waits for the other.
+	rates := make(chan error, 1)
+	go func() {
+		var err error
+		if ratesURL, err = env.StartFakeRates(ctx, upstreamNamespace); err != nil {
+			err = fmt.Errorf("imitation exchange-rate upstream: %w", err)
+		}
+		rates <- err
+	}()
 	since := time.Now()
 	if err := env.DeployOLM(ctx); err != nil {
 		return fmt.Errorf("deploying OLM: %w\n%s", err, env.PodProblems(ctx, realnode.OLMNamespace))
@@ -43,11 +52,7 @@ func setUp(ctx context.Context) error {
 		return fmt.Errorf("catalog: %w", err)
 	}
 	timings.Add("CatalogSource READY (registry pod from the catalog image)", since)
-	var err error
-	if ratesURL, err = env.StartFakeRates(ctx, upstreamNamespace); err != nil {
-		return fmt.Errorf("imitation exchange-rate upstream: %w", err)
-	}
-	return nil
+	return <-rates
 }
 
 func requireEnv(t *testing.T) {
