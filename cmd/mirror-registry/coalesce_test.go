@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quartet-operator/quartet/cmd/mirror-registry/internal/coalesce"
 	"github.com/quartet-operator/quartet/cmd/mirror-registry/internal/retention"
 )
 
@@ -156,6 +157,9 @@ func TestCoalesceManyWaitersOneUpstreamFetchStreamed(t *testing.T) {
 	}
 	assert.Equal(t, 1, up.gets(blob.d), "one upstream GET for all clients")
 	assert.Equal(t, allTrue([]digest.Digest{blob.d}, true), m.stored([]digest.Digest{blob.d}), "the proxy committed the blob")
+	// The fetch counted itself before it released the blob's last byte.
+	assert.Equal(t, coalesce.Stats{UpstreamFetches: 1, UpstreamFetchedBytes: 16 << 20, CoalescedWaiters: clients - 1}, m.report(t).Stats,
+		"GET /quartet/cache: one fetch of the blob's bytes, shared by every other client")
 
 	resp := do(t, mustRequest(t, http.MethodGet, m.URL+"/v2/"+testRepo+"/blobs/"+blob.d.String(), nil))
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -236,6 +240,10 @@ func TestCoalesceUpstreamFailureFailsEveryWaiterAndCachesNothing(t *testing.T) {
 	}
 	assert.Equal(t, 1, up.gets(blob.d))
 	assert.False(t, m.stored([]digest.Digest{blob.d})[blob.d], "nothing partial is cached")
+	rep := m.report(t)
+	assert.Equal(t, coalesce.Stats{UpstreamFetches: 1, UpstreamFetchFailures: 1, UpstreamFetchedBytes: rep.UpstreamFetchedBytes,
+		CoalescedWaiters: uint64(len(resps) - 1)}, rep.Stats)
+	assert.Less(t, rep.UpstreamFetchedBytes, uint64(len(blob.content)), "the fetch broke before the blob's end")
 
 	blob.fail = false // read by the next upstream request only, after this write
 	up.intercept.Store(nil)
@@ -245,6 +253,8 @@ func TestCoalesceUpstreamFailureFailsEveryWaiterAndCachesNothing(t *testing.T) {
 	assert.Equal(t, 2, up.gets(blob.d), "the next GET fetched the blob anew")
 	require.Eventually(t, func() bool { return m.stored([]digest.Digest{blob.d})[blob.d] },
 		10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, uint64(2), m.report(t).UpstreamFetches)
+	assert.Equal(t, uint64(1), m.report(t).UpstreamFetchFailures)
 }
 
 // The upstream sends the blob's length of wrong bytes: the proxy refuses to commit them (the
@@ -434,6 +444,7 @@ func TestCoalesceManifests(t *testing.T) {
 	}
 	assert.Equal(t, 1, up.manifestGets(img.manifest.String()), "by digest: one upstream GET")
 	assert.Equal(t, 1, up.manifestGets(img2.tag), "by tag: one upstream GET (the proxy's tag lookups, HEADs, are not shared)")
+	assert.Equal(t, uint64(2*(clients-1)), m.report(t).CoalescedManifestWaiters, "all but one client per reference waited")
 }
 
 func TestCoalesceStaysOutOfErrorsBeforeTheStatus(t *testing.T) {

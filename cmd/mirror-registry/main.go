@@ -97,12 +97,12 @@ func run(args []string) error {
 	}
 	app.RegisterHealthChecks()
 	serveDebug(cfg, log)
-	return serve(cfg, opts, app, keeper, log)
+	return serve(cfg, opts, app, keeper, coalescer, log)
 }
 
-// serve serves the mirror beside the keeper and the warmer; on SIGINT or SIGTERM it drains
+// serve serves the mirror beside the keeper and the warmer (coalescer for the cache report); on SIGINT or SIGTERM it drains
 // connections (http.drainTimeout) before it stops them.
-func serve(cfg *configuration.Configuration, opts options, app *handlers.App, keeper *retention.Keeper, log logrus.FieldLogger) error {
+func serve(cfg *configuration.Configuration, opts options, app *handlers.App, keeper *retention.Keeper, coalescer *coalesce.Coalescer, log logrus.FieldLogger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ln, err := listener.NewListener(cfg.HTTP.Net, cfg.HTTP.Addr)
@@ -111,7 +111,7 @@ func serve(cfg *configuration.Configuration, opts options, app *handlers.App, ke
 	}
 	warmer := &retention.Warmer{BaseURL: selfURL(ln.Addr()), Client: &http.Client{}, Platforms: opts.warmPlatforms,
 		Keeper: keeper, Clock: retention.RealClock{}, Log: log}
-	srv := &http.Server{Handler: newHandler(app, cfg, cacheHandler(warmer, keeper)), ReadHeaderTimeout: time.Minute}
+	srv := &http.Server{Handler: newHandler(app, cfg, cacheHandler(warmer, keeper, coalescer)), ReadHeaderTimeout: time.Minute}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.WithFields(logrus.Fields{"addr": ln.Addr().String(), "upstream": cfg.Proxy.RemoteURL, "retention": opts.retention.String(),

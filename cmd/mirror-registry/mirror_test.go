@@ -303,7 +303,7 @@ func startMirror(t testing.TB, upstreamURL string, clock retention.Clock, o mirr
 	require.NoError(t, keeper.Restore(context.Background()))
 	warmer := &retention.Warmer{Client: client, Platforms: []v1.Platform{{OS: "linux", Architecture: "amd64"}},
 		Keeper: keeper, Clock: clock, Log: logrus.StandardLogger()}
-	m := &mirror{Server: httptest.NewServer(newHandler(app, cfg, cacheHandler(warmer, keeper))), keeper: keeper, warmer: warmer,
+	m := &mirror{Server: httptest.NewServer(newHandler(app, cfg, cacheHandler(warmer, keeper, coalescer))), keeper: keeper, warmer: warmer,
 		coalescer: coalescer, root: o.root}
 	warmer.BaseURL = m.URL
 	t.Cleanup(m.Close)
@@ -610,14 +610,7 @@ func TestMirrorCountsHitsAndMisses(t *testing.T) {
 	}
 	upstreamGets := up.blobGets.Load()
 
-	report := func() cacheReport {
-		t.Helper()
-		resp := do(t, mustRequest(t, http.MethodGet, m.URL+cachePath, nil))
-		require.Equal(t, http.StatusOK, resp.StatusCode)
-		var rep cacheReport
-		require.NoError(t, json.Unmarshal(resp.body, &rep))
-		return rep
-	}
+	report := func() cacheReport { return m.report(t) }
 	assert.Equal(t, retention.TrafficReport{}, report().TrafficReport, "nothing served yet")
 
 	require.NoError(t, pull(t, m.URL, img))
@@ -632,4 +625,16 @@ func TestMirrorCountsHitsAndMisses(t *testing.T) {
 	assert.Equal(t, retention.TrafficReport{BlobHits: n, BlobMisses: n, BytesFromCache: blobBytes, BytesFromUpstream: blobBytes}, report().TrafficReport)
 	assert.Equal(t, gets, up.blobGets.Load(), "the second pull fetched no blob from the upstream")
 	assert.Equal(t, upstreamGets+int64(n), gets, "the first pull fetched each blob from the upstream once")
+	assert.Equal(t, coalesce.Stats{UpstreamFetches: n, UpstreamFetchedBytes: blobBytes}, report().Stats,
+		"one fetch per blob, none shared (the pulls were one after the other)")
+}
+
+// report is the mirror's GET /quartet/cache.
+func (m *mirror) report(t testing.TB) cacheReport {
+	t.Helper()
+	resp := do(t, mustRequest(t, http.MethodGet, m.URL+cachePath, nil))
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var rep cacheReport
+	require.NoError(t, json.Unmarshal(resp.body, &rep))
+	return rep
 }

@@ -25,17 +25,21 @@ import (
 // cachePath serves the cache's report (cacheReport as JSON) for the operator, outside /v2/.
 const cachePath = "/quartet/cache"
 
-// cacheReport is what GET cachePath answers: the last warm pass, and the storage volume's
-// fill at the last eviction pass (zero before the first).
+// cacheReport is what GET cachePath answers: the last warm pass, the storage volume's fill
+// at the last eviction pass (zero before the first), and the traffic since the start.
 type cacheReport struct {
 	retention.WarmStatus
 	DiskUsedBytes     uint64 `json:"diskUsedBytes"`
 	DiskCapacityBytes uint64 `json:"diskCapacityBytes"`
 	// The blob pulls served since the registry started, hits and misses.
 	retention.TrafficReport
+	// The fetches behind the misses since the registry started: each blob fetched once
+	// however many requests waited for it.
+	coalesce.Stats
 }
 
-func cacheHandler(w *retention.Warmer, k *retention.Keeper) http.Handler {
+// cacheHandler answers GET cachePath; c may be nil (no coalescing counts then).
+func cacheHandler(w *retention.Warmer, k *retention.Keeper, c *coalesce.Coalescer) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			rw.Header().Set("Allow", "GET, HEAD")
@@ -48,6 +52,9 @@ func cacheHandler(w *retention.Warmer, k *retention.Keeper) http.Handler {
 		rep := cacheReport{WarmStatus: w.Status(), DiskUsedBytes: disk.UsedBytes, DiskCapacityBytes: disk.CapacityBytes}
 		if t := k.Records().Traffic(); t != nil {
 			rep.TrafficReport = t.Report()
+		}
+		if c != nil {
+			rep.Stats = c.Stats()
 		}
 		_ = json.NewEncoder(rw).Encode(rep)
 	})

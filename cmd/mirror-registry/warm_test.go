@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quartet-operator/quartet/cmd/mirror-registry/internal/coalesce"
 	"github.com/quartet-operator/quartet/cmd/mirror-registry/internal/retention"
 )
 
@@ -92,7 +93,10 @@ func TestMirrorWarmsPinnedImagesNeverPulledThroughIt(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	var served cacheReport
 	require.NoError(t, json.Unmarshal(resp.body, &served))
-	assert.Equal(t, cacheReport{WarmStatus: status, DiskUsedBytes: 600 << 20, DiskCapacityBytes: 1 << 30}, served)
+	// The warm passes' blob fetches are upstream fetches (not served traffic: nobody pulled).
+	assert.Equal(t, cacheReport{WarmStatus: status, DiskUsedBytes: 600 << 20, DiskCapacityBytes: 1 << 30,
+		Stats: coalesce.Stats{UpstreamFetches: uint64(fetched), UpstreamFetchedBytes: served.UpstreamFetchedBytes}}, served)
+	assert.NotZero(t, served.UpstreamFetchedBytes)
 
 	// The upstream link fails: both pinned images are served from the cache, by digest
 	// and (the index) by tag as a node resolves it. Long after the retention: pinned.

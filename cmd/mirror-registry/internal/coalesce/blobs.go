@@ -33,7 +33,7 @@ func (b *blobs) ServeBlob(ctx context.Context, w http.ResponseWriter, r *http.Re
 	}
 	defer f.release()
 	if joined {
-		coalescedWaitersTotal.Inc()
+		b.c.stats.waiterJoined()
 	}
 	return serveFromFlight(ctx, w, r, f)
 }

@@ -71,6 +71,7 @@ type Coalescer struct {
 	tempDir      string
 	stallTimeout time.Duration
 	log          logrus.FieldLogger
+	stats        stats
 
 	mu            sync.Mutex
 	flights       map[flightKey]*flight
@@ -178,7 +179,7 @@ func (c *Coalescer) fetch(ctx context.Context, fetcher distribution.BlobStore, k
 	defer cancel()
 	stall := time.AfterFunc(c.stallTimeout, cancel)
 	defer stall.Stop()
-	upstreamFetchesTotal.Inc()
+	c.stats.fetchStarted()
 	w := &flightWriter{f: f, header: http.Header{}, stall: stall, limit: c.stallTimeout}
 	var err error
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "/v2/"+key.repo+"/blobs/"+key.dgst.String(), nil)
@@ -197,10 +198,9 @@ func (c *Coalescer) fetch(ctx context.Context, fetcher distribution.BlobStore, k
 	f.mu.Lock()
 	written := f.written
 	f.mu.Unlock()
-	upstreamBytesTotal.Add(float64(written))
+	c.stats.fetchEnded(written, err != nil)
 	log := c.log.WithFields(logrus.Fields{"repository": key.repo, "digest": key.dgst.String(), "bytes": written})
 	if err != nil {
-		upstreamFailuresTotal.Inc()
 		log.WithError(err).Warn("Failed to fetch a blob from the upstream for its waiters")
 	} else {
 		log.Debug("Fetched a blob from the upstream for its waiters")

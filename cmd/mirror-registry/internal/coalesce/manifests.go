@@ -68,7 +68,7 @@ func (m *manifests) Get(ctx context.Context, d digest.Digest, options ...distrib
 	}
 	m.c.mu.Unlock()
 	if joined {
-		coalescedManifestWaitersTotal.Inc()
+		m.c.stats.manifestWaiterJoined()
 	}
 	select {
 	case <-call.done:
