@@ -157,6 +157,11 @@ func mergeCacheReports(reps []CacheReport) *CacheReport {
 		out.BlobMisses += r.BlobMisses
 		out.BytesFromCache += r.BytesFromCache
 		out.BytesFromUpstream += r.BytesFromUpstream
+		out.UpstreamFetches += r.UpstreamFetches
+		out.UpstreamFetchFailures += r.UpstreamFetchFailures
+		out.UpstreamFetchedBytes += r.UpstreamFetchedBytes
+		out.CoalescedWaiters += r.CoalescedWaiters
+		out.CoalescedManifestWaiters += r.CoalescedManifestWaiters
 	}
 	return &out
 }

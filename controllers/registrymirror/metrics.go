@@ -58,6 +58,21 @@ var (
 	servedBytes = status.Registered.NewCounterVec(prometheus.CounterOpts{Name: "quartet_registrymirror_served_bytes_total",
 		Help: "Bytes of blobs the RegistryMirror's registry served since it started, by source: cache or upstream, as it last reported, by mirror."},
 		[]string{"mirror_namespace", "mirror", "source"})
+	// The fetches behind the misses: one per blob however many requests waited (issue 42).
+	// Started and failed fetches are two counters: a fetch counts as started when it starts
+	// and as failed when it ends, so started minus failed is no counter.
+	upstreamFetches = status.Registered.NewCounterVec(prometheus.CounterOpts{Name: "quartet_registrymirror_upstream_fetches_total",
+		Help: "Blob fetches the RegistryMirror's registry started from the upstream since it started, each shared by all requests for the blob while it ran, as it last reported, by mirror."},
+		mirrorLabels)
+	upstreamFetchFailures = status.Registered.NewCounterVec(prometheus.CounterOpts{Name: "quartet_registrymirror_upstream_fetch_failures_total",
+		Help: "Of those blob fetches, the ones that failed (their waiters saw an error, nothing was cached), as the registry last reported, by mirror."},
+		mirrorLabels)
+	upstreamFetchedBytes = status.Registered.NewCounterVec(prometheus.CounterOpts{Name: "quartet_registrymirror_upstream_fetched_bytes_total",
+		Help: "Bytes the RegistryMirror's registry fetched from the upstream for blobs since it started, each blob once however many requests waited for it, as it last reported, by mirror."},
+		mirrorLabels)
+	coalescedWaiters = status.Registered.NewCounterVec(prometheus.CounterOpts{Name: "quartet_registrymirror_coalesced_waiters_total",
+		Help: "Requests the RegistryMirror's registry answered from a fetch another request had started instead of one of their own, since it started, by kind: blob or manifest, as it last reported, by mirror."},
+		[]string{"mirror_namespace", "mirror", "kind"})
 )
 
 // recordStatus sets the mirror's series from the status and the cache report (nil: kept).
@@ -78,6 +93,11 @@ func recordStatus(m types.NamespacedName, st mirrorsv1alpha1.RegistryMirrorStatu
 	setCounter(blobPulls, rep.BlobMisses, m.Namespace, m.Name, "miss")
 	setCounter(servedBytes, rep.BytesFromCache, m.Namespace, m.Name, "cache")
 	setCounter(servedBytes, rep.BytesFromUpstream, m.Namespace, m.Name, "upstream")
+	setCounter(upstreamFetches, rep.UpstreamFetches, m.Namespace, m.Name)
+	setCounter(upstreamFetchFailures, rep.UpstreamFetchFailures, m.Namespace, m.Name)
+	setCounter(upstreamFetchedBytes, rep.UpstreamFetchedBytes, m.Namespace, m.Name)
+	setCounter(coalescedWaiters, rep.CoalescedWaiters, m.Namespace, m.Name, "blob")
+	setCounter(coalescedWaiters, rep.CoalescedManifestWaiters, m.Namespace, m.Name, "manifest")
 	if rep.DiskCapacityBytes > 0 {
 		cacheUsedGauge.WithLabelValues(m.Namespace, m.Name).Set(float64(rep.DiskUsedBytes))
 		cacheCapacityGauge.WithLabelValues(m.Namespace, m.Name).Set(float64(rep.DiskCapacityBytes))
@@ -131,7 +151,7 @@ func setCounter(vec *prometheus.CounterVec, v uint64, labels ...string) {
 func forgetMirror(m types.NamespacedName) {
 	for _, vec := range []interface{ DeletePartialMatch(prometheus.Labels) int }{readyGauge, imagesInUseGauge, pinnedImagesGauge,
 		namespacesInUseGauge, pinnedByNamespaceGauge, imagesCachedGauge, cacheUsedGauge, cacheCapacityGauge, blobPulls, servedBytes,
-		readyReplicasGauge, upstreamReachableGauge} {
+		upstreamFetches, upstreamFetchFailures, upstreamFetchedBytes, coalescedWaiters, readyReplicasGauge, upstreamReachableGauge} {
 		vec.DeletePartialMatch(prometheus.Labels{"mirror_namespace": m.Namespace, "mirror": m.Name})
 	}
 }

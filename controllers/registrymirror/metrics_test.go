@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +32,32 @@ func TestCacheReportSeries(t *testing.T) {
 	forgetMirror(key)
 	mirror := map[string]string{"mirror_namespace": key.Namespace, "mirror": key.Name}
 	assert.Zero(t, testenv.Series(blobPulls, mirror)+testenv.Series(servedBytes, mirror), "forgotten with the mirror")
+}
+
+// TestCoalescingSeries (issue 42): the fetches behind the misses, each blob's bytes once
+// however many requests waited, and the waiters by kind, as the registry last reported them;
+// gone with the mirror.
+func TestCoalescingSeries(t *testing.T) {
+	key := types.NamespacedName{Namespace: "metrics-test", Name: "coalescing"}
+	mirror := map[string]string{"mirror_namespace": key.Namespace, "mirror": key.Name}
+	rep := &CacheReport{BlobMisses: 50, BytesFromUpstream: 50 << 20, UpstreamFetches: 2, UpstreamFetchFailures: 1,
+		UpstreamFetchedBytes: 1 << 20, CoalescedWaiters: 48, CoalescedManifestWaiters: 9}
+	recordStatus(key, minimalMirror().Status, rep)
+	value := func(vec *prometheus.CounterVec, labels ...string) float64 {
+		return testutil.ToFloat64(vec.WithLabelValues(append([]string{key.Namespace, key.Name}, labels...)...))
+	}
+	assert.Equal(t, 2.0, value(upstreamFetches))
+	assert.Equal(t, 1.0, value(upstreamFetchFailures))
+	assert.Equal(t, float64(1<<20), value(upstreamFetchedBytes), "once, not the 50 MiB served")
+	assert.Equal(t, 48.0, value(coalescedWaiters, "blob"))
+	assert.Equal(t, 9.0, value(coalescedWaiters, "manifest"))
+	rep.UpstreamFetches, rep.CoalescedWaiters = 1, 0
+	recordStatus(key, minimalMirror().Status, rep)
+	assert.Equal(t, 1.0, value(upstreamFetches), "the registry restarted: its count starts again")
+	forgetMirror(key)
+	for _, vec := range []*prometheus.CounterVec{upstreamFetches, upstreamFetchFailures, upstreamFetchedBytes, coalescedWaiters} {
+		assert.Zero(t, testenv.Series(vec, mirror), "forgotten with the mirror")
+	}
 }
 
 // TestStatusSeries: the replicas serving and whether the upstream answers, from the status;

@@ -39,6 +39,13 @@ type CacheReport struct {
 	BlobMisses        uint64      `json:"blobMisses"`
 	BytesFromCache    uint64      `json:"bytesFromCache"`
 	BytesFromUpstream uint64      `json:"bytesFromUpstream"`
+	// The fetches behind the misses, since the registry started: each blob fetched once
+	// however many requests waited for it (coalesced).
+	UpstreamFetches          uint64 `json:"upstreamFetches"` // blob fetches started
+	UpstreamFetchFailures    uint64 `json:"upstreamFetchFailures"`
+	UpstreamFetchedBytes     uint64 `json:"upstreamFetchedBytes"`
+	CoalescedWaiters         uint64 `json:"coalescedWaiters"` // blob requests that read another's fetch
+	CoalescedManifestWaiters uint64 `json:"coalescedManifestWaiters"`
 }
 
 // probeTimeout bounds one probe: a status must not wait on a black hole.

@@ -121,8 +121,10 @@ func TestExtraReplicas(t *testing.T) {
 func TestMergeCacheReports(t *testing.T) {
 	t1 := metav1.Unix(1000, 0)
 	t2 := metav1.Unix(2000, 0)
-	a := CacheReport{Pinned: 4, Cached: 4, LastPass: t2, DiskUsedBytes: 50, DiskCapacityBytes: 100, BlobHits: 3, BlobMisses: 1, BytesFromCache: 30, BytesFromUpstream: 10}
-	b := CacheReport{Pinned: 4, Cached: 2, LastPass: t1, DiskUsedBytes: 90, DiskCapacityBytes: 200, BlobHits: 1, BlobMisses: 1, BytesFromCache: 5, BytesFromUpstream: 7}
+	a := CacheReport{Pinned: 4, Cached: 4, LastPass: t2, DiskUsedBytes: 50, DiskCapacityBytes: 100, BlobHits: 3, BlobMisses: 1, BytesFromCache: 30, BytesFromUpstream: 10,
+		UpstreamFetches: 1, UpstreamFetchFailures: 1, UpstreamFetchedBytes: 5, CoalescedWaiters: 2, CoalescedManifestWaiters: 3}
+	b := CacheReport{Pinned: 4, Cached: 2, LastPass: t1, DiskUsedBytes: 90, DiskCapacityBytes: 200, BlobHits: 1, BlobMisses: 1, BytesFromCache: 5, BytesFromUpstream: 7,
+		UpstreamFetches: 2, UpstreamFetchedBytes: 7, CoalescedWaiters: 1, CoalescedManifestWaiters: 1}
 	fresh := CacheReport{Pinned: 4}
 
 	assert.Nil(t, mergeCacheReports(nil), "no replica answered")
@@ -133,6 +135,8 @@ func TestMergeCacheReports(t *testing.T) {
 		assert.Equal(t, t1, got.LastPass, "the older pass")
 		assert.Equal(t, [2]uint64{50, 100}, [2]uint64{got.DiskUsedBytes, got.DiskCapacityBytes}, "the fuller volume: 50%% of 100 over 45%% of 200")
 		assert.Equal(t, [4]uint64{4, 2, 35, 17}, [4]uint64{got.BlobHits, got.BlobMisses, got.BytesFromCache, got.BytesFromUpstream}, "summed")
+		assert.Equal(t, [5]uint64{3, 1, 12, 3, 4}, [5]uint64{got.UpstreamFetches, got.UpstreamFetchFailures, got.UpstreamFetchedBytes,
+			got.CoalescedWaiters, got.CoalescedManifestWaiters}, "summed")
 	}
 	got := mergeCacheReports([]CacheReport{a, fresh})
 	assert.True(t, got.LastPass.IsZero(), "a replica that has not warmed yet: the images cached are not known")
