@@ -15,7 +15,8 @@
 #                                                 teardown, so the next one can start
 #                                   --nice N      run CMD at niceness N (a stage beside others)
 #   ci_wait_for NAME...           block until the named stages (of another lane) have ended
-#   ci_summary                    print the summary; returns 1 unless every stage passed
+#   ci_summary                    print what failed (the failed tests of each failed stage)
+#                                 and the summary; returns 1 unless every stage passed
 #
 # Policy (docs/CI.md): no stage is skipped silently. A stage is skipped only when it cannot
 # start, because less than a minute of the budget is left or a stage it needs did not pass;
@@ -131,8 +132,21 @@ ci_wait_for() {
   done
 }
 
+# _ci_failures NAME: what a failed stage's log says failed, at most 60 lines: go test's
+# "--- FAIL" and "FAIL" lines, testify's blocks (Error Trace, Error, Test, Messages: the
+# lines indented with a tab) and panics (a test's timeout among them). The summary prints
+# them above its table, so the end of CI's output names the failed tests.
+_ci_failures() {
+  grep -E -e '^ *--- FAIL|^FAIL|^panic: |^ +'$'\t' "$CI_DIR/logs/$1.log" 2>/dev/null | head -n 60
+}
+
 ci_summary() {
-  local passed failed skipped
+  local passed failed skipped name
+  awk -F'\t' '$4 ~ /^FAILED/ { print $2 }' "$CI_DIR/results" | while read -r name; do
+    echo
+    echo "ci: what failed in $name (its log: $CI_DIR/logs/$name.log)"
+    _ci_failures "$name" | sed "s|^|  [$name] |"
+  done
   echo
   echo "ci: summary ($(ci_now)s of the ${CI_BUDGET}s budget)"
   printf '  %-22s %8s  %s\n' stage seconds result

@@ -163,6 +163,45 @@ ci_summary`)
 	}
 }
 
+// TestFailedTestsNamedAboveTheSummary: the end of CI's output names what failed in a failed
+// stage (go test's FAIL lines and testify's block, from the stage's log), above the
+// summary; a stage that passed adds nothing there.
+func TestFailedTestsNamedAboveTheSummary(t *testing.T) {
+	t.Parallel()
+	out, code, _ := run(t, `
+ci_begin 600 15
+stage e2e 60 -- bash -c 'printf "=== RUN   TestA\n    a_test.go:9: a log line\n    a_test.go:12: \n        \tError Trace:\t/src/a_test.go:12\n        \tError:      \tShould be true\n        \tTest:       \tTestA\n--- FAIL: TestA (1.00s)\n--- PASS: TestB (0.50s)\nFAIL\n"; exit 1'
+stage lint 60 -- bash -c 'echo "--- FAIL: NotAFailure"'
+ci_summary`)
+	if code == 0 {
+		t.Errorf("exit 0, want a failure")
+	}
+	failures, summary, ok := strings.Cut(out, "ci: summary")
+	if !ok {
+		t.Fatalf("no summary")
+	}
+	_, failures, ok = strings.Cut(failures, "ci: what failed in e2e")
+	if !ok {
+		t.Fatalf("no failures block for e2e above the summary")
+	}
+	for _, want := range []string{"[e2e] --- FAIL: TestA (1.00s)", "Error Trace:\t/src/a_test.go:12", "Error:      \tShould be true", "[e2e] FAIL"} {
+		if !strings.Contains(failures, want) {
+			t.Errorf("failures block lacks %q:\n%s", want, failures)
+		}
+	}
+	for _, unwanted := range []string{"TestB", "a log line", "NotAFailure", "what failed in lint"} {
+		if strings.Contains(failures, unwanted) {
+			t.Errorf("failures block has %q:\n%s", unwanted, failures)
+		}
+	}
+	if l := summaryLine(t, "ci: summary"+summary, "e2e"); !strings.Contains(l, "FAILED e2e: exit 1") {
+		t.Errorf("summary line: %q", l)
+	}
+	if got := lastLine(out); got != "1 passed, 1 failed, 0 skipped" {
+		t.Errorf("closing line %q", got)
+	}
+}
+
 // TestLanesSideBySide: two lanes run at once (the real-node lane and the CPU lane of
 // .ci/run); one waits for a stage of the other; all pass, the summary lists them in the
 // order they started and the run exits 0. The stage is told its own limit.
