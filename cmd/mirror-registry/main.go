@@ -100,8 +100,9 @@ func run(args []string) error {
 	return serve(cfg, opts, app, keeper, coalescer, log)
 }
 
-// serve serves the mirror beside the keeper and the warmer (coalescer for the cache report); on SIGINT or SIGTERM it drains
-// connections (http.drainTimeout) before it stops them.
+// serve serves the mirror beside the keeper and the warmer (the coalescer's counts in the
+// cache report); on SIGINT or SIGTERM it drains connections (http.drainTimeout) before it
+// stops them.
 func serve(cfg *configuration.Configuration, opts options, app *handlers.App, keeper *retention.Keeper, coalescer *coalesce.Coalescer, log logrus.FieldLogger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -610,22 +610,21 @@ func TestMirrorCountsHitsAndMisses(t *testing.T) {
 	}
 	upstreamGets := up.blobGets.Load()
 
-	report := func() cacheReport { return m.report(t) }
-	assert.Equal(t, retention.TrafficReport{}, report().TrafficReport, "nothing served yet")
+	assert.Equal(t, retention.TrafficReport{}, m.report(t).TrafficReport, "nothing served yet")
 
 	require.NoError(t, pull(t, m.URL, img))
 	n := uint64(len(img.blobs))
-	assert.Equal(t, retention.TrafficReport{BlobMisses: n, BytesFromUpstream: blobBytes}, report().TrafficReport)
+	assert.Equal(t, retention.TrafficReport{BlobMisses: n, BytesFromUpstream: blobBytes}, m.report(t).TrafficReport)
 	require.Eventually(t, func() bool {
 		return assert.ObjectsAreEqual(allTrue(img.blobs, true), m.stored(img.blobs))
 	}, 10*time.Second, 20*time.Millisecond, "the proxy stored the blobs")
 
 	gets := up.blobGets.Load()
 	require.NoError(t, pull(t, m.URL, img))
-	assert.Equal(t, retention.TrafficReport{BlobHits: n, BlobMisses: n, BytesFromCache: blobBytes, BytesFromUpstream: blobBytes}, report().TrafficReport)
+	assert.Equal(t, retention.TrafficReport{BlobHits: n, BlobMisses: n, BytesFromCache: blobBytes, BytesFromUpstream: blobBytes}, m.report(t).TrafficReport)
 	assert.Equal(t, gets, up.blobGets.Load(), "the second pull fetched no blob from the upstream")
 	assert.Equal(t, upstreamGets+int64(n), gets, "the first pull fetched each blob from the upstream once")
-	assert.Equal(t, coalesce.Stats{UpstreamFetches: n, UpstreamFetchedBytes: blobBytes}, report().Stats,
+	assert.Equal(t, coalesce.Stats{UpstreamFetches: n, UpstreamFetchedBytes: blobBytes}, m.report(t).Stats,
 		"one fetch per blob, none shared (the pulls were one after the other)")
 }
 
