@@ -797,9 +797,7 @@ func TestNamedSourcesKeyFilterAndCarriedMetadata(t *testing.T) {
 
 	// The rule drops its key filter and carried labels: the copies become whole TLS Secrets
 	// again (re-created: a Secret's type never changes in place), without the carried keys.
-	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(rule), rule))
-	rule.Spec.Keys, rule.Spec.CarryLabels, rule.Spec.CarryAnnotations = nil, nil, nil
-	require.NoError(t, env.Client.Update(ctx, rule))
+	updateRule(t, rule, func(s *flantv1.CopyratorRuleSpec) { s.Keys, s.CarryLabels, s.CarryAnnotations = nil, nil, nil })
 	assert.EventuallyWithT(t, func(c *assert.CollectT) {
 		got := getSecret(t, f.targets[0], "ingress-tls")
 		if assert.NotNil(c, got) {

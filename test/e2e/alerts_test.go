@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -62,19 +63,24 @@ func alertKey(labels map[string]string) string {
 func setFakeRatesDate(t *testing.T, date string) {
 	t.Helper()
 	ctx := context.Background()
-	dep := &appsv1.Deployment{}
-	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: upstreamNS, Name: "fakerates-tls"}, dep))
-	var args []string
-	for _, a := range dep.Spec.Template.Spec.Containers[0].Command {
-		if !strings.HasPrefix(a, "-date=") {
-			args = append(args, a)
+	// The Deployment controller writes its status meanwhile: retry on a conflict.
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		dep := &appsv1.Deployment{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: upstreamNS, Name: "fakerates-tls"}, dep); err != nil {
+			return err
 		}
-	}
-	if date != "" {
-		args = append(args, "-date="+date)
-	}
-	dep.Spec.Template.Spec.Containers[0].Command = args
-	require.NoError(t, env.Client.Update(ctx, dep))
+		var args []string
+		for _, a := range dep.Spec.Template.Spec.Containers[0].Command {
+			if !strings.HasPrefix(a, "-date=") {
+				args = append(args, a)
+			}
+		}
+		if date != "" {
+			args = append(args, "-date="+date)
+		}
+		dep.Spec.Template.Spec.Containers[0].Command = args
+		return env.Client.Update(ctx, dep)
+	}))
 	require.NoError(t, env.WaitDeploymentAvailable(ctx, upstreamNS, "fakerates-tls", 2*time.Minute))
 }
 

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flantv1 "github.com/quartet-operator/quartet/api/flant/v1"
@@ -142,10 +143,15 @@ func TestExchangeRateOverHTTPSFromTheCluster(t *testing.T) {
 	// A new publication upstream (the next day, a new USD rate): the next refresh brings it.
 	// (The manager never steps back to an older publication than the one it has.)
 	newDate := time.Now().UTC().AddDate(0, 0, 1).Format("2006-01-02")
-	dep := &appsv1.Deployment{}
-	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: upstreamNS, Name: "fakerates-tls"}, dep))
-	dep.Spec.Template.Spec.Containers[0].Command = append(dep.Spec.Template.Spec.Containers[0].Command, "-date="+newDate, "-rates=USD=1.2345")
-	require.NoError(t, env.Client.Update(ctx, dep))
+	// The Deployment controller writes its status meanwhile: retry on a conflict.
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		dep := &appsv1.Deployment{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: upstreamNS, Name: "fakerates-tls"}, dep); err != nil {
+			return err
+		}
+		dep.Spec.Template.Spec.Containers[0].Command = append(dep.Spec.Template.Spec.Containers[0].Command, "-date="+newDate, "-rates=USD=1.2345")
+		return env.Client.Update(ctx, dep)
+	}))
 	since = time.Now()
 	require.NoError(t, realnode.WaitFor(ctx, "the new publication in the status and the ConfigMap", 4*time.Minute, func(ctx context.Context) (bool, string, error) {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(er), er); err != nil {

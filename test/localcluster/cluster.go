@@ -337,6 +337,9 @@ func (c *Cluster) startRest(ctx context.Context, p *pki) error {
 		"--service-account-private-key-file="+p.SAKey, "--root-ca-file="+p.CACert,
 		"--cluster-signing-cert-file="+p.CACert, "--cluster-signing-key-file="+p.CAKey,
 		"--controllers=*", "--kube-api-qps=200", "--kube-api-burst=400",
+		// Without it the flex-volume prober creates /usr/libexec/kubernetes/kubelet-plugins/
+		// on the host, kwok clusters included, racing a real-node test's host snapshot.
+		"--flex-volume-plugin-dir="+filepath.Join(c.Dir, "flex-volume-plugins"),
 		"--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10",
 		"--concurrent-gc-syncs=40", "--concurrent-namespace-syncs=20"); err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -189,8 +190,12 @@ func forceDelete(obj client.Object) {
 	ctx := context.Background()
 	_ = env.Client.Delete(ctx, obj)
 	cur := obj.DeepCopyObject().(client.Object)
-	if env.Client.Get(ctx, client.ObjectKeyFromObject(obj), cur) == nil && len(cur.GetFinalizers()) > 0 {
+	// A controller may write the object meanwhile: retry on a conflict.
+	_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil || len(cur.GetFinalizers()) == 0 {
+			return client.IgnoreNotFound(err)
+		}
 		cur.SetFinalizers(nil)
-		_ = env.Client.Update(ctx, cur)
-	}
+		return env.Client.Update(ctx, cur)
+	})
 }

@@ -14,6 +14,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -98,9 +99,14 @@ func TestHostileTenantLeavesOthersWorking(t *testing.T) {
 		rule.Spec.Namespaces = []string{partner}
 		createAs(t, m, "edit includes CopyratorRules", rule)
 		eventually(t, time.Minute, "her copy in the partner namespace", func() bool { return configMapData(t, partner, "share")["k"] == "v" })
-		require.NoError(t, m.Get(ctx, client.ObjectKeyFromObject(rule), rule))
-		rule.Finalizers = nil
-		require.NoError(t, m.Update(ctx, rule), "edit may remove a finalizer")
+		// The controller writes the rule too (its status), so the edit retries on a conflict.
+		require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := m.Get(ctx, client.ObjectKeyFromObject(rule), rule); err != nil {
+				return err
+			}
+			rule.Finalizers = nil
+			return m.Update(ctx, rule)
+		}), "edit may remove a finalizer")
 		require.NoError(t, m.Delete(ctx, rule))
 		eventually(t, time.Minute, "her copy swept", func() bool { return !exists(t, &corev1.ConfigMap{}, partner, "share") })
 		o.copiesReachANewNamespace(t)

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	blackadderv1beta1 "github.com/quartet-operator/quartet/api/blackadder/v1beta1"
@@ -121,9 +122,14 @@ func TestKillDuringMirrorRollout(t *testing.T) {
 	took := eventually(t, 2*time.Minute, "Ready after the restart", func() bool { return mirrorReady(ns, "quay") })
 	t.Logf("mirror Ready %.2fs after the restart", took.Seconds())
 
-	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(quay), quay))
-	quay.Spec.Upstream = "https://ghcr.io"
-	require.NoError(t, env.Client.Update(ctx, quay))
+	// The running manager writes the mirror's status meanwhile: retry on a conflict.
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(quay), quay); err != nil {
+			return err
+		}
+		quay.Spec.Upstream = "https://ghcr.io"
+		return env.Client.Update(ctx, quay)
+	}))
 	second.kill()
 	third := startManager(t, "third", "--controllers=registrymirror")
 	took = eventually(t, 2*time.Minute, "new upstream rolled out and Ready", func() bool {
