@@ -272,8 +272,8 @@ func (o *hostileOthers) copiesReachANewNamespace(t *testing.T) {
 	t.Logf("the platform's copy reached a new namespace in %s", took.Round(time.Millisecond))
 }
 
-// changeSource sets the platform source's key rev to rev and waits until the rule's
-// status says every copy has it.
+// changeSource sets the platform source's key rev to rev and waits until every copy of the
+// platform rule has it and the rule's status says its copies are in sync.
 func (o *hostileOthers) changeSource(t *testing.T, rev string) {
 	t.Helper()
 	ctx := context.Background()
@@ -282,9 +282,22 @@ func (o *hostileOthers) changeSource(t *testing.T, rev string) {
 	patch := client.MergeFrom(src.DeepCopy())
 	src.Data["rev"] = rev
 	require.NoError(t, env.Client.Patch(ctx, src, patch))
+	// The status said the copies were in sync before the change too, so it alone would be
+	// met at once, before any pass saw the change: the copies carrying rev are what only a
+	// pass after the change writes. (The UID leaves out mallory's forged look-alike.)
+	rule := client.MatchingLabels{copyratorrule.LabelRule: o.rule.Name, copyratorrule.LabelRuleNamespace: o.platform,
+		copyratorrule.LabelRuleUID: string(o.rule.UID)}
 	eventually(t, time.Minute, "the platform's rule past the source change", func() bool {
+		copies := &corev1.ConfigMapList{}
+		require.NoError(t, env.Client.List(ctx, copies, rule))
+		for _, c := range copies.Items {
+			if c.Data["rev"] != rev {
+				return false
+			}
+		}
 		st := o.ruleStatus(t)
-		return testenv.Condition(st.Conditions, flantv1.ConditionReady).Reason != flantv1.ReasonCopiesPending && st.CopiesInSync > 0
+		return len(copies.Items) > 0 &&
+			testenv.Condition(st.Conditions, flantv1.ConditionReady).Reason != flantv1.ReasonCopiesPending && st.CopiesInSync > 0
 	})
 }
 
