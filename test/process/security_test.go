@@ -153,12 +153,19 @@ func TestRestrictedPodSecurity(t *testing.T) {
 	ds := &appsv1.DaemonSet{}
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "hub-node"}, ds))
 	assert.Zero(t, ds.Status.NumberReady, "the node agent is the exception: refused under restricted")
-	events := testenv.Events(t, env.Client, ns, "DaemonSet", ds.Name)
-	i := slices.IndexFunc(events, func(e eventsv1.Event) bool {
-		return e.Reason == "FailedCreate" && strings.Contains(e.Note, "violates PodSecurity")
+	// The DaemonSet controller's Event is written on its own schedule, not with the mirror's
+	// status waited for above: wait for it too.
+	var refused eventsv1.Event
+	eventually(t, time.Minute, "a FailedCreate event naming the PodSecurity violation", func() bool {
+		events := testenv.Events(t, env.Client, ns, "DaemonSet", ds.Name)
+		i := slices.IndexFunc(events, func(e eventsv1.Event) bool {
+			return e.Reason == "FailedCreate" && strings.Contains(e.Note, "violates PodSecurity")
+		})
+		if i >= 0 {
+			refused = events[i]
+		}
+		return i >= 0
 	})
-	if assert.NotEqual(t, -1, i, "a FailedCreate event names the PodSecurity violation") {
-		t.Logf("node agent refused as expected: %s", events[i].Note)
-	}
+	t.Logf("node agent refused as expected: %s", refused.Note)
 	m.stop()
 }

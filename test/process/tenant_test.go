@@ -165,7 +165,11 @@ func TestTenantReachesOnlyWhatTheyCouldWithoutQuartet(t *testing.T) {
 	assert.Equal(t, int32(1), st.SourcesMatched, "the bootstrap token is never a source")
 	auth := testenv.Condition(st.Conditions, flantv1.ConditionAuthorized)
 	assert.Contains(t, auth.Message, "ClusterRole "+copyratorrule.TargetClusterRole, "the refusal says how consent is given")
-	assert.Contains(t, testenv.EventReasons(t, env.Client, alice.namespace, "CopyratorRule", named.Name), copyratorrule.EventCopyRefused)
+	// The pass sends its Events after its status write, and the recorder sends them later
+	// still: the status waited for above does not mean they are there.
+	eventually(t, time.Minute, "a "+copyratorrule.EventCopyRefused+" Event on CopyratorRule "+named.Name, func() bool {
+		return slices.Contains(testenv.EventReasons(t, env.Client, alice.namespace, "CopyratorRule", named.Name), copyratorrule.EventCopyRefused)
+	})
 
 	// She cannot give herself the consent: binding in bob's namespace is not hers to do.
 	selfGrant := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "let-me-in", Namespace: bob.namespace},
