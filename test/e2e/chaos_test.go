@@ -69,8 +69,27 @@ func waitDeploymentReady(t *testing.T, ns, name string, want int32) {
 			return false, "", err
 		}
 		s := d.Status
-		return s.ObservedGeneration == d.Generation && s.ReadyReplicas == want && s.Replicas == want && s.UpdatedReplicas == want,
-			fmt.Sprintf("%+v; %s", s, env.PodProblems(ctx, ns)), nil
+		// Right after a kill the status still counts the killed pods Ready (without a spec
+		// change to wait for), until the ReplicaSet and Deployment controllers catch up:
+		// the pods themselves, read in the same check, already say otherwise.
+		pods := &corev1.PodList{}
+		if err := env.Client.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(d.Spec.Selector.MatchLabels)); err != nil {
+			return false, "", err
+		}
+		var live, ready int32
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+				continue
+			}
+			live++
+			if podReady(p) {
+				ready++
+			}
+		}
+		return s.ObservedGeneration == d.Generation && s.ReadyReplicas == want && s.Replicas == want && s.UpdatedReplicas == want &&
+				live == want && ready == want,
+			fmt.Sprintf("%+v; pods %d, %d of them Ready; %s", s, live, ready, env.PodProblems(ctx, ns)), nil
 	}))
 }
 
