@@ -163,5 +163,8 @@ func TestRuleStopsAtItsLimit(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 2, written, "no more copies than the limit")
-	assert.Contains(t, eventsOf(t, rule), fmt.Sprintf("Warning %s", EventLimitReached))
+	// The pass sends its Events after its status write, and the recorder writes them later.
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Contains(c, eventsOf(c, rule), fmt.Sprintf("Warning %s", EventLimitReached))
+	}, waitFor, tick)
 }
