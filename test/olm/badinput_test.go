@@ -86,6 +86,7 @@ func TestBadInputsNameTheProblem(t *testing.T) {
 // badBundlesInOrder installs a bundle that lacks a CRD its CSV owns, then one whose manager
 // crashes (which brings that CRD).
 func badBundlesInOrder(t *testing.T) {
+	t.Helper()
 	ctx := context.Background()
 	t.Run("bundle that lacks a CRD its CSV owns", func(t *testing.T) {
 		// opm refuses to render such a bundle, so the catalog entry is rendered from the

@@ -116,6 +116,14 @@ func (u *UpstreamRegistry) Stop() {
 	u.cmd = nil
 }
 
+// Freeze stops the registry's process where it is (SIGSTOP): connections are still
+// accepted by the kernel, and nothing is answered until Thaw, so every request made
+// meanwhile waits, as on a slow upstream.
+func (u *UpstreamRegistry) Freeze() error { return u.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Thaw lets a frozen registry go on (SIGCONT).
+func (u *UpstreamRegistry) Thaw() error { return u.cmd.Process.Signal(syscall.SIGCONT) }
+
 // SetPassword changes the only account's password (bcrypt is its hash) and restarts the
 // registry, which reads htpasswd when it starts.
 func (u *UpstreamRegistry) SetPassword(password, bcrypt string) error {
