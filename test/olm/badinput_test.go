@@ -56,11 +56,7 @@ func TestBadInputsNameTheProblem(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, env.DeleteQuartetCRDs(ctx), "the CRD left out below must not be in the cluster already")
 
-	// The missing image waits about a minute for OLM's deadline and installs nothing, so it
-	// runs beside the other two, which run one after the other: the crashing manager's bundle
-	// brings the CRD whose absence the second one needs.
 	t.Run("bundle image that does not exist", func(t *testing.T) {
-		t.Parallel()
 		missing := localcluster.ScratchRegistry + "/quartet-operator/quartet-bundle:v0.3.0-missing"
 		ns := installBroken(t, "bad-missing-image", brokenBundle{image: missing}, map[string]string{
 			// OLM's own verdict comes when the unpack Job's deadline passes (10 minutes by
@@ -77,17 +73,6 @@ func TestBadInputsNameTheProblem(t *testing.T) {
 		requireOLMSays(t, ns, 2*time.Minute, "BundleUnpackFailed")
 	})
 
-	t.Run("broken bundles installed one after the other", func(t *testing.T) {
-		t.Parallel()
-		badBundlesInOrder(t)
-	})
-}
-
-// badBundlesInOrder installs a bundle that lacks a CRD its CSV owns, then one whose manager
-// crashes (which brings that CRD).
-func badBundlesInOrder(t *testing.T) {
-	t.Helper()
-	ctx := context.Background()
 	t.Run("bundle that lacks a CRD its CSV owns", func(t *testing.T) {
 		// opm refuses to render such a bundle, so the catalog entry is rendered from the
 		// whole bundle and the CRD dropped from it, as from the image.
