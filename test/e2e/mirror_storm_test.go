@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,16 +26,12 @@ import (
 	"github.com/quartet-operator/quartet/test/realnode"
 )
 
-// upstreamGet is a GET the upstream registry answered with 200, from its access log: a
-// fetch of the content (a HEAD is not one).
-var upstreamGet = regexp.MustCompile(`^\S+ - - \[[^\]]+\] "GET (/v2/\S+) HTTP/[0-9.]+" 200 `)
-
-// upstreamGets counts the GETs of path (query aside) the upstream answered with 200.
+// upstreamGets counts the GETs of path (query aside) the upstream answered with 200, from its
+// access log: fetches of the content (a HEAD is not one).
 func upstreamGets(log, path string) int {
 	n := 0
 	for _, line := range strings.Split(log, "\n") {
-		m := upstreamGet.FindStringSubmatch(line)
-		if m != nil && (m[1] == path || strings.HasPrefix(m[1], path+"?")) {
+		if _, method, ok := accessed(line, path); ok && method == "GET" {
 			n++
 		}
 	}

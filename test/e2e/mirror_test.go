@@ -157,19 +157,29 @@ func registryLog(t testing.TB, m *mirrorsv1alpha1.RegistryMirror) string {
 }
 
 // accessLine is one line of a registry's access log (combined log format).
-var accessLine = regexp.MustCompile(`^(\S+) - - \[[^\]]+\] "(?:GET|HEAD) (/v2/\S+) HTTP/[0-9.]+" (\d+) `)
+// Its groups: the client's address, the method, the path and the status.
+var accessLine = regexp.MustCompile(`^(\S+) - - \[[^\]]+\] "(GET|HEAD) (/v2/\S+) HTTP/[0-9.]+" (\d+) `)
 
 // fetchers lists the client addresses that fetched a path starting with uri (under /v2/)
 // from a registry and got 200, from its access log.
 func fetchers(log, uri string) []string {
 	var out []string
 	for _, line := range strings.Split(log, "\n") {
-		m := accessLine.FindStringSubmatch(line)
-		if m != nil && m[3] == "200" && (m[2] == uri || strings.HasPrefix(m[2], uri+"?")) {
-			out = append(out, m[1])
+		if addr, _, ok := accessed(line, uri); ok {
+			out = append(out, addr)
 		}
 	}
 	return out
+}
+
+// accessed reads one access log line: whether it is a request for a path starting with uri
+// (under /v2/) that got 200, and then the client's address and the method.
+func accessed(line, uri string) (addr, method string, ok bool) {
+	m := accessLine.FindStringSubmatch(line)
+	if m == nil || m[4] != "200" || (m[3] != uri && !strings.HasPrefix(m[3], uri+"?")) {
+		return "", "", false
+	}
+	return m[1], m[2], true
 }
 
 func ctr(t testing.TB, args ...string) string {
